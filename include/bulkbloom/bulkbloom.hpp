@@ -1,0 +1,8 @@
+/// @file
+/// Everything a bulkbloom user needs: layouts and sizing, the owning Filter, the view.
+#pragma once
+
+#include "bulkbloom/error.hpp"
+#include "bulkbloom/filter.hpp"
+#include "bulkbloom/filter_ref.hpp"
+#include "bulkbloom/layout.hpp"

@@ -1,0 +1,28 @@
+// Single-threaded bulk kernels of one CPU target over a contiguous run of keys. The CPU engine
+// splits work between threads and calls these; the scalar set is the oracle for all others.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bulkbloom/layout.hpp"
+#include "engine.hpp"
+
+namespace bulkbloom::detail {
+
+struct CpuKernels {
+  /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
+  const char* target;
+  void (*insert)(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                 KeyMode mode);
+  void (*contains)(const Layout& layout, const std::byte* bits, const std::uint64_t* keys,
+                   std::size_t n, KeyMode mode, std::uint8_t* out);
+  std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,
+                                    const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                    std::uint8_t* is_new);
+};
+
+/// The scalar reference: one key at a time, exactly as DESIGN §1 reads.
+const CpuKernels& scalar_kernels();
+
+}  // namespace bulkbloom::detail

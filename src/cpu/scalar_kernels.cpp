@@ -1,0 +1,79 @@
+// The reference implementation. Kept deliberately plain: every other kernel is tested against it.
+#include "bulkbloom/detail/block_math.hpp"
+#include "cpu/kernels.hpp"
+#include "shape_dispatch.hpp"
+
+namespace bulkbloom::detail {
+namespace {
+
+std::uint64_t key_hash(const Layout& layout, std::uint64_t key, KeyMode mode) {
+  if (mode == KeyMode::prehashed || layout.hash == KeyHash::identity) return key;
+  return xxh64_u64(key, layout.seed);
+}
+
+template <typename G>
+typename G::Word* block_words(const Layout& layout, std::byte* bits, std::uint64_t hash) {
+  const std::uint32_t block = block_of(hash, static_cast<std::uint32_t>(layout.num_blocks));
+  return reinterpret_cast<typename G::Word*>(bits) + std::size_t{block} * G::kWords;
+}
+
+template <typename G>
+bool test_block(const typename G::Word* words, std::uint64_t hash) {
+  const auto pattern = G::pattern(hash);
+  for (int i = 0; i < G::kWords; ++i) {
+    if ((words[i] & pattern.word[i]) == 0) return false;
+  }
+  return true;
+}
+
+template <typename G>
+void set_block(typename G::Word* words, std::uint64_t hash) {
+  const auto pattern = G::pattern(hash);
+  for (int i = 0; i < G::kWords; ++i) words[i] |= pattern.word[i];
+}
+
+void insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
+            KeyMode mode) {
+  with_geometry(layout.shape, [&]<typename G>(G) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint64_t hash = key_hash(layout, keys[k], mode);
+      set_block<G>(block_words<G>(layout, bits, hash), hash);
+    }
+  });
+}
+
+void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* keys, std::size_t n,
+              KeyMode mode, std::uint8_t* out) {
+  auto* mutable_bits = const_cast<std::byte*>(bits);  // only read below
+  with_geometry(layout.shape, [&]<typename G>(G) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint64_t hash = key_hash(layout, keys[k], mode);
+      out[k] = test_block<G>(block_words<G>(layout, mutable_bits, hash), hash) ? 1 : 0;
+    }
+  });
+}
+
+std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                               std::size_t n, KeyMode mode, std::uint8_t* is_new) {
+  std::uint64_t fresh = 0;
+  with_geometry(layout.shape, [&]<typename G>(G) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint64_t hash = key_hash(layout, keys[k], mode);
+      typename G::Word* words = block_words<G>(layout, bits, hash);
+      const bool present = test_block<G>(words, hash);
+      set_block<G>(words, hash);
+      is_new[k] = present ? 0 : 1;
+      fresh += present ? 0 : 1;
+    }
+  });
+  return fresh;
+}
+
+}  // namespace
+
+const CpuKernels& scalar_kernels() {
+  static constexpr CpuKernels kScalar{"scalar", insert, contains, insert_if_absent};
+  return kScalar;
+}
+
+}  // namespace bulkbloom::detail

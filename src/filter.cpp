@@ -1,0 +1,252 @@
+#include "bulkbloom/filter.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "bulkbloom/error.hpp"
+#include "engine.hpp"
+#include "key_hash.hpp"
+
+namespace bulkbloom {
+namespace {
+
+using detail::KeyMode;
+
+constexpr std::string_view kImplEnvironmentVariable = "BULKBLOOM_IMPL";
+// Byte-string keys are hashed into a stack buffer this many at a time, then passed on as hashes.
+constexpr std::size_t kHashChunk = 4096;
+
+std::unique_ptr<detail::Engine> make_engine_for(const std::string& implementation,
+                                                const Layout& layout, unsigned threads) {
+  if (implementation == "cpu") return detail::make_cpu_engine(layout, "", threads);
+  if (implementation.starts_with("cpu/")) {
+    return detail::make_cpu_engine(layout, implementation.substr(4), threads);
+  }
+  if (implementation == "cuda" || implementation.starts_with("cuda/")) {
+    throw BackendUnavailable("implementation '" + implementation +
+                             "' needs the CUDA backend, which this build of bulkbloom does not "
+                             "include; use backend cpu");
+  }
+  throw std::invalid_argument("unknown implementation '" + implementation +
+                              "': expected cpu, cpu/<target> or cuda (" +
+                              std::string(kImplEnvironmentVariable) + " or Options)");
+}
+
+bool implementation_matches(const std::string& implementation, Backend backend) {
+  switch (backend) {
+    case Backend::automatic:
+      return true;
+    case Backend::cpu:
+      return implementation == "cpu" || implementation.starts_with("cpu/");
+    case Backend::cuda:
+      return implementation == "cuda" || implementation.starts_with("cuda/");
+  }
+  return false;
+}
+
+std::unique_ptr<detail::Engine> make_engine(const Layout& layout, const Options& options) {
+  if (!options.implementation.empty()) {
+    if (!implementation_matches(options.implementation, options.backend)) {
+      throw std::invalid_argument("implementation '" + options.implementation +
+                                  "' does not belong to the requested backend");
+    }
+    return make_engine_for(options.implementation, layout, options.threads);
+  }
+  // The environment pins the implementation for tests and experiments, unless the caller
+  // asked for a different backend explicitly.
+  if (const char* env = std::getenv(kImplEnvironmentVariable.data()); env && *env) {
+    const std::string forced(env);
+    if (implementation_matches(forced, options.backend)) {
+      return make_engine_for(forced, layout, options.threads);
+    }
+  }
+  if (options.backend == Backend::cuda) return make_engine_for("cuda", layout, options.threads);
+  return detail::make_cpu_engine(layout, "", options.threads);
+}
+
+void check_size(std::size_t expected, std::size_t actual, const char* what) {
+  if (expected != actual) {
+    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
+                                " entries; expected " + std::to_string(expected));
+  }
+}
+
+void check_byte_keys_allowed(const Layout& layout) {
+  if (layout.hash == KeyHash::identity) {
+    throw std::invalid_argument(
+        "byte-string keys need a hashing layout: this filter's key hash is identity, which takes "
+        "uint64_t keys that are already hashes");
+  }
+}
+
+void check_same_layout(const Layout& a, const Layout& b, const char* operation) {
+  if (!(a == b)) {
+    throw std::invalid_argument(std::string("cannot ") + operation + " filters of different " +
+                                "layouts: " + a.describe() + " vs " + b.describe());
+  }
+}
+
+// Hashes `keys` chunk by chunk and hands each chunk of hashes to `consume(hashes, offset)`, in
+// order, so that order-dependent operations keep their sequential meaning.
+template <typename Consume>
+void for_each_hashed_chunk(std::span<const std::string_view> keys, std::uint64_t seed,
+                           Consume&& consume) {
+  std::array<std::uint64_t, kHashChunk> hashes;
+  for (std::size_t offset = 0; offset < keys.size(); offset += kHashChunk) {
+    const std::size_t n = std::min(kHashChunk, keys.size() - offset);
+    for (std::size_t i = 0; i < n; ++i) hashes[i] = detail::xxh64_bytes(keys[offset + i], seed);
+    consume(std::span<const std::uint64_t>(hashes.data(), n), offset);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> available_implementations() {
+  return detail::cpu_implementations();
+}
+
+Filter::Filter(const Layout& layout, const Options& options) : layout_(layout) {
+  layout_.validate();
+  engine_ = make_engine(layout_, options);
+}
+
+Filter Filter::for_capacity(std::uint64_t capacity, double fpr, const Options& options) {
+  return Filter(Layout::for_capacity(capacity, fpr), options);
+}
+
+Filter::Filter(Filter&&) noexcept = default;
+Filter& Filter::operator=(Filter&&) noexcept = default;
+Filter::~Filter() = default;
+
+std::string Filter::implementation() const {
+  return engine_->implementation();
+}
+unsigned Filter::threads() const {
+  return engine_->threads();
+}
+
+void Filter::insert(std::span<const std::uint64_t> keys) {
+  engine_->insert(keys, KeyMode::hash_with_layout);
+}
+
+void Filter::insert(std::span<const std::string_view> keys) {
+  check_byte_keys_allowed(layout_);
+  for_each_hashed_chunk(keys, layout_.seed,
+                        [&](std::span<const std::uint64_t> hashes, std::size_t) {
+                          engine_->insert(hashes, KeyMode::prehashed);
+                        });
+}
+
+void Filter::insert(std::uint64_t key) {
+  insert(std::span<const std::uint64_t>(&key, 1));
+}
+
+void Filter::contains(std::span<const std::uint64_t> keys, std::span<std::uint8_t> out) const {
+  check_size(keys.size(), out.size(), "contains: output span");
+  engine_->contains(keys, KeyMode::hash_with_layout, out);
+}
+
+void Filter::contains(std::span<const std::string_view> keys, std::span<std::uint8_t> out) const {
+  check_byte_keys_allowed(layout_);
+  check_size(keys.size(), out.size(), "contains: output span");
+  for_each_hashed_chunk(
+      keys, layout_.seed, [&](std::span<const std::uint64_t> hashes, std::size_t offset) {
+        engine_->contains(hashes, KeyMode::prehashed, out.subspan(offset, hashes.size()));
+      });
+}
+
+bool Filter::contains(std::uint64_t key) const {
+  std::uint8_t flag = 0;
+  contains(std::span<const std::uint64_t>(&key, 1), std::span<std::uint8_t>(&flag, 1));
+  return flag != 0;
+}
+
+std::uint64_t Filter::insert_if_absent(std::span<const std::uint64_t> keys,
+                                       std::span<std::uint8_t> is_new) {
+  check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
+  return engine_->insert_if_absent(keys, KeyMode::hash_with_layout, is_new);
+}
+
+std::uint64_t Filter::insert_if_absent(std::span<const std::string_view> keys,
+                                       std::span<std::uint8_t> is_new) {
+  check_byte_keys_allowed(layout_);
+  check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
+  std::uint64_t fresh = 0;
+  for_each_hashed_chunk(keys, layout_.seed,
+                        [&](std::span<const std::uint64_t> hashes, std::size_t offset) {
+                          fresh += engine_->insert_if_absent(hashes, KeyMode::prehashed,
+                                                             is_new.subspan(offset, hashes.size()));
+                        });
+  return fresh;
+}
+
+bool Filter::insert_if_absent(std::uint64_t key) {
+  std::uint8_t flag = 0;
+  insert_if_absent(std::span<const std::uint64_t>(&key, 1), std::span<std::uint8_t>(&flag, 1));
+  return flag != 0;
+}
+
+void Filter::merge(const Filter& other) {
+  check_same_layout(layout_, other.layout_, "merge");
+  if (const std::byte* host = other.engine_->host_bytes()) {
+    engine_->combine({host, layout_.size_bytes()}, detail::CombineOp::bit_or);
+    return;
+  }
+  std::vector<std::byte> copy(layout_.size_bytes());
+  other.copy_bytes_to(copy);
+  engine_->combine(copy, detail::CombineOp::bit_or);
+}
+
+void Filter::intersect(const Filter& other) {
+  check_same_layout(layout_, other.layout_, "intersect");
+  if (const std::byte* host = other.engine_->host_bytes()) {
+    engine_->combine({host, layout_.size_bytes()}, detail::CombineOp::bit_and);
+    return;
+  }
+  std::vector<std::byte> copy(layout_.size_bytes());
+  other.copy_bytes_to(copy);
+  engine_->combine(copy, detail::CombineOp::bit_and);
+}
+
+void Filter::clear() {
+  engine_->clear();
+}
+
+std::uint64_t Filter::popcount() const {
+  return engine_->popcount();
+}
+
+double Filter::estimated_count() const {
+  // Each key sets one uniformly placed bit per word; over a Poisson(lambda) block load a bit
+  // stays clear with probability exp(-lambda / w). Invert the observed clear fraction.
+  const double total_bits = 8.0 * static_cast<double>(layout_.size_bytes());
+  const double set_fraction = static_cast<double>(popcount()) / total_bits;
+  if (set_fraction >= 1.0) return std::numeric_limits<double>::infinity();
+  const double w = word_bits(layout_.shape);
+  const double lambda = -w * std::log1p(-set_fraction);
+  return lambda * static_cast<double>(layout_.num_blocks);
+}
+
+double Filter::current_fpr() const {
+  return engine_->current_fpr();
+}
+
+FilterRef Filter::view() const {
+  return engine_->view();
+}
+
+void Filter::copy_bytes_to(std::span<std::byte> out) const {
+  check_size(layout_.size_bytes(), out.size(), "copy_bytes_to: destination");
+  engine_->copy_bytes_to(out);
+}
+
+void Filter::copy_bytes_from(std::span<const std::byte> in) {
+  check_size(layout_.size_bytes(), in.size(), "copy_bytes_from: source");
+  engine_->copy_bytes_from(in);
+}
+
+}  // namespace bulkbloom

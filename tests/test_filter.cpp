@@ -1,0 +1,303 @@
+// Contracts of DESIGN §3 on every shape and every implementation this build runs here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+#include <unordered_set>
+
+#include "test_support.hpp"
+
+namespace bulkbloom::test {
+namespace {
+
+struct Case {
+  std::string implementation;
+  Shape shape;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.implementation << " " << to_string(c.shape);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (const auto& impl : available_implementations()) {
+    for (Shape s : kAllShapes) cases.push_back({impl, s});
+  }
+  return cases;
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.implementation + "_" + shape_name(info.param.shape);
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
+
+class FilterContract : public testing::TestWithParam<Case> {
+ protected:
+  // A small filter (high load in the tests below) so that blocks are shared by many keys.
+  Filter make(std::uint64_t num_blocks = 257, KeyHash hash = KeyHash::xxh64) const {
+    Options options;
+    options.implementation = GetParam().implementation;
+    return Filter(Layout{GetParam().shape, num_blocks, hash, 0}, options);
+  }
+  Filter make_scalar(std::uint64_t num_blocks = 257) const {
+    Options options;
+    options.implementation = "cpu/scalar";
+    return Filter(Layout{GetParam().shape, num_blocks}, options);
+  }
+};
+
+// The reference meaning of insert_if_absent: one key at a time, contains then insert.
+std::vector<std::uint8_t> sequential_insert_if_absent(Filter& filter,
+                                                      std::span<const std::uint64_t> keys) {
+  std::vector<std::uint8_t> flags;
+  for (std::uint64_t k : keys) {
+    flags.push_back(filter.contains(k) ? 0 : 1);
+    filter.insert(k);
+  }
+  return flags;
+}
+
+TEST_P(FilterContract, NoFalseNegativesOnAnyPath) {
+  const auto keys = random_keys(20000, 11);
+  Filter batch = make(), single = make(), strings = make();
+  batch.insert(keys);
+  for (auto k : keys) single.insert(k);
+  std::vector<std::string> texts;
+  for (auto k : keys) texts.push_back("key-" + std::to_string(k));
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  strings.insert(views);
+
+  std::vector<std::uint8_t> flags(keys.size());
+  batch.contains(keys, flags);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), 1), std::ptrdiff_t(keys.size()));
+  single.contains(keys, flags);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), 1), std::ptrdiff_t(keys.size()));
+  strings.contains(views, flags);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), 1), std::ptrdiff_t(keys.size()));
+  const FilterRef view = batch.view();
+  for (auto k : keys) {
+    ASSERT_TRUE(batch.contains(k));
+    ASSERT_TRUE(view.contains(k));
+  }
+  EXPECT_EQ(bytes_of(batch), bytes_of(single));
+}
+
+TEST_P(FilterContract, IdentityHashUsesKeysAsHashes) {
+  const auto keys = random_keys(5000, 12);
+  Filter filter = make(257, KeyHash::identity);
+  filter.insert(keys);
+  std::vector<std::byte> by_view(filter.layout().size_bytes());
+  const FilterRef view(by_view.data(), filter.layout());
+  for (auto k : keys) view.insert_hash(k);
+  EXPECT_EQ(bytes_of(filter), by_view);
+}
+
+TEST_P(FilterContract, InsertIsOrderIndependentAndMatchesTheReference) {
+  auto keys = random_keys(30000, 13);
+  Filter in_order = make();
+  in_order.insert(keys);
+  std::shuffle(keys.begin(), keys.end(), std::mt19937_64(5));
+  Filter shuffled = make();
+  // In uneven batches too.
+  for (std::size_t i = 0; i < keys.size(); i += 997) {
+    shuffled.insert(std::span(keys).subspan(i, std::min<std::size_t>(997, keys.size() - i)));
+  }
+  EXPECT_EQ(bytes_of(in_order), bytes_of(shuffled));
+  Filter reference = make_scalar();
+  reference.insert(keys);
+  EXPECT_EQ(bytes_of(in_order), bytes_of(reference));
+}
+
+TEST_P(FilterContract, ContainsMatchesTheReference) {
+  const auto keys = random_keys(40000, 14);
+  Filter filter = make(), reference = make_scalar();
+  filter.insert(std::span(keys).first(10000));
+  reference.insert(std::span(keys).first(10000));
+  std::vector<std::uint8_t> got(keys.size()), want(keys.size());
+  filter.contains(keys, got);
+  reference.contains(keys, want);
+  EXPECT_EQ(got, want);
+}
+
+// Batches built to break a careless dedup: every copy of a key must be reported new at most once.
+std::vector<std::vector<std::uint64_t>> adversarial_batches() {
+  std::vector<std::vector<std::uint64_t>> batches;
+  batches.push_back({});                                     // empty
+  batches.push_back(std::vector<std::uint64_t>(1000, 77));   // all equal
+  batches.push_back({0, ~0ull, 0, ~0ull, 0, 1, ~0ull - 1});  // edge values
+  batches.push_back(std::vector<std::uint64_t>(17, 0));      // not a multiple of any width
+  std::vector<std::uint64_t> sequential(5000);
+  for (std::size_t i = 0; i < sequential.size(); ++i) sequential[i] = i;
+  batches.push_back(sequential);
+  // Each of 300 keys repeated ~30 times at random positions.
+  const auto hot = random_keys(300, 15);
+  std::vector<std::uint64_t> repeated;
+  SplitMix64 rng(16);
+  for (int i = 0; i < 9000; ++i) repeated.push_back(hot[rng.next() % hot.size()]);
+  batches.push_back(repeated);
+  // Copies of one key back to back in runs of 1..64 (one vector, several vectors).
+  std::vector<std::uint64_t> runs;
+  for (int run = 1; run <= 64; ++run) runs.insert(runs.end(), run, 1000 + run % 7);
+  batches.push_back(runs);
+  return batches;
+}
+
+TEST_P(FilterContract, InsertIfAbsentIsTheSequentialLoop) {
+  for (const auto& batch : adversarial_batches()) {
+    SCOPED_TRACE("batch of " + std::to_string(batch.size()));
+    Filter filter = make(), reference = make_scalar();
+    std::vector<std::uint8_t> is_new(batch.size());
+    const auto fresh = filter.insert_if_absent(batch, is_new);
+    const auto want = sequential_insert_if_absent(reference, batch);
+    EXPECT_EQ(is_new, want);
+    EXPECT_EQ(fresh, std::uint64_t(std::count(want.begin(), want.end(), 1)));
+    EXPECT_EQ(bytes_of(filter), bytes_of(reference));
+
+    std::unordered_set<std::uint64_t> reported;
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (is_new[i]) EXPECT_TRUE(reported.insert(batch[i]).second) << "leak: " << batch[i];
+    }
+    // A second pass over the same keys finds nothing new.
+    EXPECT_EQ(filter.insert_if_absent(batch, is_new), 0u);
+  }
+}
+
+TEST_P(FilterContract, InsertIfAbsentAcrossBatchesAndForStrings) {
+  const auto keys = random_keys(4000, 17);
+  std::vector<std::uint64_t> stream;
+  for (int copy = 0; copy < 3; ++copy) stream.insert(stream.end(), keys.begin(), keys.end());
+  std::shuffle(stream.begin(), stream.end(), std::mt19937_64(3));
+  Filter filter = make(4096), reference = make_scalar(4096);
+  std::vector<std::uint8_t> is_new(stream.size());
+  for (std::size_t i = 0; i < stream.size(); i += 1000) {
+    filter.insert_if_absent(std::span(stream).subspan(i, 1000), std::span(is_new).subspan(i, 1000));
+  }
+  EXPECT_EQ(is_new, sequential_insert_if_absent(reference, stream));
+
+  std::vector<std::string> texts;
+  for (auto k : stream) texts.push_back(std::to_string(k % 5000));
+  std::vector<std::string_view> views(texts.begin(), texts.end());
+  Filter by_string = make(4096);
+  const auto fresh = by_string.insert_if_absent(views, is_new);
+  std::unordered_set<std::string_view> distinct(views.begin(), views.end());
+  EXPECT_LE(fresh, distinct.size());
+  std::unordered_set<std::string_view> reported;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    if (is_new[i]) EXPECT_TRUE(reported.insert(views[i]).second) << "leak: " << views[i];
+  }
+}
+
+TEST_P(FilterContract, MergeIntersectClear) {
+  const auto a_keys = random_keys(3000, 18), b_keys = random_keys(3000, 19);
+  Filter a = make(), b = make(), both = make();
+  a.insert(a_keys);
+  b.insert(b_keys);
+  both.insert(a_keys);
+  both.insert(b_keys);
+  Filter merged = make();
+  merged.merge(a);
+  merged.merge(b);
+  EXPECT_EQ(bytes_of(merged), bytes_of(both));
+
+  Filter common = make();
+  common.insert(a_keys);
+  common.intersect(both);
+  EXPECT_EQ(bytes_of(common), bytes_of(a));
+  common.intersect(b);
+  const auto ca = bytes_of(common), aa = bytes_of(a), bb = bytes_of(b);
+  for (std::size_t i = 0; i < ca.size(); ++i) ASSERT_EQ(ca[i], aa[i] & bb[i]) << i;
+
+  merged.clear();
+  EXPECT_EQ(merged.popcount(), 0u);
+  EXPECT_FALSE(merged.contains(a_keys[0]));
+
+  Filter other_layout(Layout{GetParam().shape, 258});
+  EXPECT_THROW(merged.merge(other_layout), std::invalid_argument);
+  EXPECT_THROW(merged.intersect(other_layout), std::invalid_argument);
+  Filter other_seed(Layout{GetParam().shape, 257, KeyHash::xxh64, 1});
+  EXPECT_THROW(merged.merge(other_seed), std::invalid_argument);
+}
+
+TEST_P(FilterContract, EstimatesFollowTheLoad) {
+  const std::uint64_t n = 100000;
+  const Layout layout = Layout::for_capacity(GetParam().shape, n, 0.01);
+  Options options;
+  options.implementation = GetParam().implementation;
+  Filter filter(layout, options);
+  filter.insert(random_keys(n, 20));
+  EXPECT_NEAR(filter.estimated_count() / double(n), 1.0, 0.02);
+  EXPECT_NEAR(filter.current_fpr() / layout.expected_fpr(n), 1.0, 0.05);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllImplementations, FilterContract, testing::ValuesIn(all_cases()),
+                         case_name);
+
+TEST(FilterApi, ImplementationIsInspectableAndForceable) {
+  const auto impls = available_implementations();
+  ASSERT_FALSE(impls.empty());
+  EXPECT_EQ(impls.back(), "cpu/scalar");
+  const Layout layout{Shape::sb512, 16};
+  {
+    Options options;
+    options.backend = Backend::cpu;
+    EXPECT_EQ(Filter(layout, options).implementation(), impls.front());
+  }
+  ::setenv("BULKBLOOM_IMPL", "cpu/scalar", 1);
+  EXPECT_EQ(Filter(layout).implementation(), "cpu/scalar");
+  ::setenv("BULKBLOOM_IMPL", "cpu/NO_SUCH_TARGET", 1);
+  EXPECT_THROW(Filter{layout}, BackendUnavailable);
+  ::setenv("BULKBLOOM_IMPL", "gpu", 1);
+  EXPECT_THROW(Filter{layout}, std::invalid_argument);
+  ::unsetenv("BULKBLOOM_IMPL");
+  Options scalar;
+  scalar.implementation = "cpu/scalar";
+  scalar.threads = 3;
+  Filter pinned(layout, scalar);
+  EXPECT_EQ(pinned.implementation(), "cpu/scalar");
+  EXPECT_EQ(pinned.threads(), 3u);
+}
+
+TEST(FilterApi, CudaWithoutTheBackendIsAClearError) {
+  Options options;
+  options.backend = Backend::cuda;
+  try {
+    Filter filter(Layout{Shape::sb512, 16}, options);
+    // A build with CUDA and a device present gets a CUDA filter.
+    EXPECT_TRUE(filter.implementation().starts_with("cuda")) << filter.implementation();
+  } catch (const BackendUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+  }
+}
+
+TEST(FilterApi, MismatchedSpansAndByteKeysOnIdentityLayoutsAreRejected) {
+  Filter filter(Layout{Shape::sb512, 16});
+  const std::vector<std::uint64_t> keys(10, 1);
+  std::vector<std::uint8_t> short_flags(9);
+  EXPECT_THROW(filter.contains(keys, short_flags), std::invalid_argument);
+  EXPECT_THROW(filter.insert_if_absent(keys, short_flags), std::invalid_argument);
+  std::vector<std::byte> wrong_size(10);
+  EXPECT_THROW(filter.copy_bytes_to(wrong_size), std::invalid_argument);
+  EXPECT_THROW(filter.copy_bytes_from(wrong_size), std::invalid_argument);
+
+  Filter identity(Layout{Shape::sb512, 16, KeyHash::identity});
+  const std::string_view key = "abc";
+  EXPECT_THROW(identity.insert(std::span<const std::string_view>(&key, 1)), std::invalid_argument);
+}
+
+TEST(FilterApi, MovesAndByteRoundTrip) {
+  Filter a(Layout{Shape::sb256, 100});
+  a.insert(random_keys(500, 21));
+  const auto bytes = bytes_of(a);
+  Filter b = std::move(a);
+  EXPECT_EQ(bytes_of(b), bytes);
+  Filter c(Layout{Shape::sb256, 100});
+  c.copy_bytes_from(bytes);
+  EXPECT_EQ(bytes_of(c), bytes);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(c.view().data()) % 64, 0u);
+}
+
+}  // namespace
+}  // namespace bulkbloom::test

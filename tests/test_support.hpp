@@ -1,0 +1,50 @@
+// Shared helpers for the tests: deterministic key streams and filter byte snapshots.
+#pragma once
+
+#include <bulkbloom/bulkbloom.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bulkbloom::test {
+
+/// SplitMix64: a fixed-seed stream of well-mixed 64-bit values.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
+  std::uint64_t next() {
+    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  std::uint64_t state_;
+};
+
+/// `n` distinct-with-overwhelming-probability keys from `seed`.
+inline std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<std::uint64_t> keys(n);
+  for (auto& k : keys) k = rng.next();
+  return keys;
+}
+
+/// The filter's bytes.
+inline std::vector<std::byte> bytes_of(const Filter& f) {
+  std::vector<std::byte> out(f.layout().size_bytes());
+  f.copy_bytes_to(out);
+  return out;
+}
+
+/// Every shape, for parameterised tests.
+inline constexpr Shape kAllShapes[] = {Shape::sb256, Shape::sb256x4, Shape::sb512, Shape::sb512x16};
+
+/// Test-name-safe shape name.
+inline std::string shape_name(Shape s) {
+  return std::string(to_string(s));
+}
+
+}  // namespace bulkbloom::test
