@@ -106,6 +106,12 @@ void File::write_all(const std::byte* data, std::uint64_t n) {
   }
 }
 
+void File::write_at(std::span<const std::byte> data, std::uint64_t offset) {
+  if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0)
+    throw IoError("cannot seek in " + path_.string() + ": " + errno_text());
+  write_all(data);
+}
+
 void File::sync() {
   if (::fsync(fd_) != 0) throw IoError("cannot flush " + path_.string() + ": " + errno_text());
 }
@@ -133,6 +139,13 @@ void write_file_atomically(const std::filesystem::path& path,
     throw;
   }
   sync_directory(path.parent_path());
+}
+
+void create_checkpoint_directory(const std::filesystem::path& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
 }
 
 HostBits::HostBits(const Filter& filter) {

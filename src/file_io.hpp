@@ -77,6 +77,9 @@ class File {
   void read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) const;
   void write_all(const std::byte* data, std::uint64_t n);
   void write_all(std::span<const std::byte> data) { write_all(data.data(), data.size()); }
+  /// Writes `data` at `offset` (e.g. a header whose checksum is known last); later writes go on
+  /// from its end.
+  void write_at(std::span<const std::byte> data, std::uint64_t offset);
   void sync();
 
  private:
@@ -89,6 +92,9 @@ class File {
 /// Throws IoError; the temporary file never outlives a failure.
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(File&)>& write);
+
+/// Creates checkpoint directory `dir` and its parents if missing. Throws IoError.
+void create_checkpoint_directory(const std::filesystem::path& dir);
 
 /// A filter's bits as host memory: the CPU engine's own, or a copy from a device.
 class HostBits {

@@ -282,10 +282,7 @@ Filter deserialize(std::span<const std::byte> image, FileState* state, const Opt
 
 void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
                      const FileState& state) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
+  detail::create_checkpoint_directory(dir);
   save(filter, dir / kCheckpointFile, state);
 }
 
