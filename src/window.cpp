@@ -204,26 +204,38 @@ void WindowedFilter::require_clock(WindowClock clock, const char* call) const {
                                      "times)"));
 }
 
-std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> keys,
-                                               std::span<std::uint8_t> is_new) {
-  require_clock(WindowClock::records, "insert_if_absent without times");
+// Hashes the keys once, chunk by chunk, and dedups each chunk's hashes in order.
+template <typename Key>
+std::uint64_t WindowedFilter::dedup_keys(std::span<const Key> keys,
+                                         std::span<const std::int64_t> times,
+                                         std::span<std::uint8_t> is_new) {
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
   std::uint64_t fresh = 0;
   for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    fresh += dedup_hashes(hashes, {}, is_new.data() + offset);
+    const auto chunk_times = times.empty() ? times : times.subspan(offset, hashes.size());
+    fresh += dedup_hashes(hashes, chunk_times, is_new.data() + offset);
   });
   return fresh;
+}
+
+template <typename Key>
+void WindowedFilter::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
+  check_size(keys.size(), out.size(), "contains: output span");
+  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
+    contains_hashes(hashes, out.data() + offset);
+  });
+}
+
+std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> keys,
+                                               std::span<std::uint8_t> is_new) {
+  require_clock(WindowClock::records, "insert_if_absent without times");
+  return dedup_keys(keys, {}, is_new);
 }
 
 std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::string_view> keys,
                                                std::span<std::uint8_t> is_new) {
   require_clock(WindowClock::records, "insert_if_absent without times");
-  check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
-  std::uint64_t fresh = 0;
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    fresh += dedup_hashes(hashes, {}, is_new.data() + offset);
-  });
-  return fresh;
+  return dedup_keys(keys, {}, is_new);
 }
 
 std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> keys,
@@ -231,12 +243,7 @@ std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> ke
                                                std::span<std::uint8_t> is_new) {
   require_clock(WindowClock::event_time, "insert_if_absent with times");
   check_size(keys.size(), times.size(), "insert_if_absent: times span");
-  check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
-  std::uint64_t fresh = 0;
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    fresh += dedup_hashes(hashes, times.subspan(offset, hashes.size()), is_new.data() + offset);
-  });
-  return fresh;
+  return dedup_keys(keys, times, is_new);
 }
 
 std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::string_view> keys,
@@ -244,28 +251,17 @@ std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::string_view>
                                                std::span<std::uint8_t> is_new) {
   require_clock(WindowClock::event_time, "insert_if_absent with times");
   check_size(keys.size(), times.size(), "insert_if_absent: times span");
-  check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
-  std::uint64_t fresh = 0;
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    fresh += dedup_hashes(hashes, times.subspan(offset, hashes.size()), is_new.data() + offset);
-  });
-  return fresh;
+  return dedup_keys(keys, times, is_new);
 }
 
 void WindowedFilter::contains(std::span<const std::uint64_t> keys,
                               std::span<std::uint8_t> out) const {
-  check_size(keys.size(), out.size(), "contains: output span");
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    contains_hashes(hashes, out.data() + offset);
-  });
+  contains_keys(keys, out);
 }
 
 void WindowedFilter::contains(std::span<const std::string_view> keys,
                               std::span<std::uint8_t> out) const {
-  check_size(keys.size(), out.size(), "contains: output span");
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    contains_hashes(hashes, out.data() + offset);
-  });
+  contains_keys(keys, out);
 }
 
 bool WindowedFilter::contains(std::uint64_t key) const {

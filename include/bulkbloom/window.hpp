@@ -135,6 +135,11 @@ class WindowedFilter {
 
  private:
   friend struct detail::WindowAccess;
+  template <typename Key>
+  std::uint64_t dedup_keys(std::span<const Key> keys, std::span<const std::int64_t> times,
+                           std::span<std::uint8_t> is_new);
+  template <typename Key>
+  void contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const;
   std::uint64_t dedup_hashes(std::span<const std::uint64_t> hashes,
                              std::span<const std::int64_t> times, std::uint8_t* is_new);
   std::uint64_t dedup_segment(std::span<const std::uint64_t> hashes, std::uint8_t* is_new);
