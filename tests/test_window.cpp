@@ -464,6 +464,35 @@ TEST(WindowFile, RejectsDamagedFilesNamingTheProblem) {
             std::string::npos);
 }
 
+TEST(WindowFile, RandomHeaderValuesGiveAWindowOrAFormatError) {
+  // Header fields set at random, with the header checksum made to match so that the reader's
+  // later checks run: nothing but a window or a FormatError may come out (no crash, no huge
+  // allocation from an unchecked size).
+  TempDir dir;
+  const auto path = dir.path() / "w.bbw";
+  WindowedFilter window(small_config(WindowClock::event_time, Shape::sb256, 40));
+  feed(window, make_window_stream(200, 6, kDistances, 3), {50});
+  save(window, path, {1, {std::byte{5}, std::byte{6}}});
+  const auto good = read_file(path);
+  SplitMix64 rng(3);
+  std::size_t loaded = 0;
+  for (int round = 0; round < 400; ++round) {
+    auto bytes = good;
+    for (int changes = 1 + int(rng.next() % 3); changes > 0; --changes) {
+      bytes[8 + rng.next() % 112] = std::byte(rng.next() % 4 == 0 ? 0xFF : rng.next() % 3);
+    }
+    const std::uint64_t sum = XXH3_64bits(bytes.data(), 120);
+    std::memcpy(bytes.data() + 120, &sum, sizeof sum);
+    write_file(path, bytes);
+    try {
+      load_window(path);
+      ++loaded;
+    } catch (const FormatError&) {
+    }
+  }
+  EXPECT_LT(loaded, 400u);
+}
+
 TEST(WindowCheckpoint, KeepsTheWindowAndMetadataTogether) {
   TempDir dir;
   const auto checkpoints = dir.path() / "ckpt";
