@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bulkbloom/filter.hpp"
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/layout.hpp"
 
@@ -44,6 +45,12 @@ class Engine {
   virtual FilterRef view() const = 0;
   virtual void copy_bytes_to(std::span<std::byte> out) const = 0;
   virtual void copy_bytes_from(std::span<const std::byte> in) = 0;
+};
+
+/// Reaches a Filter's engine from library code outside the Filter class (the CUDA device-pointer
+/// calls).
+struct FilterAccess {
+  static Engine& engine(const Filter& filter) { return *filter.engine_; }
 };
 
 /// A CPU engine running `target` ("" for the best this CPU supports, "scalar", or a Highway
