@@ -73,6 +73,14 @@ timeout 180 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
   -E '^Shapes/Cuda\.|^CudaBackend\.' >"$log_dir/ctest.log" 2>&1 || suite_ok=no
 tail -5 "$log_dir/ctest.log"
 
+# GPU_CHECK_MUTATIONS=0 skips this step (about a minute and a half on an H200 machine).
+mutations_ok=yes
+if [[ $gpu_tests_ok != skipped && ${GPU_CHECK_MUTATIONS:-1} != 0 ]]; then
+  say "mutations: can the GPU tests fail?"
+  timeout 200 bench/gpu_mutations.sh "$build_dir/mutations" "$log_dir/mutations.log" \
+    "${configure_args[@]}" || mutations_ok=no
+fi
+
 say "GPU benchmark"
 bench_ok=yes
 timeout 240 "$build_dir/bench/gpu/bulkbloom_gpu_bench" >"$log_dir/gpu_bench.log" 2>&1 || bench_ok=no
@@ -80,7 +88,7 @@ sed -n '/== summary/q;p' "$log_dir/gpu_bench.log"
 
 verdict() { [[ $1 == yes ]] && echo "$2" || { [[ $1 == skipped ]] && echo SKIPPED || echo FAILED; }; }
 say "done: GPU tests $(verdict $gpu_tests_ok passed), test suite $(verdict $suite_ok passed)," \
-  "benchmark $(verdict $bench_ok ran)"
+  "mutations $(verdict $mutations_ok caught), benchmark $(verdict $bench_ok ran)"
 echo
 sed -n '/== summary/,$p' "$log_dir/gpu_bench.log"
-[[ $gpu_tests_ok == yes && $suite_ok == yes && $bench_ok == yes ]]
+[[ $gpu_tests_ok == yes && $suite_ok == yes && $mutations_ok == yes && $bench_ok == yes ]]
