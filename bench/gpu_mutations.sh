@@ -17,7 +17,7 @@ cmake -S "$src" -B "$build" "$@" -DBULKBLOOM_BUILD_BENCH=OFF -DBULKBLOOM_BUILD_E
 survived=0
 # name | file | sed expression | tests expected to fail
 mutations=(
-  "no lock in insert_if_absent|src/cuda/kernels.cuh|s/while (atomicOr(word, bit) \& bit) __nanosleep(64);//|*ZeroLeaks*"
+  "no lock in insert_if_absent|src/cuda/kernels.cuh|s/while (word.fetch_or(bit, ::cuda::memory_order_acquire) \& bit) __nanosleep(64);//|*ZeroLeaks*"
   "one bit moved in the pattern|src/cuda/kernels.cuh|s/std::memcpy(&out, &pattern, sizeof(out));/&\n  out.lane[0] <<= 1;/|*InsertGivesTheOracleBytes*"
   "contains always true|src/cuda/kernels.cuh|s/out\[i\] = covers<G>.*/out[i] = 1;/|*ContainsGivesTheOracleFlags*"
   "last chunk's flags dropped|src/cuda/cuda_engine.cu|s/^    finish(1);$//|*StreamsBatchesLargerThanOneChunk*"

@@ -4,9 +4,9 @@
 //
 // Timing: CUDA events around each kernel on the default stream; each figure is the median of
 // several repetitions after one warm-up. Keys live in device memory unless the row says "host".
+#include <cuda_runtime.h>
 #include <bulkbloom/bulkbloom.hpp>
 #include <bulkbloom/cuda.hpp>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <bit>
@@ -44,8 +44,7 @@ T* device_alloc(std::size_t n) {
 // SplitMix64 of the index: distinct, uniform keys without a host round trip.
 __global__ void fill_keys(std::uint64_t* keys, std::uint64_t n, std::uint64_t seed) {
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
     std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -65,8 +64,7 @@ __global__ void random_read_limit(const std::byte* buffer, std::uint32_t num_blo
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const std::uint32_t block = detail::block_of(mix(i), num_blocks);
-  const auto lanes =
-      gpu::load_block<G>(gpu::block_lanes<G>(const_cast<std::byte*>(buffer), block));
+  const auto lanes = gpu::load_block<G>(gpu::block_lanes<G>(const_cast<std::byte*>(buffer), block));
   unsigned long long x = 0;
   for (auto v : lanes.lane) x ^= v;
   if (x == 0x123456789abcdefull) *sink = x;  // keeps the loads alive; practically never true
@@ -80,12 +78,13 @@ __global__ void random_atomic_limit(std::byte* buffer, std::uint32_t num_blocks,
   if (i >= n) return;
   const std::uint64_t h = mix(i);
   unsigned long long* lanes = gpu::block_lanes<G>(buffer, detail::block_of(h, num_blocks));
-  for (int l = 0; l < gpu::Lanes<G>::kCount; ++l) atomicOr(lanes + l, 1ull << ((h >> (6 * l)) & 63));
+  for (int l = 0; l < gpu::Lanes<G>::kCount; ++l)
+    atomicOr(lanes + l, 1ull << ((h >> (6 * l)) & 63));
 }
 
 // Median milliseconds of `reps` runs of `body` (after one warm-up), `before` run untimed first.
-double median_ms(int reps, const std::function<void()>& body,
-                 const std::function<void()>& before = [] {}) {
+double median_ms(
+    int reps, const std::function<void()>& body, const std::function<void()>& before = [] {}) {
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -141,22 +140,23 @@ void bench_filter(const char* name, std::uint64_t filter_bytes, const std::uint6
   const auto clear = [&] { check(cudaMemset(bits, 0, filter_bytes), "cudaMemset"); };
 
   const double read_ms = median_ms(reps, [&] {
-    random_read_limit<G><<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(bits, num_blocks,
-                                                                               probe_keys, sink);
+    random_read_limit<G>
+        <<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(bits, num_blocks, probe_keys, sink);
   });
   const double read_limit = probe_keys / (read_ms * 1e-3);
   const double atomic_ms = median_ms(
       reps,
       [&] {
-        random_atomic_limit<G><<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
-            bits, num_blocks, fill_keys_n);
+        random_atomic_limit<G>
+            <<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(bits, num_blocks, fill_keys_n);
       },
       clear);
   const double atomic_limit = fill_keys_n / (atomic_ms * 1e-3);
-  std::printf("  limits: random %d-byte block reads %.2f G/s (%.0f GB/s of sectors), random "
-              "atomicOr blocks (%d x 64-bit) %.2f G/s\n",
-              G::kBlockBytes, read_limit / 1e9, read_limit * G::kBlockBytes / 1e9,
-              gpu::Lanes<G>::kCount, atomic_limit / 1e9);
+  std::printf(
+      "  limits: random %d-byte block reads %.2f G/s (%.0f GB/s of sectors), random "
+      "atomicOr blocks (%d x 64-bit) %.2f G/s\n",
+      G::kBlockBytes, read_limit / 1e9, read_limit * G::kBlockBytes / 1e9, gpu::Lanes<G>::kCount,
+      atomic_limit / 1e9);
 
   const auto time_insert = [&](auto skip) {
     return median_ms(
@@ -179,13 +179,14 @@ void bench_filter(const char* name, std::uint64_t filter_bytes, const std::uint6
   clear();
   gpu::insert_kernel<G, true><<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
       layout, bits, keys, fill_keys_n, KeyMode::hash_with_layout);
-  const double contains = probe_keys / (median_ms(reps, [&] {
-                                          gpu::contains_kernel<G>
-                                              <<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(
-                                                  layout, bits, keys, probe_keys,
-                                                  KeyMode::hash_with_layout, flags);
-                                        }) *
-                                        1e-3);
+  const double contains =
+      probe_keys /
+      (median_ms(reps,
+                 [&] {
+                   gpu::contains_kernel<G><<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(
+                       layout, bits, keys, probe_keys, KeyMode::hash_with_layout, flags);
+                 }) *
+       1e-3);
   report(name, "contains", contains, "random block read limit", read_limit);
 
   const std::uint64_t lock_bits =
@@ -213,8 +214,7 @@ void bench_filter(const char* name, std::uint64_t filter_bytes, const std::uint6
   const double fresh_lock = fill_keys_n / (time_if_absent(std::false_type{}, false) * 1e-3);
   const double again_read_first = fill_keys_n / (time_if_absent(std::true_type{}, true) * 1e-3);
   const double again_lock = fill_keys_n / (time_if_absent(std::false_type{}, true) * 1e-3);
-  report(name, "insert_if_absent new, read+lock [default]", fresh_read_first, "contains",
-         contains);
+  report(name, "insert_if_absent new, read+lock [default]", fresh_read_first, "contains", contains);
   report(name, "insert_if_absent new, lock always", fresh_lock, "contains", contains);
   report(name, "insert_if_absent repeats, read+lock", again_read_first, "contains", contains);
   report(name, "insert_if_absent repeats, lock always", again_lock, "contains", contains);
@@ -224,9 +224,10 @@ void bench_filter(const char* name, std::uint64_t filter_bytes, const std::uint6
   cudaFree(sink);
 }
 
-double copy_bandwidth(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, int reps) {
-  return bytes / (median_ms(reps, [&] { check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy"); }) *
-                  1e-3);
+double copy_bandwidth(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                      int reps) {
+  return bytes /
+         (median_ms(reps, [&] { check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy"); }) * 1e-3);
 }
 
 // Host-resident keys through the Filter API (pinned staging on two streams), against the measured
@@ -249,10 +250,10 @@ void bench_host_streaming(std::uint64_t host_keys_n, double h2d_pinned) {
   const auto key_bytes_rate = [&](const std::function<void()>& call) {
     return host_keys_n * 8.0 / (median_ms(3, call) * 1e-3);
   };
-  report("host", "insert, pageable keys (bytes/s)", key_bytes_rate([&] { filter.insert(pageable); }),
-         "H2D pinned bandwidth", h2d_pinned);
-  report("host", "insert, pinned keys (bytes/s)", key_bytes_rate([&] { filter.insert(from_pinned); }),
-         "H2D pinned bandwidth", h2d_pinned);
+  report("host", "insert, pageable keys (bytes/s)",
+         key_bytes_rate([&] { filter.insert(pageable); }), "H2D pinned bandwidth", h2d_pinned);
+  report("host", "insert, pinned keys (bytes/s)",
+         key_bytes_rate([&] { filter.insert(from_pinned); }), "H2D pinned bandwidth", h2d_pinned);
   report("host", "contains, pageable keys (bytes/s)",
          key_bytes_rate([&] { filter.contains(pageable, flags); }), "H2D pinned bandwidth",
          h2d_pinned);
@@ -281,7 +282,8 @@ int run(int argc, char** argv) {
 
   // Copy bandwidths over a 1 GiB buffer (4 GiB for device-to-device, counting read + write).
   const std::size_t copy_bytes = quick ? (std::size_t{64} << 20) : (std::size_t{1} << 30);
-  void *d_a = device_alloc<std::byte>(copy_bytes * 4), *d_b = device_alloc<std::byte>(copy_bytes * 4);
+  void *d_a = device_alloc<std::byte>(copy_bytes * 4),
+       *d_b = device_alloc<std::byte>(copy_bytes * 4);
   const double d2d = 2 * copy_bandwidth(d_b, d_a, copy_bytes * 4, cudaMemcpyDeviceToDevice, 5);
   void* h_pinned = nullptr;
   check(cudaMallocHost(&h_pinned, copy_bytes), "cudaMallocHost");
@@ -293,9 +295,10 @@ int run(int argc, char** argv) {
   cudaFree(d_a);
   cudaFree(d_b);
   cudaFreeHost(h_pinned);
-  std::printf("bandwidth: device-to-device %.0f GB/s (read + write), host-to-device pinned %.1f "
-              "GB/s, pageable %.1f GB/s\n",
-              d2d / 1e9, h2d / 1e9, h2d_pageable / 1e9);
+  std::printf(
+      "bandwidth: device-to-device %.0f GB/s (read + write), host-to-device pinned %.1f "
+      "GB/s, pageable %.1f GB/s\n",
+      d2d / 1e9, h2d / 1e9, h2d_pageable / 1e9);
 
   const int reps = quick ? 3 : 5;
   bench_filter<GeometrySb256>("32 MiB", std::uint64_t{32} << 20, keys, probe_keys, flags, 10);
@@ -306,9 +309,10 @@ int run(int argc, char** argv) {
   cudaFree(flags);
   bench_host_streaming(quick ? (std::uint64_t{1} << 24) : (std::uint64_t{1} << 28), h2d);
 
-  std::printf("\n== summary (sb256; keys/s unless marked bytes/s; limits measured in this run; "
-              "device-to-device copy %.0f GB/s) ==\n",
-              d2d / 1e9);
+  std::printf(
+      "\n== summary (sb256; keys/s unless marked bytes/s; limits measured in this run; "
+      "device-to-device copy %.0f GB/s) ==\n",
+      d2d / 1e9);
   std::printf("%-8s %-42s %12s  %-24s %12s  %7s\n", "filter", "operation", "rate", "limit",
               "limit rate", "% limit");
   for (const Row& r : table) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <cuda/atomic>
 
 #include "bulkbloom/detail/block_math.hpp"
 #include "bulkbloom/filter_ref.hpp"
@@ -159,15 +160,15 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
     const bool seen_on_read = kReadFirst && covers<G>(load_block<G>(lanes), pattern);
     if (!seen_on_read) {
       const std::uint32_t lock = block & locks.mask;
-      unsigned int* word = locks.words + lock / 32;
+      ::cuda::atomic_ref<unsigned int, ::cuda::thread_scope_device> word(locks.words[lock / 32]);
       const unsigned int bit = 1u << (lock % 32);
-      while (atomicOr(word, bit) & bit) __nanosleep(64);
-      __threadfence();  // acquire: the reads below see every write made under this lock before
+      // Acquire: the re-read below sees every bit set under this lock before; release: our bits
+      // are visible before the lock is seen free. No full fences needed.
+      while (word.fetch_or(bit, ::cuda::memory_order_acquire) & bit) __nanosleep(64);
       const Lanes<G> now = load_block_coherent<G>(lanes);
       fresh = !covers<G>(now, pattern);
       if (fresh) set_lanes<G>(lanes, pattern, &now);
-      __threadfence();  // release: our atomics are visible before the lock is seen free
-      atomicAnd(word, ~bit);
+      word.fetch_and(~bit, ::cuda::memory_order_release);
     }
     is_new[i] = fresh ? 1 : 0;
   }
