@@ -19,6 +19,7 @@ survived=0
 mutations=(
   "no lock in insert_if_absent|src/cuda/kernels.cuh|s/while (word.fetch_or(bit, ::cuda::memory_order_acquire) \& bit) __nanosleep(64);//|*ZeroLeaks*"
   "one bit moved in the pattern|src/cuda/kernels.cuh|s/std::memcpy(&out, &pattern, sizeof(out));/&\n  out.lane[0] <<= 1;/|*InsertGivesTheOracleBytes*"
+  "last copy in a warp wins|src/cuda/kernels.cuh|s/return wants_lock \&\& (same \& lower) != 0;/return wants_lock \&\& (same \& ~lower \& ~(lower + 1)) != 0;/|*CopiesWithinOneWarp*"
   "contains always true|src/cuda/kernels.cuh|s/out\[i\] = covers<G>.*/out[i] = 1;/|*ContainsGivesTheOracleFlags*"
   "last chunk's flags dropped|src/cuda/cuda_engine.cu|s/^    finish(1);$//|*StreamsBatchesLargerThanOneChunk*"
 )

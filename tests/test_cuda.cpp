@@ -201,6 +201,19 @@ TEST_P(Cuda, InsertIfAbsentHasZeroLeaksOnHotKeys) {
   EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), 0u);
 }
 
+TEST_P(Cuda, CopiesWithinOneWarpResolveInKeyOrder) {
+  // 32 keys (one warp) drawn from 9 distinct ones, in a large filter (no false positives): the
+  // first copy of each key is the one reported new, as on the CPU.
+  const auto distinct = random_keys(9, 15);
+  std::vector<std::uint64_t> batch = {7, 42, 7, 99, 42};
+  std::mt19937_64 rng(16);
+  while (batch.size() < 32) batch.push_back(distinct[rng() % distinct.size()]);
+  Filter gpu(layout(1 << 16), on_cuda()), cpu(layout(1 << 16), on_scalar());
+  std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+  EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), cpu.insert_if_absent(batch, cpu_new));
+  EXPECT_EQ(gpu_new, cpu_new);
+}
+
 TEST_P(Cuda, ConcurrentStreamsStillHaveZeroLeaks) {
   const auto batch = hot_key_batch(32, 4000, 50000, 6);
   Filter gpu(layout(8191), on_cuda());
