@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with an NVIDIA GPU (no network needed), configures a Release build
 # with the CUDA backend, builds it, runs the test suite (the GPU tests included) and the GPU
-# benchmark, and prints the benchmark's summary table last. Meant to finish within 8 minutes on
+# benchmark, and prints the benchmark's summary table last. Between them: compute-sanitizer's
+# memcheck on a few GPU tests, and mutation checks (bench/gpu_mutations.sh) showing that the GPU
+# tests fail when the kernels are broken. Meant to finish within 8 minutes on
 # an H200 with 16 cores.
 #
 # usage: bench/gpu_check.sh [DEPS_DIR] [LOG_DIR]
@@ -60,16 +62,30 @@ fi
 
 say "GPU tests"
 gpu_tests_ok=yes
-timeout 240 "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 2>&1 | tee "$log_dir/gpu_tests.log" ||
+timeout 180 "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 2>&1 | tee "$log_dir/gpu_tests.log" ||
   gpu_tests_ok=no
 # Without a device every GPU test skips (one no-device test runs instead): that is no GPU result.
 if grep -q "no CUDA device" "$log_dir/gpu_tests.log"; then
   say "NO USABLE GPU: the GPU tests skipped; nothing below measures a GPU"
   gpu_tests_ok=skipped
 fi
+# Out-of-bounds and misaligned accesses, on a few small GPU tests (compute-sanitizer slows
+# kernels many times over). Skipped where the tool is missing or no device is usable.
+memcheck_ok=yes
+if [[ $gpu_tests_ok != skipped ]] && command -v compute-sanitizer >/dev/null; then
+  say "compute-sanitizer memcheck"
+  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 \
+    --gtest_filter='*ContainsGivesTheOracleFlags/sb512:*UserKernels*/sb512x16:*CopiesWithinOneWarp*/sb256x4:*ConcurrentStreams*/sb512' \
+    >"$log_dir/memcheck.log" 2>&1 || memcheck_ok=no
+  tail -3 "$log_dir/memcheck.log"
+elif [[ $gpu_tests_ok != skipped ]]; then
+  say "compute-sanitizer not found: memcheck not run"
+  memcheck_ok=skipped
+fi
 say "whole test suite (default backend: CUDA when a device is present)"
 suite_ok=yes
-timeout 180 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
+timeout 150 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
   -E '^Shapes/Cuda\.|^CudaBackend\.' >"$log_dir/ctest.log" 2>&1 || suite_ok=no
 tail -5 "$log_dir/ctest.log"
 
@@ -77,18 +93,20 @@ tail -5 "$log_dir/ctest.log"
 mutations_ok=yes
 if [[ $gpu_tests_ok != skipped && ${GPU_CHECK_MUTATIONS:-1} != 0 ]]; then
   say "mutations: can the GPU tests fail?"
-  timeout 200 bench/gpu_mutations.sh "$build_dir/mutations" "$log_dir/mutations.log" \
+  timeout 150 bench/gpu_mutations.sh "$build_dir/mutations" "$log_dir/mutations.log" \
     "${configure_args[@]}" || mutations_ok=no
 fi
 
 say "GPU benchmark"
 bench_ok=yes
-timeout 240 "$build_dir/bench/gpu/bulkbloom_gpu_bench" >"$log_dir/gpu_bench.log" 2>&1 || bench_ok=no
+timeout 180 "$build_dir/bench/gpu/bulkbloom_gpu_bench" >"$log_dir/gpu_bench.log" 2>&1 || bench_ok=no
 sed -n '/== summary/q;p' "$log_dir/gpu_bench.log"
 
 verdict() { [[ $1 == yes ]] && echo "$2" || { [[ $1 == skipped ]] && echo SKIPPED || echo FAILED; }; }
 say "done: GPU tests $(verdict $gpu_tests_ok passed), test suite $(verdict $suite_ok passed)," \
-  "mutations $(verdict $mutations_ok caught), benchmark $(verdict $bench_ok ran)"
+  "memcheck $(verdict $memcheck_ok clean), mutations $(verdict $mutations_ok caught)," \
+  "benchmark $(verdict $bench_ok ran)"
 echo
 sed -n '/== summary/,$p' "$log_dir/gpu_bench.log"
-[[ $gpu_tests_ok == yes && $suite_ok == yes && $mutations_ok == yes && $bench_ok == yes ]]
+[[ $gpu_tests_ok == yes && $suite_ok == yes && $memcheck_ok != no && $mutations_ok == yes &&
+  $bench_ok == yes ]]
