@@ -71,9 +71,10 @@ if grep -q "no CUDA device" "$log_dir/gpu_tests.log"; then
 fi
 # Out-of-bounds and misaligned accesses, on a few small GPU tests (compute-sanitizer slows
 # kernels many times over). Skipped where the tool is missing or no device is usable.
-memcheck_ok=yes
+memcheck_ok=skipped
 if [[ $gpu_tests_ok != skipped ]] && command -v compute-sanitizer >/dev/null; then
   say "compute-sanitizer memcheck"
+  memcheck_ok=yes
   timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 \
     "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 \
     --gtest_filter='*ContainsGivesTheOracleFlags/sb512:*UserKernels*/sb512x16:*CopiesWithinOneWarp*/sb256x4:*ConcurrentStreams*/sb512' \
@@ -81,7 +82,6 @@ if [[ $gpu_tests_ok != skipped ]] && command -v compute-sanitizer >/dev/null; th
   tail -3 "$log_dir/memcheck.log"
 elif [[ $gpu_tests_ok != skipped ]]; then
   say "compute-sanitizer not found: memcheck not run"
-  memcheck_ok=skipped
 fi
 say "whole test suite (default backend: CUDA when a device is present)"
 suite_ok=yes
@@ -90,9 +90,10 @@ timeout 150 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
 tail -5 "$log_dir/ctest.log"
 
 # GPU_CHECK_MUTATIONS=0 skips this step (about a minute and a half on an H200 machine).
-mutations_ok=yes
+mutations_ok=skipped
 if [[ $gpu_tests_ok != skipped && ${GPU_CHECK_MUTATIONS:-1} != 0 ]]; then
   say "mutations: can the GPU tests fail?"
+  mutations_ok=yes
   timeout 150 bench/gpu_mutations.sh "$build_dir/mutations" "$log_dir/mutations.log" \
     "${configure_args[@]}" || mutations_ok=no
 fi
@@ -108,5 +109,5 @@ say "done: GPU tests $(verdict $gpu_tests_ok passed), test suite $(verdict $suit
   "benchmark $(verdict $bench_ok ran)"
 echo
 sed -n '/== summary/,$p' "$log_dir/gpu_bench.log"
-[[ $gpu_tests_ok == yes && $suite_ok == yes && $memcheck_ok != no && $mutations_ok == yes &&
+[[ $gpu_tests_ok == yes && $suite_ok == yes && $memcheck_ok != no && $mutations_ok != no &&
   $bench_ok == yes ]]
