@@ -15,6 +15,13 @@
 #include "cuda_user_kernel.hpp"
 #include "test_support.hpp"
 
+namespace bulkbloom {
+// Names shapes in test listings (found by argument-dependent lookup).
+void PrintTo(Shape shape, std::ostream* os) {
+  *os << to_string(shape);
+}
+}  // namespace bulkbloom
+
 namespace bulkbloom::test {
 namespace {
 
