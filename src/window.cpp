@@ -88,6 +88,7 @@ std::uint64_t clear_found(std::span<const Filter* const> filters,
 
 std::uint64_t WindowConfig::period() const {
   const std::uint64_t span = window + lateness;
+  if (generations < 2) return span;  // an invalid config; validate() names the problem
   return (span + generations - 2) / (generations - 1);
 }
 
