@@ -6,6 +6,8 @@
 #include "bulkbloom/error.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/partitioned.hpp"
+#include "cpu/thread_pool.hpp"
 #include "engine.hpp"
 #include "shape_dispatch.hpp"
 
@@ -15,24 +17,47 @@ namespace {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads)
-      : layout_(layout), kernels_(kernels), threads_(threads), bits_(layout.size_bytes()) {}
+      : layout_(layout), kernels_(kernels), pool_(threads), bits_(layout.size_bytes()) {}
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
-  unsigned threads() const override { return threads_; }
+  unsigned threads() const override { return pool_.size(); }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
-    kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode);
+    const BulkPlan plan = plan_bulk(BulkOp::insert, layout_, keys.size(), pool_.size());
+    if (!plan.partitioned) {
+      kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode);
+      return;
+    }
+    scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
+                 nullptr, pool_, plan.partition_shift);
   }
 
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
                 std::span<std::uint8_t> out) const override {
-    kernels_.contains(layout_, bits_.data(), keys.data(), keys.size(), mode, out.data());
+    const BulkPlan plan = plan_bulk(BulkOp::contains, layout_, keys.size(), pool_.size());
+    if (plan.partitioned) {
+      scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                   mode, out.data(), pool_, plan.partition_shift);
+      return;
+    }
+    // A pure read: threads take contiguous slices of the keys.
+    const std::size_t n = keys.size();
+    pool_.run(plan.tasks, [&](unsigned t) {
+      const std::size_t begin = n * t / plan.tasks, end = n * (t + 1) / plan.tasks;
+      kernels_.contains(layout_, bits_.data(), keys.data() + begin, end - begin, mode,
+                        out.data() + begin);
+    });
   }
 
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
                                  std::span<std::uint8_t> is_new) override {
-    return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                                     is_new.data());
+    const BulkPlan plan = plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_.size());
+    if (!plan.partitioned) {
+      return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                                       is_new.data());
+    }
+    return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
+                        keys.size(), mode, is_new.data(), pool_, plan.partition_shift);
   }
 
   void combine(std::span<const std::byte> other, CombineOp op) override {
@@ -82,12 +107,15 @@ class CpuEngine final : public Engine {
  private:
   Layout layout_;
   const CpuKernels& kernels_;
-  unsigned threads_;
+  mutable ThreadPool pool_;
+  mutable PartitionScratch scratch_;
   HostBuffer bits_;
 };
 
 std::vector<const CpuKernels*> kernel_sets_best_first() {
-  return {&scalar_kernels()};
+  auto sets = highway_kernel_sets();
+  sets.push_back(&scalar_kernels());
+  return sets;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "bulkbloom/layout.hpp"
 #include "engine.hpp"
@@ -13,6 +14,9 @@ namespace bulkbloom::detail {
 struct CpuKernels {
   /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
   const char* target;
+  /// Writes each key's 64-bit hash (the layout's H, or the key itself when prehashed) to `out`.
+  void (*hash)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+               std::uint64_t* out);
   void (*insert)(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
                  KeyMode mode);
   void (*contains)(const Layout& layout, const std::byte* bits, const std::uint64_t* keys,
@@ -24,5 +28,8 @@ struct CpuKernels {
 
 /// The scalar reference: one key at a time, exactly as DESIGN §1 reads.
 const CpuKernels& scalar_kernels();
+
+/// The Highway kernel sets compiled into this build that this CPU runs, best first.
+std::vector<const CpuKernels*> highway_kernel_sets();
 
 }  // namespace bulkbloom::detail

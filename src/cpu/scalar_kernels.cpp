@@ -32,6 +32,11 @@ void set_block(typename G::Word* words, std::uint64_t hash) {
   for (int i = 0; i < G::kWords; ++i) words[i] |= pattern.word[i];
 }
 
+void hash(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+          std::uint64_t* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = key_hash(layout, keys[k], mode);
+}
+
 void insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
             KeyMode mode) {
   with_geometry(layout.shape, [&]<typename G>(G) {
@@ -72,7 +77,7 @@ std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std:
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static constexpr CpuKernels kScalar{"scalar", insert, contains, insert_if_absent};
+  static constexpr CpuKernels kScalar{"scalar", hash, insert, contains, insert_if_absent};
   return kScalar;
 }
 
