@@ -107,7 +107,7 @@ struct BlockOps {
     const auto x = static_cast<std::uint32_t>(hash);
     auto missing = hn::Zero(d);
     for (std::size_t j = 0; j < kChunks; ++j) {
-      missing = hn::Or(missing, hn::AndNot(hn::Load(d, block + j * kLanes), Pattern(x, j)));
+      missing = hn::Or(missing, hn::AndNot(hn::LoadU(d, block + j * kLanes), Pattern(x, j)));
     }
     return hn::AllTrue(d, hn::Eq(missing, hn::Zero(d)));
   }
@@ -116,7 +116,7 @@ struct BlockOps {
     const D d;
     const auto x = static_cast<std::uint32_t>(hash);
     for (std::size_t j = 0; j < kChunks; ++j) {
-      hn::Store(hn::Or(hn::Load(d, block + j * kLanes), Pattern(x, j)), d, block + j * kLanes);
+      hn::StoreU(hn::Or(hn::LoadU(d, block + j * kLanes), Pattern(x, j)), d, block + j * kLanes);
     }
   }
 
@@ -126,10 +126,10 @@ struct BlockOps {
     const auto x = static_cast<std::uint32_t>(hash);
     auto missing = hn::Zero(d);
     for (std::size_t j = 0; j < kChunks; ++j) {
-      const auto words = hn::Load(d, block + j * kLanes);
+      const auto words = hn::LoadU(d, block + j * kLanes);
       const auto pattern = Pattern(x, j);
       missing = hn::Or(missing, hn::AndNot(words, pattern));
-      hn::Store(hn::Or(words, pattern), d, block + j * kLanes);
+      hn::StoreU(hn::Or(words, pattern), d, block + j * kLanes);
     }
     return hn::AllTrue(d, hn::Eq(missing, hn::Zero(d)));
   }
