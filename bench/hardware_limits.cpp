@@ -49,11 +49,11 @@ class ProbeBuffer {
   std::uint64_t* words_ = nullptr;
 };
 
-std::uint64_t splitmix(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+// A 64-bit LCG step: one multiply-add per address keeps the probe's own work small, so that it is
+// the memory system, not the address generator, that sets the rate.
+std::uint64_t next_random(std::uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state;
 }
 
 // Runs `round(thread, state)` (returning units of work done) on `threads` threads until `seconds`
@@ -83,7 +83,8 @@ double rate(unsigned threads, double seconds, const Round& round) {
   return static_cast<double>(total) / elapsed;
 }
 
-// Random lines, generated and prefetched one group ahead; `touch` reads or updates a line.
+// Random lines, generated a group ahead and prefetched one at a time between the touches of the
+// current group (as the filter kernels do); `touch` reads or updates a line.
 template <bool kWrite, class Touch>
 std::uint64_t random_lines_round(const ProbeBuffer& buffer, std::uint64_t& state,
                                  const Touch& touch) {
@@ -91,16 +92,17 @@ std::uint64_t random_lines_round(const ProbeBuffer& buffer, std::uint64_t& state
   const std::uint64_t lines = buffer.lines();
   std::uint64_t line[2][kGroup];
   const auto prepare = [&](int slot) {
-    for (int i = 0; i < kGroup; ++i) {
-      line[slot][i] = ((splitmix(state) >> 32) * lines) >> 32;  // lines < 2^32
-      __builtin_prefetch(words + line[slot][i] * 8, kWrite ? 1 : 0, 3);
-    }
+    for (int i = 0; i < kGroup; ++i) line[slot][i] = ((next_random(state) >> 32) * lines) >> 32;
   };
   prepare(0);
+  for (int i = 0; i < kGroup; ++i) __builtin_prefetch(words + line[0][i] * 8, kWrite ? 1 : 0, 3);
   int slot = 0;
   for (std::uint64_t done = 0; done < kLinesPerRound; done += kGroup, slot ^= 1) {
     prepare(slot ^ 1);
-    for (int i = 0; i < kGroup; ++i) touch(words + line[slot][i] * 8);
+    for (int i = 0; i < kGroup; ++i) {
+      __builtin_prefetch(words + line[slot ^ 1][i] * 8, kWrite ? 1 : 0, 3);
+      touch(words + line[slot][i] * 8);
+    }
   }
   return kLinesPerRound;
 }

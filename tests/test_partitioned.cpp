@@ -38,9 +38,9 @@ TEST(PartitionedBulk, MatchesTheScalarKernelsForEveryTargetThreadCountAndPartiti
     const CpuKernels& scalar = detail::scalar_kernels();
     std::vector<std::byte> want_bits(layout.size_bytes());
     std::vector<std::uint8_t> want_new(keys.size());
-    const auto want_fresh =
-        scalar.insert_if_absent(layout, want_bits.data(), keys.data(), keys.size(),
-                                KeyMode::hash_with_layout, want_new.data());
+    const auto want_fresh = scalar.insert_if_absent(layout, want_bits.data(), keys.data(),
+                                                    keys.size(), KeyMode::hash_with_layout,
+                                                    detail::all_blocks(layout), want_new.data());
     const auto probes = random_keys(keys.size(), 43);
     std::vector<std::uint8_t> want_found(probes.size());
     scalar.contains(layout, want_bits.data(), probes.data(), probes.size(),
@@ -92,16 +92,34 @@ TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
 }
 
 TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLocality) {
+  using Mode = detail::BulkPlan::Mode;
   const Layout small{Shape::sb512, 1 << 12};
-  EXPECT_FALSE(detail::plan_bulk(BulkOp::insert, small, 100, 4).partitioned);
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 100, 4).tasks, 1u);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 100, 4).mode, Mode::single);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 1 << 20, 1).mode, Mode::single);
   const auto threaded = detail::plan_bulk(BulkOp::insert_if_absent, small, 1 << 20, 4);
-  EXPECT_TRUE(threaded.partitioned);
+  EXPECT_EQ(threaded.mode, Mode::block_ranges);
   EXPECT_EQ(threaded.tasks, 4u);
-  EXPECT_FALSE(detail::plan_bulk(BulkOp::contains, small, 1 << 20, 4).partitioned);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, small, 1 << 20, 4).mode, Mode::key_slices);
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
-  EXPECT_TRUE(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 25, 1).partitioned);
-  EXPECT_FALSE(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1).partitioned);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 25, 1).mode,
+            Mode::partitioned);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1).mode, Mode::single);
+}
+
+TEST(PartitionedBulk, BlockRangesCoverEveryBlockOnce) {
+  for (std::uint64_t blocks : {1u, 2u, 3u, 1021u, 4096u}) {
+    const Layout layout{Shape::sb256, blocks};
+    for (unsigned tasks = 1; tasks <= 4; ++tasks) {
+      std::uint32_t next = 0;
+      for (unsigned t = 0; t < tasks; ++t) {
+        const auto range = detail::task_blocks(layout, t, tasks);
+        EXPECT_EQ(range.begin, next);
+        EXPECT_LE(range.begin, range.end);
+        next = range.end;
+      }
+      EXPECT_EQ(next, blocks);
+    }
+  }
 }
 
 }  // namespace

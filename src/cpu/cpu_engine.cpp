@@ -1,4 +1,5 @@
 // The CPU backend: host memory, a kernel set chosen by target, and the whole-filter operations.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <thread>
@@ -24,23 +25,30 @@ class CpuEngine final : public Engine {
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
     const BulkPlan plan = plan_bulk(BulkOp::insert, layout_, keys.size(), pool_.size());
-    if (!plan.partitioned) {
-      kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode);
-      return;
+    switch (plan.mode) {
+      case BulkPlan::Mode::partitioned:
+        scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                     mode, nullptr, pool_, plan.partition_shift);
+        return;
+      case BulkPlan::Mode::block_ranges:
+        pool_.run(plan.tasks, [&](unsigned t) {
+          kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                          task_blocks(layout_, t, plan.tasks));
+        });
+        return;
+      default:
+        kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode, all_blocks(layout_));
     }
-    scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
-                 nullptr, pool_, plan.partition_shift);
   }
 
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
                 std::span<std::uint8_t> out) const override {
     const BulkPlan plan = plan_bulk(BulkOp::contains, layout_, keys.size(), pool_.size());
-    if (plan.partitioned) {
+    if (plan.mode == BulkPlan::Mode::partitioned) {
       scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
                    mode, out.data(), pool_, plan.partition_shift);
       return;
     }
-    // A pure read: threads take contiguous slices of the keys.
     const std::size_t n = keys.size();
     pool_.run(plan.tasks, [&](unsigned t) {
       const std::size_t begin = n * t / plan.tasks, end = n * (t + 1) / plan.tasks;
@@ -52,12 +60,16 @@ class CpuEngine final : public Engine {
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
                                  std::span<std::uint8_t> is_new) override {
     const BulkPlan plan = plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_.size());
-    if (!plan.partitioned) {
-      return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                                       is_new.data());
+    switch (plan.mode) {
+      case BulkPlan::Mode::partitioned:
+        return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
+                            keys.size(), mode, is_new.data(), pool_, plan.partition_shift);
+      case BulkPlan::Mode::block_ranges:
+        return insert_if_absent_by_block_ranges(keys, mode, is_new, plan.tasks);
+      default:
+        return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                                         all_blocks(layout_), is_new.data());
     }
-    return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
-                        keys.size(), mode, is_new.data(), pool_, plan.partition_shift);
   }
 
   void combine(std::span<const std::byte> other, CombineOp op) override {
@@ -105,6 +117,34 @@ class CpuEngine final : public Engine {
   }
 
  private:
+  // Each task writes the flags of its own keys into a private zeroed buffer, merged afterwards:
+  // writing them in place would have the tasks fight over every cache line of the flags.
+  std::uint64_t insert_if_absent_by_block_ranges(std::span<const std::uint64_t> keys, KeyMode mode,
+                                                 std::span<std::uint8_t> is_new, unsigned tasks) {
+    constexpr std::size_t kChunkKeys = std::size_t{1} << 20;  // bounds the buffers
+    const std::size_t n = keys.size();
+    std::vector<std::uint8_t> task_flags(std::min(n, kChunkKeys) * tasks);
+    std::vector<std::uint64_t> fresh(tasks, 0);
+    for (std::size_t start = 0; start < n; start += kChunkKeys) {
+      const std::size_t count = std::min(kChunkKeys, n - start);
+      std::fill(task_flags.begin(), task_flags.begin() + count * tasks, 0);
+      pool_.run(tasks, [&](unsigned t) {
+        fresh[t] += kernels_.insert_if_absent(layout_, bits_.data(), keys.data() + start, count,
+                                              mode, task_blocks(layout_, t, tasks),
+                                              task_flags.data() + t * count);
+      });
+      std::uint8_t* out = is_new.data() + start;
+      std::copy_n(task_flags.data(), count, out);
+      for (unsigned t = 1; t < tasks; ++t) {
+        const std::uint8_t* flags = task_flags.data() + t * count;
+        for (std::size_t i = 0; i < count; ++i) out[i] |= flags[i];
+      }
+    }
+    std::uint64_t total = 0;
+    for (auto f : fresh) total += f;
+    return total;
+  }
+
   Layout layout_;
   const CpuKernels& kernels_;
   mutable ThreadPool pool_;

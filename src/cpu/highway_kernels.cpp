@@ -135,41 +135,70 @@ struct BlockOps {
   }
 };
 
-// Calls `visit(block, hash, index)` for keys[0..n) in order, hashing and prefetching one group
-// ahead. `kForWrite` asks for the lines in a writable state (insert paths).
+// Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) whose block is in
+// `range`, hashing one group ahead and prefetching its blocks. `kForWrite` asks for the lines in a
+// writable state (insert paths).
 template <class Geo, bool kForWrite, class Visit>
 HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                           std::size_t n, KeyMode mode, const Visit& visit) {
+                           std::size_t n, KeyMode mode, BlockRange range, const Visit& visit) {
   using Word = typename Geo::Word;
   auto* words = reinterpret_cast<Word*>(bits);
   const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
+  const std::uint32_t range_size = range.end - range.begin;
   HWY_ALIGN std::uint64_t hashes[2][kGroup];
   std::uint32_t blocks[2][kGroup];
+  std::uint32_t index[2][kGroup];  // position in the group
+  std::size_t count[2] = {0, 0};
 
+  // Hashes the group at `start` and keeps the keys of `range`, without branches: with several
+  // threads each key is in one thread's range, so a branch here would mispredict half the time.
   const auto prepare = [&](std::size_t start, int slot) {
-    const std::size_t count = std::min(kGroup, n - start);
-    HashKeys(layout, keys + start, count, mode, hashes[slot]);
-    for (std::size_t i = 0; i < count; ++i) {
-      blocks[slot][i] = block_of(hashes[slot][i], num_blocks);
-      __builtin_prefetch(words + std::size_t{blocks[slot][i]} * Geo::kWords, kForWrite ? 1 : 0, 3);
+    const std::size_t size = std::min(kGroup, n - start);
+    HashKeys(layout, keys + start, size, mode, hashes[slot]);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::uint64_t hash = hashes[slot][i];
+      const std::uint32_t block = block_of(hash, num_blocks);
+      hashes[slot][kept] = hash;
+      blocks[slot][kept] = block;
+      index[slot][kept] = static_cast<std::uint32_t>(i);
+      kept += (block - range.begin) < range_size ? 1 : 0;
     }
+    count[slot] = kept;
+  };
+  const auto prefetch = [&](int slot, std::size_t i) {
+    __builtin_prefetch(words + std::size_t{blocks[slot][i]} * Geo::kWords, kForWrite ? 1 : 0, 3);
+  };
+  const auto visit_one = [&](int slot, std::size_t start, std::size_t i) {
+    visit(words + std::size_t{blocks[slot][i]} * Geo::kWords, hashes[slot][i],
+          start + index[slot][i]);
   };
   if (n == 0) return;
   prepare(0, 0);
+  for (std::size_t i = 0; i < count[0]; ++i) prefetch(0, i);
   int slot = 0;
   for (std::size_t start = 0; start < n; start += kGroup, slot ^= 1) {
-    if (start + kGroup < n) prepare(start + kGroup, slot ^ 1);
-    const std::size_t count = std::min(kGroup, n - start);
-    for (std::size_t i = 0; i < count; ++i) {
-      visit(words + std::size_t{blocks[slot][i]} * Geo::kWords, hashes[slot][i], start + i);
+    if (start + kGroup < n) {
+      prepare(start + kGroup, slot ^ 1);
+      // Prefetches interleaved with the work on the current group: a burst of them would fill
+      // the core's miss queue and stall it with nothing else to do.
+      const std::size_t both = std::min(count[slot], count[slot ^ 1]);
+      for (std::size_t i = 0; i < both; ++i) {
+        prefetch(slot ^ 1, i);
+        visit_one(slot, start, i);
+      }
+      for (std::size_t i = both; i < count[slot ^ 1]; ++i) prefetch(slot ^ 1, i);
+      for (std::size_t i = both; i < count[slot]; ++i) visit_one(slot, start, i);
+    } else {
+      for (std::size_t i = 0; i < count[slot]; ++i) visit_one(slot, start, i);
     }
   }
 }
 
 void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
-            KeyMode mode) {
+            KeyMode mode, BlockRange range) {
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-    ForEachKey<Geo, true>(layout, bits, keys, n, mode,
+    ForEachKey<Geo, true>(layout, bits, keys, n, mode, range,
                           [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
                             BlockOps<Geo>::Set(block, hash);
                           });
@@ -180,7 +209,7 @@ void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
               KeyMode mode, std::uint8_t* out) {
   auto* readable = const_cast<std::byte*>(bits);  // only read below
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-    ForEachKey<Geo, false>(layout, readable, keys, n, mode,
+    ForEachKey<Geo, false>(layout, readable, keys, n, mode, all_blocks(layout),
                            [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
                              out[k] = BlockOps<Geo>::Test(block, hash) ? 1 : 0;
                            });
@@ -188,11 +217,11 @@ void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
 }
 
 std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                             std::size_t n, KeyMode mode, std::uint8_t* is_new) {
+                             std::size_t n, KeyMode mode, BlockRange range, std::uint8_t* is_new) {
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
     ForEachKey<Geo, true>(
-        layout, bits, keys, n, mode,
+        layout, bits, keys, n, mode, range,
         [is_new, &fresh](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
           const bool present = BlockOps<Geo>::TestAndSet(block, hash);
           is_new[k] = present ? 0 : 1;

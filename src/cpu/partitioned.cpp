@@ -13,8 +13,6 @@ namespace {
 constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
-// Partitions per thread when partitioning only to split work: evens out uneven counts.
-constexpr unsigned kPartitionsPerThread = 8;
 // A partition's share of the filter when partitioning for locality: fits the per-core L2.
 constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{512} << 10;
 // Partitioning for locality pays when the filter is beyond the caches and the batch revisits
@@ -35,25 +33,26 @@ unsigned ceil_log2(std::uint64_t v) {
 
 BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads) {
   BulkPlan plan;
-  const unsigned block_bits = ceil_log2(layout.num_blocks);
+  const bool parallel = threads > 1 && n >= kMinParallelKeys;
+  plan.tasks = parallel ? threads : 1;
   const bool locality =
       layout.size_bytes() >= kMinLocalityFilterBytes &&
       static_cast<double>(n) >= kMinLocalityKeysPerBlock * static_cast<double>(layout.num_blocks);
   if (locality) {
-    plan.partitioned = true;
+    plan.mode = BulkPlan::Mode::partitioned;
+    const unsigned block_bits = ceil_log2(layout.num_blocks);
     const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));
     plan.partition_shift = std::min(block_bits, bytes_bits);
-  }
-  if (threads > 1 && n >= kMinParallelKeys) {
-    plan.tasks = threads;
+  } else if (parallel) {
     // contains only reads, so threads may share blocks; the writing calls split by block range.
-    if (op != BulkOp::contains && !plan.partitioned) {
-      plan.partitioned = true;
-      const unsigned parts_bits = ceil_log2(std::uint64_t{threads} * kPartitionsPerThread);
-      plan.partition_shift = block_bits > parts_bits ? block_bits - parts_bits : 0;
-    }
+    plan.mode = op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::block_ranges;
   }
   return plan;
+}
+
+BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
+  return {static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t)),
+          static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t + 1))};
 }
 
 void PartitionScratch::reserve(std::size_t keys) {
@@ -136,14 +135,14 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     std::uint8_t* out = part_flags_.get() + begin;
     switch (op) {
       case BulkOp::insert:
-        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed);
+        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
         break;
       case BulkOp::contains:
         kernels.contains(layout, bits, hashes, count, KeyMode::prehashed, out);
         break;
       case BulkOp::insert_if_absent:
-        task_fresh[t] =
-            kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed, out);
+        task_fresh[t] = kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed,
+                                                 all_blocks(layout), out);
         break;
     }
   });

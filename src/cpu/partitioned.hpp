@@ -42,14 +42,23 @@ class PartitionScratch {
   std::unique_ptr<std::uint8_t[]> part_flags_;
 };
 
-/// How a bulk call runs: on how many threads, and whether partitioned (and how finely).
+/// How a bulk call runs.
 struct BulkPlan {
+  enum class Mode : std::uint8_t {
+    single,        // the calling thread, one kernel call
+    key_slices,    // contains: each task reads a contiguous slice of the keys
+    block_ranges,  // insert paths: each task scans every key and owns a range of blocks
+    partitioned,   // radix-partitioned by block range first (PartitionScratch)
+  };
+  Mode mode = Mode::single;
   unsigned tasks = 1;
-  bool partitioned = false;
-  unsigned partition_shift = 0;
+  unsigned partition_shift = 0;  // for Mode::partitioned
 };
 
 /// Chooses the plan for `n` keys on a filter of `layout` with `threads` threads available.
 BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads);
+
+/// The blocks task `t` of `tasks` owns in Mode::block_ranges.
+BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);
 
 }  // namespace bulkbloom::detail
