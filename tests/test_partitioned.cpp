@@ -101,8 +101,10 @@ TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLo
   EXPECT_EQ(threaded.tasks, 4u);
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, small, 1 << 20, 4).mode, Mode::key_slices);
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 25, 1).mode,
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 31, 1).mode,
             Mode::partitioned);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 28, 2).mode,
+            Mode::block_ranges);
   EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1).mode, Mode::single);
 }
 

@@ -9,16 +9,22 @@
 namespace bulkbloom::detail {
 namespace {
 
-// Keys per partitioned pass: bounds the scratch (21 bytes a key) for batches of any size.
+// Keys per partitioned pass: bounds the scratch (17 bytes a key) for batches of any size.
 constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
-// A partition's share of the filter when partitioning for locality: fits the per-core L2.
-constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{512} << 10;
-// Partitioning for locality pays when the filter is beyond the caches and the batch revisits
-// its blocks; below these the prefetching kernels are at least as fast (bench/RESULTS.md).
+// A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
+// partition stays cached while it is worked on. At most this many partitions, though: beyond a
+// few hundred, the scatter's output streams no longer fit the L1 and the partitioning pass slows.
+constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
+constexpr unsigned kMaxPartitionBits = 8;
+// Partitioning for locality can only pay when the filter is beyond the caches and the batch
+// revisits each block many times. Measured on the development machine (bench/RESULTS.md), the
+// three extra passes over the batch cost more than the cache misses they save up to 32 keys per
+// block (a 512 MiB filter filled to capacity in one batch), so the prefetching kernels are chosen
+// there; these thresholds keep partitioning for still denser batches only.
 constexpr std::uint64_t kMinLocalityFilterBytes = std::uint64_t{64} << 20;
-constexpr double kMinLocalityKeysPerBlock = 1.0;
+constexpr double kMinLocalityKeysPerBlock = 64.0;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -42,7 +48,9 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
     plan.mode = BulkPlan::Mode::partitioned;
     const unsigned block_bits = ceil_log2(layout.num_blocks);
     const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));
-    plan.partition_shift = std::min(block_bits, bytes_bits);
+    plan.partition_shift = std::min(
+        block_bits,
+        std::max(bytes_bits, block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u));
   } else if (parallel) {
     // contains only reads, so threads may share blocks; the writing calls split by block range.
     plan.mode = op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::block_ranges;
@@ -59,7 +67,6 @@ void PartitionScratch::reserve(std::size_t keys) {
   if (keys <= capacity_) return;
   hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
   part_hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
-  part_positions_ = std::make_unique_for_overwrite<std::uint32_t[]>(keys);
   part_flags_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
   capacity_ = keys;
 }
@@ -113,14 +120,12 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     }
   }
   part_begin[parts] = offset;
+  const std::vector<std::size_t> slice_starts = cursor;  // to find the slots again in step 4
   pool.run(tasks, [&](unsigned t) {
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
     std::size_t* next = cursor.data() + std::size_t{t} * parts;
-    for (std::size_t i = begin; i < end; ++i) {
-      const std::size_t slot = next[part_of(hashes_[i])]++;
-      part_hashes_[slot] = hashes_[i];
-      if (with_flags) part_positions_[slot] = static_cast<std::uint32_t>(i);
-    }
+    for (std::size_t i = begin; i < end; ++i)
+      part_hashes_[next[part_of(hashes_[i])]++] = hashes_[i];
   });
   // 3. Each task takes a contiguous run of whole partitions holding about n / tasks keys.
   std::vector<std::size_t> task_begin(tasks + 1);
@@ -146,11 +151,14 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
         break;
     }
   });
-  // 4. Flags back to the keys' input positions.
+  // 4. Flags back to the keys' input positions: replaying step 2's slot order reads each
+  // partition's flags in sequence and writes the output in sequence, with no random access.
   if (with_flags) {
     pool.run(tasks, [&](unsigned t) {
       const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-      for (std::size_t j = begin; j < end; ++j) flags[part_positions_[j]] = part_flags_[j];
+      std::vector<std::size_t> next(slice_starts.begin() + std::size_t{t} * parts,
+                                    slice_starts.begin() + std::size_t{t + 1} * parts);
+      for (std::size_t i = begin; i < end; ++i) flags[i] = part_flags_[next[part_of(hashes_[i])]++];
     });
   }
   std::uint64_t fresh = 0;

@@ -38,7 +38,6 @@ class PartitionScratch {
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::size_t capacity_ = 0;
   std::unique_ptr<std::uint64_t[]> hashes_, part_hashes_;
-  std::unique_ptr<std::uint32_t[]> part_positions_;
   std::unique_ptr<std::uint8_t[]> part_flags_;
 };
 
