@@ -123,6 +123,15 @@ TEST_P(FilterContract, ContainsMatchesTheReference) {
   EXPECT_EQ(got, want);
 }
 
+// `n` keys drawn at random from `distinct` keys.
+std::vector<std::uint64_t> hot_keys(std::size_t distinct, std::size_t n, std::uint64_t seed) {
+  const auto hot = random_keys(distinct, seed);
+  std::vector<std::uint64_t> batch(n);
+  SplitMix64 rng(seed + 1);
+  for (auto& key : batch) key = hot[rng.next() % hot.size()];
+  return batch;
+}
+
 // Batches built to break a careless dedup: every copy of a key must be reported new at most once.
 std::vector<std::vector<std::uint64_t>> adversarial_batches() {
   std::vector<std::vector<std::uint64_t>> batches;
@@ -133,12 +142,7 @@ std::vector<std::vector<std::uint64_t>> adversarial_batches() {
   std::vector<std::uint64_t> sequential(5000);
   for (std::size_t i = 0; i < sequential.size(); ++i) sequential[i] = i;
   batches.push_back(sequential);
-  // Each of 300 keys repeated ~30 times at random positions.
-  const auto hot = random_keys(300, 15);
-  std::vector<std::uint64_t> repeated;
-  SplitMix64 rng(16);
-  for (int i = 0; i < 9000; ++i) repeated.push_back(hot[rng.next() % hot.size()]);
-  batches.push_back(repeated);
+  batches.push_back(hot_keys(300, 9000, 15));  // each of 300 keys ~30 times at random positions
   // Copies of one key back to back in runs of 1..64 (one vector, several vectors).
   std::vector<std::uint64_t> runs;
   for (int run = 1; run <= 64; ++run) runs.insert(runs.end(), run, 1000 + run % 7);
@@ -176,11 +180,7 @@ std::vector<std::vector<std::uint64_t>> threaded_batches() {
   halves.insert(halves.end(), halves.begin(), halves.end());
   batches.push_back(halves);
   // Copies of a few keys everywhere, so every partition and slice sees repeats.
-  const auto hot = random_keys(64, 33);
-  std::vector<std::uint64_t> hot_batch;
-  SplitMix64 rng(34);
-  for (int i = 0; i < 40000; ++i) hot_batch.push_back(hot[rng.next() % hot.size()]);
-  batches.push_back(hot_batch);
+  batches.push_back(hot_keys(64, 40000, 33));
   batches.push_back(std::vector<std::uint64_t>(33333, 5));  // all equal
   return batches;
 }
