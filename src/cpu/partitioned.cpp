@@ -14,8 +14,9 @@ constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
-// partition stays cached while it is worked on. At most this many partitions, though: beyond a
-// few hundred, the scatter's output streams no longer fit the L1 and the partitioning pass slows.
+// partition stays cached while it is worked on. Larger filters get larger partitions rather than
+// more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no
+// longer fit the L1 and the partitioning pass slows.
 constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
 constexpr unsigned kMaxPartitionBits = 8;
 // Partitioning for locality can only pay when the filter is beyond the caches and the batch
