@@ -69,18 +69,25 @@ std::int64_t fault_in(WindowedFilter& window) {
   return span;
 }
 
-void sizing_counters(benchmark::State& state, const WindowConfig& config) {
+// The window's memory, the memory the same window needs at 10^10 records a day, and a label with
+// the implementation and the sizing.
+void sizing_counters(benchmark::State& state, const WindowedFilter& window) {
+  const WindowConfig& config = window.config();
   const WindowConfig large = issue_config(10 * kRecordsPerDay);
   state.counters["GiB"] = double(config.memory_bytes()) / double(1 << 30);
   state.counters["GiB_at_1e10_per_day"] = double(large.memory_bytes()) / double(1 << 30);
-  state.SetLabel(config.describe());
+  state.SetLabel(window.implementation() + "; " + config.describe());
 }
 
 void BM_WindowSustained(benchmark::State& state) {
   const WindowConfig config = issue_config(kRecordsPerDay);
-  // The machine's limit first, over a buffer of the window's size, before the window holds it.
-  const auto limits = bulkbloom::bench::measure_hardware_limits(config.memory_bytes(), 1);
-  WindowedFilter window(config);
+  const auto threads = static_cast<unsigned>(state.range(0));
+  // The machine's limit first, over a buffer of the window's size with as many threads, before
+  // the window holds the memory.
+  const auto limits = bulkbloom::bench::measure_hardware_limits(config.memory_bytes(), threads);
+  bulkbloom::Options options;
+  options.threads = threads;
+  WindowedFilter window(config, options);
   RecordSource source(fault_in(window));
   std::vector<std::uint64_t> keys(kBatch);
   std::vector<std::int64_t> times(kBatch);
@@ -95,17 +102,24 @@ void BM_WindowSustained(benchmark::State& state) {
   }
   // A new record costs one read-modify-write of a line in the newest generation and one read in
   // each older one; the limit is that pattern at the probe's rates.
-  const double seconds_per_record = 1.0 / limits.random_rmw_lines_per_s +
-                                    (kGenerations - 1) / limits.random_read_lines_per_s;
+  const double seconds_per_record =
+      1.0 / limits.random_rmw_lines_per_s + (kGenerations - 1) / limits.random_read_lines_per_s;
   const double limit = 1.0 / seconds_per_record;
-  state.counters["records_per_s"] = benchmark::Counter(double(records), benchmark::Counter::kIsRate);
+  state.counters["records_per_s"] =
+      benchmark::Counter(double(records), benchmark::Counter::kIsRate);
   state.counters["limit_records_per_s"] = limit;
   state.counters["new_share"] = double(fresh) / double(records);
   state.counters["rmw_lines_per_s"] = limits.random_rmw_lines_per_s;
   state.counters["read_lines_per_s"] = limits.random_read_lines_per_s;
-  sizing_counters(state, config);
+  sizing_counters(state, window);
 }
-BENCHMARK(BM_WindowSustained)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(5);
+BENCHMARK(BM_WindowSustained)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(5);
 
 void BM_WindowRotation(benchmark::State& state) {
   const WindowConfig config = issue_config(kRecordsPerDay);
@@ -120,7 +134,7 @@ void BM_WindowRotation(benchmark::State& state) {
       benchmark::Counter(double(config.generation.size_bytes()) * double(state.iterations()) / 1e9,
                          benchmark::Counter::kIsRate);
   state.counters["seq_read_GB_per_s"] = limits.seq_read_bytes_per_s / 1e9;
-  sizing_counters(state, config);
+  sizing_counters(state, window);
 }
 BENCHMARK(BM_WindowRotation)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(8);
 
