@@ -100,15 +100,17 @@ void BM_WindowSustained(benchmark::State& state) {
     fresh += window.insert_if_absent(keys, times, is_new);
     records += kBatch;
   }
-  // A new record costs one read-modify-write of a line in the newest generation and one read in
-  // each older one; the limit is that pattern at the probe's rates.
-  const double seconds_per_record =
-      1.0 / limits.random_rmw_lines_per_s + (kGenerations - 1) / limits.random_read_lines_per_s;
+  // Every record costs one read-modify-write of a line in the newest generation; a record new
+  // there (about the new share: resends are found in the newest) also costs one read in each
+  // older generation. The limit is that mix at the probe's rates.
+  const double new_share = double(fresh) / double(records);
+  const double seconds_per_record = 1.0 / limits.random_rmw_lines_per_s +
+                                    (kGenerations - 1) * new_share / limits.random_read_lines_per_s;
   const double limit = 1.0 / seconds_per_record;
   state.counters["records_per_s"] =
       benchmark::Counter(double(records), benchmark::Counter::kIsRate);
   state.counters["limit_records_per_s"] = limit;
-  state.counters["new_share"] = double(fresh) / double(records);
+  state.counters["new_share"] = new_share;
   state.counters["rmw_lines_per_s"] = limits.random_rmw_lines_per_s;
   state.counters["read_lines_per_s"] = limits.random_read_lines_per_s;
   sizing_counters(state, window);
