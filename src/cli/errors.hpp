@@ -1,0 +1,25 @@
+// Error types of the command-line tool, on top of the library's.
+#pragma once
+
+#include <bulkbloom/error.hpp>
+
+#include <string>
+
+namespace bulkbloom::cli {
+
+/// A file or stream could not be opened, read or written; the message names it and the cause.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Input data that does not match its declared format; the message names the file and line.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// "<what>: <strerror(errno)>" for the errno of the call that just failed.
+std::string with_errno(const std::string& what);
+
+}  // namespace bulkbloom::cli
