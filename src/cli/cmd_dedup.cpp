@@ -33,10 +33,11 @@ int run_dedup(const Arguments& args) {
     throw UsageError("--stats: unknown kind '" + stats + "': expected text, json or none");
   }
   const Options options = backend_options(parser);
+  const SizingRequest sizing = sizing_request(parser);
 
   ChunkReader reader(parser.positionals(), format, kChunkBytes);
   std::string capacity_note;
-  Filter filter(sized_layout(parser, reader, format, capacity_note), options);
+  Filter filter(sized_layout(sizing, reader, format, capacity_note), options);
 
   OutputFile unique_out(parser.get_or("output", "-"));
   std::optional<OutputFile> dups_out;

@@ -58,11 +58,29 @@ Options backend_options(const ArgParser& parser) {
   return options;
 }
 
-Layout sized_layout(const ArgParser& parser, const ChunkReader& reader, const RecordFormat& format,
-                    std::string& capacity_note) {
+SizingRequest sizing_request(const ArgParser& parser) {
+  SizingRequest request;
+  request.capacity = parser.get_count("capacity");
+  if (request.capacity == 0u) throw UsageError("--capacity must be at least 1 key, got 0");
+  request.fpr = parser.get_double("fpr").value_or(kDefaultFpr);
+  if (!(request.fpr > 0.0 && request.fpr < 1.0)) {
+    throw UsageError("--fpr: the false-positive rate must be in (0, 1), got " +
+                     parser.get_or("fpr", ""));
+  }
+  try {
+    if (const auto shape = parser.get("shape")) request.shape = parse_shape(*shape);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--shape: ") + e.what());
+  }
+  request.seed = parser.get_count("seed").value_or(0);
+  return request;
+}
+
+Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
+                    const RecordFormat& format, std::string& capacity_note) {
   std::uint64_t capacity = 0;
-  if (const auto given = parser.get_count("capacity")) {
-    capacity = *given;
+  if (request.capacity) {
+    capacity = *request.capacity;
     capacity_note = "given";
   } else {
     if (!reader.total_known()) {
@@ -73,13 +91,12 @@ Layout sized_layout(const ArgParser& parser, const ChunkReader& reader, const Re
     capacity = std::max<std::uint64_t>(estimated_records(reader, format), 1);
     capacity_note = "estimated from the input size";
   }
-  const double fpr = parser.get_double("fpr").value_or(kDefaultFpr);
-  const std::uint64_t seed = parser.get_count("seed").value_or(0);
   try {
-    if (const auto shape = parser.get("shape")) {
-      return Layout::for_capacity(parse_shape(*shape), capacity, fpr, KeyHash::xxh64, seed);
+    if (request.shape) {
+      return Layout::for_capacity(*request.shape, capacity, request.fpr, KeyHash::xxh64,
+                                  request.seed);
     }
-    return Layout::for_capacity(capacity, fpr, KeyHash::xxh64, seed);
+    return Layout::for_capacity(capacity, request.fpr, KeyHash::xxh64, request.seed);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
