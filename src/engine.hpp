@@ -52,6 +52,11 @@ class Engine {
 std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
                                         unsigned threads);
 
+class HostBuffer;
+/// As above, over existing storage of layout.size_bytes() bytes (e.g. a mapped file).
+std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
+                                        unsigned threads, HostBuffer&& storage);
+
 /// Names of the CPU targets this build can run here, best first, each prefixed "cpu/".
 std::vector<std::string> cpu_implementations();
 

@@ -114,6 +114,9 @@ Filter::Filter(const Layout& layout, const Options& options) : layout_(layout) {
   engine_ = make_engine(layout_, options);
 }
 
+Filter::Filter(const Layout& layout, std::unique_ptr<detail::Engine> engine)
+    : layout_(layout), engine_(std::move(engine)) {}
+
 Filter Filter::for_capacity(std::uint64_t capacity, double fpr, const Options& options) {
   return Filter(Layout::for_capacity(capacity, fpr), options);
 }

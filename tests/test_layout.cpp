@@ -9,17 +9,6 @@
 namespace bulkbloom::test {
 namespace {
 
-template <typename Exception, typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Exception& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an exception";
-  return {};
-}
-
 TEST(Layout, ShapeGeometry) {
   EXPECT_EQ(block_bytes(Shape::sb256), 32);
   EXPECT_EQ(block_bytes(Shape::sb256x4), 32);

@@ -1,6 +1,7 @@
 // Shared helpers for the tests: deterministic key streams and filter byte snapshots.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <bulkbloom/bulkbloom.hpp>
 
 #include <cstdint>
@@ -37,6 +38,18 @@ inline std::vector<std::byte> bytes_of(const Filter& f) {
   std::vector<std::byte> out(f.layout().size_bytes());
   f.copy_bytes_to(out);
   return out;
+}
+
+/// The message of the `Exception` that `f()` throws; a test failure if it throws none.
+template <typename Exception, typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const Exception& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an exception";
+  return {};
 }
 
 /// Every shape, for parameterised tests.

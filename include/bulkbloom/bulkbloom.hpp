@@ -5,4 +5,5 @@
 #include "bulkbloom/error.hpp"
 #include "bulkbloom/filter.hpp"
 #include "bulkbloom/filter_ref.hpp"
+#include "bulkbloom/format.hpp"
 #include "bulkbloom/layout.hpp"

@@ -17,7 +17,8 @@ namespace bulkbloom {
 
 namespace detail {
 class Engine;
-}
+struct FilterAccess;
+}  // namespace detail
 
 /// Where a filter's bits live and which code works on them.
 enum class Backend : std::uint8_t {
@@ -117,6 +118,9 @@ class Filter {
   void copy_bytes_from(std::span<const std::byte> in);
 
  private:
+  friend struct detail::FilterAccess;
+  Filter(const Layout& layout, std::unique_ptr<detail::Engine> engine);
+
   Layout layout_;
   std::unique_ptr<detail::Engine> engine_;
 };

@@ -14,8 +14,8 @@ namespace {
 
 class CpuEngine final : public Engine {
  public:
-  CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads)
-      : layout_(layout), kernels_(kernels), threads_(threads), bits_(layout.size_bytes()) {}
+  CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads, HostBuffer&& bits)
+      : layout_(layout), kernels_(kernels), threads_(threads), bits_(std::move(bits)) {}
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
   unsigned threads() const override { return threads_; }
@@ -101,11 +101,20 @@ std::vector<std::string> cpu_implementations() {
 
 std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
                                         unsigned threads) {
+  return make_cpu_engine(layout, target, threads, HostBuffer(layout.size_bytes()));
+}
+
+std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
+                                        unsigned threads, HostBuffer&& storage) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   const auto sets = kernel_sets_best_first();
-  if (target.empty()) return std::make_unique<CpuEngine>(layout, *sets.front(), threads);
+  if (target.empty()) {
+    return std::make_unique<CpuEngine>(layout, *sets.front(), threads, std::move(storage));
+  }
   for (const CpuKernels* k : sets) {
-    if (target == k->target) return std::make_unique<CpuEngine>(layout, *k, threads);
+    if (target == k->target) {
+      return std::make_unique<CpuEngine>(layout, *k, threads, std::move(storage));
+    }
   }
   std::string available;
   for (const auto& name : cpu_implementations())

@@ -54,6 +54,22 @@ HostBuffer::HostBuffer(std::uint64_t bytes) : size_(bytes) {
   data_ = reinterpret_cast<std::byte*>(address);
 }
 
+HostBuffer HostBuffer::map_file_private(int fd, std::uint64_t offset, std::uint64_t bytes) {
+  HostBuffer buffer;
+  buffer.size_ = bytes;
+  buffer.mapping_bytes_ = static_cast<std::size_t>(bytes);
+  void* p = mmap(nullptr, buffer.mapping_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd,
+                 static_cast<off_t>(offset));
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    throw AllocationError("cannot map " + std::to_string(bytes) +
+                          " bytes of a filter file: " + std::strerror(err));
+  }
+  buffer.mapping_ = p;
+  buffer.data_ = static_cast<std::byte*>(p);
+  return buffer;
+}
+
 HostBuffer::HostBuffer(HostBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),

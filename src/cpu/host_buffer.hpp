@@ -11,6 +11,10 @@ class HostBuffer {
   /// Maps `bytes` zeroed bytes aligned to 2 MiB (transparent huge pages requested when the
   /// buffer spans at least one). Throws AllocationError naming the size when it cannot.
   explicit HostBuffer(std::uint64_t bytes);
+  /// Maps `bytes` bytes of the open file `fd` from `offset` (a multiple of the page size)
+  /// privately: writes copy the touched pages and never reach the file. Throws AllocationError.
+  static HostBuffer map_file_private(int fd, std::uint64_t offset, std::uint64_t bytes);
+
   HostBuffer(HostBuffer&& other) noexcept;
   HostBuffer& operator=(HostBuffer&& other) noexcept;
   HostBuffer(const HostBuffer&) = delete;
@@ -21,6 +25,7 @@ class HostBuffer {
   std::uint64_t size() const { return size_; }
 
  private:
+  HostBuffer() = default;
   void release() noexcept;
 
   std::byte* data_ = nullptr;

@@ -1,0 +1,115 @@
+/// @file
+/// Persistence: the versioned file format v1 (docs/FORMAT.md), atomic saves, verified loads,
+/// zero-copy mapping, checkpoints for ingestion nodes, and Parquet interop.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "bulkbloom/error.hpp"
+#include "bulkbloom/filter.hpp"
+#include "bulkbloom/layout.hpp"
+
+namespace bulkbloom {
+
+/// A file or byte image is not a valid bulkbloom filter (truncated, corrupt, wrong magic, newer
+/// version, inconsistent sizes, ...). The message names the file and the problem.
+class FormatError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An operating-system I/O call failed. The message names the path, the call and the reason.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// What a filter file holds besides the bits: a key counter and the caller's own bytes (for
+/// example a Kafka partition offset) that must stay together with the filter's state.
+struct FileState {
+  std::uint64_t keys_inserted = 0;  ///< Caller's count of keys inserted (not interpreted).
+  std::vector<std::byte> metadata;  ///< Caller's bytes, stored verbatim and checksummed.
+};
+
+/// A file's header, as read by read_info().
+struct FileInfo {
+  std::uint32_t version = 0;         ///< Format version of the file.
+  Layout layout;                     ///< The filter's layout.
+  std::uint64_t keys_inserted = 0;   ///< FileState::keys_inserted at save time.
+  std::uint64_t metadata_bytes = 0;  ///< Length of FileState::metadata.
+  std::uint64_t payload_offset = 0;  ///< Byte offset of the filter bits in the file.
+  std::uint64_t file_bytes = 0;      ///< Total file size.
+};
+
+/// The current (and newest readable) format version.
+inline constexpr std::uint32_t kFormatVersion = 1;
+
+/// Writes `filter` and `state` to `path` atomically: a temporary file in the same directory is
+/// written, flushed to disk and renamed over `path`, then the directory is flushed. A crash at
+/// any moment leaves either the old file or the new one. Throws IoError.
+void save(const Filter& filter, const std::filesystem::path& path, const FileState& state = {});
+
+/// Reads and fully verifies a filter file onto the backend chosen by `options`.
+/// Throws FormatError for a bad file, IoError when it cannot be read.
+Filter load(const std::filesystem::path& path, FileState* state = nullptr,
+            const Options& options = {});
+
+/// Reads and verifies only the header of a filter file.
+FileInfo read_info(const std::filesystem::path& path);
+
+/// How map() treats the file.
+struct MapOptions {
+  /// Verify the payload checksum (reads every page once). Turn off only for a file whose
+  /// checksum was verified before, e.g. a multi-GB filter reopened on the same machine.
+  bool verify = true;
+  /// Worker threads and CPU implementation for bulk calls (the backend is always the CPU).
+  Options options = {};
+};
+
+/// Maps a filter file into memory without copying: pages are read on first touch. The mapping is
+/// private: inserts into the returned filter copy the touched pages and never change the file
+/// (save() it to persist). Throws FormatError / IoError as load() does.
+Filter map(const std::filesystem::path& path, FileState* state = nullptr,
+           const MapOptions& options = {});
+
+/// Serialises a filter into a byte image identical to the file save() writes.
+std::vector<std::byte> serialize(const Filter& filter, const FileState& state = {});
+
+/// Reads a byte image made by serialize() (or a file's contents), fully verified.
+/// Throws FormatError for a bad image.
+Filter deserialize(std::span<const std::byte> image, FileState* state = nullptr,
+                   const Options& options = {});
+
+/// A filter together with the caller's metadata from one checkpoint.
+struct Checkpoint {
+  Filter filter;                    ///< The filter as it was at the checkpoint.
+  std::vector<std::byte> metadata;  ///< The caller's bytes saved with it.
+  std::uint64_t keys_inserted = 0;  ///< The caller's key counter saved with it.
+};
+
+/// Saves a checkpoint into directory `dir` (created if missing): the filter and `state` are
+/// written atomically as one file, so both always belong to the same moment. Throws IoError.
+void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
+                     const FileState& state);
+
+/// The latest checkpoint in `dir`, or nothing if none was ever completed there.
+/// Throws FormatError if the checkpoint file exists but is damaged.
+std::optional<Checkpoint> load_checkpoint(const std::filesystem::path& dir,
+                                          const Options& options = {});
+
+/// The Parquet split-block Bloom filter of a column chunk for this filter: the Thrift compact
+/// BloomFilterHeader (SPLIT_BLOCK, XXHASH, UNCOMPRESSED) followed by the bitset. Requires an sb256
+/// layout with the xxh64 hash and seed 0 (std::invalid_argument otherwise) and at most 2^31 - 1
+/// bitset bytes.
+std::vector<std::byte> to_parquet(const Filter& filter);
+
+/// Reads a Parquet Bloom filter (header followed by bitset, as to_parquet() writes and Parquet
+/// writers store it) into an sb256, xxh64, seed-0 filter. Throws FormatError for anything else.
+Filter from_parquet(std::span<const std::byte> bytes, const Options& options = {});
+
+}  // namespace bulkbloom

@@ -1,0 +1,459 @@
+// File format v1 (docs/FORMAT.md): header, caller metadata, zero padding, then the payload at a
+// page-aligned offset exactly as it sits in memory, so that it can be mapped.
+#include "bulkbloom/format.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "cpu/host_buffer.hpp"
+#include "filter_access.hpp"
+
+static_assert(std::endian::native == std::endian::little,
+              "the file format stores little-endian words as they sit in memory");
+
+namespace bulkbloom {
+namespace {
+
+constexpr std::byte kMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'}, std::byte{'L'},
+                                 std::byte{'O'},  std::byte{'O'}, std::byte{'M'}, std::byte{'\n'}};
+constexpr std::uint64_t kHeaderBytes = 96;
+constexpr std::uint64_t kPayloadAlignment = 4096;
+constexpr std::size_t kIoChunk = std::size_t{8} << 20;
+
+// Field offsets inside the 96-byte header.
+enum HeaderField : std::size_t {
+  kVersionAt = 8,
+  kHeaderBytesAt = 12,
+  kShapeAt = 16,
+  kHashAt = 17,
+  kReserved16At = 18,
+  kReserved32At = 20,
+  kNumBlocksAt = 24,
+  kSeedAt = 32,
+  kKeysInsertedAt = 40,
+  kMetadataBytesAt = 48,
+  kPayloadOffsetAt = 56,
+  kPayloadBytesAt = 64,
+  kDataChecksumAt = 72,
+  kReserved64At = 80,
+  kHeaderChecksumAt = 88,
+};
+
+template <typename T>
+void put(std::byte* header, std::size_t at, T value) {
+  std::memcpy(header + at, &value, sizeof value);
+}
+
+template <typename T>
+T get(const std::byte* header, std::size_t at) {
+  T value;
+  std::memcpy(&value, header + at, sizeof value);
+  return value;
+}
+
+std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+// XXH3-64 over the caller metadata followed by the payload.
+class DataChecksum {
+ public:
+  DataChecksum() : state_(XXH3_createState()) {
+    if (state_ == nullptr) throw AllocationError("cannot allocate a checksum state");
+    XXH3_64bits_reset(state_);
+  }
+  DataChecksum(const DataChecksum&) = delete;
+  DataChecksum& operator=(const DataChecksum&) = delete;
+  ~DataChecksum() { XXH3_freeState(state_); }
+  void update(const std::byte* data, std::size_t n) { XXH3_64bits_update(state_, data, n); }
+  std::uint64_t digest() const { return XXH3_64bits_digest(state_); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
+struct Header {
+  FileInfo info;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t data_checksum = 0;
+};
+
+std::uint64_t header_checksum(const std::byte* header) {
+  return XXH3_64bits(header, kHeaderChecksumAt);
+}
+
+using HeaderBytes = std::array<std::byte, kHeaderBytes>;
+
+HeaderBytes encode_header(const Layout& layout, const FileState& state,
+                          std::uint64_t payload_offset, std::uint64_t data_checksum) {
+  HeaderBytes bytes{};
+  std::byte* header = bytes.data();
+  std::memcpy(header, kMagic, sizeof kMagic);
+  put<std::uint32_t>(header, kVersionAt, kFormatVersion);
+  put<std::uint32_t>(header, kHeaderBytesAt, kHeaderBytes);
+  put<std::uint8_t>(header, kShapeAt, static_cast<std::uint8_t>(layout.shape));
+  put<std::uint8_t>(header, kHashAt, static_cast<std::uint8_t>(layout.hash));
+  put<std::uint64_t>(header, kNumBlocksAt, layout.num_blocks);
+  put<std::uint64_t>(header, kSeedAt, layout.seed);
+  put<std::uint64_t>(header, kKeysInsertedAt, state.keys_inserted);
+  put<std::uint64_t>(header, kMetadataBytesAt, state.metadata.size());
+  put<std::uint64_t>(header, kPayloadOffsetAt, payload_offset);
+  put<std::uint64_t>(header, kPayloadBytesAt, layout.size_bytes());
+  put<std::uint64_t>(header, kDataChecksumAt, data_checksum);
+  put<std::uint64_t>(header, kHeaderChecksumAt, header_checksum(header));
+  return bytes;
+}
+
+// Validates everything the header alone can tell, against the source's total size, before any
+// size in it is trusted for an allocation or a read.
+Header decode_header(const std::byte* header, std::uint64_t total_bytes,
+                     const std::string& source) {
+  auto fail = [&](const std::string& problem) -> FormatError {
+    return FormatError(source + ": " + problem);
+  };
+  if (total_bytes < kHeaderBytes) {
+    throw fail("truncated: " + std::to_string(total_bytes) + " bytes, but the header alone is " +
+               std::to_string(kHeaderBytes));
+  }
+  if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
+    throw fail("not a bulkbloom filter (bad magic bytes)");
+  }
+  Header h;
+  h.info.version = get<std::uint32_t>(header, kVersionAt);
+  if (h.info.version == 0 || h.info.version > kFormatVersion) {
+    throw fail("format version " + std::to_string(h.info.version) +
+               " is not supported: this bulkbloom reads version " + std::to_string(kFormatVersion));
+  }
+  if (get<std::uint64_t>(header, kHeaderChecksumAt) != header_checksum(header)) {
+    throw fail("header checksum mismatch: the header is corrupt");
+  }
+  if (get<std::uint32_t>(header, kHeaderBytesAt) != kHeaderBytes ||
+      get<std::uint16_t>(header, kReserved16At) != 0 ||
+      get<std::uint32_t>(header, kReserved32At) != 0 ||
+      get<std::uint64_t>(header, kReserved64At) != 0) {
+    throw fail("header fields reserved in version 1 are not zero");
+  }
+  Layout& layout = h.info.layout;
+  layout.shape = static_cast<Shape>(get<std::uint8_t>(header, kShapeAt));
+  layout.hash = static_cast<KeyHash>(get<std::uint8_t>(header, kHashAt));
+  layout.num_blocks = get<std::uint64_t>(header, kNumBlocksAt);
+  layout.seed = get<std::uint64_t>(header, kSeedAt);
+  try {
+    layout.validate();
+  } catch (const std::invalid_argument& e) {
+    throw fail(std::string("bad layout: ") + e.what());
+  }
+  h.info.keys_inserted = get<std::uint64_t>(header, kKeysInsertedAt);
+  h.info.metadata_bytes = get<std::uint64_t>(header, kMetadataBytesAt);
+  h.info.payload_offset = get<std::uint64_t>(header, kPayloadOffsetAt);
+  h.info.file_bytes = total_bytes;
+  h.payload_bytes = get<std::uint64_t>(header, kPayloadBytesAt);
+  h.data_checksum = get<std::uint64_t>(header, kDataChecksumAt);
+  if (h.payload_bytes != layout.size_bytes()) {
+    throw fail("header and payload disagree: the layout needs " +
+               std::to_string(layout.size_bytes()) + " payload bytes, the header says " +
+               std::to_string(h.payload_bytes));
+  }
+  if (h.info.metadata_bytes > total_bytes ||
+      h.info.payload_offset != round_up(kHeaderBytes + h.info.metadata_bytes, kPayloadAlignment)) {
+    throw fail("bad payload offset " + std::to_string(h.info.payload_offset) + " for " +
+               std::to_string(h.info.metadata_bytes) + " metadata bytes");
+  }
+  const std::uint64_t expected = h.info.payload_offset + h.payload_bytes;
+  if (total_bytes < expected) {
+    throw fail("truncated: " + std::to_string(total_bytes) + " bytes, the header describes " +
+               std::to_string(expected));
+  }
+  if (total_bytes > expected) {
+    throw fail(std::to_string(total_bytes - expected) + " unexpected bytes after the payload");
+  }
+  return h;
+}
+
+void check_data_checksum(const Header& h, std::uint64_t actual, const std::string& source) {
+  if (actual != h.data_checksum) {
+    throw FormatError(source +
+                      ": payload checksum mismatch: the filter bits or metadata are "
+                      "corrupt");
+  }
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+// An owned file descriptor.
+class File {
+ public:
+  File(const std::filesystem::path& path, int flags, mode_t mode = 0) : path_(path) {
+    fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+    if (fd_ < 0) throw IoError("cannot open " + path.string() + ": " + errno_text());
+  }
+  File(File&& other) noexcept : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int fd() const { return fd_; }
+
+  void close() {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) throw IoError("cannot close " + path_.string() + ": " + errno_text());
+  }
+
+  // The size of a regular file; anything else (a directory, a device) is a FormatError.
+  std::uint64_t regular_file_size() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0)
+      throw IoError("cannot stat " + path_.string() + ": " + errno_text());
+    if (!S_ISREG(st.st_mode)) {
+      throw FormatError(path_.string() + ": not a regular file" +
+                        (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
+    }
+    return static_cast<std::uint64_t>(st.st_size);
+  }
+
+  void read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) const {
+    while (n > 0) {
+      const ssize_t got =
+          ::pread(fd_, out, std::min<std::uint64_t>(n, kIoChunk), static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) throw IoError("cannot read " + path_.string() + ": " + errno_text());
+      if (got == 0) throw FormatError(path_.string() + ": truncated while reading");
+      out += got;
+      n -= static_cast<std::uint64_t>(got);
+      offset += static_cast<std::uint64_t>(got);
+    }
+  }
+
+  void write_all(const std::byte* data, std::uint64_t n) {
+    while (n > 0) {
+      const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, kIoChunk));
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0) throw IoError("cannot write " + path_.string() + ": " + errno_text());
+      data += put;
+      n -= static_cast<std::uint64_t>(put);
+    }
+  }
+
+  void sync() {
+    if (::fsync(fd_) != 0) throw IoError("cannot flush " + path_.string() + ": " + errno_text());
+  }
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+// The filter's bits as host memory: the CPU engine's own, or a copy from a device.
+class HostBits {
+ public:
+  explicit HostBits(const Filter& filter) {
+    const std::byte* host = detail::FilterAccess::engine(filter).host_bytes();
+    if (host == nullptr) {
+      copy_.resize(filter.layout().size_bytes());
+      filter.copy_bytes_to(copy_);
+      host = copy_.data();
+    }
+    bits_ = {host, filter.layout().size_bytes()};
+  }
+  std::span<const std::byte> bytes() const { return bits_; }
+
+ private:
+  std::vector<std::byte> copy_;
+  std::span<const std::byte> bits_;
+};
+
+// Header and metadata plus the zero padding up to the payload, ready to write.
+std::vector<std::byte> file_prefix(const Layout& layout, const FileState& state,
+                                   std::span<const std::byte> payload) {
+  DataChecksum checksum;
+  checksum.update(state.metadata.data(), state.metadata.size());
+  checksum.update(payload.data(), payload.size());
+  const std::uint64_t payload_offset =
+      round_up(kHeaderBytes + state.metadata.size(), kPayloadAlignment);
+  std::vector<std::byte> prefix(payload_offset);
+  const HeaderBytes header = encode_header(layout, state, payload_offset, checksum.digest());
+  std::copy(header.begin(), header.end(), prefix.begin());
+  std::copy(state.metadata.begin(), state.metadata.end(), prefix.begin() + kHeaderBytes);
+  return prefix;
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  File directory(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+  directory.sync();
+}
+
+// Reads the payload into the filter's memory in chunks, checksumming as it goes.
+void read_payload(const File& file, const Header& header, Filter& filter,
+                  const std::vector<std::byte>& metadata, const std::string& source) {
+  DataChecksum checksum;
+  checksum.update(metadata.data(), metadata.size());
+  const std::byte* host = detail::FilterAccess::engine(filter).host_bytes();
+  if (host != nullptr) {
+    auto* bits = const_cast<std::byte*>(host);  // the engine's own, writable memory
+    for (std::uint64_t done = 0; done < header.payload_bytes; done += kIoChunk) {
+      const std::uint64_t n = std::min<std::uint64_t>(kIoChunk, header.payload_bytes - done);
+      file.read_exactly(bits + done, n, header.info.payload_offset + done);
+      checksum.update(bits + done, n);
+    }
+  } else {
+    std::vector<std::byte> staging(header.payload_bytes);
+    file.read_exactly(staging.data(), staging.size(), header.info.payload_offset);
+    checksum.update(staging.data(), staging.size());
+    filter.copy_bytes_from(staging);
+  }
+  check_data_checksum(header, checksum.digest(), source);
+}
+
+// Opens `path`, reads its header and metadata.
+struct OpenedFile {
+  File file;
+  Header header;
+  std::vector<std::byte> metadata;
+};
+
+OpenedFile open_filter_file(const std::filesystem::path& path) {
+  OpenedFile opened{File(path, O_RDONLY), {}, {}};
+  const std::uint64_t size = opened.file.regular_file_size();
+  std::byte header[kHeaderBytes] = {};
+  opened.file.read_exactly(header, std::min(size, kHeaderBytes), 0);
+  opened.header = decode_header(header, size, path.string());
+  opened.metadata.resize(opened.header.info.metadata_bytes);
+  opened.file.read_exactly(opened.metadata.data(), opened.metadata.size(), kHeaderBytes);
+  return opened;
+}
+
+void fill_state(FileState* state, const Header& header, std::vector<std::byte> metadata) {
+  if (state == nullptr) return;
+  state->keys_inserted = header.info.keys_inserted;
+  state->metadata = std::move(metadata);
+}
+
+constexpr const char* kCheckpointFile = "checkpoint.bbf";
+
+}  // namespace
+
+void save(const Filter& filter, const std::filesystem::path& path, const FileState& state) {
+  const HostBits bits(filter);
+  const auto prefix = file_prefix(filter.layout(), state, bits.bytes());
+  std::string temp_name = path.string() + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(temp_name.data());
+  if (fd < 0)
+    throw IoError("cannot create a temporary file beside " + path.string() + ": " + errno_text());
+  ::close(fd);
+  const std::filesystem::path temp(temp_name);
+  try {
+    File out(temp, O_WRONLY | O_TRUNC);
+    out.write_all(prefix.data(), prefix.size());
+    out.write_all(bits.bytes().data(), bits.bytes().size());
+    out.sync();
+    out.close();
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+      throw IoError("cannot rename " + temp.string() + " to " + path.string() + ": " +
+                    errno_text());
+    }
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw;
+  }
+  sync_directory(path.parent_path());
+}
+
+Filter load(const std::filesystem::path& path, FileState* state, const Options& options) {
+  OpenedFile opened = open_filter_file(path);
+  Filter filter(opened.header.info.layout, options);
+  read_payload(opened.file, opened.header, filter, opened.metadata, path.string());
+  fill_state(state, opened.header, std::move(opened.metadata));
+  return filter;
+}
+
+FileInfo read_info(const std::filesystem::path& path) {
+  return open_filter_file(path).header.info;
+}
+
+Filter map(const std::filesystem::path& path, FileState* state, const MapOptions& options) {
+  OpenedFile opened = open_filter_file(path);
+  const Header& header = opened.header;
+  auto storage = detail::HostBuffer::map_file_private(opened.file.fd(), header.info.payload_offset,
+                                                      header.payload_bytes);
+  if (options.verify) {
+    DataChecksum checksum;
+    checksum.update(opened.metadata.data(), opened.metadata.size());
+    checksum.update(storage.data(), header.payload_bytes);
+    check_data_checksum(header, checksum.digest(), path.string());
+  }
+  std::string target;
+  const std::string& impl = options.options.implementation;
+  if (impl.starts_with("cpu/")) {
+    target = impl.substr(4);
+  } else if (!impl.empty() && impl != "cpu") {
+    throw std::invalid_argument("map() runs on the CPU backend; implementation '" + impl +
+                                "' is not a CPU one");
+  }
+  Filter filter = detail::FilterAccess::make(
+      header.info.layout, detail::make_cpu_engine(header.info.layout, target,
+                                                  options.options.threads, std::move(storage)));
+  fill_state(state, header, std::move(opened.metadata));
+  return filter;
+}
+
+std::vector<std::byte> serialize(const Filter& filter, const FileState& state) {
+  const HostBits bits(filter);
+  std::vector<std::byte> image = file_prefix(filter.layout(), state, bits.bytes());
+  image.insert(image.end(), bits.bytes().begin(), bits.bytes().end());
+  return image;
+}
+
+Filter deserialize(std::span<const std::byte> image, FileState* state, const Options& options) {
+  const std::string source = "filter image";
+  std::byte header_bytes[kHeaderBytes] = {};
+  std::copy_n(image.begin(), std::min<std::size_t>(image.size(), kHeaderBytes), header_bytes);
+  const Header header = decode_header(header_bytes, image.size(), source);
+  const auto metadata = image.subspan(kHeaderBytes, header.info.metadata_bytes);
+  const auto payload = image.subspan(header.info.payload_offset, header.payload_bytes);
+  DataChecksum checksum;
+  checksum.update(metadata.data(), metadata.size());
+  checksum.update(payload.data(), payload.size());
+  check_data_checksum(header, checksum.digest(), source);
+  Filter filter(header.info.layout, options);
+  filter.copy_bytes_from(payload);
+  fill_state(state, header, std::vector<std::byte>(metadata.begin(), metadata.end()));
+  return filter;
+}
+
+void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
+                     const FileState& state) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
+  save(filter, dir / kCheckpointFile, state);
+}
+
+std::optional<Checkpoint> load_checkpoint(const std::filesystem::path& dir,
+                                          const Options& options) {
+  const auto path = dir / kCheckpointFile;
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  FileState state;
+  Filter filter = load(path, &state, options);
+  return Checkpoint{std::move(filter), std::move(state.metadata), state.keys_inserted};
+}
+
+}  // namespace bulkbloom
