@@ -12,5 +12,9 @@ using Arguments = std::vector<std::string_view>;
 int run_dedup(const Arguments& args);
 int run_gen(const Arguments& args);
 int run_bench(const Arguments& args);
+int run_build(const Arguments& args);
+int run_query(const Arguments& args);
+int run_info(const Arguments& args);
+int run_merge(const Arguments& args);
 
 }  // namespace bulkbloom::cli

@@ -2,16 +2,14 @@
 #pragma once
 
 #include <bulkbloom/error.hpp>
+#include <bulkbloom/format.hpp>
 
 #include <string>
 
 namespace bulkbloom::cli {
 
-/// A file or stream could not be opened, read or written; the message names it and the cause.
-class IoError : public Error {
- public:
-  using Error::Error;
-};
+// Files and streams that cannot be opened, read or written throw the library's IoError.
+using bulkbloom::IoError;
 
 /// Input data that does not match its declared format; the message names the file and line.
 class DataError : public Error {

@@ -17,6 +17,10 @@ constexpr const char* kUsage =
     "\n"
     "commands:\n"
     "  dedup   write the first occurrence of each key, in input order\n"
+    "  build   insert every key of a dump into a new saved filter\n"
+    "  query   write the records of a dump that a saved filter has seen\n"
+    "  info    describe a saved filter\n"
+    "  merge   save the union of saved filters\n"
     "  gen     write a test dump with duplicates\n"
     "  bench   measure this machine's memory limits and each backend against them\n"
     "\n"
@@ -28,8 +32,9 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
-    {"dedup", bulkbloom::cli::run_dedup},
-    {"gen", bulkbloom::cli::run_gen},
+    {"dedup", bulkbloom::cli::run_dedup}, {"build", bulkbloom::cli::run_build},
+    {"query", bulkbloom::cli::run_query}, {"info", bulkbloom::cli::run_info},
+    {"merge", bulkbloom::cli::run_merge}, {"gen", bulkbloom::cli::run_gen},
     {"bench", bulkbloom::cli::run_bench},
 };
 

@@ -301,6 +301,101 @@ def case_interrupt_leaves_nothing():
         no_outputs_left(before)
 
 
+def case_filter_across_runs():
+    run(["gen", "--count", "40000", "-f", "hex", "--seed", "1", "-o", "day1"])
+    run(["gen", "--count", "40000", "-f", "hex", "--seed", "2", "-o", "fresh"])
+    records1 = split_records(read("day1"), "hex")
+    write("day2", b"".join(records1[: len(records1) // 2]) + read("fresh"))  # half seen before
+    run(["dedup", "-f", "hex", "day1", "--filter", "f.bbf", "--fpr", "0.01", "-o", "out1",
+         "--stats", "none"])
+    proc = run(["dedup", "-f", "hex", "day2", "--filter", "f.bbf", "-o", "out2", "--stats",
+                "json"])
+    # Day 2's output is what an exact dedup of both days writes for day 2's records.
+    records2 = split_records(read("day2"), "hex")
+    exact = exact_dedup(records1 + records2, "hex")[len(exact_dedup(records1, "hex")):]
+    got = split_records(read("out2"), "hex")
+    seen1 = {record_key(r, "hex") for r in records1}
+    check(not any(record_key(r, "hex") in seen1 for r in got), "a key of day 1 leaked on day 2")
+    stats = stats_of(proc)
+    missing = len(exact) - len(got)
+    limit = stats["expected_wrongly_dropped"] * 1.5 + 10
+    check(0 <= missing <= limit, f"day 2 dropped {missing} unique records (limit {limit:.0f})")
+    info = json.loads(run(["info", "--json", "f.bbf"]).stdout)
+    written = len(split_records(read("out1"), "hex")) + len(got)
+    check(info["keys_inserted"] == written, f"saved key count {info['keys_inserted']} != {written}")
+
+
+def case_build_query_info_merge():
+    run(["gen", "--count", "30000", "-f", "dec", "--seed", "1", "-o", "a"])
+    run(["gen", "--count", "30000", "-f", "dec", "--seed", "2", "-o", "b"])
+    run(["build", "-f", "dec", "a", "-o", "a.bbf", "--capacity", "60000", "--stats", "none"])
+    run(["build", "-f", "dec", "b", "-o", "b.bbf", "--capacity", "60000", "--stats", "none"])
+    # Every record of a is seen (no false negatives); of b only false positives are.
+    proc = run(["query", "--filter", "a.bbf", "-f", "dec", "b", "a", "-o", "seen", "--unseen",
+                "unseen", "--stats", "json"])
+    a, b = split_records(read("a"), "dec"), split_records(read("b"), "dec")
+    seen, unseen = split_records(read("seen"), "dec"), split_records(read("unseen"), "dec")
+    check(sorted(seen + unseen) == sorted(a + b), "seen + unseen is not the input")
+    check(set(a) <= set(seen), "a record of the filter's own dump was reported unseen")
+    false_positives = len(set(seen) - set(a))
+    check(false_positives <= 60000 * stats_of(proc)["filter_fpr"] * 3 + 5, "too many seen")
+    info = json.loads(run(["info", "--json", "a.bbf"]).stdout)
+    # The saved count is the number of keys build found new: the distinct keys less the few
+    # false positives.
+    check(0 <= len(set(a)) - info["keys_inserted"] <= 10, f"keys_inserted {info['keys_inserted']}")
+    check(abs(info["estimated_keys"] - len(set(a))) < 0.05 * len(set(a)), "estimate is off")
+    check(info["version"] == 1 and info["file_bytes"] == os.path.getsize(path("a.bbf")), "info")
+    # The union holds both dumps.
+    run(["merge", "a.bbf", "b.bbf", "-o", "ab.bbf"])
+    run(["query", "--filter", "ab.bbf", "-f", "dec", "a", "b", "-o", "seen", "--unseen",
+         "unseen", "--stats", "none"])
+    check(read("unseen") == b"", "the merged filter lost a key")
+    # Bad filters and mismatched layouts are clear errors.
+    run(["build", "-f", "dec", "a", "-o", "small.bbf", "--capacity", "10", "--stats", "none"])
+    proc = run(["merge", "a.bbf", "small.bbf", "-o", "x.bbf"], expect_rc=1)
+    check(b"different layouts" in proc.stderr and not os.path.exists(path("x.bbf")),
+          proc.stderr.decode())
+    proc = run(["info", "a"], expect_rc=1)
+    check(b"not a bulkbloom filter" in proc.stderr, proc.stderr.decode())
+    write("cut.bbf", read("a.bbf")[:-100])
+    proc = run(["query", "--filter", "cut.bbf", "-f", "dec", "a", "-o", "q"], expect_rc=1)
+    check(b"cut.bbf" in proc.stderr and not os.path.exists(path("q")), proc.stderr.decode())
+
+
+def case_checkpoint_kill_resume():
+    """SIGKILL a checkpointing dedup at random moments, resume each time; every finished run's
+    outputs and saved filter are byte-identical to an uninterrupted run's."""
+    import random
+    rng = random.Random(7)
+    run(["gen", "--count", "400000", "-f", "dec", "--dup-fraction", "0.2", "-o", "in"])
+    common = ["dedup", "-f", "dec", "in", "--fpr", "0.01", "--buffer-size", "64K", "--stats",
+              "none"]
+    run(common + ["-o", "ref", "--dups", "ref.dups", "--filter", "ref.bbf"])
+    reference = (read("ref"), read("ref.dups"), read("ref.bbf"))
+    resumable = common + ["-o", "out", "--dups", "out.dups", "--filter", "out.bbf",
+                          "--checkpoint", "ck", "--checkpoint-every", "20000", "--resume"]
+    kills = completions = mid_run_resumes = 0
+    while kills < 20 or completions == 0:
+        if os.path.exists(path("ck/checkpoint.bbf")) and b"complete=0" in read("ck/checkpoint.bbf"):
+            mid_run_resumes += 1
+        proc = subprocess.Popen([BIN] + resumable, cwd=WORK, stderr=subprocess.PIPE)
+        if kills < 20:
+            time.sleep(rng.uniform(0.0, 0.12))
+            proc.kill()
+        _, err = proc.communicate()
+        if proc.returncode == -signal.SIGKILL:
+            kills += 1
+            continue
+        check(proc.returncode == 0, f"resumed run failed: {err.decode()}")
+        check((read("out"), read("out.dups"), read("out.bbf")) == reference,
+              f"outputs differ from the uninterrupted run after {kills} kills")
+        completions += 1
+        for name in ("out", "out.dups", "out.bbf"):
+            os.remove(path(name))
+        subprocess.run(["rm", "-rf", path("ck")], check=True)
+    check(mid_run_resumes >= 10, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
+
+
 def case_bench_smoke():
     proc = run(["bench", "--sizes", "1,2", "--keys", "20000", "--json"])
     rows = [json.loads(line) for line in proc.stdout.decode().splitlines()]
