@@ -14,7 +14,8 @@ void add_scan_options(ArgParser& parser) {
   parser.value("format", "FMT", "u64 (default), lines, dec, hex, csv:N, tsv:N", 'f')
       .flag("skip-bad", "skip and count malformed records instead of stopping")
       .value("stats", "KIND", "final summary on stderr: text (default), json or none")
-      .value("buffer-size", "BYTES", "read chunk size (default 32M; memory use is about 5x this)");
+      .value("buffer-size", "BYTES",
+             "read chunk size (default 32M; buffers in flight take about 6x this)");
 }
 
 ScanOptions scan_options(const ArgParser& parser) {
