@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 namespace bulkbloom::cli {
 
@@ -40,7 +41,10 @@ bool ArgParser::parse(const std::vector<std::string_view>& args) {
       options_ended = true;
       continue;
     }
-    if (arg == "--help" || arg == "-h") return false;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage().c_str(), stdout);
+      return false;
+    }
     std::string name;
     std::optional<std::string> inline_value;
     if (arg.starts_with("--")) {

@@ -30,7 +30,8 @@ class ArgParser {
   ArgParser& flag(std::string name, std::string help, char short_name = 0);
 
   /// Parses argv (without the program and subcommand names). Throws UsageError for an unknown
-  /// option, a missing value or a repeated option. Returns false if --help was given.
+  /// option, a missing value or a repeated option. For --help, prints usage() on stdout and
+  /// returns false: the command then has nothing more to do.
   bool parse(const std::vector<std::string_view>& args);
 
   /// The usage text: synopsis, summary and one line per option.

@@ -63,10 +63,7 @@ int run_bench(const Arguments& args) {
       .value("keys", "N", "keys per measurement (default 16M)")
       .flag("json", "print one JSON object per row instead of a table");
   add_backend_options(parser);
-  if (!parser.parse(args)) {
-    std::fputs(parser.usage().c_str(), stdout);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   std::vector<std::uint64_t> sizes_mib;
   {
     std::string list = parser.get_or("sizes", "16,256,1024");

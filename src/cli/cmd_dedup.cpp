@@ -63,10 +63,7 @@ int run_dedup(const Arguments& args) {
              "and outputs only)")
       .value("checkpoint-every", "N", "records between checkpoints (default 100M)")
       .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one");
-  if (!parser.parse(args)) {
-    std::fputs(parser.usage().c_str(), stdout);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   const auto start_time = std::chrono::steady_clock::now();
   const ScanOptions scan = scan_options(parser);
   const Options backend = backend_options(parser);
@@ -140,12 +137,9 @@ int run_dedup(const Arguments& args) {
     std::optional<OutputFile> dups_out;
     if (dups_path) dups_out.emplace(*dups_path, staging, resumed ? resumed->dups_bytes : 0);
 
-    ScanSettings settings;
-    settings.format = scan.format;
-    settings.skip_bad = scan.skip_bad;
+    ScanSettings settings = scan_settings(scan);
     settings.flagged_out = &unique_out;
     settings.unflagged_out = dups_out ? &*dups_out : nullptr;
-    settings.show_progress = stderr_is_terminal();
     settings.start = end;
     const auto output_lengths = [&] {
       return std::pair{unique_out.bytes_written(), dups_out ? dups_out->bytes_written() : 0};

@@ -12,10 +12,6 @@
 namespace bulkbloom::cli {
 namespace {
 
-void print_usage(const ArgParser& parser) {
-  std::fputs(parser.usage().c_str(), stdout);
-}
-
 std::string one_line_number(double value) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.0f", value);
@@ -31,10 +27,7 @@ int run_build(const Arguments& args) {
   add_scan_options(parser);
   add_sizing_options(parser);
   add_backend_options(parser);
-  if (!parser.parse(args)) {
-    print_usage(parser);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   const auto start_time = std::chrono::steady_clock::now();
   const ScanOptions scan = scan_options(parser);
   const Options backend = backend_options(parser);
@@ -45,10 +38,7 @@ int run_build(const Arguments& args) {
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
   std::string capacity_note;
   Filter filter(sized_layout(sizing, reader, scan.format, capacity_note), backend);
-  ScanSettings settings;
-  settings.format = scan.format;
-  settings.skip_bad = scan.skip_bad;
-  settings.show_progress = stderr_is_terminal();
+  ScanSettings settings = scan_settings(scan);
   const ScanState end = run_scan(filter, reader, settings);
   save(filter, *filter_path, {end.counters.flagged, {}});
 
@@ -72,10 +62,7 @@ int run_query(const Arguments& args) {
       .value("unseen", "FILE", "also write the records not seen here");
   add_scan_options(parser);
   add_backend_options(parser);
-  if (!parser.parse(args)) {
-    print_usage(parser);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   const auto start_time = std::chrono::steady_clock::now();
   const ScanOptions scan = scan_options(parser);
   const Options backend = backend_options(parser);
@@ -88,13 +75,10 @@ int run_query(const Arguments& args) {
   OutputFile seen_out(parser.get_or("output", "-"));
   std::optional<OutputFile> unseen_out;
   if (const auto unseen = parser.get("unseen")) unseen_out.emplace(*unseen);
-  ScanSettings settings;
-  settings.format = scan.format;
+  ScanSettings settings = scan_settings(scan);
   settings.action = ScanAction::contains;
-  settings.skip_bad = scan.skip_bad;
   settings.flagged_out = &seen_out;
   settings.unflagged_out = unseen_out ? &*unseen_out : nullptr;
-  settings.show_progress = stderr_is_terminal();
   const ScanState end = run_scan(filter, reader, settings);
   if (unseen_out) unseen_out->commit();
   seen_out.commit();
@@ -115,10 +99,7 @@ int run_info(const Arguments& args) {
                    "its bits the\nestimated distinct keys and current false-positive rate. The "
                    "whole file is verified.");
   parser.flag("json", "print one JSON object");
-  if (!parser.parse(args)) {
-    print_usage(parser);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
   const std::string& path = parser.positionals().front();
   const FileInfo info = read_info(path);
@@ -151,10 +132,7 @@ int run_merge(const Arguments& args) {
   ArgParser parser("merge [options] A B [MORE...] -o OUT",
                    "Saves the union of saved filters of one layout (a bitwise OR) to OUT.");
   parser.value("output", "OUT", "the merged filter file (required)", 'o');
-  if (!parser.parse(args)) {
-    print_usage(parser);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   const auto out = parser.get("output");
   if (!out) throw UsageError("merge needs -o OUT");
   if (parser.positionals().size() < 2) throw UsageError("merge needs at least two filter files");

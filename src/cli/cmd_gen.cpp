@@ -155,10 +155,7 @@ int run_gen(const Arguments& args) {
       .value("format", "FMT", "u64 (default), lines (UUIDs), dec, hex, csv:N, tsv:N", 'f')
       .value("seed", "N", "random seed (default 1)")
       .value("output", "FILE", "destination (default stdout)", 'o');
-  if (!parser.parse(args)) {
-    std::fputs(parser.usage().c_str(), stdout);
-    return 0;
-  }
+  if (!parser.parse(args)) return 0;
   if (!parser.positionals().empty()) {
     throw UsageError("unexpected argument '" + parser.positionals().front() + "'");
   }

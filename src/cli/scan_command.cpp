@@ -43,6 +43,14 @@ ScanOptions scan_options(const ArgParser& parser) {
   return options;
 }
 
+ScanSettings scan_settings(const ScanOptions& options) {
+  ScanSettings settings;
+  settings.format = options.format;
+  settings.skip_bad = options.skip_bad;
+  settings.show_progress = stderr_is_terminal();
+  return settings;
+}
+
 void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounters& counters,
                         std::chrono::steady_clock::time_point start, const ScanOptions& options) {
   if (options.stats == ScanOptions::Stats::none) return;

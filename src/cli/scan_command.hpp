@@ -28,6 +28,9 @@ struct ScanOptions {
 /// Reads and checks the scan options; throws UsageError.
 ScanOptions scan_options(const ArgParser& parser);
 
+/// Scan settings for `options`: format, --skip-bad, and progress when stderr is a terminal.
+ScanSettings scan_settings(const ScanOptions& options);
+
 /// Prints the summary of a finished scan: `entries` (already holding the command's own counts)
 /// plus the filter, the wall time since `start` and the throughput.
 void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounters& counters,
