@@ -2,6 +2,8 @@
 // filter sizes beside them.
 #include <bulkbloom/bulkbloom.hpp>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -36,12 +38,35 @@ std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   return keys;
 }
 
-template <typename F>
-double keys_per_second(std::uint64_t keys, F&& call) {
-  const auto start = std::chrono::steady_clock::now();
-  call();
-  return static_cast<double>(keys) /
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+constexpr int kRepetitions = 3;
+
+// The median over kRepetitions runs of `prepare()` (untimed) then `call()` (timed), as keys/s.
+template <typename Prepare, typename F>
+double keys_per_second(std::uint64_t keys, Prepare&& prepare, F&& call) {
+  std::array<double, kRepetitions> rates{};
+  for (double& rate : rates) {
+    prepare();
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    rate = static_cast<double>(keys) /
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[kRepetitions / 2];
+}
+
+// Each limit is the median of kRepetitions measurements.
+MemoryLimits median_limits(std::uint64_t bytes, unsigned threads, std::uint64_t accesses) {
+  std::array<MemoryLimits, kRepetitions> runs;
+  for (auto& run : runs) run = measure_memory_limits(bytes, threads, accesses);
+  const auto median = [&](double MemoryLimits::*field) {
+    std::array<double, kRepetitions> v;
+    for (int i = 0; i < kRepetitions; ++i) v[i] = runs[i].*field;
+    std::sort(v.begin(), v.end());
+    return v[kRepetitions / 2];
+  };
+  return {median(&MemoryLimits::random_reads_per_s), median(&MemoryLimits::random_rmw_per_s),
+          median(&MemoryLimits::sequential_bytes_per_s)};
 }
 
 std::string percent(double rate, double limit) {
@@ -53,12 +78,13 @@ std::string percent(double rate, double limit) {
 }  // namespace
 
 int run_bench(const Arguments& args) {
-  ArgParser parser("bench [options]",
-                   "Measures this machine's random 64-byte read and read-modify-write rates and "
-                   "sequential bandwidth over\nbuffers of each filter size, then each "
-                   "implementation's insert, contains and insert_if_absent keys/s,\nas rates and "
-                   "as a percentage of those limits (insert and insert_if_absent against the "
-                   "RMW rate,\ncontains against the read rate).");
+  ArgParser parser(
+      "bench [options]",
+      "Measures this machine's random 64-byte read and read-modify-write rates and "
+      "sequential bandwidth over\nbuffers of each filter size, then each "
+      "implementation's insert, contains and insert_if_absent keys/s,\nas medians of "
+      "3 runs and as a percentage of those limits (insert and insert_if_absent against the "
+      "RMW rate,\ncontains against the read rate).");
   parser.value("sizes", "LIST", "filter sizes in MiB, comma-separated (default 16,256,1024)")
       .value("keys", "N", "keys per measurement (default 16M)")
       .flag("json", "print one JSON object per row instead of a table");
@@ -94,7 +120,7 @@ int run_bench(const Arguments& args) {
     const std::uint64_t bytes = mib << 20;
     // The limits are measured in this run, over a buffer of the filter's size, with the
     // filter's thread count, right before the filter runs.
-    const MemoryLimits limits = measure_memory_limits(bytes, threads, key_count / threads);
+    const MemoryLimits limits = median_limits(bytes, threads, key_count / threads);
     for (const std::string& impl : available_implementations()) {
       Options options = base;
       options.implementation = impl;
@@ -103,11 +129,13 @@ int run_bench(const Arguments& args) {
       if (base.backend != Backend::automatic && options.backend != base.backend) continue;
       Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
       Row row{impl, filter.layout().size_bytes(), limits, 0, 0, 0};
-      row.insert_per_s = keys_per_second(key_count, [&] { filter.insert(keys); });
-      row.contains_per_s = keys_per_second(key_count, [&] { filter.contains(probes, flags); });
-      filter.clear();
+      const auto nothing = [] {};
+      const auto clear = [&] { filter.clear(); };
+      row.insert_per_s = keys_per_second(key_count, clear, [&] { filter.insert(keys); });
+      row.contains_per_s =
+          keys_per_second(key_count, nothing, [&] { filter.contains(probes, flags); });
       row.insert_if_absent_per_s =
-          keys_per_second(key_count, [&] { filter.insert_if_absent(keys, flags); });
+          keys_per_second(key_count, clear, [&] { filter.insert_if_absent(keys, flags); });
       if (json) {
         Summary s;
         s.text("implementation", "", row.implementation);

@@ -89,15 +89,19 @@ MemoryLimits measure_memory_limits(std::uint64_t buffer_bytes, unsigned threads,
   });
   limits.random_rmw_per_s = static_cast<double>(accesses) * threads / rmw_s;
 
+  // Stream at least 1 GiB in all, so that a small buffer is timed over many passes.
+  const std::uint64_t per_thread = buffer.bytes() / 8 / threads;
+  const std::uint64_t passes =
+      std::max<std::uint64_t>(1, (std::uint64_t{1} << 30) / buffer.bytes());
   const double seq_s = timed_parallel(threads, [&](unsigned t) {
-    const std::uint64_t per_thread = buffer.bytes() / 8 / threads;
     const std::uint64_t* p = words + t * per_thread;
     std::uint64_t sum = 0;
-    for (std::uint64_t i = 0; i < per_thread; ++i) sum += p[i];
+    for (std::uint64_t pass = 0; pass < passes; ++pass) {
+      for (std::uint64_t i = 0; i < per_thread; ++i) sum += p[i];
+    }
     sink += sum;
   });
-  const std::uint64_t streamed = buffer.bytes() / 8 / threads * threads * 8;
-  limits.sequential_bytes_per_s = static_cast<double>(streamed) / seq_s;
+  limits.sequential_bytes_per_s = static_cast<double>(per_thread * threads * 8 * passes) / seq_s;
   return limits;
 }
 

@@ -15,7 +15,8 @@ struct MemoryLimits {
 };
 
 /// Measures over a `buffer_bytes` buffer (rounded down to whole 64-byte lines) with `threads`
-/// threads, each making `accesses` random accesses. Throws AllocationError without memory.
+/// threads, each making `accesses` random accesses (streaming reads at least 1 GiB). Throws
+/// AllocationError without memory.
 MemoryLimits measure_memory_limits(std::uint64_t buffer_bytes, unsigned threads,
                                    std::uint64_t accesses);
 
