@@ -176,7 +176,8 @@ int run_dedup(const Arguments& args) {
   summary.number("expected_wrongly_dropped", "expected unique wrongly dropped", wrongly_dropped,
                  line);
   summary.text("capacity_source", "", capacity_note);
-  print_scan_summary(summary, *filter, c, start_time, scan);
+  print_scan_summary(summary, *filter, c, start_time, scan,
+                     resumed ? resumed->state.counters : ScanCounters{});
   return 0;
 }
 

@@ -52,7 +52,8 @@ ScanSettings scan_settings(const ScanOptions& options) {
 }
 
 void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounters& counters,
-                        std::chrono::steady_clock::time_point start, const ScanOptions& options) {
+                        std::chrono::steady_clock::time_point start, const ScanOptions& options,
+                        const ScanCounters& before) {
   if (options.stats == ScanOptions::Stats::none) return;
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -61,12 +62,13 @@ void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounte
                    static_cast<double>(counters.skipped_bad));
   }
   describe_filter(entries, filter);
+  const auto records = static_cast<double>(counters.records - before.records);
+  const auto bytes = static_cast<double>(counters.bytes - before.bytes);
   char line[160];
   std::snprintf(line, sizeof line, "%.2f s, %s records/s, %.0f MB/s", seconds,
-                si(static_cast<double>(counters.records) / seconds).c_str(),
-                static_cast<double>(counters.bytes) / seconds / 1e6);
+                si(records / seconds).c_str(), bytes / seconds / 1e6);
   entries.number("seconds", "throughput", seconds, line);
-  entries.number("records_per_second", "", static_cast<double>(counters.records) / seconds);
+  entries.number("records_per_second", "", records / seconds);
   entries.number("input_bytes", "", static_cast<double>(counters.bytes));
   entries.print(options.stats == ScanOptions::Stats::json);
 }

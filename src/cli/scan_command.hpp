@@ -32,8 +32,10 @@ ScanOptions scan_options(const ArgParser& parser);
 ScanSettings scan_settings(const ScanOptions& options);
 
 /// Prints the summary of a finished scan: `entries` (already holding the command's own counts)
-/// plus the filter, the wall time since `start` and the throughput.
+/// plus the filter, the wall time since `start` and the throughput of this process (records
+/// and bytes beyond `before`, the counters a resumed run started from).
 void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounters& counters,
-                        std::chrono::steady_clock::time_point start, const ScanOptions& options);
+                        std::chrono::steady_clock::time_point start, const ScanOptions& options,
+                        const ScanCounters& before = {});
 
 }  // namespace bulkbloom::cli
