@@ -69,8 +69,7 @@ int run_query(const Arguments& args) {
   const auto filter_path = parser.get("filter");
   if (!filter_path) throw UsageError("query needs --filter FILTER");
 
-  FileState state;
-  Filter filter = load(*filter_path, &state, backend);
+  Filter filter = load(*filter_path, nullptr, backend);
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
   OutputFile seen_out(parser.get_or("output", "-"));
   std::optional<OutputFile> unseen_out;
@@ -103,9 +102,8 @@ int run_info(const Arguments& args) {
   if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
   const std::string& path = parser.positionals().front();
   const FileInfo info = read_info(path);
-  FileState state;
   // Mapped, not copied: a multi-GB filter is read once for its checksum and bit counts.
-  const Filter filter = map(path, &state);
+  const Filter filter = map(path);
   Summary summary;
   summary.text("file", "file", path);
   summary.number("version", "format version", info.version);
