@@ -15,7 +15,7 @@ void add_scan_options(ArgParser& parser) {
       .flag("skip-bad", "skip and count malformed records instead of stopping")
       .value("stats", "KIND", "final summary on stderr: text (default), json or none")
       .value("buffer-size", "BYTES",
-             "read chunk size (default 32M; buffers in flight take about 6x this)");
+             "read chunk size (default 2M; buffers in flight take about 6x this)");
 }
 
 ScanOptions scan_options(const ArgParser& parser) {
