@@ -16,6 +16,9 @@
 namespace bulkbloom::cli {
 namespace {
 
+// Bytes of output between two writeback steps (see OutputFile::stream_to_disk).
+constexpr std::uint64_t kWritebackWindow = std::uint64_t{64} << 20;
+
 // Paths the signal handler deletes. Fixed storage, because a handler may not allocate.
 constexpr int kCleanupSlots = 8;
 constexpr std::size_t kMaxCleanupPath = 4096;
@@ -99,7 +102,7 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
         lseek(fd_, static_cast<off_t>(resume_at), SEEK_SET) < 0) {
       throw IoError(with_errno("cannot resume " + staged_path_));
     }
-    written_ = resume_at;
+    written_ = writeback_started_ = writeback_done_ = resume_at;
     return;
   }
   std::string pattern = directory_of(path_) + "/." + base_name_of(path_) + ".bulkbloom-XXXXXX";
@@ -121,6 +124,26 @@ OutputFile::~OutputFile() {
   unregister_cleanup(cleanup_slot_);
 }
 
+void OutputFile::stream_to_disk() {
+  // Large outputs otherwise pile up as dirty page cache until the kernel throttles every writer
+  // and evicts the input and the filter. Start writing each window as soon as it is full, and
+  // once the window before it is on disk, drop it from the cache: the output then streams at
+  // the disk's pace in a bounded amount of memory.
+  if (staged_path_.empty() || written_ - writeback_started_ < kWritebackWindow) return;
+  sync_file_range(fd_, static_cast<off_t>(writeback_started_),
+                  static_cast<off_t>(written_ - writeback_started_), SYNC_FILE_RANGE_WRITE);
+  if (writeback_started_ > writeback_done_) {
+    const auto begin = static_cast<off_t>(writeback_done_);
+    const auto length = static_cast<off_t>(writeback_started_ - writeback_done_);
+    sync_file_range(
+        fd_, begin, length,
+        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    posix_fadvise(fd_, begin, length, POSIX_FADV_DONTNEED);
+    writeback_done_ = writeback_started_;
+  }
+  writeback_started_ = written_;
+}
+
 void OutputFile::write(std::string_view bytes) {
   const char* p = bytes.data();
   std::size_t left = bytes.size();
@@ -134,6 +157,7 @@ void OutputFile::write(std::string_view bytes) {
     left -= static_cast<std::size_t>(n);
     written_ += static_cast<std::uint64_t>(n);
   }
+  stream_to_disk();
 }
 
 void OutputFile::sync() {

@@ -41,6 +41,8 @@ class OutputFile {
   const std::string& display_name() const { return display_; }
 
  private:
+  void stream_to_disk();
+
   std::string path_;
   std::string display_;
   std::string staged_path_;  // empty when writing in place
@@ -50,6 +52,8 @@ class OutputFile {
   bool remove_on_failure_ = false;
   int cleanup_slot_ = -1;
   std::uint64_t written_ = 0;
+  std::uint64_t writeback_started_ = 0;  // bytes handed to the disk with sync_file_range
+  std::uint64_t writeback_done_ = 0;     // bytes known on disk and dropped from the cache
 };
 
 /// Installs SIGINT / SIGTERM / SIGHUP handlers that delete uncommitted temporary outputs before
