@@ -11,6 +11,10 @@
 #include "engine.hpp"
 #include "key_hash.hpp"
 
+#if BULKBLOOM_HAVE_CUDA
+#include "cuda/cuda_engine.hpp"
+#endif
+
 namespace bulkbloom {
 namespace {
 
@@ -27,6 +31,10 @@ std::unique_ptr<detail::Engine> make_engine_for(const std::string& implementatio
     return detail::make_cpu_engine(layout, implementation.substr(4), threads);
   }
   if (implementation == "cuda" || implementation.starts_with("cuda/")) {
+#if BULKBLOOM_HAVE_CUDA
+    return detail::make_cuda_engine(layout,
+                                    implementation == "cuda" ? "" : implementation.substr(5));
+#endif
     throw BackendUnavailable("implementation '" + implementation +
                              "' needs the CUDA backend, which this build of bulkbloom does not "
                              "include; use backend cpu");
@@ -65,6 +73,11 @@ std::unique_ptr<detail::Engine> make_engine(const Layout& layout, const Options&
     }
   }
   if (options.backend == Backend::cuda) return make_engine_for("cuda", layout, options.threads);
+#if BULKBLOOM_HAVE_CUDA
+  if (options.backend == Backend::automatic && detail::cuda_device_count() > 0) {
+    return detail::make_cuda_engine(layout, "");
+  }
+#endif
   return detail::make_cpu_engine(layout, "", options.threads);
 }
 

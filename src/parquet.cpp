@@ -79,11 +79,15 @@ class CompactReader {
     return true;
   }
 
-  void skip(std::uint8_t type, int depth = 0) {
+  // Skips a value. A bool field keeps its value in the field header, but a bool element of a
+  // list, set or map takes one byte; every element consuming a byte bounds the loops below by
+  // the input's length.
+  void skip(std::uint8_t type, int depth = 0, bool element = false) {
     if (depth > 16) fail("nesting deeper than 16 levels");
     switch (type) {
       case kBoolTrue:
       case kBoolFalse:
+        if (element) byte();
         return;
       case kByte:
         byte();
@@ -104,7 +108,7 @@ class CompactReader {
         const std::uint8_t header = byte();
         std::uint64_t size = header >> 4;
         if (size == 15) size = varint();
-        for (std::uint64_t i = 0; i < size; ++i) skip(header & 0x0f, depth + 1);
+        for (std::uint64_t i = 0; i < size; ++i) skip(header & 0x0f, depth + 1, true);
         return;
       }
       case kMap: {
@@ -112,8 +116,8 @@ class CompactReader {
         if (size == 0) return;
         const std::uint8_t kinds = byte();
         for (std::uint64_t i = 0; i < size; ++i) {
-          skip(kinds >> 4, depth + 1);
-          skip(kinds & 0x0f, depth + 1);
+          skip(kinds >> 4, depth + 1, true);
+          skip(kinds & 0x0f, depth + 1, true);
         }
         return;
       }

@@ -45,6 +45,7 @@ class FilterContract : public testing::TestWithParam<Case> {
   Filter make_scalar(std::uint64_t num_blocks = 257) const {
     Options options;
     options.implementation = "cpu/scalar";
+    options.threads = 1;  // the oracle: one key at a time, in order
     return Filter(Layout{GetParam().shape, num_blocks}, options);
   }
 };
@@ -122,6 +123,15 @@ TEST_P(FilterContract, ContainsMatchesTheReference) {
   EXPECT_EQ(got, want);
 }
 
+// `n` keys drawn at random from `distinct` keys.
+std::vector<std::uint64_t> hot_keys(std::size_t distinct, std::size_t n, std::uint64_t seed) {
+  const auto hot = random_keys(distinct, seed);
+  std::vector<std::uint64_t> batch(n);
+  SplitMix64 rng(seed + 1);
+  for (auto& key : batch) key = hot[rng.next() % hot.size()];
+  return batch;
+}
+
 // Batches built to break a careless dedup: every copy of a key must be reported new at most once.
 std::vector<std::vector<std::uint64_t>> adversarial_batches() {
   std::vector<std::vector<std::uint64_t>> batches;
@@ -132,12 +142,7 @@ std::vector<std::vector<std::uint64_t>> adversarial_batches() {
   std::vector<std::uint64_t> sequential(5000);
   for (std::size_t i = 0; i < sequential.size(); ++i) sequential[i] = i;
   batches.push_back(sequential);
-  // Each of 300 keys repeated ~30 times at random positions.
-  const auto hot = random_keys(300, 15);
-  std::vector<std::uint64_t> repeated;
-  SplitMix64 rng(16);
-  for (int i = 0; i < 9000; ++i) repeated.push_back(hot[rng.next() % hot.size()]);
-  batches.push_back(repeated);
+  batches.push_back(hot_keys(300, 9000, 15));  // each of 300 keys ~30 times at random positions
   // Copies of one key back to back in runs of 1..64 (one vector, several vectors).
   std::vector<std::uint64_t> runs;
   for (int run = 1; run <= 64; ++run) runs.insert(runs.end(), run, 1000 + run % 7);
@@ -162,6 +167,55 @@ TEST_P(FilterContract, InsertIfAbsentIsTheSequentialLoop) {
     }
     // A second pass over the same keys finds nothing new.
     EXPECT_EQ(filter.insert_if_absent(batch, is_new), 0u);
+  }
+}
+
+// Batches for the threaded paths: large enough to be split between threads (the split starts at
+// 16Ki keys), with copies of keys on both sides of every slice boundary.
+std::vector<std::vector<std::uint64_t>> threaded_batches() {
+  std::vector<std::vector<std::uint64_t>> batches;
+  batches.push_back(random_keys(50001, 31));  // not a multiple of any vector width
+  // The second half repeats the first: each copy sits in another thread's slice.
+  auto halves = random_keys(20000, 32);
+  halves.insert(halves.end(), halves.begin(), halves.end());
+  batches.push_back(halves);
+  // Copies of a few keys everywhere, so every partition and slice sees repeats.
+  batches.push_back(hot_keys(64, 40000, 33));
+  batches.push_back(std::vector<std::uint64_t>(33333, 5));  // all equal
+  return batches;
+}
+
+TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
+  auto batches = threaded_batches();
+  for (const auto& batch : adversarial_batches()) batches.push_back(batch);
+  for (unsigned threads = 1; threads <= 4; ++threads) {
+    for (const auto& batch : batches) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, batch of " + std::to_string(batch.size()));
+      Options options;
+      options.implementation = GetParam().implementation;
+      options.threads = threads;
+      const Layout layout{GetParam().shape, 1021};
+      Filter filter(layout, options), reference = make_scalar(1021);
+      std::vector<std::uint8_t> is_new(batch.size()), want_new(batch.size());
+      const auto fresh = filter.insert_if_absent(batch, is_new);
+      EXPECT_EQ(fresh, reference.insert_if_absent(batch, want_new));
+      ASSERT_EQ(is_new, want_new);
+      ASSERT_EQ(bytes_of(filter), bytes_of(reference));
+
+      Filter inserted(layout, options), inserted_reference = make_scalar(1021);
+      inserted.insert(batch);
+      inserted_reference.insert(batch);
+      ASSERT_EQ(bytes_of(inserted), bytes_of(inserted_reference));
+
+      // Half-loaded, so that contains answers both ways.
+      const auto probes = random_keys(batch.size(), 35);
+      std::vector<std::uint8_t> got(batch.size()), want(batch.size());
+      inserted.contains(probes, got);
+      inserted_reference.contains(probes, want);
+      ASSERT_EQ(got, want);
+      inserted.contains(batch, got);
+      ASSERT_EQ(std::count(got.begin(), got.end(), 1), std::ptrdiff_t(batch.size()));
+    }
   }
 }
 
@@ -245,8 +299,10 @@ TEST(FilterApi, ImplementationIsInspectableAndForceable) {
     options.backend = Backend::cpu;
     EXPECT_EQ(Filter(layout, options).implementation(), impls.front());
   }
-  ::setenv("BULKBLOOM_IMPL", "cpu/scalar", 1);
-  EXPECT_EQ(Filter(layout).implementation(), "cpu/scalar");
+  for (const auto& impl : impls) {  // every SIMD target, by Highway's name
+    ::setenv("BULKBLOOM_IMPL", impl.c_str(), 1);
+    EXPECT_EQ(Filter(layout).implementation(), impl);
+  }
   ::setenv("BULKBLOOM_IMPL", "cpu/NO_SUCH_TARGET", 1);
   EXPECT_THROW(Filter{layout}, BackendUnavailable);
   ::setenv("BULKBLOOM_IMPL", "gpu", 1);

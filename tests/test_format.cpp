@@ -280,6 +280,10 @@ TEST(Parquet, RejectsWhatItCannotRepresent) {
   auto other_hash = good;
   other_hash[8] = std::byte{0x2c};  // hash union member 2 instead of XXHASH
   EXPECT_THROW(from_parquet(other_hash), FormatError);
+  // Found by fuzzing: a list of 2^59 bools once looped without consuming input.
+  const std::vector<std::uint8_t> endless_list = {0x59, 0xf1, 0xff, 0xff, 0xff,
+                                                  0xff, 0xff, 0xff, 0xff, 0x0f};
+  EXPECT_THROW(from_parquet(std::as_bytes(std::span(endless_list))), FormatError);
   auto odd_size = good;
   odd_size[1] = std::byte{0x82};  // numBytes 129 (zigzag 258 = 0x82 0x02)
   EXPECT_THROW(from_parquet(odd_size), FormatError);

@@ -26,4 +26,10 @@ class BackendUnavailable : public Error {
   using Error::Error;
 };
 
+/// A GPU call failed at run time; the message names the failing CUDA call and CUDA's error text.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace bulkbloom

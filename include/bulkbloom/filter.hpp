@@ -38,14 +38,17 @@ struct Options {
   unsigned threads = 0;
 };
 
-/// Names of every implementation this build can run on this machine, best first.
+/// Names of every CPU implementation this build can run on this machine, best first. A filter on
+/// the CUDA backend names its own ("cuda/sm_90") in Filter::implementation().
 std::vector<std::string> available_implementations();
 
 /// A blocked Bloom filter that owns its bits. Move-only.
 ///
 /// Contracts (DESIGN §3): no false negatives; insert() is order-independent and gives the same
 /// bytes on every backend; insert_if_absent() reports a repeated key new at most once, and on the
-/// CPU returns exactly what the sequential loop `new = !contains(k); insert(k)` would.
+/// CPU returns exactly what the sequential loop `new = !contains(k); insert(k)` would. On the GPU
+/// copies of a key race: one of them (not necessarily the first) is reported new, and a never-seen
+/// key may be reported present when other keys of the batch set all its bits.
 class Filter {
  public:
   /// An empty filter with an explicit layout. Throws std::invalid_argument for a bad layout,

@@ -1,4 +1,5 @@
 // The CPU backend: host memory, a kernel set chosen by target, and the whole-filter operations.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <thread>
@@ -6,6 +7,8 @@
 #include "bulkbloom/error.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
+#include "cpu/partitioned.hpp"
+#include "cpu/thread_pool.hpp"
 #include "engine.hpp"
 #include "shape_dispatch.hpp"
 
@@ -15,24 +18,58 @@ namespace {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads, HostBuffer&& bits)
-      : layout_(layout), kernels_(kernels), threads_(threads), bits_(std::move(bits)) {}
+      : layout_(layout), kernels_(kernels), pool_(threads), bits_(std::move(bits)) {}
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
-  unsigned threads() const override { return threads_; }
+  unsigned threads() const override { return pool_.size(); }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
-    kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode);
+    const BulkPlan plan = plan_bulk(BulkOp::insert, layout_, keys.size(), pool_.size());
+    switch (plan.mode) {
+      case BulkPlan::Mode::partitioned:
+        scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                     mode, nullptr, pool_, plan.partition_shift);
+        return;
+      case BulkPlan::Mode::block_ranges:
+        pool_.run(plan.tasks, [&](unsigned t) {
+          kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                          task_blocks(layout_, t, plan.tasks));
+        });
+        return;
+      default:
+        kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode, all_blocks(layout_));
+    }
   }
 
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
                 std::span<std::uint8_t> out) const override {
-    kernels_.contains(layout_, bits_.data(), keys.data(), keys.size(), mode, out.data());
+    const BulkPlan plan = plan_bulk(BulkOp::contains, layout_, keys.size(), pool_.size());
+    if (plan.mode == BulkPlan::Mode::partitioned) {
+      scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                   mode, out.data(), pool_, plan.partition_shift);
+      return;
+    }
+    const std::size_t n = keys.size();
+    pool_.run(plan.tasks, [&](unsigned t) {
+      const std::size_t begin = n * t / plan.tasks, end = n * (t + 1) / plan.tasks;
+      kernels_.contains(layout_, bits_.data(), keys.data() + begin, end - begin, mode,
+                        out.data() + begin);
+    });
   }
 
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
                                  std::span<std::uint8_t> is_new) override {
-    return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                                     is_new.data());
+    const BulkPlan plan = plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_.size());
+    switch (plan.mode) {
+      case BulkPlan::Mode::partitioned:
+        return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
+                            keys.size(), mode, is_new.data(), pool_, plan.partition_shift);
+      case BulkPlan::Mode::block_ranges:
+        return insert_if_absent_by_block_ranges(keys, mode, is_new, plan.tasks);
+      default:
+        return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                                         all_blocks(layout_), is_new.data());
+    }
   }
 
   void combine(std::span<const std::byte> other, CombineOp op) override {
@@ -80,14 +117,45 @@ class CpuEngine final : public Engine {
   }
 
  private:
+  // Each task writes the flags of its own keys into a private zeroed buffer, merged afterwards:
+  // writing them in place would have the tasks fight over every cache line of the flags.
+  std::uint64_t insert_if_absent_by_block_ranges(std::span<const std::uint64_t> keys, KeyMode mode,
+                                                 std::span<std::uint8_t> is_new, unsigned tasks) {
+    constexpr std::size_t kChunkKeys = std::size_t{1} << 20;  // bounds the buffers
+    const std::size_t n = keys.size();
+    std::vector<std::uint8_t> task_flags(std::min(n, kChunkKeys) * tasks);
+    std::vector<std::uint64_t> fresh(tasks, 0);
+    for (std::size_t start = 0; start < n; start += kChunkKeys) {
+      const std::size_t count = std::min(kChunkKeys, n - start);
+      std::fill(task_flags.begin(), task_flags.begin() + count * tasks, 0);
+      pool_.run(tasks, [&](unsigned t) {
+        fresh[t] += kernels_.insert_if_absent(layout_, bits_.data(), keys.data() + start, count,
+                                              mode, task_blocks(layout_, t, tasks),
+                                              task_flags.data() + t * count);
+      });
+      std::uint8_t* out = is_new.data() + start;
+      std::copy_n(task_flags.data(), count, out);
+      for (unsigned t = 1; t < tasks; ++t) {
+        const std::uint8_t* flags = task_flags.data() + t * count;
+        for (std::size_t i = 0; i < count; ++i) out[i] |= flags[i];
+      }
+    }
+    std::uint64_t total = 0;
+    for (auto f : fresh) total += f;
+    return total;
+  }
+
   Layout layout_;
   const CpuKernels& kernels_;
-  unsigned threads_;
+  mutable ThreadPool pool_;
+  mutable PartitionScratch scratch_;
   HostBuffer bits_;
 };
 
 std::vector<const CpuKernels*> kernel_sets_best_first() {
-  return {&scalar_kernels()};
+  auto sets = highway_kernel_sets();
+  sets.push_back(&scalar_kernels());
+  return sets;
 }
 
 }  // namespace

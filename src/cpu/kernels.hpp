@@ -4,25 +4,44 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "bulkbloom/layout.hpp"
 #include "engine.hpp"
 
 namespace bulkbloom::detail {
 
+/// The blocks [begin, end) a writing kernel call owns. Keys of other blocks are skipped and their
+/// flags left untouched, so that threads can share one batch by block range.
+struct BlockRange {
+  std::uint32_t begin;
+  std::uint32_t end;
+};
+
+/// Every block of `layout`.
+inline BlockRange all_blocks(const Layout& layout) {
+  return {0, static_cast<std::uint32_t>(layout.num_blocks)};
+}
+
 struct CpuKernels {
   /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
   const char* target;
+  /// Writes each key's 64-bit hash (the layout's H, or the key itself when prehashed) to `out`.
+  void (*hash)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+               std::uint64_t* out);
   void (*insert)(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
-                 KeyMode mode);
+                 KeyMode mode, BlockRange range);
   void (*contains)(const Layout& layout, const std::byte* bits, const std::uint64_t* keys,
                    std::size_t n, KeyMode mode, std::uint8_t* out);
   std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                    std::uint8_t* is_new);
+                                    BlockRange range, std::uint8_t* is_new);
 };
 
 /// The scalar reference: one key at a time, exactly as DESIGN §1 reads.
 const CpuKernels& scalar_kernels();
+
+/// The Highway kernel sets compiled into this build that this CPU runs, best first.
+std::vector<const CpuKernels*> highway_kernel_sets();
 
 }  // namespace bulkbloom::detail

@@ -32,11 +32,22 @@ void set_block(typename G::Word* words, std::uint64_t hash) {
   for (int i = 0; i < G::kWords; ++i) words[i] |= pattern.word[i];
 }
 
+void hash(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+          std::uint64_t* out) {
+  for (std::size_t k = 0; k < n; ++k) out[k] = key_hash(layout, keys[k], mode);
+}
+
+bool in_range(const Layout& layout, std::uint64_t hash, BlockRange range) {
+  const std::uint32_t block = block_of(hash, static_cast<std::uint32_t>(layout.num_blocks));
+  return block >= range.begin && block < range.end;
+}
+
 void insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
-            KeyMode mode) {
+            KeyMode mode, BlockRange range) {
   with_geometry(layout.shape, [&]<typename G>(G) {
     for (std::size_t k = 0; k < n; ++k) {
       const std::uint64_t hash = key_hash(layout, keys[k], mode);
+      if (!in_range(layout, hash, range)) continue;
       set_block<G>(block_words<G>(layout, bits, hash), hash);
     }
   });
@@ -54,11 +65,13 @@ void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
 }
 
 std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                               std::size_t n, KeyMode mode, std::uint8_t* is_new) {
+                               std::size_t n, KeyMode mode, BlockRange range,
+                               std::uint8_t* is_new) {
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename G>(G) {
     for (std::size_t k = 0; k < n; ++k) {
       const std::uint64_t hash = key_hash(layout, keys[k], mode);
+      if (!in_range(layout, hash, range)) continue;
       typename G::Word* words = block_words<G>(layout, bits, hash);
       const bool present = test_block<G>(words, hash);
       set_block<G>(words, hash);
@@ -72,7 +85,7 @@ std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std:
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static constexpr CpuKernels kScalar{"scalar", insert, contains, insert_if_absent};
+  static constexpr CpuKernels kScalar{"scalar", hash, insert, contains, insert_if_absent};
   return kScalar;
 }
 

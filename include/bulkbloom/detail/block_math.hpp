@@ -23,6 +23,29 @@ inline constexpr std::uint32_t kSalt[16] = {0x47b6137bu, 0x44974d91u, 0x8824ad5b
                                             0x428a2f99u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u,
                                             0x3956c25bu, 0x59f111f1u, 0x923f82a5u, 0xab1c5ed5u};
 
+#if defined(__CUDACC__)
+/// kSalt for device code, which cannot read host variables: a per-translation-unit device copy
+/// made from kSalt at compile time (internal linkage, as nvcc requires without -rdc).
+struct SaltTable {
+  std::uint32_t salt[16];
+};
+constexpr SaltTable make_salt_table() {
+  SaltTable table{};
+  for (int i = 0; i < 16; ++i) table.salt[i] = kSalt[i];
+  return table;
+}
+static __device__ constexpr SaltTable kSaltDevice = make_salt_table();
+#endif
+
+/// kSalt[i] on the host and on the device.
+BULKBLOOM_HOST_DEVICE constexpr std::uint32_t salt(int i) {
+#if defined(__CUDA_ARCH__)
+  return kSaltDevice.salt[i];
+#else
+  return kSalt[i];
+#endif
+}
+
 inline constexpr std::uint64_t kXxhPrime1 = 0x9E3779B185EBCA87ull;
 inline constexpr std::uint64_t kXxhPrime2 = 0xC2B2AE3D27D4EB4Full;
 inline constexpr std::uint64_t kXxhPrime3 = 0x165667B19E3779F9ull;
@@ -56,7 +79,7 @@ BULKBLOOM_HOST_DEVICE constexpr std::uint32_t block_of(std::uint64_t hash,
 /// Bit index inside word `i` of a block for the low hash half `x`.
 template <int kLog2WordBits>
 BULKBLOOM_HOST_DEVICE constexpr std::uint32_t bit_in_word(std::uint32_t x, int i) {
-  return (x * kSalt[i]) >> (32 - kLog2WordBits);
+  return (x * salt(i)) >> (32 - kLog2WordBits);
 }
 
 /// Compile-time geometry of one block shape: `kWords` words of `Word` each.

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Downloads, on a machine with Debian's apt and a network, the build dependencies that
+# bench/gpu_check.sh unpacks on a GPU machine that has neither: Highway, GoogleTest, Google
+# Benchmark and xxHash headers, as .deb files in .deps/ (ignored by git). Nothing is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+packages=(libhwy-dev libhwy1 libgtest-dev libbenchmark-dev libbenchmark1debian libxxhash-dev)
+mkdir -p .deps
+rm -f .deps/*.deb
+(cd .deps && apt-get download "${packages[@]}")
+ls -l .deps

@@ -1,0 +1,27 @@
+/// @file
+/// Probes of this machine's memory system over a buffer of a given size, so that a Bloom filter's
+/// throughput can be read as a fraction of what the hardware allows on the same working set.
+#pragma once
+
+#include <cstdint>
+
+namespace bulkbloom::bench {
+
+/// Rates measured over one buffer, summed over the threads that ran the probe.
+struct HardwareLimits {
+  /// Independent random 64-byte reads per second (one load per line, many lines in flight).
+  double random_read_lines_per_s = 0;
+  /// Random 64-byte read-modify-writes per second (load, change, store back one word per line).
+  double random_rmw_lines_per_s = 0;
+  /// Sequential read bandwidth in bytes per second.
+  double seq_read_bytes_per_s = 0;
+};
+
+/// Measures the three rates over a freshly allocated `buffer_bytes` buffer (2 MiB pages requested,
+/// as for filters) with `threads` threads, each probe running about `seconds`.
+/// Throws std::invalid_argument if `buffer_bytes` < 64 or `threads` == 0, std::bad_alloc if the
+/// buffer cannot be had.
+HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads = 1,
+                                       double seconds = 0.25);
+
+}  // namespace bulkbloom::bench

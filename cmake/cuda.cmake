@@ -1,0 +1,42 @@
+# The optional CUDA backend. BULKBLOOM_CUDA: AUTO builds it when nvcc is found, ON requires it,
+# OFF never builds it. Without it the library is CPU-only and Backend::cuda reports itself absent.
+set(BULKBLOOM_CUDA AUTO CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
+set_property(CACHE BULKBLOOM_CUDA PROPERTY STRINGS AUTO ON OFF)
+
+set(BULKBLOOM_WITH_CUDA OFF)
+if(NOT BULKBLOOM_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    # Machine code for Hopper (the target of the performance work) plus PTX that the driver
+    # compiles for any other GPU from Ampere on.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90-real 80-virtual)
+    endif()
+    enable_language(CUDA)
+    find_package(CUDAToolkit REQUIRED)
+    set(BULKBLOOM_WITH_CUDA ON)
+  elseif(BULKBLOOM_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "BULKBLOOM_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER "
+                        "or put nvcc on PATH)")
+  endif()
+endif()
+message(STATUS "bulkbloom CUDA backend: ${BULKBLOOM_WITH_CUDA}")
+
+if(BULKBLOOM_WITH_CUDA AND BULKBLOOM_CCACHE AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${BULKBLOOM_CCACHE})
+endif()
+
+# Adds the CUDA engine to `target` when the backend is built.
+function(bulkbloom_add_cuda_backend target)
+  if(NOT BULKBLOOM_WITH_CUDA)
+    return()
+  endif()
+  target_sources(${target} PRIVATE src/cuda/cuda_engine.cu)
+  target_compile_definitions(${target} PRIVATE BULKBLOOM_HAVE_CUDA=1)
+  # CMake 3.25 knows no C++20 flag for nvcc (CUDA_STANDARD 20 fails there), so pass it directly.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall>)
+  # Static, so a consumer needs no CUDA runtime library of a matching version at run time; the
+  # installed package config finds CUDAToolkit for this target.
+  target_link_libraries(${target} PRIVATE CUDA::cudart_static)
+endfunction()

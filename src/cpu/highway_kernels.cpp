@@ -1,0 +1,273 @@
+// Highway kernels: compiled once per SIMD target (foreach_target.h), chosen at run time.
+//
+// Keys are handled in groups: a group's hashes are computed with 64-bit SIMD lanes and its blocks
+// prefetched while the previous group is tested or set, so that a filter larger than the caches
+// keeps many cache-line misses in flight. Each key's block is then tested or set on its own, in
+// input order, with the block's words as SIMD lanes (one load, multiply by the salts, variable
+// shift, AND/OR). Keeping the per-key step in order is what makes insert_if_absent exactly the
+// sequential loop, also when copies of a key fall into one SIMD vector of hashes.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/highway_kernels.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "bulkbloom/detail/block_math.hpp"
+#include "cpu/kernels.hpp"
+#include "shape_dispatch.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace bulkbloom::detail {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Keys hashed and prefetched together. One group is in flight while the previous one is processed,
+// so this is the prefetch distance: long enough to cover a DRAM miss at in-cache speed per key.
+constexpr std::size_t kGroup = 64;
+
+// The low 64 bits of a 64x64-bit lane product. AVX-512DQ multiplies 64-bit lanes natively; the
+// other x86 targets of Highway 1.0.3 lack the op, so it is built from 32x32->64 products.
+template <class D>
+HWY_INLINE hn::Vec<D> MulLow64(D d, hn::Vec<D> a, hn::Vec<D> b) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_EMU128 || \
+    HWY_TARGET == HWY_SCALAR
+  (void)d;
+  return a * b;
+#else
+  const hn::RepartitionToNarrow<D> d32;
+  const auto a32 = hn::BitCast(d32, a), b32 = hn::BitCast(d32, b);
+  const auto low = hn::MulEven(a32, b32);
+  const auto cross = hn::MulEven(a32, hn::BitCast(d32, hn::ShiftRight<32>(b))) +
+                     hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(a)), b32);
+  return low + hn::ShiftLeft<32>(cross);
+#endif
+}
+
+// xxh64_u64 (block_math.hpp) on every lane: rotl(v, r) is RotateRight by 64 - r.
+template <class D>
+HWY_INLINE hn::Vec<D> Xxh64(D d, hn::Vec<D> key, std::uint64_t seed) {
+  auto h = hn::Set(d, seed + kXxhPrime5 + 8);
+  const auto mixed = hn::RotateRight<33>(MulLow64(d, key, hn::Set(d, kXxhPrime2)));
+  h = hn::Xor(h, MulLow64(d, mixed, hn::Set(d, kXxhPrime1)));
+  h = MulLow64(d, hn::RotateRight<37>(h), hn::Set(d, kXxhPrime1)) + hn::Set(d, kXxhPrime4);
+  h = hn::Xor(h, hn::ShiftRight<33>(h));
+  h = MulLow64(d, h, hn::Set(d, kXxhPrime2));
+  h = hn::Xor(h, hn::ShiftRight<29>(h));
+  h = MulLow64(d, h, hn::Set(d, kXxhPrime3));
+  return hn::Xor(h, hn::ShiftRight<32>(h));
+}
+
+void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std::size_t n,
+              KeyMode mode, std::uint64_t* HWY_RESTRICT out) {
+  if (mode == KeyMode::prehashed || layout.hash == KeyHash::identity) {
+    std::memcpy(out, keys, n * sizeof(std::uint64_t));
+    return;
+  }
+  const hn::ScalableTag<std::uint64_t> d;
+  const std::size_t lanes = hn::Lanes(d);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(Xxh64(d, hn::LoadU(d, keys + i), layout.seed), d, out + i);
+  }
+  if (i < n) {  // the tail, through a zero-padded vector
+    HWY_ALIGN std::uint64_t tail[hn::MaxLanes(d)] = {};
+    std::copy(keys + i, keys + n, tail);
+    hn::Store(Xxh64(d, hn::Load(d, tail), layout.seed), d, tail);
+    std::copy(tail, tail + (n - i), out + i);
+  }
+}
+
+// One block of geometry `Geo` as SIMD lanes: `kChunks` vectors of the block's words.
+template <class Geo>
+struct BlockOps {
+  using Word = typename Geo::Word;
+  using D = hn::CappedTag<Word, Geo::kWords>;
+  static constexpr std::size_t kLanes = hn::MaxLanes(D());
+  static constexpr std::size_t kChunks = Geo::kWords / kLanes;
+
+  // The bits key hash `x` sets in words [j * kLanes, (j + 1) * kLanes) (bit_in_word per lane).
+  static HWY_INLINE hn::Vec<D> Pattern(std::uint32_t x, std::size_t j) {
+    const D d;
+    if constexpr (sizeof(Word) == 4) {
+      const auto bit =
+          hn::ShiftRight<32 - Geo::kLog2WordBits>(hn::Set(d, x) * hn::LoadU(d, kSalt + j * kLanes));
+      return hn::Set(d, 1) << bit;
+    } else {
+      const hn::Rebind<std::uint32_t, D> d32;
+      const auto bit = hn::ShiftRight<32 - Geo::kLog2WordBits>(hn::Set(d32, x) *
+                                                               hn::LoadU(d32, kSalt + j * kLanes));
+      return hn::Set(d, 1) << hn::PromoteTo(d, bit);
+    }
+  }
+
+  static HWY_INLINE bool Test(const Word* HWY_RESTRICT block, std::uint64_t hash) {
+    const D d;
+    const auto x = static_cast<std::uint32_t>(hash);
+    auto missing = hn::Zero(d);
+    for (std::size_t j = 0; j < kChunks; ++j) {
+      missing = hn::Or(missing, hn::AndNot(hn::LoadU(d, block + j * kLanes), Pattern(x, j)));
+    }
+    return hn::AllTrue(d, hn::Eq(missing, hn::Zero(d)));
+  }
+
+  static HWY_INLINE void Set(Word* HWY_RESTRICT block, std::uint64_t hash) {
+    const D d;
+    const auto x = static_cast<std::uint32_t>(hash);
+    for (std::size_t j = 0; j < kChunks; ++j) {
+      hn::StoreU(hn::Or(hn::LoadU(d, block + j * kLanes), Pattern(x, j)), d, block + j * kLanes);
+    }
+  }
+
+  // Sets the key's bits; returns whether they were all set before.
+  static HWY_INLINE bool TestAndSet(Word* HWY_RESTRICT block, std::uint64_t hash) {
+    const D d;
+    const auto x = static_cast<std::uint32_t>(hash);
+    auto missing = hn::Zero(d);
+    for (std::size_t j = 0; j < kChunks; ++j) {
+      const auto words = hn::LoadU(d, block + j * kLanes);
+      const auto pattern = Pattern(x, j);
+      missing = hn::Or(missing, hn::AndNot(words, pattern));
+      hn::StoreU(hn::Or(words, pattern), d, block + j * kLanes);
+    }
+    return hn::AllTrue(d, hn::Eq(missing, hn::Zero(d)));
+  }
+};
+
+// Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) whose block is in
+// `range`, hashing one group ahead and prefetching its blocks. `kForWrite` asks for the lines in a
+// writable state (insert paths).
+template <class Geo, bool kForWrite, class Visit>
+HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                           std::size_t n, KeyMode mode, BlockRange range, const Visit& visit) {
+  using Word = typename Geo::Word;
+  auto* words = reinterpret_cast<Word*>(bits);
+  const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
+  const std::uint32_t range_size = range.end - range.begin;
+  HWY_ALIGN std::uint64_t hashes[2][kGroup];
+  std::uint32_t blocks[2][kGroup];
+  std::uint32_t index[2][kGroup];  // position in the group
+  std::size_t count[2] = {0, 0};
+
+  // Hashes the group at `start` and keeps the keys of `range`, without branches: with several
+  // threads each key is in one thread's range, so a branch here would mispredict half the time.
+  const auto prepare = [&](std::size_t start, int slot) {
+    const std::size_t size = std::min(kGroup, n - start);
+    HashKeys(layout, keys + start, size, mode, hashes[slot]);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::uint64_t hash = hashes[slot][i];
+      const std::uint32_t block = block_of(hash, num_blocks);
+      hashes[slot][kept] = hash;
+      blocks[slot][kept] = block;
+      index[slot][kept] = static_cast<std::uint32_t>(i);
+      kept += (block - range.begin) < range_size ? 1 : 0;
+    }
+    count[slot] = kept;
+  };
+  const auto prefetch = [&](int slot, std::size_t i) {
+    __builtin_prefetch(words + std::size_t{blocks[slot][i]} * Geo::kWords, kForWrite ? 1 : 0, 3);
+  };
+  const auto visit_one = [&](int slot, std::size_t start, std::size_t i) {
+    visit(words + std::size_t{blocks[slot][i]} * Geo::kWords, hashes[slot][i],
+          start + index[slot][i]);
+  };
+  if (n == 0) return;
+  prepare(0, 0);
+  for (std::size_t i = 0; i < count[0]; ++i) prefetch(0, i);
+  int slot = 0;
+  for (std::size_t start = 0; start < n; start += kGroup, slot ^= 1) {
+    if (start + kGroup < n) {
+      prepare(start + kGroup, slot ^ 1);
+      // Prefetches interleaved with the work on the current group: a burst of them would fill
+      // the core's miss queue and stall it with nothing else to do.
+      const std::size_t both = std::min(count[slot], count[slot ^ 1]);
+      for (std::size_t i = 0; i < both; ++i) {
+        prefetch(slot ^ 1, i);
+        visit_one(slot, start, i);
+      }
+      for (std::size_t i = both; i < count[slot ^ 1]; ++i) prefetch(slot ^ 1, i);
+      for (std::size_t i = both; i < count[slot]; ++i) visit_one(slot, start, i);
+    } else {
+      for (std::size_t i = 0; i < count[slot]; ++i) visit_one(slot, start, i);
+    }
+  }
+}
+
+void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
+            KeyMode mode, BlockRange range) {
+  with_geometry(layout.shape, [&]<typename Geo>(Geo) {
+    ForEachKey<Geo, true>(layout, bits, keys, n, mode, range,
+                          [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
+                            BlockOps<Geo>::Set(block, hash);
+                          });
+  });
+}
+
+void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* keys, std::size_t n,
+              KeyMode mode, std::uint8_t* out) {
+  auto* readable = const_cast<std::byte*>(bits);  // only read below
+  with_geometry(layout.shape, [&]<typename Geo>(Geo) {
+    ForEachKey<Geo, false>(layout, readable, keys, n, mode, all_blocks(layout),
+                           [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+                             out[k] = BlockOps<Geo>::Test(block, hash) ? 1 : 0;
+                           });
+  });
+}
+
+std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                             std::size_t n, KeyMode mode, BlockRange range, std::uint8_t* is_new) {
+  std::uint64_t fresh = 0;
+  with_geometry(layout.shape, [&]<typename Geo>(Geo) {
+    ForEachKey<Geo, true>(
+        layout, bits, keys, n, mode, range,
+        [is_new, &fresh](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+          const bool present = BlockOps<Geo>::TestAndSet(block, hash);
+          is_new[k] = present ? 0 : 1;
+          fresh += present ? 0 : 1;
+        });
+  });
+  return fresh;
+}
+
+// Exported per target: the kernel set, and the Highway target bit it was compiled for.
+const CpuKernels* KernelSet() {
+  // Highway's portable fallback is called SCALAR; a distinct name keeps it apart from the
+  // reference kernels ("cpu/scalar").
+  static const CpuKernels kSet{
+      HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET), HashKeys, Insert,
+      Contains, InsertIfAbsent};
+  return &kSet;
+}
+std::int64_t TargetBit() {
+  return HWY_TARGET;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace bulkbloom::detail
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace bulkbloom::detail {
+
+HWY_EXPORT(KernelSet);
+HWY_EXPORT(TargetBit);
+
+std::vector<const CpuKernels*> highway_kernel_sets() {
+  // The dispatch tables list every compiled target best first (entry 0 is Highway's own chooser);
+  // keep those this CPU supports.
+  const std::int64_t supported = hwy::SupportedTargets();
+  std::vector<const CpuKernels*> sets;
+  const std::size_t entries = std::size(HWY_DISPATCH_TABLE(KernelSet));
+  for (std::size_t i = 1; i < entries; ++i) {
+    const auto target_bit = HWY_DISPATCH_TABLE(TargetBit)[i];
+    if (target_bit != nullptr && (supported & target_bit()) != 0) {
+      sets.push_back(HWY_DISPATCH_TABLE(KernelSet)[i]());
+    }
+  }
+  return sets;
+}
+
+}  // namespace bulkbloom::detail
+#endif  // HWY_ONCE

@@ -1,0 +1,170 @@
+#include "cpu/partitioned.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <vector>
+
+#include "bulkbloom/detail/block_math.hpp"
+
+namespace bulkbloom::detail {
+namespace {
+
+// Keys per partitioned pass: bounds the scratch (17 bytes a key) for batches of any size.
+constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
+// Below this many keys a call stays on the calling thread: waking workers costs more.
+constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
+// A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
+// partition stays cached while it is worked on. Larger filters get larger partitions rather than
+// more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no
+// longer fit the L1 and the partitioning pass slows.
+constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
+constexpr unsigned kMaxPartitionBits = 8;
+// Partitioning for locality can only pay when the filter is beyond the caches and the batch
+// revisits each block many times. Measured on the development machine (bench/RESULTS.md), the
+// three extra passes over the batch cost more than the cache misses they save up to 32 keys per
+// block (a 512 MiB filter filled to capacity in one batch), so the prefetching kernels are chosen
+// there; these thresholds keep partitioning for still denser batches only.
+constexpr std::uint64_t kMinLocalityFilterBytes = std::uint64_t{64} << 20;
+constexpr double kMinLocalityKeysPerBlock = 64.0;
+
+// The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
+std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
+  return n * i / parts;  // n is far below 2^64 / parts
+}
+
+unsigned ceil_log2(std::uint64_t v) {
+  return v <= 1 ? 0 : static_cast<unsigned>(std::bit_width(v - 1));
+}
+
+}  // namespace
+
+BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads) {
+  BulkPlan plan;
+  const bool parallel = threads > 1 && n >= kMinParallelKeys;
+  plan.tasks = parallel ? threads : 1;
+  const bool locality =
+      layout.size_bytes() >= kMinLocalityFilterBytes &&
+      static_cast<double>(n) >= kMinLocalityKeysPerBlock * static_cast<double>(layout.num_blocks);
+  if (locality) {
+    plan.mode = BulkPlan::Mode::partitioned;
+    const unsigned block_bits = ceil_log2(layout.num_blocks);
+    const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));
+    plan.partition_shift = std::min(
+        block_bits,
+        std::max(bytes_bits, block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u));
+  } else if (parallel) {
+    // contains only reads, so threads may share blocks; the writing calls split by block range.
+    plan.mode = op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::block_ranges;
+  }
+  return plan;
+}
+
+BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
+  return {static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t)),
+          static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t + 1))};
+}
+
+void PartitionScratch::reserve(std::size_t keys) {
+  if (keys <= capacity_) return;
+  hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
+  part_hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
+  part_flags_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
+  capacity_ = keys;
+}
+
+std::uint64_t PartitionScratch::run(BulkOp op, const CpuKernels& kernels, const Layout& layout,
+                                    std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                                    KeyMode mode, std::uint8_t* flags, ThreadPool& pool,
+                                    unsigned partition_shift) {
+  std::lock_guard lock(mutex_);
+  reserve(std::min(n, kMaxChunkKeys));
+  std::uint64_t fresh = 0;
+  // Chunks run one after another, so insert_if_absent keeps its sequential meaning across them.
+  for (std::size_t start = 0; start < n; start += kMaxChunkKeys) {
+    const std::size_t count = std::min(kMaxChunkKeys, n - start);
+    fresh += run_chunk(op, kernels, layout, bits, keys + start, count, mode,
+                       flags == nullptr ? nullptr : flags + start, pool, partition_shift);
+  }
+  return fresh;
+}
+
+std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
+                                          const Layout& layout, std::byte* bits,
+                                          const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                          std::uint8_t* flags, ThreadPool& pool,
+                                          unsigned partition_shift) {
+  const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
+  const std::size_t parts = ((std::size_t{num_blocks} - 1) >> partition_shift) + 1;
+  const unsigned tasks = n >= kMinParallelKeys ? pool.size() : 1;
+  const bool with_flags = op != BulkOp::insert;
+  const auto part_of = [&](std::uint64_t hash) {
+    return block_of(hash, num_blocks) >> partition_shift;
+  };
+
+  // 1. Each task hashes its slice of the input and counts its keys per partition.
+  std::vector<std::size_t> cursor(std::size_t{tasks} * parts, 0);  // [task][partition]
+  pool.run(tasks, [&](unsigned t) {
+    const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
+    kernels.hash(layout, keys + begin, end - begin, mode, hashes_.get() + begin);
+    std::size_t* counts = cursor.data() + std::size_t{t} * parts;
+    for (std::size_t i = begin; i < end; ++i) ++counts[part_of(hashes_[i])];
+  });
+  // 2. Partition-major offsets, earlier slices first: input order survives inside a partition.
+  std::vector<std::size_t> part_begin(parts + 1);
+  std::size_t offset = 0;
+  for (std::size_t p = 0; p < parts; ++p) {
+    part_begin[p] = offset;
+    for (unsigned t = 0; t < tasks; ++t) {
+      const std::size_t count = cursor[std::size_t{t} * parts + p];
+      cursor[std::size_t{t} * parts + p] = offset;
+      offset += count;
+    }
+  }
+  part_begin[parts] = offset;
+  const std::vector<std::size_t> slice_starts = cursor;  // to find the slots again in step 4
+  pool.run(tasks, [&](unsigned t) {
+    const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
+    std::size_t* next = cursor.data() + std::size_t{t} * parts;
+    for (std::size_t i = begin; i < end; ++i)
+      part_hashes_[next[part_of(hashes_[i])]++] = hashes_[i];
+  });
+  // 3. Each task takes a contiguous run of whole partitions holding about n / tasks keys.
+  std::vector<std::size_t> task_begin(tasks + 1);
+  for (unsigned t = 0; t <= tasks; ++t) {
+    const std::size_t target = slice_begin(n, tasks, t);
+    task_begin[t] = *std::lower_bound(part_begin.begin(), part_begin.end(), target);
+  }
+  std::vector<std::uint64_t> task_fresh(tasks, 0);
+  pool.run(tasks, [&](unsigned t) {
+    const std::size_t begin = task_begin[t], count = task_begin[t + 1] - begin;
+    const std::uint64_t* hashes = part_hashes_.get() + begin;
+    std::uint8_t* out = part_flags_.get() + begin;
+    switch (op) {
+      case BulkOp::insert:
+        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
+        break;
+      case BulkOp::contains:
+        kernels.contains(layout, bits, hashes, count, KeyMode::prehashed, out);
+        break;
+      case BulkOp::insert_if_absent:
+        task_fresh[t] = kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed,
+                                                 all_blocks(layout), out);
+        break;
+    }
+  });
+  // 4. Flags back to the keys' input positions: replaying step 2's slot order reads each
+  // partition's flags in sequence and writes the output in sequence, with no random access.
+  if (with_flags) {
+    pool.run(tasks, [&](unsigned t) {
+      const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
+      std::vector<std::size_t> next(slice_starts.begin() + std::size_t{t} * parts,
+                                    slice_starts.begin() + std::size_t{t + 1} * parts);
+      for (std::size_t i = begin; i < end; ++i) flags[i] = part_flags_[next[part_of(hashes_[i])]++];
+    });
+  }
+  std::uint64_t fresh = 0;
+  for (auto f : task_fresh) fresh += f;
+  return fresh;
+}
+
+}  // namespace bulkbloom::detail

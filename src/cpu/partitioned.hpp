@@ -1,0 +1,63 @@
+// Bulk operations split by block range: between threads, and into cache-sized partitions.
+//
+// A blocked filter decomposes by block (DESIGN §3): keys of different blocks never interact. A
+// batch is radix-partitioned by block range (keys keep their input order inside a partition),
+// each thread runs the kernels over a contiguous run of partitions, and flags go back to the
+// keys' input positions. Results are the single-threaded kernels' for every thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "bulkbloom/layout.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/thread_pool.hpp"
+
+namespace bulkbloom::detail {
+
+enum class BulkOp : std::uint8_t { insert, contains, insert_if_absent };
+
+/// Reusable buffers for partitioned calls (kept between calls: fresh pages cost a fault each).
+class PartitionScratch {
+ public:
+  /// Runs `op` over `keys` with `partition_shift` (a key of block b goes to partition
+  /// b >> partition_shift) on `pool`; `flags` receives contains / is_new flags (unused for
+  /// insert). Returns the number of new keys for insert_if_absent, else 0.
+  std::uint64_t run(BulkOp op, const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                    const std::uint64_t* keys, std::size_t n, KeyMode mode, std::uint8_t* flags,
+                    ThreadPool& pool, unsigned partition_shift);
+
+ private:
+  std::uint64_t run_chunk(BulkOp op, const CpuKernels& kernels, const Layout& layout,
+                          std::byte* bits, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                          std::uint8_t* flags, ThreadPool& pool, unsigned partition_shift);
+  void reserve(std::size_t keys);
+
+  std::mutex mutex_;  // contains() on a shared filter may come from several threads
+  std::size_t capacity_ = 0;
+  std::unique_ptr<std::uint64_t[]> hashes_, part_hashes_;
+  std::unique_ptr<std::uint8_t[]> part_flags_;
+};
+
+/// How a bulk call runs.
+struct BulkPlan {
+  enum class Mode : std::uint8_t {
+    single,        // the calling thread, one kernel call
+    key_slices,    // contains: each task reads a contiguous slice of the keys
+    block_ranges,  // insert paths: each task scans every key and owns a range of blocks
+    partitioned,   // radix-partitioned by block range first (PartitionScratch)
+  };
+  Mode mode = Mode::single;
+  unsigned tasks = 1;
+  unsigned partition_shift = 0;  // for Mode::partitioned
+};
+
+/// Chooses the plan for `n` keys on a filter of `layout` with `threads` threads available.
+BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads);
+
+/// The blocks task `t` of `tasks` owns in Mode::block_ranges.
+BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);
+
+}  // namespace bulkbloom::detail

@@ -1,0 +1,128 @@
+// The partitioned bulk path (src/cpu/partitioned.*) against the scalar kernels, with partitions
+// far finer than the engine would choose on a filter this small, so that copies of keys land on
+// every side of partition and thread boundaries.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cpu/kernels.hpp"
+#include "cpu/partitioned.hpp"
+#include "test_support.hpp"
+
+namespace bulkbloom::test {
+namespace {
+
+using detail::BulkOp;
+using detail::CpuKernels;
+using detail::KeyMode;
+
+std::vector<const CpuKernels*> all_kernel_sets() {
+  auto sets = detail::highway_kernel_sets();
+  sets.push_back(&detail::scalar_kernels());
+  return sets;
+}
+
+std::vector<std::uint64_t> batch_with_repeats(std::size_t n) {
+  // A quarter of the keys repeat earlier ones, half of those far back (other slices).
+  auto keys = random_keys(n, 41);
+  SplitMix64 rng(42);
+  for (std::size_t i = 1; i < n; i += 4) keys[i] = keys[rng.next() % i];
+  return keys;
+}
+
+TEST(PartitionedBulk, MatchesTheScalarKernelsForEveryTargetThreadCountAndPartitioning) {
+  const auto keys = batch_with_repeats(40009);
+  for (Shape shape : kAllShapes) {
+    const Layout layout{shape, 3001};
+    // The oracle: scalar kernels, one call, in order.
+    const CpuKernels& scalar = detail::scalar_kernels();
+    std::vector<std::byte> want_bits(layout.size_bytes());
+    std::vector<std::uint8_t> want_new(keys.size());
+    const auto want_fresh = scalar.insert_if_absent(layout, want_bits.data(), keys.data(),
+                                                    keys.size(), KeyMode::hash_with_layout,
+                                                    detail::all_blocks(layout), want_new.data());
+    const auto probes = random_keys(keys.size(), 43);
+    std::vector<std::uint8_t> want_found(probes.size());
+    scalar.contains(layout, want_bits.data(), probes.data(), probes.size(),
+                    KeyMode::hash_with_layout, want_found.data());
+
+    for (const CpuKernels* kernels : all_kernel_sets()) {
+      for (unsigned threads = 1; threads <= 4; ++threads) {
+        detail::ThreadPool pool(threads);
+        detail::PartitionScratch scratch;
+        for (unsigned shift : {0u, 3u, 7u, 12u}) {
+          SCOPED_TRACE(std::string(to_string(shape)) + " " + kernels->target + " threads " +
+                       std::to_string(threads) + " shift " + std::to_string(shift));
+          std::vector<std::byte> bits(layout.size_bytes());
+          std::vector<std::uint8_t> is_new(keys.size());
+          const auto fresh =
+              scratch.run(BulkOp::insert_if_absent, *kernels, layout, bits.data(), keys.data(),
+                          keys.size(), KeyMode::hash_with_layout, is_new.data(), pool, shift);
+          EXPECT_EQ(fresh, want_fresh);
+          ASSERT_EQ(is_new, want_new);
+          ASSERT_EQ(bits, want_bits);
+
+          std::vector<std::byte> inserted(layout.size_bytes());
+          scratch.run(BulkOp::insert, *kernels, layout, inserted.data(), keys.data(), keys.size(),
+                      KeyMode::hash_with_layout, nullptr, pool, shift);
+          ASSERT_EQ(inserted, want_bits);
+
+          std::vector<std::uint8_t> found(probes.size());
+          scratch.run(BulkOp::contains, *kernels, layout, inserted.data(), probes.data(),
+                      probes.size(), KeyMode::hash_with_layout, found.data(), pool, shift);
+          ASSERT_EQ(found, want_found);
+        }
+      }
+    }
+  }
+}
+
+TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
+  const Layout seeded{Shape::sb512, 100, KeyHash::xxh64, 12345};
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u}) {
+    const auto keys = random_keys(n, 44 + n);
+    std::vector<std::uint64_t> want(n);
+    detail::scalar_kernels().hash(seeded, keys.data(), n, KeyMode::hash_with_layout, want.data());
+    for (const CpuKernels* kernels : all_kernel_sets()) {
+      std::vector<std::uint64_t> got(n);
+      kernels->hash(seeded, keys.data(), n, KeyMode::hash_with_layout, got.data());
+      EXPECT_EQ(got, want) << kernels->target << " n=" << n;
+    }
+  }
+}
+
+TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLocality) {
+  using Mode = detail::BulkPlan::Mode;
+  const Layout small{Shape::sb512, 1 << 12};
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 100, 4).mode, Mode::single);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 1 << 20, 1).mode, Mode::single);
+  const auto threaded = detail::plan_bulk(BulkOp::insert_if_absent, small, 1 << 20, 4);
+  EXPECT_EQ(threaded.mode, Mode::block_ranges);
+  EXPECT_EQ(threaded.tasks, 4u);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, small, 1 << 20, 4).mode, Mode::key_slices);
+  const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 31, 1).mode,
+            Mode::partitioned);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 28, 2).mode,
+            Mode::block_ranges);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1).mode, Mode::single);
+}
+
+TEST(PartitionedBulk, BlockRangesCoverEveryBlockOnce) {
+  for (std::uint64_t blocks : {1u, 2u, 3u, 1021u, 4096u}) {
+    const Layout layout{Shape::sb256, blocks};
+    for (unsigned tasks = 1; tasks <= 4; ++tasks) {
+      std::uint32_t next = 0;
+      for (unsigned t = 0; t < tasks; ++t) {
+        const auto range = detail::task_blocks(layout, t, tasks);
+        EXPECT_EQ(range.begin, next);
+        EXPECT_LE(range.begin, range.end);
+        next = range.end;
+      }
+      EXPECT_EQ(next, blocks);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bulkbloom::test
