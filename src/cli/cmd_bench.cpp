@@ -13,16 +13,18 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/filter_options.hpp"
-#include "cli/hardware_probe.hpp"
 #include "cli/progress.hpp"
+#include "hardware_limits.hpp"
 
 namespace bulkbloom::cli {
 namespace {
 
+using bench::HardwareLimits;
+
 struct Row {
   std::string implementation;
   std::uint64_t filter_bytes;
-  MemoryLimits limits;
+  HardwareLimits limits;
   double insert_per_s, contains_per_s, insert_if_absent_per_s;
 };
 
@@ -56,17 +58,18 @@ double keys_per_second(std::uint64_t keys, Prepare&& prepare, F&& call) {
 }
 
 // Each limit is the median of kRepetitions measurements.
-MemoryLimits median_limits(std::uint64_t bytes, unsigned threads, std::uint64_t accesses) {
-  std::array<MemoryLimits, kRepetitions> runs;
-  for (auto& run : runs) run = measure_memory_limits(bytes, threads, accesses);
-  const auto median = [&](double MemoryLimits::*field) {
+HardwareLimits median_limits(std::uint64_t bytes, unsigned threads) {
+  std::array<HardwareLimits, kRepetitions> runs;
+  for (auto& run : runs) run = bench::measure_hardware_limits(bytes, threads);
+  const auto median = [&](double HardwareLimits::*field) {
     std::array<double, kRepetitions> v;
     for (int i = 0; i < kRepetitions; ++i) v[i] = runs[i].*field;
     std::sort(v.begin(), v.end());
     return v[kRepetitions / 2];
   };
-  return {median(&MemoryLimits::random_reads_per_s), median(&MemoryLimits::random_rmw_per_s),
-          median(&MemoryLimits::sequential_bytes_per_s)};
+  return {median(&HardwareLimits::random_read_lines_per_s),
+          median(&HardwareLimits::random_rmw_lines_per_s),
+          median(&HardwareLimits::seq_read_bytes_per_s)};
 }
 
 std::string percent(double rate, double limit) {
@@ -120,7 +123,7 @@ int run_bench(const Arguments& args) {
     const std::uint64_t bytes = mib << 20;
     // The limits are measured in this run, over a buffer of the filter's size, with the
     // filter's thread count, right before the filter runs.
-    const MemoryLimits limits = median_limits(bytes, threads, key_count / threads);
+    const HardwareLimits limits = median_limits(bytes, threads);
     for (const std::string& impl : available_implementations()) {
       Options options = base;
       options.implementation = impl;
@@ -142,9 +145,9 @@ int run_bench(const Arguments& args) {
         s.number("threads", "", filter.threads());
         s.number("filter_bytes", "", static_cast<double>(row.filter_bytes));
         s.number("keys", "", static_cast<double>(key_count));
-        s.number("random_reads_per_s", "", limits.random_reads_per_s);
-        s.number("random_rmw_per_s", "", limits.random_rmw_per_s);
-        s.number("sequential_bytes_per_s", "", limits.sequential_bytes_per_s);
+        s.number("random_reads_per_s", "", limits.random_read_lines_per_s);
+        s.number("random_rmw_per_s", "", limits.random_rmw_lines_per_s);
+        s.number("sequential_bytes_per_s", "", limits.seq_read_bytes_per_s);
         s.number("insert_per_s", "", row.insert_per_s);
         s.number("contains_per_s", "", row.contains_per_s);
         s.number("insert_if_absent_per_s", "", row.insert_if_absent_per_s);
@@ -152,13 +155,14 @@ int run_bench(const Arguments& args) {
       } else {
         std::printf("%-16s %5llu MiB | %9s/s %9s/s %8.1f | %8s/s %5s | %8s/s %5s | %8s/s %5s\n",
                     impl.c_str(), static_cast<unsigned long long>(mib),
-                    si(limits.random_reads_per_s).c_str(), si(limits.random_rmw_per_s).c_str(),
-                    limits.sequential_bytes_per_s / 1e9, si(row.insert_per_s).c_str(),
-                    percent(row.insert_per_s, limits.random_rmw_per_s).c_str(),
+                    si(limits.random_read_lines_per_s).c_str(),
+                    si(limits.random_rmw_lines_per_s).c_str(), limits.seq_read_bytes_per_s / 1e9,
+                    si(row.insert_per_s).c_str(),
+                    percent(row.insert_per_s, limits.random_rmw_lines_per_s).c_str(),
                     si(row.contains_per_s).c_str(),
-                    percent(row.contains_per_s, limits.random_reads_per_s).c_str(),
+                    percent(row.contains_per_s, limits.random_read_lines_per_s).c_str(),
                     si(row.insert_if_absent_per_s).c_str(),
-                    percent(row.insert_if_absent_per_s, limits.random_rmw_per_s).c_str());
+                    percent(row.insert_if_absent_per_s, limits.random_rmw_lines_per_s).c_str());
       }
       std::fflush(stdout);
     }
