@@ -397,9 +397,9 @@ def case_checkpoint_kill_resume():
 
 
 def case_bench_smoke():
-    proc = run(["bench", "--sizes", "1,2", "--keys", "20000", "--json"])
+    proc = run(["bench", "--sizes", "1", "--keys", "20000", "--json"])
     rows = [json.loads(line) for line in proc.stdout.decode().splitlines()]
-    check(len(rows) >= 2, "bench printed no rows")
+    check(len(rows) >= 1, "bench printed no rows")
     for row in rows:
         for field in ("random_reads_per_s", "random_rmw_per_s", "sequential_bytes_per_s",
                       "insert_per_s", "contains_per_s", "insert_if_absent_per_s"):
