@@ -119,13 +119,13 @@ def check_dedup_output(inp, out, dups, fmt, stats):
               f"{fmt}: output and dups together are not the input")
 
 
-def roundtrip(fmt, count=30000, extra=()):
+def roundtrip(fmt, count=30000, extra=(), dedup_extra=()):
     name = "in." + fmt.replace(":", "")
     run(["gen", "--count", str(count), "--dup-fraction", "0.3", "--format", fmt, "-o", name]
         + list(extra))
     # A small filter (high FPR) so that false positives actually occur and are counted.
     proc = run(["dedup", "-f", fmt, name, "-o", "out", "--dups", "dups", "--fpr", "0.02",
-                "--stats", "json"])
+                "--stats", "json"] + list(dedup_extra))
     check_dedup_output(read(name), read("out"), read("dups"), fmt, stats_of(proc))
 
 
@@ -155,6 +155,22 @@ def case_roundtrip_tsv():
 
 def case_roundtrip_zipf():
     roundtrip("u64", extra=["--zipf", "1.1"])
+
+
+def case_small_chunks():
+    # Hundreds of read chunks, so that records straddle chunk ends in every format.
+    for fmt in ("u64", "lines", "dec", "csv:2", "tsv:3"):
+        roundtrip(fmt, count=20000, dedup_extra=["--buffer-size", "4096"])
+
+
+def case_small_chunks_stdin():
+    # Many small chunks from a pipe, whose reads come in pieces.
+    run(["gen", "--count", "20000", "-f", "u64", "-o", "in"])
+    data = read("in")
+    proc = subprocess.run(f"cat in | '{BIN}' dedup --capacity 20000 --buffer-size 4096 --stats json",
+                          shell=True, cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(proc.returncode == 0, f"pipe failed: {proc.stderr.decode()}")
+    check_dedup_output(data, proc.stdout, None, "u64", stats_of(proc))
 
 
 def case_gen_counts():
