@@ -165,12 +165,7 @@ def case_small_chunks():
 
 def case_small_chunks_stdin():
     # Many small chunks from a pipe, whose reads come in pieces.
-    run(["gen", "--count", "20000", "-f", "u64", "-o", "in"])
-    data = read("in")
-    proc = subprocess.run(f"cat in | '{BIN}' dedup --capacity 20000 --buffer-size 4096 --stats json",
-                          shell=True, cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    check(proc.returncode == 0, f"pipe failed: {proc.stderr.decode()}")
-    check_dedup_output(data, proc.stdout, None, "u64", stats_of(proc))
+    pipe_dedup("u64", 20000, "--buffer-size 4096")
 
 
 def case_gen_counts():
@@ -181,13 +176,18 @@ def case_gen_counts():
     check(b"7500 distinct" in proc.stderr, "gen does not report its distinct count")
 
 
-def case_stdin_to_stdout():
-    run(["gen", "--count", "20000", "-f", "dec", "-o", "in"])
-    data = read("in")
-    proc = subprocess.run(f"cat in | '{BIN}' dedup -f dec --capacity 20000 --stats json | cat",
-                          shell=True, cwd=WORK, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def pipe_dedup(fmt, count, options=""):
+    """cat FILE | bulkbloom dedup | cat: stdin to stdout through pipes."""
+    run(["gen", "--count", str(count), "-f", fmt, "-o", "in"])
+    proc = subprocess.run(f"cat in | '{BIN}' dedup -f {fmt} --capacity {count} {options} "
+                          "--stats json | cat", shell=True, cwd=WORK, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
     check(proc.returncode == 0, f"pipe failed: {proc.stderr.decode()}")
-    check_dedup_output(data, proc.stdout, None, "dec", stats_of(proc))
+    check_dedup_output(read("in"), proc.stdout, None, fmt, stats_of(proc))
+
+
+def case_stdin_to_stdout():
+    pipe_dedup("dec", 20000)
 
 
 def case_several_inputs():
