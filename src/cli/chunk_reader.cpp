@@ -1,0 +1,176 @@
+#include "cli/chunk_reader.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+
+#include "cli/errors.hpp"
+
+namespace bulkbloom::cli {
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "u64 inputs are little-endian and are used in place");
+
+// Chunks in flight between the reader and the consumer: one being filled, one being worked
+// on, one waiting.
+constexpr int kChunksInFlight = 3;
+
+// Reads until `buffer` is full or the input ends; returns bytes read.
+std::size_t read_fully(int fd, char* buffer, std::size_t length, const std::string& name) {
+  std::size_t got = 0;
+  while (got < length) {
+    const ssize_t n = read(fd, buffer + got, length - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(with_errno("cannot read " + name));
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  return got;
+}
+
+}  // namespace
+
+ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
+                         std::size_t chunk_bytes, InputPosition start)
+    : format_(format), start_(start) {
+  if (inputs.empty()) inputs.push_back("-");
+  for (const std::string& path : inputs) {
+    const bool is_stdin = path == "-";
+    const std::string name = is_stdin ? "stdin" : path;
+    const int fd = is_stdin ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError(with_errno("cannot open input " + name));
+    fds_.push_back(fd);
+    names_.push_back(name);
+    struct stat st {};
+    if (fstat(fd, &st) != 0) throw IoError(with_errno("cannot stat input " + name));
+    if (S_ISDIR(st.st_mode)) throw IoError("cannot read input " + name + ": it is a directory");
+    regular_.push_back(S_ISREG(st.st_mode));
+    if (S_ISREG(st.st_mode)) {
+      if (st.st_size == 0) throw DataError("input " + name + " is empty");
+      if (format_.kind == FormatKind::u64 && st.st_size % 8 != 0) {
+        throw DataError("input " + name + " has " + std::to_string(st.st_size) +
+                        " bytes, not a multiple of 8: it is not a u64 file");
+      }
+      total_bytes_ += static_cast<std::uint64_t>(st.st_size);
+      posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    } else {
+      total_known_ = false;
+    }
+  }
+  if (start_.input > fds_.size()) throw DataError("resume position is past the last input");
+  for (int i = 0; i < kChunksInFlight; ++i) {
+    auto chunk = std::make_unique<Chunk>();
+    chunk->storage.resize(chunk_bytes / sizeof(std::uint64_t));
+    free_.push(std::move(chunk));
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+ChunkReader::~ChunkReader() {
+  free_.close();
+  filled_.close();
+  thread_.join();
+  for (std::size_t i = 0; i < fds_.size(); ++i) {
+    if (fds_[i] != STDIN_FILENO) close(fds_[i]);
+  }
+}
+
+std::string ChunkReader::sample_first_input(std::size_t limit) const {
+  if (fds_.empty() || !regular_[0]) return {};
+  std::string sample(limit, '\0');
+  const ssize_t n = pread(fds_[0], sample.data(), limit, 0);
+  sample.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  return sample;
+}
+
+std::unique_ptr<Chunk> ChunkReader::take_free_chunk() {
+  auto chunk = free_.pop();
+  return chunk ? std::move(*chunk) : nullptr;
+}
+
+void ChunkReader::run() {
+  try {
+    std::unique_ptr<Chunk> current = take_free_chunk();
+    for (std::size_t input = start_.input; current && input < fds_.size(); ++input) {
+      read_input(input, input == start_.input ? start_.offset : 0, current);
+    }
+  } catch (...) {
+    error_ = std::current_exception();
+  }
+  filled_.close();
+}
+
+void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
+                             std::unique_ptr<Chunk>& current) {
+  const int fd = fds_[input];
+  const std::string& name = names_[input];
+  if (offset > 0 && lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
+    throw IoError(with_errno("cannot seek in " + name + " to resume"));
+  }
+  current->size = 0;
+  current->position = {input, offset};
+  std::uint64_t total_read = 0;
+  for (;;) {
+    const std::size_t got =
+        read_fully(fd, current->bytes() + current->size, current->capacity() - current->size, name);
+    current->size += got;
+    total_read += got;
+    const bool at_end = current->size < current->capacity();
+    // The end of the whole records in the buffer; the tail waits for the next read.
+    std::size_t boundary;
+    if (format_.kind == FormatKind::u64) {
+      boundary = current->size - current->size % 8;
+      if (at_end && boundary != current->size) {
+        throw DataError("input " + name +
+                        " ends with a partial record: " + std::to_string(offset + total_read) +
+                        " bytes is not a multiple of 8, so it is not a u64 file");
+      }
+    } else if (at_end) {
+      boundary = current->size;
+    } else {
+      const void* last = memrchr(current->bytes(), '\n', current->size);
+      boundary =
+          last ? static_cast<std::size_t>(static_cast<const char*>(last) - current->bytes()) + 1
+               : 0;
+    }
+    if (at_end && total_read == 0 && offset == 0) throw DataError("input " + name + " is empty");
+    if (boundary == 0) {
+      if (at_end) return;
+      // One record longer than the buffer: grow it; there is no line-length limit.
+      current->storage.resize(current->storage.size() * 2);
+      continue;
+    }
+    std::unique_ptr<Chunk> next = take_free_chunk();
+    if (!next) return;  // the consumer has stopped
+    const std::size_t tail = current->size - boundary;
+    if (next->capacity() < tail) next->storage.resize(current->storage.size());
+    std::memcpy(next->bytes(), current->bytes() + boundary, tail);
+    next->size = tail;
+    next->position = {input, current->position.offset + boundary};
+    current->size = boundary;
+    filled_.push(std::move(current));
+    current = std::move(next);
+    if (at_end) return;
+  }
+}
+
+std::unique_ptr<Chunk> ChunkReader::next() {
+  auto chunk = filled_.pop();
+  if (chunk) return std::move(*chunk);
+  if (error_) std::rethrow_exception(error_);
+  return nullptr;
+}
+
+void ChunkReader::recycle(std::unique_ptr<Chunk> chunk) {
+  free_.push(std::move(chunk));
+}
+
+}  // namespace bulkbloom::cli

@@ -1,0 +1,82 @@
+// Streams inputs (files or stdin) in large chunks of whole records on a background thread, so
+// that reading overlaps the filter work and memory stays fixed whatever the input's size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "cli/record_format.hpp"
+#include "cli/work_queue.hpp"
+
+namespace bulkbloom::cli {
+
+/// A place in the list of inputs: byte `offset` of input number `input`.
+struct InputPosition {
+  std::size_t input = 0;
+  std::uint64_t offset = 0;
+};
+
+/// Whole records from one input. Storage is 64-bit words so u64 keys are read into place.
+struct Chunk {
+  std::vector<std::uint64_t> storage;
+  std::size_t size = 0;    ///< Bytes of records.
+  InputPosition position;  ///< Where byte 0 came from.
+
+  char* bytes() { return reinterpret_cast<char*>(storage.data()); }
+  std::size_t capacity() const { return storage.size() * sizeof(std::uint64_t); }
+  std::string_view text() const { return {reinterpret_cast<const char*>(storage.data()), size}; }
+  std::span<const std::uint64_t> words() const { return {storage.data(), size / 8}; }
+};
+
+/// Reads inputs in order from `start`. Every input is opened (and checked to be non-empty when
+/// it is a regular file) by the constructor, so a missing file fails before any output exists.
+class ChunkReader {
+ public:
+  /// `inputs` are paths, "-" for stdin. Throws IoError / DataError naming the input.
+  ChunkReader(std::vector<std::string> inputs, RecordFormat format, std::size_t chunk_bytes,
+              InputPosition start = {});
+  ChunkReader(const ChunkReader&) = delete;
+  ChunkReader& operator=(const ChunkReader&) = delete;
+  ~ChunkReader();
+
+  /// The next chunk in input order; null after the last. Rethrows a read or format error.
+  std::unique_ptr<Chunk> next();
+  /// Returns a chunk's buffer for reuse.
+  void recycle(std::unique_ptr<Chunk> chunk);
+
+  /// "stdin" or the path.
+  const std::string& input_name(std::size_t input) const { return names_[input]; }
+  /// Total bytes of all inputs, if every input is a regular file.
+  bool total_known() const { return total_known_; }
+  std::uint64_t total_bytes() const { return total_bytes_; }
+  /// Up to `limit` bytes from the start of the first input without consuming them, for sizing
+  /// estimates; empty when that input is not a regular file.
+  std::string sample_first_input(std::size_t limit) const;
+
+ private:
+  void run();
+  void read_input(std::size_t input, std::uint64_t offset, std::unique_ptr<Chunk>& current);
+  std::unique_ptr<Chunk> take_free_chunk();
+
+  std::vector<std::string> names_;
+  std::vector<int> fds_;
+  std::vector<bool> regular_;
+  RecordFormat format_;
+  InputPosition start_;
+  bool total_known_ = true;
+  std::uint64_t total_bytes_ = 0;
+
+  WorkQueue<std::unique_ptr<Chunk>> filled_;
+  WorkQueue<std::unique_ptr<Chunk>> free_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace bulkbloom::cli

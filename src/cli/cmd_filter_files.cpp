@@ -1,0 +1,150 @@
+// Subcommands on saved filters: build one from a dump, query a dump against one, describe one,
+// merge several.
+#include <bulkbloom/format.hpp>
+
+#include <cstdio>
+#include <optional>
+
+#include "cli/commands.hpp"
+#include "cli/filter_options.hpp"
+#include "cli/scan_command.hpp"
+
+namespace bulkbloom::cli {
+namespace {
+
+std::string one_line_number(double value) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.0f", value);
+  return buf;
+}
+
+}  // namespace
+
+int run_build(const Arguments& args) {
+  ArgParser parser("build [options] -o FILTER [INPUT...]",
+                   "Inserts every key of the inputs into a new filter and saves it to FILTER.");
+  parser.value("output", "FILTER", "the filter file to write (required)", 'o');
+  add_scan_options(parser);
+  add_sizing_options(parser);
+  add_backend_options(parser);
+  if (!parser.parse(args)) return 0;
+  const auto start_time = std::chrono::steady_clock::now();
+  const ScanOptions scan = scan_options(parser);
+  const Options backend = backend_options(parser);
+  const SizingRequest sizing = sizing_request(parser);
+  const auto filter_path = parser.get("output");
+  if (!filter_path) throw UsageError("build needs -o FILTER, the file to save the filter to");
+
+  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
+  std::string capacity_note;
+  Filter filter(sized_layout(sizing, reader, scan.format, capacity_note), backend);
+  ScanSettings settings = scan_settings(scan);
+  const ScanState end = run_scan(filter, reader, settings);
+  save(filter, *filter_path, {end.counters.flagged, {}});
+
+  Summary summary;
+  summary.number("records_read", "records read", static_cast<double>(end.counters.records));
+  summary.number("distinct_keys", "distinct keys inserted",
+                 static_cast<double>(end.counters.flagged));
+  summary.text("saved_to", "saved to", *filter_path);
+  summary.text("capacity_source", "", capacity_note);
+  print_scan_summary(summary, filter, end.counters, start_time, scan);
+  return 0;
+}
+
+int run_query(const Arguments& args) {
+  ArgParser parser("query [options] --filter FILTER [INPUT...]",
+                   "Writes the records of the inputs whose key the saved filter has seen (with "
+                   "its false-positive rate,\na never-inserted key may be reported seen; an "
+                   "inserted one always is).");
+  parser.value("filter", "FILTER", "the saved filter to test against (required)")
+      .value("output", "FILE", "where seen records go (default stdout)", 'o')
+      .value("unseen", "FILE", "also write the records not seen here");
+  add_scan_options(parser);
+  add_backend_options(parser);
+  if (!parser.parse(args)) return 0;
+  const auto start_time = std::chrono::steady_clock::now();
+  const ScanOptions scan = scan_options(parser);
+  const Options backend = backend_options(parser);
+  const auto filter_path = parser.get("filter");
+  if (!filter_path) throw UsageError("query needs --filter FILTER");
+
+  Filter filter = load(*filter_path, nullptr, backend);
+  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
+  OutputFile seen_out(parser.get_or("output", "-"));
+  std::optional<OutputFile> unseen_out;
+  if (const auto unseen = parser.get("unseen")) unseen_out.emplace(*unseen);
+  ScanSettings settings = scan_settings(scan);
+  settings.action = ScanAction::contains;
+  settings.flagged_out = &seen_out;
+  settings.unflagged_out = unseen_out ? &*unseen_out : nullptr;
+  const ScanState end = run_scan(filter, reader, settings);
+  if (unseen_out) unseen_out->commit();
+  seen_out.commit();
+
+  Summary summary;
+  summary.number("records_read", "records read", static_cast<double>(end.counters.records));
+  summary.number("seen", "seen", static_cast<double>(end.counters.flagged));
+  summary.number("unseen", "not seen",
+                 static_cast<double>(end.counters.records - end.counters.flagged));
+  summary.number("filter_fpr", "filter's false-positive rate", filter.current_fpr());
+  print_scan_summary(summary, filter, end.counters, start_time, scan);
+  return 0;
+}
+
+int run_info(const Arguments& args) {
+  ArgParser parser("info [options] FILTER",
+                   "Describes a saved filter: format version, layout, size, key count, and from "
+                   "its bits the\nestimated distinct keys and current false-positive rate. The "
+                   "whole file is verified.");
+  parser.flag("json", "print one JSON object");
+  if (!parser.parse(args)) return 0;
+  if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
+  const std::string& path = parser.positionals().front();
+  const FileInfo info = read_info(path);
+  // Mapped, not copied: a multi-GB filter is read once for its checksum and bit counts.
+  const Filter filter = map(path);
+  Summary summary;
+  summary.text("file", "file", path);
+  summary.number("version", "format version", info.version);
+  summary.text("layout", "layout", info.layout.describe());
+  summary.text("shape", "", std::string(to_string(info.layout.shape)));
+  summary.number("num_blocks", "", static_cast<double>(info.layout.num_blocks));
+  summary.number("seed", "", static_cast<double>(info.layout.seed));
+  summary.text("hash", "", info.layout.hash == KeyHash::xxh64 ? "xxh64" : "identity");
+  summary.number("filter_bytes", "", static_cast<double>(info.layout.size_bytes()));
+  summary.number("file_bytes", "file bytes", static_cast<double>(info.file_bytes));
+  summary.number("keys_inserted", "keys inserted (saved count)",
+                 static_cast<double>(info.keys_inserted));
+  summary.number("metadata_bytes", "metadata bytes", static_cast<double>(info.metadata_bytes));
+  summary.number("estimated_keys", "estimated distinct keys", filter.estimated_count(),
+                 one_line_number(filter.estimated_count()));
+  summary.number("current_fpr", "current false-positive rate", filter.current_fpr());
+  summary.number("expected_fpr", "modelled FPR at the saved count",
+                 filter.expected_fpr(info.keys_inserted));
+  summary.print(parser.has("json"), stdout);
+  return 0;
+}
+
+int run_merge(const Arguments& args) {
+  ArgParser parser("merge [options] A B [MORE...] -o OUT",
+                   "Saves the union of saved filters of one layout (a bitwise OR) to OUT.");
+  parser.value("output", "OUT", "the merged filter file (required)", 'o');
+  if (!parser.parse(args)) return 0;
+  const auto out = parser.get("output");
+  if (!out) throw UsageError("merge needs -o OUT");
+  if (parser.positionals().size() < 2) throw UsageError("merge needs at least two filter files");
+  Filter merged = load(parser.positionals().front());
+  for (std::size_t i = 1; i < parser.positionals().size(); ++i) {
+    merged.merge(load(parser.positionals()[i]));
+  }
+  // The saved count of a union is not the sum of the parts' counts; the bits estimate it.
+  const auto keys = static_cast<std::uint64_t>(merged.estimated_count());
+  save(merged, *out, {keys, {}});
+  std::fprintf(stderr, "merged %zu filters into %s: %s, about %llu distinct keys\n",
+               parser.positionals().size(), out->c_str(), merged.layout().describe().c_str(),
+               static_cast<unsigned long long>(keys));
+  return 0;
+}
+
+}  // namespace bulkbloom::cli

@@ -1,0 +1,105 @@
+#include "cli/filter_options.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace bulkbloom::cli {
+namespace {
+
+constexpr double kDefaultFpr = 0.001;
+// Bytes of the first input read to estimate the mean record length of a text input.
+constexpr std::size_t kSizingSample = std::size_t{1} << 20;
+
+std::uint64_t estimated_records(const ChunkReader& reader, const RecordFormat& format) {
+  if (format.kind == FormatKind::u64) return reader.total_bytes() / 8;
+  const std::string sample = reader.sample_first_input(kSizingSample);
+  const auto lines = static_cast<std::uint64_t>(std::count(sample.begin(), sample.end(), '\n'));
+  // Records are at least as many as the sample's density predicts; one more covers a last line
+  // without its newline.
+  const double per_byte =
+      static_cast<double>(std::max<std::uint64_t>(lines, 1)) / static_cast<double>(sample.size());
+  return static_cast<std::uint64_t>(per_byte * static_cast<double>(reader.total_bytes())) + 1;
+}
+
+}  // namespace
+
+void add_sizing_options(ArgParser& parser) {
+  parser
+      .value("capacity", "N",
+             "distinct keys the filter is sized for (default: estimated from the input size)")
+      .value("fpr", "P", "false-positive rate at capacity (default 0.001)")
+      .value("shape", "S", "block shape sb256, sb256x4, sb512 or sb512x16 (default: smallest)")
+      .value("seed", "N", "XXH64 seed (default 0)");
+}
+
+void add_backend_options(ArgParser& parser) {
+  parser.value("threads", "N", "worker threads (default: one per hardware thread)")
+      .value("backend", "B", "auto, cpu or cuda (default auto)");
+}
+
+Options backend_options(const ArgParser& parser) {
+  Options options;
+  const std::string backend = parser.get_or("backend", "auto");
+  if (backend == "auto") {
+    options.backend = Backend::automatic;
+  } else if (backend == "cpu") {
+    options.backend = Backend::cpu;
+  } else if (backend == "cuda") {
+    options.backend = Backend::cuda;
+  } else {
+    throw UsageError("--backend: unknown backend '" + backend + "': expected auto, cpu or cuda");
+  }
+  if (const auto threads = parser.get_count("threads")) {
+    if (*threads > 4096) {
+      throw UsageError("--threads: " + std::to_string(*threads) + " is more than the limit 4096");
+    }
+    options.threads = static_cast<unsigned>(*threads);
+  }
+  return options;
+}
+
+SizingRequest sizing_request(const ArgParser& parser) {
+  SizingRequest request;
+  request.capacity = parser.get_count("capacity");
+  if (request.capacity == 0u) throw UsageError("--capacity must be at least 1 key, got 0");
+  request.fpr = parser.get_double("fpr").value_or(kDefaultFpr);
+  if (!(request.fpr > 0.0 && request.fpr < 1.0)) {
+    throw UsageError("--fpr: the false-positive rate must be in (0, 1), got " +
+                     parser.get_or("fpr", ""));
+  }
+  try {
+    if (const auto shape = parser.get("shape")) request.shape = parse_shape(*shape);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--shape: ") + e.what());
+  }
+  request.seed = parser.get_count("seed").value_or(0);
+  return request;
+}
+
+Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
+                    const RecordFormat& format, std::string& capacity_note) {
+  std::uint64_t capacity = 0;
+  if (request.capacity) {
+    capacity = *request.capacity;
+    capacity_note = "given";
+  } else {
+    if (!reader.total_known()) {
+      throw UsageError(
+          "the input is not a regular file, so its size cannot size the filter: give --capacity N "
+          "(the number of distinct keys expected)");
+    }
+    capacity = std::max<std::uint64_t>(estimated_records(reader, format), 1);
+    capacity_note = "estimated from the input size";
+  }
+  try {
+    if (request.shape) {
+      return Layout::for_capacity(*request.shape, capacity, request.fpr, KeyHash::xxh64,
+                                  request.seed);
+    }
+    return Layout::for_capacity(capacity, request.fpr, KeyHash::xxh64, request.seed);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace bulkbloom::cli

@@ -1,0 +1,40 @@
+// Options shared by the subcommands that make or open filters: sizing, backend, threads.
+#pragma once
+
+#include <bulkbloom/filter.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cli/args.hpp"
+#include "cli/chunk_reader.hpp"
+
+namespace bulkbloom::cli {
+
+/// Declares --capacity, --fpr, --shape, --seed.
+void add_sizing_options(ArgParser& parser);
+/// Declares --threads, --backend.
+void add_backend_options(ArgParser& parser);
+
+/// Options from --threads and --backend (auto, cpu, cuda).
+Options backend_options(const ArgParser& parser);
+
+/// What --capacity, --fpr, --shape and --seed ask for, checked before any input is opened.
+struct SizingRequest {
+  std::optional<std::uint64_t> capacity;  ///< Absent: estimate from the input size.
+  double fpr = 0.001;
+  std::optional<Shape> shape;  ///< Absent: the smallest shape for the target.
+  std::uint64_t seed = 0;
+};
+
+/// Reads and checks the sizing options; throws UsageError.
+SizingRequest sizing_request(const ArgParser& parser);
+
+/// The layout for `request`; without a capacity, the record count of `reader`'s inputs (which
+/// must then all be regular files) is estimated. Sets `capacity_note` to say where the capacity
+/// came from.
+Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
+                    const RecordFormat& format, std::string& capacity_note);
+
+}  // namespace bulkbloom::cli

@@ -1,0 +1,182 @@
+#include "cli/record_format.hpp"
+
+#include <charconv>
+#include <cstring>
+
+#include "cli/args.hpp"
+#include "cli/errors.hpp"
+
+namespace bulkbloom::cli {
+namespace {
+
+constexpr std::string_view kFormatNames =
+    "u64, lines, dec, hex, csv:N, tsv:N (N = key column, from 1)";
+
+std::string_view trim_blanks(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_integer(std::string_view text, int base, std::uint64_t& value) {
+  text = trim_blanks(text);
+  if (base == 16 && text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    text.remove_prefix(2);
+  }
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+}
+
+// Field `column` (1-based) of a tsv record, or false if it has fewer fields.
+bool tsv_field(std::string_view record, unsigned column, std::string_view& field) {
+  for (unsigned c = 1; c < column; ++c) {
+    const auto tab = record.find('\t');
+    if (tab == std::string_view::npos) return false;
+    record.remove_prefix(tab + 1);
+  }
+  field = record.substr(0, record.find('\t'));
+  return true;
+}
+
+// Field `column` of a csv record: a quoted field may hold commas and doubled quotes, and its key
+// is the text between the quotes as written. False for too few fields or an unclosed quote.
+bool csv_field(std::string_view record, unsigned column, std::string_view& field) {
+  std::size_t pos = 0;
+  for (unsigned c = 1;; ++c) {
+    std::size_t begin = pos, end;
+    if (pos < record.size() && record[pos] == '"') {
+      std::size_t q = pos + 1;
+      for (;;) {
+        q = record.find('"', q);
+        if (q == std::string_view::npos) return false;
+        if (q + 1 < record.size() && record[q + 1] == '"') {
+          q += 2;
+          continue;
+        }
+        break;
+      }
+      begin = pos + 1;
+      end = q;
+      pos = q + 1;
+      if (pos < record.size() && record[pos] != ',') return false;
+    } else {
+      end = std::min(record.find(',', pos), record.size());
+      pos = end;
+    }
+    if (c == column) {
+      field = record.substr(begin, end - begin);
+      return true;
+    }
+    if (pos >= record.size()) return false;
+    ++pos;  // past the comma
+  }
+}
+
+}  // namespace
+
+RecordFormat RecordFormat::parse(std::string_view name) {
+  if (name == "u64") return {FormatKind::u64};
+  if (name == "lines") return {FormatKind::lines};
+  if (name == "dec") return {FormatKind::dec};
+  if (name == "hex") return {FormatKind::hex};
+  for (auto [prefix, kind] : {std::pair{std::string_view("csv:"), FormatKind::csv},
+                              std::pair{std::string_view("tsv:"), FormatKind::tsv}}) {
+    if (!name.starts_with(prefix)) continue;
+    const auto column = name.substr(prefix.size());
+    unsigned n = 0;
+    const auto [end, ec] = std::from_chars(column.data(), column.data() + column.size(), n);
+    if (ec != std::errc() || end != column.data() + column.size() || n == 0) {
+      throw UsageError("format '" + std::string(name) + "': the column must be a number >= 1");
+    }
+    return {kind, n};
+  }
+  throw UsageError("unknown format '" + std::string(name) + "': expected one of " +
+                   std::string(kFormatNames));
+}
+
+std::string RecordFormat::name() const {
+  switch (kind) {
+    case FormatKind::u64:
+      return "u64";
+    case FormatKind::lines:
+      return "lines";
+    case FormatKind::dec:
+      return "dec";
+    case FormatKind::hex:
+      return "hex";
+    case FormatKind::csv:
+      return "csv:" + std::to_string(column);
+    case FormatKind::tsv:
+      return "tsv:" + std::to_string(column);
+  }
+  return "?";
+}
+
+bool RecordFormat::integer_keys() const {
+  return kind == FormatKind::u64 || kind == FormatKind::dec || kind == FormatKind::hex;
+}
+
+void parse_text_records(const RecordFormat& format, std::string_view text,
+                        const std::string& source, std::uint64_t first_line, bool skip_bad,
+                        ParsedRecords& out) {
+  out.int_keys.clear();
+  out.byte_keys.clear();
+  out.begins.clear();
+  out.ends.clear();
+  out.lines = 0;
+  out.skipped_bad = 0;
+  const char* const base = text.data();
+  const char* p = base;
+  const char* const end = base + text.size();
+  while (p < end) {
+    const char* newline = static_cast<const char*>(std::memchr(p, '\n', end - p));
+    const char* record_end = newline ? newline + 1 : end;
+    // The key never includes the line terminator, LF or CRLF.
+    std::string_view line(p, (newline ? newline : end) - p);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    bool good = true;
+    std::uint64_t int_key = 0;
+    std::string_view byte_key;
+    switch (format.kind) {
+      case FormatKind::lines:
+        byte_key = line;
+        break;
+      case FormatKind::dec:
+      case FormatKind::hex:
+        good = parse_integer(line, format.kind == FormatKind::dec ? 10 : 16, int_key);
+        break;
+      case FormatKind::csv:
+        good = csv_field(line, format.column, byte_key);
+        break;
+      case FormatKind::tsv:
+        good = tsv_field(line, format.column, byte_key);
+        break;
+      case FormatKind::u64:
+        break;
+    }
+    if (!good) {
+      if (!skip_bad) {
+        std::string shown(line.substr(0, 60));
+        if (line.size() > 60) shown += "...";
+        const std::string problem = format.integer_keys()
+                                        ? "not a " + format.name() + " integer"
+                                        : "no column " + std::to_string(format.column);
+        throw DataError(source + ":" + std::to_string(first_line + out.lines) + ": " + problem +
+                        ": '" + shown + "' (use --skip-bad to skip such records)");
+      }
+      ++out.skipped_bad;
+    } else {
+      if (format.integer_keys()) {
+        out.int_keys.push_back(int_key);
+      } else {
+        out.byte_keys.push_back(byte_key);
+      }
+      out.begins.push_back(static_cast<std::size_t>(p - base));
+      out.ends.push_back(static_cast<std::size_t>(record_end - base));
+    }
+    out.lines += newline ? 1 : 0;
+    p = record_end;
+  }
+}
+
+}  // namespace bulkbloom::cli

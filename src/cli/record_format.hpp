@@ -1,0 +1,54 @@
+// Input formats: how a stream splits into records and which bytes of a record are its key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bulkbloom::cli {
+
+/// The kinds of record the tool reads and writes.
+enum class FormatKind {
+  u64,    ///< 8-byte little-endian integers, no separators.
+  lines,  ///< Each line is a key, hashed as bytes.
+  dec,    ///< Each line is a decimal integer key.
+  hex,    ///< Each line is a hexadecimal integer key (optional 0x).
+  csv,    ///< Column N of comma-separated records ("..." quoting); whole records are kept.
+  tsv,    ///< Column N of tab-separated records.
+};
+
+/// A format as written on the command line: "u64", "lines", "dec", "hex", "csv:N", "tsv:N".
+struct RecordFormat {
+  FormatKind kind = FormatKind::u64;
+  unsigned column = 0;  ///< 1-based key column for csv and tsv.
+
+  /// Parses a format name; throws UsageError listing the accepted names.
+  static RecordFormat parse(std::string_view name);
+  /// The name parse() accepts.
+  std::string name() const;
+  /// True for formats whose keys are integers (hashed as u64, interchangeable across formats).
+  bool integer_keys() const;
+};
+
+/// Keys and record extents of one chunk of complete records.
+struct ParsedRecords {
+  std::vector<std::uint64_t> int_keys;      ///< For integer-key formats.
+  std::vector<std::string_view> byte_keys;  ///< For lines, csv, tsv.
+  std::vector<std::size_t> begins;          ///< Record i is [begins[i], ends[i]) in the chunk.
+  std::vector<std::size_t> ends;
+  std::uint64_t lines = 0;  ///< Newlines consumed (for line numbers in messages).
+  std::uint64_t skipped_bad = 0;
+
+  std::size_t size() const { return int_keys.size() + byte_keys.size(); }
+};
+
+/// Splits `text` (complete newline-terminated records; the last one may lack its newline) into
+/// records and keys. A malformed record throws DataError "<source>:<line>: ..." with its line
+/// number counted from `first_line`, or is counted in skipped_bad when `skip_bad` is set.
+void parse_text_records(const RecordFormat& format, std::string_view text,
+                        const std::string& source, std::uint64_t first_line, bool skip_bad,
+                        ParsedRecords& out);
+
+}  // namespace bulkbloom::cli

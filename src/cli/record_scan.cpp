@@ -1,0 +1,231 @@
+#include "cli/record_scan.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <thread>
+
+#include "cli/progress.hpp"
+
+namespace bulkbloom::cli {
+namespace {
+
+// A growable byte buffer without zero-filling.
+struct ByteBuffer {
+  std::unique_ptr<char[]> data;
+  std::size_t size = 0;
+  std::size_t capacity = 0;
+
+  void reserve(std::size_t n) {
+    if (n <= capacity) return;
+    auto bigger = std::make_unique_for_overwrite<char[]>(n);
+    std::memcpy(bigger.get(), data.get(), size);
+    data = std::move(bigger);
+    capacity = n;
+  }
+  void append(const char* p, std::size_t n) {
+    std::memcpy(data.get() + size, p, n);
+    size += n;
+  }
+  std::string_view view() const { return {data.get(), size}; }
+};
+
+// One chunk's output: records for each destination, and whether to sync after writing them.
+struct OutputBatch {
+  ByteBuffer flagged;
+  ByteBuffer unflagged;
+  bool sync_after = false;
+};
+
+// Writes batches on its own thread so that disk writes overlap the filter work.
+class BatchWriter {
+ public:
+  static constexpr int kBatches = 2;
+
+  BatchWriter(OutputFile* flagged, OutputFile* unflagged)
+      : flagged_(flagged), unflagged_(unflagged) {
+    for (int i = 0; i < kBatches; ++i) free_.push(std::make_unique<OutputBatch>());
+    thread_ = std::thread([this] { run(); });
+  }
+  ~BatchWriter() {
+    pending_.close();
+    thread_.join();
+  }
+
+  std::unique_ptr<OutputBatch> take() {
+    auto batch = std::move(*free_.pop());
+    batch->flagged.size = 0;
+    batch->unflagged.size = 0;
+    batch->sync_after = false;
+    return batch;
+  }
+
+  void submit(std::unique_ptr<OutputBatch> batch) {
+    rethrow_failure();
+    pending_.push(std::move(batch));
+  }
+
+  // Waits until every submitted batch is written (and synced if asked), then reports failure.
+  void drain() {
+    std::vector<std::unique_ptr<OutputBatch>> all;
+    for (int i = 0; i < kBatches; ++i) all.push_back(std::move(*free_.pop()));
+    for (auto& batch : all) free_.push(std::move(batch));
+    rethrow_failure();
+  }
+
+ private:
+  void rethrow_failure() {
+    if (failed_) std::rethrow_exception(error_);
+  }
+
+  void run() {
+    while (auto batch = pending_.pop()) {
+      if (!failed_) {
+        try {
+          write((*batch)->flagged, flagged_, (*batch)->sync_after);
+          write((*batch)->unflagged, unflagged_, (*batch)->sync_after);
+        } catch (...) {
+          error_ = std::current_exception();
+          failed_ = true;
+        }
+      }
+      free_.push(std::move(*batch));
+    }
+  }
+
+  static void write(const ByteBuffer& bytes, OutputFile* out, bool sync) {
+    if (out == nullptr) return;
+    out->write(bytes.view());
+    if (sync) out->sync();
+  }
+
+  OutputFile* flagged_;
+  OutputFile* unflagged_;
+  WorkQueue<std::unique_ptr<OutputBatch>> free_;
+  WorkQueue<std::unique_ptr<OutputBatch>> pending_;
+  std::exception_ptr error_;
+  std::atomic<bool> failed_ = false;
+  std::thread thread_;
+};
+
+std::uint64_t apply(Filter& filter, ScanAction action, const ParsedRecords& parsed,
+                    std::span<const std::uint64_t> int_keys, std::span<std::uint8_t> flags) {
+  if (action == ScanAction::contains) {
+    if (parsed.byte_keys.empty()) {
+      filter.contains(int_keys, flags);
+    } else {
+      filter.contains(std::span<const std::string_view>(parsed.byte_keys), flags);
+    }
+    std::uint64_t seen = 0;
+    for (std::uint8_t f : flags) seen += f;
+    return seen;
+  }
+  if (parsed.byte_keys.empty()) return filter.insert_if_absent(int_keys, flags);
+  return filter.insert_if_absent(std::span<const std::string_view>(parsed.byte_keys), flags);
+}
+
+// Sorts fixed-size u64 records by flag without branches.
+void split_u64_records(std::span<const std::uint64_t> keys, const std::uint8_t* flags,
+                       OutputBatch& batch, bool want_flagged, bool want_unflagged) {
+  if (want_flagged) {
+    batch.flagged.reserve(keys.size() * 8);
+    char* out = batch.flagged.data.get();
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::memcpy(out + 8 * n, &keys[i], 8);
+      n += flags[i];
+    }
+    batch.flagged.size = 8 * n;
+  }
+  if (want_unflagged) {
+    batch.unflagged.reserve(keys.size() * 8);
+    char* out = batch.unflagged.data.get();
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      std::memcpy(out + 8 * n, &keys[i], 8);
+      n += 1 - flags[i];
+    }
+    batch.unflagged.size = 8 * n;
+  }
+}
+
+// Copies each text record to its destination; a final record without its newline gets one, so
+// that outputs of several inputs never run two records together.
+void split_text_records(std::string_view text, const ParsedRecords& parsed,
+                        const std::uint8_t* flags, OutputBatch& batch, bool want_flagged,
+                        bool want_unflagged) {
+  if (want_flagged) batch.flagged.reserve(text.size() + 1);
+  if (want_unflagged) batch.unflagged.reserve(text.size() + 1);
+  for (std::size_t i = 0; i < parsed.begins.size(); ++i) {
+    ByteBuffer& dest = flags[i] ? batch.flagged : batch.unflagged;
+    if (!(flags[i] ? want_flagged : want_unflagged)) continue;
+    const std::size_t begin = parsed.begins[i], end = parsed.ends[i];
+    dest.append(text.data() + begin, end - begin);
+    if (text[end - 1] != '\n') dest.append("\n", 1);
+  }
+}
+
+}  // namespace
+
+ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings) {
+  ScanState state = settings.start;
+  const bool want_flagged = settings.flagged_out != nullptr;
+  const bool want_unflagged = settings.unflagged_out != nullptr;
+  BatchWriter writer(settings.flagged_out, settings.unflagged_out);
+  ProgressLine progress(settings.show_progress, reader.total_known() ? reader.total_bytes() : 0);
+  ParsedRecords parsed;
+  std::vector<std::uint8_t> flags;
+  std::uint64_t records_at_checkpoint = state.counters.records;
+  std::size_t current_input = state.position.input;
+
+  while (std::unique_ptr<Chunk> chunk = reader.next()) {
+    if (chunk->position.input != current_input) {
+      current_input = chunk->position.input;
+      state.next_line = 1;
+    }
+    std::span<const std::uint64_t> int_keys;
+    if (settings.format.kind == FormatKind::u64) {
+      int_keys = chunk->words();
+    } else {
+      parse_text_records(settings.format, chunk->text(), reader.input_name(current_input),
+                         state.next_line, settings.skip_bad, parsed);
+      int_keys = parsed.int_keys;
+      state.next_line += parsed.lines;
+      state.counters.skipped_bad += parsed.skipped_bad;
+    }
+    const std::size_t count = int_keys.size() + parsed.byte_keys.size();
+    flags.resize(count);
+    state.counters.flagged += apply(filter, settings.action, parsed, int_keys, flags);
+    state.counters.records += count;
+    state.counters.bytes += chunk->size;
+
+    auto batch = writer.take();
+    if (settings.format.kind == FormatKind::u64) {
+      split_u64_records(int_keys, flags.data(), *batch, want_flagged, want_unflagged);
+    } else {
+      split_text_records(chunk->text(), parsed, flags.data(), *batch, want_flagged, want_unflagged);
+    }
+    state.position = {current_input, chunk->position.offset + chunk->size};
+    reader.recycle(std::move(chunk));
+
+    const bool checkpoint_due =
+        settings.checkpoint_every != 0 &&
+        state.counters.records - records_at_checkpoint >= settings.checkpoint_every;
+    batch->sync_after = checkpoint_due;
+    writer.submit(std::move(batch));
+    if (checkpoint_due) {
+      writer.drain();
+      settings.on_checkpoint(state);
+      records_at_checkpoint = state.counters.records;
+    }
+    progress.update(state.counters.records, state.counters.bytes);
+  }
+  writer.drain();
+  progress.finish();
+  return state;
+}
+
+}  // namespace bulkbloom::cli

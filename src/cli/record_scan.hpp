@@ -1,0 +1,61 @@
+// The streaming core shared by dedup, build and query: chunks of records go through the filter,
+// and each record is written to the "kept" or the "dropped" output by its flag.
+#pragma once
+
+#include <bulkbloom/filter.hpp>
+
+#include <cstdint>
+#include <functional>
+
+#include "cli/chunk_reader.hpp"
+#include "cli/output_file.hpp"
+#include "cli/record_format.hpp"
+
+namespace bulkbloom::cli {
+
+/// What the filter does with each key, and so what a record's flag means.
+enum class ScanAction {
+  insert_if_absent,  ///< Flag = first sighting (dedup, build).
+  contains,          ///< Flag = the filter has seen it (query); the filter is unchanged.
+};
+
+/// Running totals of a scan.
+struct ScanCounters {
+  std::uint64_t records = 0;      ///< Good records read.
+  std::uint64_t flagged = 0;      ///< Records whose flag was set (new, or seen).
+  std::uint64_t skipped_bad = 0;  ///< Malformed records skipped under --skip-bad.
+  std::uint64_t bytes = 0;        ///< Input bytes consumed.
+};
+
+/// Where a scan stands between two chunks: enough to resume it.
+struct ScanState {
+  InputPosition position;       ///< Next unread input byte.
+  std::uint64_t next_line = 1;  ///< Line number of that byte in its input (text formats).
+  ScanCounters counters;
+};
+
+/// How to run a scan.
+struct ScanSettings {
+  RecordFormat format;
+  ScanAction action = ScanAction::insert_if_absent;
+  bool skip_bad = false;
+  OutputFile* flagged_out = nullptr;    ///< Records with the flag set, or null.
+  OutputFile* unflagged_out = nullptr;  ///< The other records, or null.
+  bool show_progress = false;           ///< A live progress line on stderr.
+  /// Every this many records (at the next chunk end) outputs are synced and on_checkpoint runs.
+  std::uint64_t checkpoint_every = 0;
+  std::function<void(const ScanState&)> on_checkpoint;
+  ScanState start;  ///< Counters and line number to continue from (the reader holds position).
+};
+
+/// Bytes read per chunk: one chunk is one bulk filter call. Per-chunk costs are microseconds,
+/// so small chunks cost nothing, and a chunk's keys and flags then stay in cache while the
+/// engine works on them: on the 2-core Zen 4 machine, 100M u64 keys dedup at a median 54 M/s
+/// with 2 MiB chunks against 36 M/s with 32 MiB ones (bench/RESULTS.md).
+inline constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
+
+/// Runs every record of `reader` through `filter`. Returns the final state. Throws what the
+/// reader, the parser, the filter or the writes throw.
+ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings);
+
+}  // namespace bulkbloom::cli

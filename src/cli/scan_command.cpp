@@ -1,0 +1,76 @@
+#include "cli/scan_command.hpp"
+
+#include <cstdio>
+
+namespace bulkbloom::cli {
+namespace {
+
+constexpr std::uint64_t kMinChunkBytes = 4096;
+constexpr std::uint64_t kMaxChunkBytes = std::uint64_t{1} << 30;
+
+}  // namespace
+
+void add_scan_options(ArgParser& parser) {
+  parser.value("format", "FMT", "u64 (default), lines, dec, hex, csv:N, tsv:N", 'f')
+      .flag("skip-bad", "skip and count malformed records instead of stopping")
+      .value("stats", "KIND", "final summary on stderr: text (default), json or none")
+      .value("buffer-size", "BYTES",
+             "read chunk size (default 2M; buffers in flight take about 6x this)");
+}
+
+ScanOptions scan_options(const ArgParser& parser) {
+  ScanOptions options;
+  options.format = RecordFormat::parse(parser.get_or("format", "u64"));
+  options.skip_bad = parser.has("skip-bad");
+  const std::string stats = parser.get_or("stats", "text");
+  if (stats == "text") {
+    options.stats = ScanOptions::Stats::text;
+  } else if (stats == "json") {
+    options.stats = ScanOptions::Stats::json;
+  } else if (stats == "none") {
+    options.stats = ScanOptions::Stats::none;
+  } else {
+    throw UsageError("--stats: unknown kind '" + stats + "': expected text, json or none");
+  }
+  if (const auto bytes = parser.get_count("buffer-size")) {
+    if (*bytes < kMinChunkBytes || *bytes > kMaxChunkBytes) {
+      throw UsageError("--buffer-size: " + std::to_string(*bytes) + " is outside [" +
+                       std::to_string(kMinChunkBytes) + ", " + std::to_string(kMaxChunkBytes) +
+                       "]");
+    }
+    options.chunk_bytes = static_cast<std::size_t>(*bytes / 8 * 8);
+  }
+  return options;
+}
+
+ScanSettings scan_settings(const ScanOptions& options) {
+  ScanSettings settings;
+  settings.format = options.format;
+  settings.skip_bad = options.skip_bad;
+  settings.show_progress = stderr_is_terminal();
+  return settings;
+}
+
+void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounters& counters,
+                        std::chrono::steady_clock::time_point start, const ScanOptions& options,
+                        const ScanCounters& before) {
+  if (options.stats == ScanOptions::Stats::none) return;
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (options.skip_bad) {
+    entries.number("bad_records_skipped", "bad records skipped",
+                   static_cast<double>(counters.skipped_bad));
+  }
+  describe_filter(entries, filter);
+  const auto records = static_cast<double>(counters.records - before.records);
+  const auto bytes = static_cast<double>(counters.bytes - before.bytes);
+  char line[160];
+  std::snprintf(line, sizeof line, "%.2f s, %s records/s, %.0f MB/s", seconds,
+                si(records / seconds).c_str(), bytes / seconds / 1e6);
+  entries.number("seconds", "throughput", seconds, line);
+  entries.number("records_per_second", "", records / seconds);
+  entries.number("input_bytes", "", static_cast<double>(counters.bytes));
+  entries.print(options.stats == ScanOptions::Stats::json);
+}
+
+}  // namespace bulkbloom::cli

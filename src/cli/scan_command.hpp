@@ -1,0 +1,41 @@
+// Pieces shared by the subcommands that stream records through a filter (dedup, build, query):
+// their common options and their summary.
+#pragma once
+
+#include <bulkbloom/filter.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "cli/args.hpp"
+#include "cli/progress.hpp"
+#include "cli/record_scan.hpp"
+
+namespace bulkbloom::cli {
+
+/// Declares --format, --skip-bad, --stats and --buffer-size.
+void add_scan_options(ArgParser& parser);
+
+/// The checked values of add_scan_options()'s options.
+struct ScanOptions {
+  RecordFormat format;
+  bool skip_bad = false;
+  enum class Stats { text, json, none } stats = Stats::text;
+  std::size_t chunk_bytes = kChunkBytes;
+};
+
+/// Reads and checks the scan options; throws UsageError.
+ScanOptions scan_options(const ArgParser& parser);
+
+/// Scan settings for `options`: format, --skip-bad, and progress when stderr is a terminal.
+ScanSettings scan_settings(const ScanOptions& options);
+
+/// Prints the summary of a finished scan: `entries` (already holding the command's own counts)
+/// plus the filter, the wall time since `start` and the throughput of this process (records
+/// and bytes beyond `before`, the counters a resumed run started from).
+void print_scan_summary(Summary& entries, const Filter& filter, const ScanCounters& counters,
+                        std::chrono::steady_clock::time_point start, const ScanOptions& options,
+                        const ScanCounters& before = {});
+
+}  // namespace bulkbloom::cli

@@ -1,0 +1,440 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the bulkbloom command-line tool: each case drives the real binary.
+
+usage: test_cli.py BULKBLOOM_BINARY CASE   (CASE is a function name below without "case_")
+Exact answers are computed here in Python, on small generated inputs.
+"""
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = None
+WORK = None
+
+
+def run(args, stdin=None, input_bytes=None, expect_rc=0, stdout=subprocess.PIPE):
+    proc = subprocess.run([BIN] + args, input=input_bytes, stdin=stdin, stdout=stdout,
+                          stderr=subprocess.PIPE, cwd=WORK)
+    if expect_rc is not None and proc.returncode != expect_rc:
+        raise AssertionError(f"bulkbloom {' '.join(args)}: exit {proc.returncode}, expected "
+                             f"{expect_rc}\nstderr: {proc.stderr.decode(errors='replace')}")
+    return proc
+
+
+def path(name):
+    return os.path.join(WORK, name)
+
+
+def write(name, data):
+    with open(path(name), "wb") as f:
+        f.write(data)
+    return path(name)
+
+
+def read(name):
+    with open(path(name), "rb") as f:
+        return f.read()
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def split_records(data, fmt):
+    if fmt == "u64":
+        return [data[i:i + 8] for i in range(0, len(data), 8)]
+    return data.splitlines(keepends=True)
+
+
+def record_key(record, fmt):
+    if fmt == "u64":
+        return record
+    line = record.rstrip(b"\n")
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if fmt in ("lines",):
+        return line
+    if fmt == "dec":
+        return int(line.strip(b" \t"), 10)
+    if fmt == "hex":
+        return int(line.strip(b" \t"), 16)
+    kind, column = fmt.split(":")
+    if kind == "tsv":
+        return line.split(b"\t")[int(column) - 1]
+    # csv as the generator writes it: the key column is never quoted, quotes only in the note.
+    fields, field, quoted = [], b"", False
+    for ch in line:
+        c = bytes([ch])
+        if c == b'"':
+            quoted = not quoted
+        elif c == b"," and not quoted:
+            fields.append(field)
+            field = b""
+            continue
+        field += c
+    fields.append(field)
+    return fields[int(column) - 1]
+
+
+def exact_dedup(records, fmt):
+    seen, unique = set(), []
+    for r in records:
+        k = record_key(r, fmt)
+        if k not in seen:
+            seen.add(k)
+            unique.append(r)
+    return unique
+
+
+def stats_of(proc):
+    return json.loads(proc.stderr.decode().strip().splitlines()[-1])
+
+
+def check_dedup_output(inp, out, dups, fmt, stats):
+    """Output is an in-order subsequence of the exact dedup, never holds a key twice, misses at
+    most a few records beyond the modelled false-positive count, and output + dups = input."""
+    records = split_records(inp, fmt)
+    exact = exact_dedup(records, fmt)
+    got = split_records(out, fmt)
+    keys = [record_key(r, fmt) for r in got]
+    check(len(set(keys)) == len(keys), f"{fmt}: a key was written twice (a leak)")
+    it = iter(exact)
+    check(all(any(r == e for e in it) for r in got),
+          f"{fmt}: output is not an in-order subsequence of the exact dedup")
+    missing = len(exact) - len(got)
+    expected = stats["expected_wrongly_dropped"]
+    limit = expected + 4 * math.sqrt(expected) + 5
+    check(0 <= missing <= limit,
+          f"{fmt}: {missing} unique records dropped, model expects {expected:.1f} (limit {limit:.1f})")
+    check(stats["unique_written"] == len(got), f"{fmt}: summary unique count is wrong")
+    check(stats["records_read"] == len(records), f"{fmt}: summary record count is wrong")
+    if dups is not None:
+        check(sorted(got + split_records(dups, fmt)) == sorted(records),
+              f"{fmt}: output and dups together are not the input")
+
+
+def roundtrip(fmt, count=30000, extra=(), dedup_extra=()):
+    name = "in." + fmt.replace(":", "")
+    run(["gen", "--count", str(count), "--dup-fraction", "0.3", "--format", fmt, "-o", name]
+        + list(extra))
+    # A small filter (high FPR) so that false positives actually occur and are counted.
+    proc = run(["dedup", "-f", fmt, name, "-o", "out", "--dups", "dups", "--fpr", "0.02",
+                "--stats", "json"] + list(dedup_extra))
+    check_dedup_output(read(name), read("out"), read("dups"), fmt, stats_of(proc))
+
+
+def case_roundtrip_u64():
+    roundtrip("u64")
+
+
+def case_roundtrip_lines():
+    roundtrip("lines")
+
+
+def case_roundtrip_dec():
+    roundtrip("dec")
+
+
+def case_roundtrip_hex():
+    roundtrip("hex")
+
+
+def case_roundtrip_csv():
+    roundtrip("csv:2")
+
+
+def case_roundtrip_tsv():
+    roundtrip("tsv:3")
+
+
+def case_roundtrip_zipf():
+    roundtrip("u64", extra=["--zipf", "1.1"])
+
+
+def case_small_chunks():
+    # Hundreds of read chunks, so that records straddle chunk ends in every format.
+    for fmt in ("u64", "lines", "dec", "csv:2", "tsv:3"):
+        roundtrip(fmt, count=20000, dedup_extra=["--buffer-size", "4096"])
+
+
+def case_small_chunks_stdin():
+    # Many small chunks from a pipe, whose reads come in pieces.
+    pipe_dedup("u64", 20000, "--buffer-size 4096")
+
+
+def case_gen_counts():
+    proc = run(["gen", "--count", "10000", "--dup-fraction", "0.25", "-f", "lines", "-o", "g"])
+    records = split_records(read("g"), "lines")
+    check(len(records) == 10000, "gen wrote the wrong number of records")
+    check(len(set(records)) == 7500, f"gen wrote {len(set(records))} distinct keys, not 7500")
+    check(b"7500 distinct" in proc.stderr, "gen does not report its distinct count")
+
+
+def pipe_dedup(fmt, count, options=""):
+    """cat FILE | bulkbloom dedup | cat: stdin to stdout through pipes."""
+    run(["gen", "--count", str(count), "-f", fmt, "-o", "in"])
+    proc = subprocess.run(f"cat in | '{BIN}' dedup -f {fmt} --capacity {count} {options} "
+                          "--stats json | cat", shell=True, cwd=WORK, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE)
+    check(proc.returncode == 0, f"pipe failed: {proc.stderr.decode()}")
+    check_dedup_output(read("in"), proc.stdout, None, fmt, stats_of(proc))
+
+
+def case_stdin_to_stdout():
+    pipe_dedup("dec", 20000)
+
+
+def case_several_inputs():
+    a = write("a", b"x\ny\n")
+    b = write("b", b"y\nz")  # no final newline: the output still ends each record
+    run(["dedup", "-f", "lines", a, b, "--capacity", "10", "-o", "out", "--stats", "none"])
+    check(read("out") == b"x\ny\nz\n", f"got {read('out')!r}")
+
+
+def case_crlf():
+    write("crlf", b"a\r\nb\r\na\r\nc\r\n")
+    write("lf", b"a\nb\n")
+    run(["dedup", "-f", "lines", "crlf", "--capacity", "10", "-o", "out", "--stats", "none"])
+    check(read("out") == b"a\r\nb\r\nc\r\n", f"CRLF records not reproduced: {read('out')!r}")
+    # The key excludes the CR: the same keys with LF endings are duplicates.
+    run(["dedup", "-f", "lines", "lf", "crlf", "--capacity", "10", "-o", "out", "--stats", "none"])
+    check(read("out") == b"a\nb\nc\r\n", f"CRLF keys differ from LF keys: {read('out')!r}")
+    write("crlf_dec", b"12\r\n 12 \r\n0x10\r\n")
+    run(["dedup", "-f", "dec", "crlf_dec", "--capacity", "10", "-o", "out", "--skip-bad",
+         "--stats", "none"])
+    check(read("out") == b"12\r\n", f"dec with CRLF: {read('out')!r}")
+
+
+def case_long_line():
+    # Several times the 2 MiB read chunk: there is no hidden line-length limit.
+    long_line = b"k" * (9 << 20) + b"\n"
+    write("long", b"a\n" + long_line + b"b\n" + long_line + b"a\n")
+    run(["dedup", "-f", "lines", "long", "--capacity", "10", "-o", "out", "--stats", "none"])
+    check(read("out") == b"a\n" + long_line + b"b\n", "long line not deduplicated intact")
+
+
+def no_outputs_left(before):
+    after = set(os.listdir(WORK))
+    check(after == before, f"partial output left behind: {sorted(after - before)}")
+
+
+def expect_failure(args, message, rc=1, input_bytes=None):
+    before = set(os.listdir(WORK))
+    proc = run(args + ["-o", "out"], input_bytes=input_bytes, expect_rc=rc)
+    err = proc.stderr.decode()
+    check(message in err, f"bulkbloom {' '.join(args)}: message {message!r} not in {err!r}")
+    no_outputs_left(before)
+    return err
+
+
+def case_bad_inputs():
+    expect_failure(["dedup", "missing-file"], "cannot open input missing-file")
+    os.mkdir(path("dir"))
+    expect_failure(["dedup", "dir"], "is a directory")
+    write("odd.u64", b"\0" * 12)
+    expect_failure(["dedup", "odd.u64"], "not a multiple of 8")
+    expect_failure(["dedup", "--capacity", "10"], "not a multiple of 8", input_bytes=b"\0" * 13)
+    write("empty", b"")
+    expect_failure(["dedup", "-f", "lines", "empty"], "input empty is empty")
+    expect_failure(["dedup", "-f", "lines", "--capacity", "5"], "stdin is empty", input_bytes=b"")
+    write("bad.dec", b"1\n2\n3x\n4\n")
+    expect_failure(["dedup", "-f", "dec", "bad.dec"], "bad.dec:3: not a dec integer")
+    write("bad.csv", b"a,1\nb\n")
+    expect_failure(["dedup", "-f", "csv:2", "bad.csv"], "bad.csv:2: no column 2")
+    write("over.dec", b"18446744073709551616\n")
+    expect_failure(["dedup", "-f", "dec", "over.dec"], "over.dec:1:")
+    if os.geteuid() != 0:  # root reads any file
+        write("locked", b"1\n")
+        os.chmod(path("locked"), 0)
+        expect_failure(["dedup", "-f", "dec", "locked"], "cannot open input locked")
+
+
+def case_skip_bad():
+    write("bad.dec", b"1\n2\n3x\n\n2\n")
+    proc = run(["dedup", "-f", "dec", "bad.dec", "--skip-bad", "-o", "out", "--stats", "json"])
+    check(read("out") == b"1\n2\n", f"got {read('out')!r}")
+    check(stats_of(proc)["bad_records_skipped"] == 2, "bad records not counted")
+
+
+def case_usage_errors():
+    write("in", b"1\n")
+    for args, message in [(["dedup", "-f", "yaml", "in"], "unknown format 'yaml'"),
+                          (["dedup", "-f", "csv:0", "in"], "column must be a number"),
+                          (["dedup", "--frobnicate", "in"], "unknown option '--frobnicate'"),
+                          (["dedup", "--capacity", "lots", "in"], "is not a count"),
+                          (["dedup", "--fpr", "2", "in"], "must be in (0, 1), got 2"),
+                          (["dedup", "-f", "lines", "-"], "give --capacity")]:
+        err = expect_failure(args, message, rc=2, input_bytes=b"x\n")
+        check("--help" in err, "usage errors should point at --help")
+    proc = run(["frobnicate"], expect_rc=2)
+    check(b"unknown command" in proc.stderr and b"dedup" in proc.stderr, "no command list")
+    proc = run(["dedup", "--help"])
+    check(b"--capacity" in proc.stdout and b"--dups" in proc.stdout, "help lacks options")
+
+
+def case_full_disk():
+    run(["gen", "--count", "100000", "-o", "in"])
+    proc = run(["dedup", "in", "-o", "/dev/full"], expect_rc=1)
+    check(b"No space left on device" in proc.stderr, proc.stderr.decode())
+    with open("/dev/full", "wb") as full:
+        proc = run(["dedup", "in"], stdout=full, expect_rc=1)
+    check(b"cannot write stdout" in proc.stderr, proc.stderr.decode())
+
+
+def case_closed_stdout():
+    run(["gen", "--count", "1000000", "-o", "in"])
+    proc = subprocess.Popen([BIN, "dedup", "in"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=WORK)
+    proc.stdout.close()  # the reader goes away before anything is written
+    err = proc.stderr.read()
+    rc = proc.wait()
+    check(rc == 1 and b"Broken pipe" in err, f"exit {rc}, stderr {err!r}")
+
+
+def case_interrupt_leaves_nothing():
+    before = set(os.listdir(WORK))
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Input from a pipe that stays open: the run is mid-way when the signal comes.
+        proc = subprocess.Popen([BIN, "dedup", "--capacity", "1000", "-o", "out", "--dups", "d"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=WORK)
+        proc.stdin.write(b"\1" * 8000)
+        proc.stdin.flush()
+        deadline = time.time() + 10
+        while len(set(os.listdir(WORK)) - before) < 2 and time.time() < deadline:
+            time.sleep(0.01)  # until both temporary outputs exist
+        check(len(set(os.listdir(WORK)) - before) == 2, "temporary outputs never appeared")
+        proc.send_signal(sig)
+        rc = proc.wait()
+        proc.stdin.close()
+        check(rc == -sig, f"exit status {rc} after signal {sig}")
+        no_outputs_left(before)
+
+
+def case_filter_across_runs():
+    run(["gen", "--count", "40000", "-f", "hex", "--seed", "1", "-o", "day1"])
+    run(["gen", "--count", "40000", "-f", "hex", "--seed", "2", "-o", "fresh"])
+    records1 = split_records(read("day1"), "hex")
+    write("day2", b"".join(records1[: len(records1) // 2]) + read("fresh"))  # half seen before
+    run(["dedup", "-f", "hex", "day1", "--filter", "f.bbf", "--fpr", "0.01", "-o", "out1",
+         "--stats", "none"])
+    proc = run(["dedup", "-f", "hex", "day2", "--filter", "f.bbf", "-o", "out2", "--stats",
+                "json"])
+    # Day 2's output is what an exact dedup of both days writes for day 2's records.
+    records2 = split_records(read("day2"), "hex")
+    exact = exact_dedup(records1 + records2, "hex")[len(exact_dedup(records1, "hex")):]
+    got = split_records(read("out2"), "hex")
+    seen1 = {record_key(r, "hex") for r in records1}
+    check(not any(record_key(r, "hex") in seen1 for r in got), "a key of day 1 leaked on day 2")
+    stats = stats_of(proc)
+    missing = len(exact) - len(got)
+    limit = stats["expected_wrongly_dropped"] * 1.5 + 10
+    check(0 <= missing <= limit, f"day 2 dropped {missing} unique records (limit {limit:.0f})")
+    info = json.loads(run(["info", "--json", "f.bbf"]).stdout)
+    written = len(split_records(read("out1"), "hex")) + len(got)
+    check(info["keys_inserted"] == written, f"saved key count {info['keys_inserted']} != {written}")
+
+
+def case_build_query_info_merge():
+    run(["gen", "--count", "30000", "-f", "dec", "--seed", "1", "-o", "a"])
+    run(["gen", "--count", "30000", "-f", "dec", "--seed", "2", "-o", "b"])
+    run(["build", "-f", "dec", "a", "-o", "a.bbf", "--capacity", "60000", "--stats", "none"])
+    run(["build", "-f", "dec", "b", "-o", "b.bbf", "--capacity", "60000", "--stats", "none"])
+    # Every record of a is seen (no false negatives); of b only false positives are.
+    proc = run(["query", "--filter", "a.bbf", "-f", "dec", "b", "a", "-o", "seen", "--unseen",
+                "unseen", "--stats", "json"])
+    a, b = split_records(read("a"), "dec"), split_records(read("b"), "dec")
+    seen, unseen = split_records(read("seen"), "dec"), split_records(read("unseen"), "dec")
+    check(sorted(seen + unseen) == sorted(a + b), "seen + unseen is not the input")
+    check(set(a) <= set(seen), "a record of the filter's own dump was reported unseen")
+    false_positives = len(set(seen) - set(a))
+    check(false_positives <= 60000 * stats_of(proc)["filter_fpr"] * 3 + 5, "too many seen")
+    info = json.loads(run(["info", "--json", "a.bbf"]).stdout)
+    # The saved count is the number of keys build found new: the distinct keys less the few
+    # false positives.
+    check(0 <= len(set(a)) - info["keys_inserted"] <= 10, f"keys_inserted {info['keys_inserted']}")
+    check(abs(info["estimated_keys"] - len(set(a))) < 0.05 * len(set(a)), "estimate is off")
+    check(info["version"] == 1 and info["file_bytes"] == os.path.getsize(path("a.bbf")), "info")
+    # The union holds both dumps.
+    run(["merge", "a.bbf", "b.bbf", "-o", "ab.bbf"])
+    run(["query", "--filter", "ab.bbf", "-f", "dec", "a", "b", "-o", "seen", "--unseen",
+         "unseen", "--stats", "none"])
+    check(read("unseen") == b"", "the merged filter lost a key")
+    # Bad filters and mismatched layouts are clear errors.
+    run(["build", "-f", "dec", "a", "-o", "small.bbf", "--capacity", "10", "--stats", "none"])
+    proc = run(["merge", "a.bbf", "small.bbf", "-o", "x.bbf"], expect_rc=1)
+    check(b"different layouts" in proc.stderr and not os.path.exists(path("x.bbf")),
+          proc.stderr.decode())
+    proc = run(["info", "a"], expect_rc=1)
+    check(b"not a bulkbloom filter" in proc.stderr, proc.stderr.decode())
+    write("cut.bbf", read("a.bbf")[:-100])
+    proc = run(["query", "--filter", "cut.bbf", "-f", "dec", "a", "-o", "q"], expect_rc=1)
+    check(b"cut.bbf" in proc.stderr and not os.path.exists(path("q")), proc.stderr.decode())
+
+
+def case_checkpoint_kill_resume():
+    """SIGKILL a checkpointing dedup at random moments, resume each time; every finished run's
+    outputs and saved filter are byte-identical to an uninterrupted run's."""
+    import random
+    rng = random.Random(7)
+    run(["gen", "--count", "400000", "-f", "dec", "--dup-fraction", "0.2", "-o", "in"])
+    common = ["dedup", "-f", "dec", "in", "--fpr", "0.01", "--buffer-size", "64K", "--stats",
+              "none"]
+    run(common + ["-o", "ref", "--dups", "ref.dups", "--filter", "ref.bbf"])
+    reference = (read("ref"), read("ref.dups"), read("ref.bbf"))
+    resumable = common + ["-o", "out", "--dups", "out.dups", "--filter", "out.bbf",
+                          "--checkpoint", "ck", "--checkpoint-every", "20000", "--resume"]
+    kills = completions = mid_run_resumes = 0
+    while kills < 20 or completions == 0:
+        if os.path.exists(path("ck/checkpoint.bbf")) and b"complete=0" in read("ck/checkpoint.bbf"):
+            mid_run_resumes += 1
+        proc = subprocess.Popen([BIN] + resumable, cwd=WORK, stderr=subprocess.PIPE)
+        if kills < 20:
+            time.sleep(rng.uniform(0.0, 0.12))
+            proc.kill()
+        _, err = proc.communicate()
+        if proc.returncode == -signal.SIGKILL:
+            kills += 1
+            continue
+        check(proc.returncode == 0, f"resumed run failed: {err.decode()}")
+        check((read("out"), read("out.dups"), read("out.bbf")) == reference,
+              f"outputs differ from the uninterrupted run after {kills} kills")
+        completions += 1
+        for name in ("out", "out.dups", "out.bbf"):
+            os.remove(path(name))
+        subprocess.run(["rm", "-rf", path("ck")], check=True)
+    check(mid_run_resumes >= 10, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
+
+
+def case_bench_smoke():
+    proc = run(["bench", "--sizes", "1", "--keys", "20000", "--json"])
+    rows = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    check(len(rows) >= 1, "bench printed no rows")
+    for row in rows:
+        for field in ("random_reads_per_s", "random_rmw_per_s", "sequential_bytes_per_s",
+                      "insert_per_s", "contains_per_s", "insert_if_absent_per_s"):
+            check(row[field] > 0, f"bench field {field} is not positive: {row}")
+
+
+def main():
+    global BIN, WORK
+    BIN = os.path.abspath(sys.argv[1])
+    case = globals().get("case_" + sys.argv[2])
+    if case is None:
+        names = [n[5:] for n in globals() if n.startswith("case_")]
+        print("cases: " + " ".join(names))
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bulkbloom-cli-") as work:
+        WORK = work
+        case()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
