@@ -483,6 +483,23 @@ def case_window_event_time():
     check(0 < sum(kept) < len(records), "no records dropped or none kept")
 
 
+def case_window_time_formats():
+    """Event times in every accepted form: zone offsets, fractions (rounded down), a space for T,
+    dates, plain and negative seconds. Expected decisions follow from the times as UTC seconds."""
+    lines = [b"a,2026-11-29T10:00:00+02:00\n",    # 08:00:00Z: new
+             b"a,2026-11-29T09:00:00+0100\n",     # the same instant: dropped
+             b"b,2026-11-29 08:30:00.75Z\n",      # 08:30:00Z: new
+             b"b,1795944600\n",                   # 09:30:00Z, exactly 1 h later: dropped
+             b"c,2026-11-29\n",                   # 00:00:00Z, late: checked at the clock, new
+             b"c,-1.5\n",                         # 1969: late again, dropped
+             b"a,2026-11-29T11:30:00.999Z\n"]     # 3.5 h after a's last arrival (> 2 h): new
+    write("in.csv", b"".join(lines))
+    run(["dedup", "-f", "csv:1", "--window", "1h", "--generations", "2", "--time-field", "2",
+         "--fpr", "1e-6", "in.csv", "-o", "out", "--stats", "none"])
+    expected = [lines[i] for i in (0, 2, 4, 6)]
+    check(read("out") == b"".join(expected), f"got {read('out')!r}")
+
+
 def case_window_records():
     """--window-records counts records: the output is exactly the window model's."""
     records = window_records(20000, 6, 0)
