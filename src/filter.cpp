@@ -18,6 +18,7 @@
 namespace bulkbloom {
 namespace {
 
+using detail::check_byte_keys_allowed;
 using detail::KeyMode;
 
 constexpr std::string_view kImplEnvironmentVariable = "BULKBLOOM_IMPL";
@@ -85,14 +86,6 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
   if (expected != actual) {
     throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
                                 " entries; expected " + std::to_string(expected));
-  }
-}
-
-void check_byte_keys_allowed(const Layout& layout) {
-  if (layout.hash == KeyHash::identity) {
-    throw std::invalid_argument(
-        "byte-string keys need a hashing layout: this filter's key hash is identity, which takes "
-        "uint64_t keys that are already hashes");
   }
 }
 

@@ -3,21 +3,15 @@
 #include "bulkbloom/format.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cerrno>
-#include <cstring>
 #include <string>
 #include <utility>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "cpu/host_buffer.hpp"
+#include "file_io.hpp"
 #include "filter_access.hpp"
 
 static_assert(std::endian::native == std::endian::little,
@@ -26,11 +20,17 @@ static_assert(std::endian::native == std::endian::little,
 namespace bulkbloom {
 namespace {
 
+using detail::DataChecksum;
+using detail::File;
+using detail::get;
+using detail::HostBits;
+using detail::kPayloadAlignment;
+using detail::put;
+using detail::round_up;
+
 constexpr std::byte kMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'}, std::byte{'L'},
                                  std::byte{'O'},  std::byte{'O'}, std::byte{'M'}, std::byte{'\n'}};
 constexpr std::uint64_t kHeaderBytes = 96;
-constexpr std::uint64_t kPayloadAlignment = 4096;
-constexpr std::size_t kIoChunk = std::size_t{8} << 20;
 
 // Field offsets inside the 96-byte header.
 enum HeaderField : std::size_t {
@@ -51,39 +51,6 @@ enum HeaderField : std::size_t {
   kHeaderChecksumAt = 88,
 };
 
-template <typename T>
-void put(std::byte* header, std::size_t at, T value) {
-  std::memcpy(header + at, &value, sizeof value);
-}
-
-template <typename T>
-T get(const std::byte* header, std::size_t at) {
-  T value;
-  std::memcpy(&value, header + at, sizeof value);
-  return value;
-}
-
-std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
-  return (v + to - 1) / to * to;
-}
-
-// XXH3-64 over the caller metadata followed by the payload.
-class DataChecksum {
- public:
-  DataChecksum() : state_(XXH3_createState()) {
-    if (state_ == nullptr) throw AllocationError("cannot allocate a checksum state");
-    XXH3_64bits_reset(state_);
-  }
-  DataChecksum(const DataChecksum&) = delete;
-  DataChecksum& operator=(const DataChecksum&) = delete;
-  ~DataChecksum() { XXH3_freeState(state_); }
-  void update(const std::byte* data, std::size_t n) { XXH3_64bits_update(state_, data, n); }
-  std::uint64_t digest() const { return XXH3_64bits_digest(state_); }
-
- private:
-  XXH3_state_t* state_;
-};
-
 struct Header {
   FileInfo info;
   std::uint64_t payload_bytes = 0;
@@ -91,7 +58,7 @@ struct Header {
 };
 
 std::uint64_t header_checksum(const std::byte* header) {
-  return XXH3_64bits(header, kHeaderChecksumAt);
+  return detail::header_checksum(header, kHeaderChecksumAt);
 }
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
@@ -190,94 +157,6 @@ void check_data_checksum(const Header& h, std::uint64_t actual, const std::strin
   }
 }
 
-std::string errno_text() {
-  return std::strerror(errno);
-}
-
-// An owned file descriptor.
-class File {
- public:
-  File(const std::filesystem::path& path, int flags, mode_t mode = 0) : path_(path) {
-    fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-    if (fd_ < 0) throw IoError("cannot open " + path.string() + ": " + errno_text());
-  }
-  File(File&& other) noexcept : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const { return fd_; }
-
-  void close() {
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) throw IoError("cannot close " + path_.string() + ": " + errno_text());
-  }
-
-  // The size of a regular file; anything else (a directory, a device) is a FormatError.
-  std::uint64_t regular_file_size() const {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0)
-      throw IoError("cannot stat " + path_.string() + ": " + errno_text());
-    if (!S_ISREG(st.st_mode)) {
-      throw FormatError(path_.string() + ": not a regular file" +
-                        (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
-    }
-    return static_cast<std::uint64_t>(st.st_size);
-  }
-
-  void read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) const {
-    while (n > 0) {
-      const ssize_t got =
-          ::pread(fd_, out, std::min<std::uint64_t>(n, kIoChunk), static_cast<off_t>(offset));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) throw IoError("cannot read " + path_.string() + ": " + errno_text());
-      if (got == 0) throw FormatError(path_.string() + ": truncated while reading");
-      out += got;
-      n -= static_cast<std::uint64_t>(got);
-      offset += static_cast<std::uint64_t>(got);
-    }
-  }
-
-  void write_all(const std::byte* data, std::uint64_t n) {
-    while (n > 0) {
-      const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, kIoChunk));
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) throw IoError("cannot write " + path_.string() + ": " + errno_text());
-      data += put;
-      n -= static_cast<std::uint64_t>(put);
-    }
-  }
-
-  void sync() {
-    if (::fsync(fd_) != 0) throw IoError("cannot flush " + path_.string() + ": " + errno_text());
-  }
-
- private:
-  std::filesystem::path path_;
-  int fd_ = -1;
-};
-
-// The filter's bits as host memory: the CPU engine's own, or a copy from a device.
-class HostBits {
- public:
-  explicit HostBits(const Filter& filter) {
-    const std::byte* host = detail::FilterAccess::engine(filter).host_bytes();
-    if (host == nullptr) {
-      copy_.resize(filter.layout().size_bytes());
-      filter.copy_bytes_to(copy_);
-      host = copy_.data();
-    }
-    bits_ = {host, filter.layout().size_bytes()};
-  }
-  std::span<const std::byte> bytes() const { return bits_; }
-
- private:
-  std::vector<std::byte> copy_;
-  std::span<const std::byte> bits_;
-};
-
 // Header and metadata plus the zero padding up to the payload, ready to write.
 std::vector<std::byte> file_prefix(const Layout& layout, const FileState& state,
                                    std::span<const std::byte> payload) {
@@ -293,30 +172,12 @@ std::vector<std::byte> file_prefix(const Layout& layout, const FileState& state,
   return prefix;
 }
 
-void sync_directory(const std::filesystem::path& dir) {
-  File directory(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
-  directory.sync();
-}
-
-// Reads the payload into the filter's memory in chunks, checksumming as it goes.
+// Reads the payload into the filter's memory, checksumming it after the metadata.
 void read_payload(const File& file, const Header& header, Filter& filter,
                   const std::vector<std::byte>& metadata, const std::string& source) {
   DataChecksum checksum;
-  checksum.update(metadata.data(), metadata.size());
-  const std::byte* host = detail::FilterAccess::engine(filter).host_bytes();
-  if (host != nullptr) {
-    auto* bits = const_cast<std::byte*>(host);  // the engine's own, writable memory
-    for (std::uint64_t done = 0; done < header.payload_bytes; done += kIoChunk) {
-      const std::uint64_t n = std::min<std::uint64_t>(kIoChunk, header.payload_bytes - done);
-      file.read_exactly(bits + done, n, header.info.payload_offset + done);
-      checksum.update(bits + done, n);
-    }
-  } else {
-    std::vector<std::byte> staging(header.payload_bytes);
-    file.read_exactly(staging.data(), staging.size(), header.info.payload_offset);
-    checksum.update(staging.data(), staging.size());
-    filter.copy_bytes_from(staging);
-  }
+  checksum.update(metadata);
+  detail::read_filter_bits(file, header.info.payload_offset, filter, checksum);
   check_data_checksum(header, checksum.digest(), source);
 }
 
@@ -351,28 +212,10 @@ constexpr const char* kCheckpointFile = "checkpoint.bbf";
 void save(const Filter& filter, const std::filesystem::path& path, const FileState& state) {
   const HostBits bits(filter);
   const auto prefix = file_prefix(filter.layout(), state, bits.bytes());
-  std::string temp_name = path.string() + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(temp_name.data());
-  if (fd < 0)
-    throw IoError("cannot create a temporary file beside " + path.string() + ": " + errno_text());
-  ::close(fd);
-  const std::filesystem::path temp(temp_name);
-  try {
-    File out(temp, O_WRONLY | O_TRUNC);
-    out.write_all(prefix.data(), prefix.size());
-    out.write_all(bits.bytes().data(), bits.bytes().size());
-    out.sync();
-    out.close();
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-      throw IoError("cannot rename " + temp.string() + " to " + path.string() + ": " +
-                    errno_text());
-    }
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw;
-  }
-  sync_directory(path.parent_path());
+  detail::write_file_atomically(path, [&](File& out) {
+    out.write_all(prefix);
+    out.write_all(bits.bytes());
+  });
 }
 
 Filter load(const std::filesystem::path& path, FileState* state, const Options& options) {
@@ -439,10 +282,7 @@ Filter deserialize(std::span<const std::byte> image, FileState* state, const Opt
 
 void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
                      const FileState& state) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
+  detail::create_checkpoint_directory(dir);
   save(filter, dir / kCheckpointFile, state);
 }
 

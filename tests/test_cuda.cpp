@@ -208,6 +208,37 @@ TEST_P(Cuda, InsertIfAbsentHasZeroLeaksOnHotKeys) {
   EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), 0u);
 }
 
+TEST_P(Cuda, WindowMatchesTheCpuWindowUpToFalsePositives) {
+  // A records window rotating every 100 records, fed in batches of 1000: the generations' bytes
+  // equal the CPU's, and a GPU flag is 1 only where the CPU's (exact, leak-free) flag is, so the
+  // window on the GPU leaks nothing either.
+  WindowConfig config;
+  config.window = 300;
+  config.generations = 4;
+  config.generation = layout(4099);
+  WindowedFilter gpu(config, on_cuda()), cpu(config, on_scalar());
+  ASSERT_TRUE(gpu.implementation().starts_with("cuda/sm_")) << gpu.implementation();
+  const auto stream = hot_key_batch(64, 300, 60000, 8);
+  std::size_t differences = 0;
+  for (std::size_t at = 0; at < stream.size(); at += 1000) {
+    const auto batch =
+        std::span(stream).subspan(at, std::min<std::size_t>(1000, stream.size() - at));
+    std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+    gpu.insert_if_absent(batch, gpu_new);
+    cpu.insert_if_absent(batch, cpu_new);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      ASSERT_LE(gpu_new[i], cpu_new[i]) << "record " << at + i << " is new on the GPU only";
+      differences += cpu_new[i] - gpu_new[i];
+    }
+  }
+  for (std::uint32_t age = 0; age < config.generations; ++age) {
+    EXPECT_EQ(bytes_of(gpu.generation(age)), bytes_of(cpu.generation(age))) << "age " << age;
+  }
+  std::printf("%s window: %zu flags differ from the CPU\n",
+              std::string(to_string(GetParam())).c_str(), differences);
+  EXPECT_LE(differences, stream.size() / 100);
+}
+
 TEST_P(Cuda, CopiesWithinOneWarpResolveInKeyOrder) {
   // 32 keys (one warp) drawn from 9 distinct ones, in a large filter (no false positives): the
   // first copy of each key is the one reported new, as on the CPU.

@@ -5,6 +5,10 @@
 #include <bulkbloom/bulkbloom.hpp>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -38,6 +42,35 @@ inline std::vector<std::byte> bytes_of(const Filter& f) {
   std::vector<std::byte> out(f.layout().size_bytes());
   f.copy_bytes_to(out);
   return out;
+}
+
+/// A fresh directory under the system temporary directory, removed with its contents.
+class TempDir {
+ public:
+  TempDir() {
+    std::string name = (std::filesystem::temp_directory_path() / "bulkbloom-test-XXXXXX").string();
+    path_ = ::mkdtemp(name.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The whole contents of a file.
+inline std::vector<std::byte> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+/// Replaces a file's contents with `bytes`.
+inline void write_file(const std::filesystem::path& path, std::span<const std::byte> bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 /// The message of the `Exception` that `f()` throws; a test failure if it throws none.

@@ -1,5 +1,6 @@
 /// @file
-/// Everything a bulkbloom user needs: layouts and sizing, the owning Filter, the view.
+/// Everything a bulkbloom user needs: layouts and sizing, the owning Filter, the view,
+/// persistence and the sliding window.
 #pragma once
 
 #include "bulkbloom/error.hpp"
@@ -7,3 +8,4 @@
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/format.hpp"
 #include "bulkbloom/layout.hpp"
+#include "bulkbloom/window.hpp"

@@ -1,8 +1,11 @@
-// bulkbloom dedup: writes the first occurrence of each key, in input order; optionally keeps the
-// filter across runs (--filter) and survives being killed (--checkpoint, --resume).
+// bulkbloom dedup: writes the first occurrence of each key, in input order, or with a sliding
+// window (--window, --window-records) each record whose key did not arrive within the window;
+// optionally keeps the filter or window across runs (--filter) and survives being killed
+// (--checkpoint, --resume).
 #include <sys/stat.h>
 
 #include <bulkbloom/format.hpp>
+#include <bulkbloom/window.hpp>
 
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include "cli/errors.hpp"
 #include "cli/filter_options.hpp"
 #include "cli/scan_command.hpp"
+#include "cli/window_options.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -56,6 +60,7 @@ int run_dedup(const Arguments& args) {
       .value("filter", "FILE", "load this filter first if it exists, save it after (across runs)");
   add_scan_options(parser);
   add_sizing_options(parser);
+  add_window_options(parser);
   add_backend_options(parser);
   parser
       .value("checkpoint", "DIR",
@@ -65,7 +70,9 @@ int run_dedup(const Arguments& args) {
       .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one");
   if (!parser.parse(args)) return 0;
   const auto start_time = std::chrono::steady_clock::now();
-  const ScanOptions scan = scan_options(parser);
+  ScanOptions scan = scan_options(parser);
+  const std::optional<WindowRequest> window_wanted = window_request(parser, scan.format);
+  if (window_wanted) scan.format.time_column = window_wanted->time_column;
   const Options backend = backend_options(parser);
   const SizingRequest sizing = sizing_request(parser);
   const std::string output_path = parser.get_or("output", "-");
@@ -85,11 +92,19 @@ int run_dedup(const Arguments& args) {
   // A resumed run starts from its checkpoint's filter, input position and output lengths.
   const std::string identity = run_identity(scan, parser);
   std::optional<Checkpoint> saved;
+  std::optional<WindowCheckpoint> saved_window;
   std::optional<DedupCheckpoint> resumed;
   if (checkpoint_dir && parser.has("resume")) {
-    saved = load_checkpoint(*checkpoint_dir, backend);
-    if (saved) {
-      resumed = decode_checkpoint(saved->metadata, *checkpoint_dir);
+    const std::vector<std::byte>* metadata = nullptr;
+    if (window_wanted) {
+      saved_window = load_window_checkpoint(*checkpoint_dir, backend);
+      if (saved_window) metadata = &saved_window->metadata;
+    } else {
+      saved = load_checkpoint(*checkpoint_dir, backend);
+      if (saved) metadata = &saved->metadata;
+    }
+    if (metadata != nullptr) {
+      resumed = decode_checkpoint(*metadata, *checkpoint_dir);
       if (resumed->run_identity != identity) {
         throw UsageError("the checkpoint in " + *checkpoint_dir + " is of another run (" +
                          resumed->run_identity + "); remove it or drop --resume");
@@ -104,19 +119,37 @@ int run_dedup(const Arguments& args) {
   }
   std::string capacity_note;
   std::uint64_t keys_before = 0;
+  // Exactly one of the two holds the dedup state.
   std::optional<Filter> filter;
-  if (saved) {
-    filter.emplace(std::move(saved->filter));
+  std::optional<WindowedFilter> window;
+  if (saved || saved_window) {
+    if (saved) filter.emplace(std::move(saved->filter));
+    if (saved_window) window.emplace(std::move(saved_window->window));
     keys_before = resumed->keys_before;
     capacity_note = "from the checkpoint";
   } else if (filter_path && std::filesystem::exists(*filter_path)) {
     FileState state;
-    filter.emplace(load(*filter_path, &state, backend));
+    if (window_wanted) {
+      window.emplace(load_window(*filter_path, &state, backend));
+      check_window_matches(window->config(), *window_wanted, *filter_path);
+    } else {
+      filter.emplace(load(*filter_path, &state, backend));
+    }
     keys_before = state.keys_inserted;
     capacity_note = "loaded from " + *filter_path;
+  } else if (window_wanted) {
+    window.emplace(window_config(*window_wanted, sizing, reader, scan.format, capacity_note),
+                   backend);
   } else {
     filter.emplace(sized_layout(sizing, reader, scan.format, capacity_note), backend);
   }
+  const auto save_state = [&](const std::filesystem::path& path, const FileState& state) {
+    if (window) {
+      save(*window, path, state);
+    } else {
+      save(*filter, path, state);
+    }
+  };
 
   ScanState end = resumed ? resumed->state : ScanState{};
   std::vector<std::string> output_paths = {output_path};
@@ -124,11 +157,15 @@ int run_dedup(const Arguments& args) {
   const auto save_progress = [&](const ScanState& state, std::uint64_t out_bytes,
                                  std::uint64_t dups_bytes, bool complete) {
     DedupCheckpoint c{identity, state, out_bytes, dups_bytes, keys_before, complete};
-    save_checkpoint(*checkpoint_dir, *filter,
-                    {keys_before + state.counters.flagged, encode_checkpoint(c)});
+    const FileState file_state{keys_before + state.counters.flagged, encode_checkpoint(c)};
+    if (window) {
+      save_checkpoint(*checkpoint_dir, *window, file_state);
+    } else {
+      save_checkpoint(*checkpoint_dir, *filter, file_state);
+    }
   };
   if (resumed && resumed->complete) {
-    if (filter_path) save(*filter, *filter_path, {keys_before + end.counters.flagged, {}});
+    if (filter_path) save_state(*filter_path, {keys_before + end.counters.flagged, {}});
     finish_renames(output_paths);
   } else {
     const auto staging =
@@ -151,32 +188,37 @@ int run_dedup(const Arguments& args) {
         save_progress(state, out_bytes, dups_bytes, false);
       };
     }
-    end = run_scan(*filter, reader, settings);
+    end = window ? run_scan(*window, reader, settings) : run_scan(*filter, reader, settings);
     if (checkpoint_dir) {
       unique_out.sync();
       if (dups_out) dups_out->sync();
       const auto [out_bytes, dups_bytes] = output_lengths();
       save_progress(end, out_bytes, dups_bytes, true);
     }
-    if (filter_path) save(*filter, *filter_path, {keys_before + end.counters.flagged, {}});
+    if (filter_path) save_state(*filter_path, {keys_before + end.counters.flagged, {}});
     if (dups_out) dups_out->commit();
     unique_out.commit();
   }
 
   const ScanCounters& c = end.counters;
-  const double wrongly_dropped = expected_false_drops(filter->layout(), keys_before, c.flagged);
+  // A window's false-positive rate stays near its current one (it cycles with the rotations).
+  const double wrongly_dropped =
+      window ? window->current_fpr() * static_cast<double>(c.flagged)
+             : expected_false_drops(filter->layout(), keys_before, c.flagged);
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));
   summary.number("unique_written", "unique written", static_cast<double>(c.flagged));
   summary.number("duplicates_dropped", "duplicates dropped",
                  static_cast<double>(c.records - c.flagged));
   char line[160];
-  std::snprintf(line, sizeof line, "%.1f (the model's false-positive rate over the fill)",
-                wrongly_dropped);
+  std::snprintf(line, sizeof line, "%.1f (%s)", wrongly_dropped,
+                window ? "the window's false-positive rate now"
+                       : "the model's false-positive rate over the fill");
   summary.number("expected_wrongly_dropped", "expected unique wrongly dropped", wrongly_dropped,
                  line);
   summary.text("capacity_source", "", capacity_note);
-  print_scan_summary(summary, *filter, c, start_time, scan,
+  if (window) summary.text("window", "window", window->config().describe());
+  print_scan_summary(summary, window ? window->generation(0) : *filter, c, start_time, scan,
                      resumed ? resumed->state.counters : ScanCounters{});
   return 0;
 }

@@ -76,21 +76,24 @@ SizingRequest sizing_request(const ArgParser& parser) {
   return request;
 }
 
+std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& reader,
+                             const RecordFormat& format, std::string& capacity_note) {
+  if (request.capacity) {
+    capacity_note = "given";
+    return *request.capacity;
+  }
+  if (!reader.total_known()) {
+    throw UsageError(
+        "the input is not a regular file, so its size cannot size the filter: give --capacity N "
+        "(the number of distinct keys expected)");
+  }
+  capacity_note = "estimated from the input size";
+  return std::max<std::uint64_t>(estimated_records(reader, format), 1);
+}
+
 Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
                     const RecordFormat& format, std::string& capacity_note) {
-  std::uint64_t capacity = 0;
-  if (request.capacity) {
-    capacity = *request.capacity;
-    capacity_note = "given";
-  } else {
-    if (!reader.total_known()) {
-      throw UsageError(
-          "the input is not a regular file, so its size cannot size the filter: give --capacity N "
-          "(the number of distinct keys expected)");
-    }
-    capacity = std::max<std::uint64_t>(estimated_records(reader, format), 1);
-    capacity_note = "estimated from the input size";
-  }
+  const std::uint64_t capacity = sized_capacity(request, reader, format, capacity_note);
   try {
     if (request.shape) {
       return Layout::for_capacity(*request.shape, capacity, request.fpr, KeyHash::xxh64,

@@ -31,6 +31,11 @@ struct SizingRequest {
 /// Reads and checks the sizing options; throws UsageError.
 SizingRequest sizing_request(const ArgParser& parser);
 
+/// The capacity `request` asks for; without one, the record count of `reader`'s inputs (which
+/// must then all be regular files) is estimated. Sets `capacity_note` to say where it came from.
+std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& reader,
+                             const RecordFormat& format, std::string& capacity_note);
+
 /// The layout for `request`; without a capacity, the record count of `reader`'s inputs (which
 /// must then all be regular files) is estimated. Sets `capacity_note` to say where the capacity
 /// came from.

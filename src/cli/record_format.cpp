@@ -2,9 +2,11 @@
 
 #include <charconv>
 #include <cstring>
+#include <optional>
 
 #include "cli/args.hpp"
 #include "cli/errors.hpp"
+#include "cli/event_time.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -121,6 +123,7 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
                         ParsedRecords& out) {
   out.int_keys.clear();
   out.byte_keys.clear();
+  out.times.clear();
   out.begins.clear();
   out.ends.clear();
   out.lines = 0;
@@ -154,11 +157,24 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
       case FormatKind::u64:
         break;
     }
+    std::optional<std::int64_t> time;
+    bool bad_time = false;
+    if (good && format.time_column != 0) {
+      std::string_view field;
+      const bool has_field = format.kind == FormatKind::csv
+                                 ? csv_field(line, format.time_column, field)
+                                 : tsv_field(line, format.time_column, field);
+      time = has_field ? parse_event_time(trim_blanks(field)) : std::nullopt;
+      bad_time = !time;
+      good = !bad_time;
+    }
     if (!good) {
       if (!skip_bad) {
         std::string shown(line.substr(0, 60));
         if (line.size() > 60) shown += "...";
-        const std::string problem = format.integer_keys()
+        const std::string problem = bad_time ? "no event time (seconds or ISO-8601) in column " +
+                                                   std::to_string(format.time_column)
+                                    : format.integer_keys()
                                         ? "not a " + format.name() + " integer"
                                         : "no column " + std::to_string(format.column);
         throw DataError(source + ":" + std::to_string(first_line + out.lines) + ": " + problem +
@@ -171,6 +187,7 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
       } else {
         out.byte_keys.push_back(byte_key);
       }
+      if (time) out.times.push_back(*time);
       out.begins.push_back(static_cast<std::size_t>(p - base));
       out.ends.push_back(static_cast<std::size_t>(record_end - base));
     }

@@ -22,7 +22,8 @@ enum class FormatKind {
 /// A format as written on the command line: "u64", "lines", "dec", "hex", "csv:N", "tsv:N".
 struct RecordFormat {
   FormatKind kind = FormatKind::u64;
-  unsigned column = 0;  ///< 1-based key column for csv and tsv.
+  unsigned column = 0;       ///< 1-based key column for csv and tsv.
+  unsigned time_column = 0;  ///< 1-based event-time column for csv and tsv; 0 for none.
 
   /// Parses a format name; throws UsageError listing the accepted names.
   static RecordFormat parse(std::string_view name);
@@ -36,6 +37,7 @@ struct RecordFormat {
 struct ParsedRecords {
   std::vector<std::uint64_t> int_keys;      ///< For integer-key formats.
   std::vector<std::string_view> byte_keys;  ///< For lines, csv, tsv.
+  std::vector<std::int64_t> times;          ///< Event times, when the format has a time column.
   std::vector<std::size_t> begins;          ///< Record i is [begins[i], ends[i]) in the chunk.
   std::vector<std::size_t> ends;
   std::uint64_t lines = 0;  ///< Newlines consumed (for line numbers in messages).
@@ -45,7 +47,8 @@ struct ParsedRecords {
 };
 
 /// Splits `text` (complete newline-terminated records; the last one may lack its newline) into
-/// records and keys. A malformed record throws DataError "<source>:<line>: ..." with its line
+/// records, keys and (with a time column) event times, as seconds since 1970 or ISO-8601 (see
+/// parse_event_time). A malformed record throws DataError "<source>:<line>: ..." with its line
 /// number counted from `first_line`, or is counted in skipped_bad when `skip_bad` is set.
 void parse_text_records(const RecordFormat& format, std::string_view text,
                         const std::string& source, std::uint64_t first_line, bool skip_bad,

@@ -111,6 +111,11 @@ class BatchWriter {
   std::thread thread_;
 };
 
+// What a scan does with one chunk's keys: writes their flags, returns how many are set.
+using KeyStage = std::function<std::uint64_t(const ParsedRecords& parsed,
+                                             std::span<const std::uint64_t> int_keys,
+                                             std::span<std::uint8_t> flags)>;
+
 std::uint64_t apply(Filter& filter, ScanAction action, const ParsedRecords& parsed,
                     std::span<const std::uint64_t> int_keys, std::span<std::uint8_t> flags) {
   if (action == ScanAction::contains) {
@@ -125,6 +130,18 @@ std::uint64_t apply(Filter& filter, ScanAction action, const ParsedRecords& pars
   }
   if (parsed.byte_keys.empty()) return filter.insert_if_absent(int_keys, flags);
   return filter.insert_if_absent(std::span<const std::string_view>(parsed.byte_keys), flags);
+}
+
+std::uint64_t apply_window(WindowedFilter& window, const ParsedRecords& parsed,
+                           std::span<const std::uint64_t> int_keys, std::span<std::uint8_t> flags) {
+  const std::span<const std::string_view> byte_keys(parsed.byte_keys);
+  if (window.config().clock == WindowClock::records) {
+    return byte_keys.empty() ? window.insert_if_absent(int_keys, flags)
+                             : window.insert_if_absent(byte_keys, flags);
+  }
+  const std::span<const std::int64_t> times(parsed.times);
+  return byte_keys.empty() ? window.insert_if_absent(int_keys, times, flags)
+                           : window.insert_if_absent(byte_keys, times, flags);
 }
 
 // Sorts fixed-size u64 records by flag without branches.
@@ -168,9 +185,8 @@ void split_text_records(std::string_view text, const ParsedRecords& parsed,
   }
 }
 
-}  // namespace
-
-ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings) {
+// Runs every record of `reader` through `stage`; see run_scan().
+ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettings& settings) {
   ScanState state = settings.start;
   const bool want_flagged = settings.flagged_out != nullptr;
   const bool want_unflagged = settings.unflagged_out != nullptr;
@@ -198,7 +214,7 @@ ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& sett
     }
     const std::size_t count = int_keys.size() + parsed.byte_keys.size();
     flags.resize(count);
-    state.counters.flagged += apply(filter, settings.action, parsed, int_keys, flags);
+    state.counters.flagged += stage(parsed, int_keys, flags);
     state.counters.records += count;
     state.counters.bytes += chunk->size;
 
@@ -226,6 +242,22 @@ ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& sett
   writer.drain();
   progress.finish();
   return state;
+}
+
+}  // namespace
+
+ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings) {
+  return scan_with(
+      [&](const ParsedRecords& parsed, auto int_keys, auto flags) {
+        return apply(filter, settings.action, parsed, int_keys, flags);
+      },
+      reader, settings);
+}
+
+ScanState run_scan(WindowedFilter& window, ChunkReader& reader, const ScanSettings& settings) {
+  return scan_with([&](const ParsedRecords& parsed, auto int_keys,
+                       auto flags) { return apply_window(window, parsed, int_keys, flags); },
+                   reader, settings);
 }
 
 }  // namespace bulkbloom::cli

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bulkbloom/filter.hpp>
+#include <bulkbloom/window.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -57,5 +58,9 @@ inline constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
 /// Runs every record of `reader` through `filter`. Returns the final state. Throws what the
 /// reader, the parser, the filter or the writes throw.
 ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings);
+
+/// run_scan() through a sliding window (insert_if_absent only): with an event-time window the
+/// format must have a time column, whose values are the records' times.
+ScanState run_scan(WindowedFilter& window, ChunkReader& reader, const ScanSettings& settings);
 
 }  // namespace bulkbloom::cli

@@ -378,38 +378,171 @@ def case_build_query_info_merge():
     check(b"cut.bbf" in proc.stderr and not os.path.exists(path("q")), proc.stderr.decode())
 
 
-def case_checkpoint_kill_resume():
-    """SIGKILL a checkpointing dedup at random moments, resume each time; every finished run's
-    outputs and saved filter are byte-identical to an uninterrupted run's."""
+def kill_and_resume(common, state_suffix, checkpoint_file, kills_wanted, max_sleep, seed):
+    """Runs `common` uninterrupted, then with --checkpoint ck --resume: SIGKILLed at random moments
+    until `kills_wanted` kills, then to completion. Every finished run's outputs and saved state
+    (--filter out.<state_suffix>) must equal the uninterrupted run's. Returns how many runs resumed
+    from a mid-run checkpoint."""
     import random
-    rng = random.Random(7)
-    run(["gen", "--count", "400000", "-f", "dec", "--dup-fraction", "0.2", "-o", "in"])
-    common = ["dedup", "-f", "dec", "in", "--fpr", "0.01", "--buffer-size", "64K", "--stats",
-              "none"]
-    run(common + ["-o", "ref", "--dups", "ref.dups", "--filter", "ref.bbf"])
-    reference = (read("ref"), read("ref.dups"), read("ref.bbf"))
-    resumable = common + ["-o", "out", "--dups", "out.dups", "--filter", "out.bbf",
+    rng = random.Random(seed)
+    state = "out." + state_suffix
+    run(common + ["-o", "ref", "--dups", "ref.dups", "--filter", "ref." + state_suffix])
+    reference = (read("ref"), read("ref.dups"), read("ref." + state_suffix))
+    resumable = common + ["-o", "out", "--dups", "out.dups", "--filter", state,
                           "--checkpoint", "ck", "--checkpoint-every", "20000", "--resume"]
     kills = completions = mid_run_resumes = 0
-    while kills < 20 or completions == 0:
-        if os.path.exists(path("ck/checkpoint.bbf")) and b"complete=0" in read("ck/checkpoint.bbf"):
+    while kills < kills_wanted or completions == 0:
+        if os.path.exists(path(checkpoint_file)) and b"complete=0" in read(checkpoint_file):
             mid_run_resumes += 1
         proc = subprocess.Popen([BIN] + resumable, cwd=WORK, stderr=subprocess.PIPE)
-        if kills < 20:
-            time.sleep(rng.uniform(0.0, 0.12))
+        if kills < kills_wanted:
+            time.sleep(rng.uniform(0.0, max_sleep))
             proc.kill()
         _, err = proc.communicate()
         if proc.returncode == -signal.SIGKILL:
             kills += 1
             continue
         check(proc.returncode == 0, f"resumed run failed: {err.decode()}")
-        check((read("out"), read("out.dups"), read("out.bbf")) == reference,
+        check((read("out"), read("out.dups"), read(state)) == reference,
               f"outputs differ from the uninterrupted run after {kills} kills")
         completions += 1
-        for name in ("out", "out.dups", "out.bbf"):
+        for name in ("out", "out.dups", state):
             os.remove(path(name))
         subprocess.run(["rm", "-rf", path("ck")], check=True)
+    return mid_run_resumes
+
+
+def case_checkpoint_kill_resume():
+    """SIGKILL a checkpointing dedup at random moments, resume each time; every finished run's
+    outputs and saved filter are byte-identical to an uninterrupted run's."""
+    run(["gen", "--count", "400000", "-f", "dec", "--dup-fraction", "0.2", "-o", "in"])
+    common = ["dedup", "-f", "dec", "in", "--fpr", "0.01", "--buffer-size", "64K", "--stats",
+              "none"]
+    mid_run_resumes = kill_and_resume(common, "bbf", "ck/checkpoint.bbf", 20, 0.12, 7)
     check(mid_run_resumes >= 10, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
+
+
+def window_model(records, length, generations, lateness, by_records):
+    """The window of docs/WINDOW.md with exact sets for generations: True for each record kept.
+    `records` are (key, time) pairs; the clock is the record index or the largest time seen."""
+    period = -(-(length + lateness) // (generations - 1))
+    gens = [set() for _ in range(generations)]  # gens[0] is the newest
+    newest = clock = None
+    kept = []
+    for i, (key, t) in enumerate(records):
+        clock = i if by_records else (t if clock is None else max(clock, t))
+        epoch = clock // period
+        if newest is None:
+            newest = epoch
+        for _ in range(min(epoch - newest, generations)):
+            gens = [set()] + gens[:-1]
+        newest = max(newest, epoch)
+        kept.append(not any(key in g for g in gens))
+        gens[0].add(key)
+    return kept
+
+
+def iso(t):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t)).encode()
+
+
+def window_records(count, seed, lateness):
+    """(key, time) pairs: keys repeat at short and long distances, times advance by 0-40 s a
+    record and a quarter of the records trail the latest time by up to `lateness` seconds."""
+    import random
+    rng = random.Random(seed)
+    base, records = 1_764_000_000, []
+    for i in range(count):
+        base += rng.randrange(41)
+        back = rng.choice([1, 2, 50, 400, 1000, 1500, 2000, 3000])
+        key = records[i - back][0] if i >= back and rng.random() < 0.5 else b"k%d" % rng.getrandbits(40)
+        late = rng.randrange(lateness + 1) if rng.random() < 0.25 else 0
+        records.append((key, base - late))
+    return records
+
+
+def case_window_event_time():
+    """--window over ISO-8601 and plain-seconds event times: the output is exactly the window
+    model's (no false positive at this size), and every repeat within the window is dropped."""
+    length, lateness = 6 * 3600, 600
+    records = window_records(12000, 5, lateness)
+    lines = [b"%s,%s,payload\n" % (k, iso(t) if i % 2 else str(t).encode())
+             for i, (k, t) in enumerate(records)]
+    write("in.csv", b"".join(lines))
+    run(["dedup", "-f", "csv:1", "--window", "6h", "--lateness", "10m", "--time-field", "2",
+         "--fpr", "1e-7", "in.csv", "-o", "out", "--dups", "dups", "--stats", "none"])
+    kept = window_model(records, length, 4, lateness, by_records=False)
+    expected = b"".join(line for line, k in zip(lines, kept) if k)
+    check(read("out") == expected, "window output differs from the model")
+    check(len(read("out")) + len(read("dups")) == len(b"".join(lines)), "records lost")
+    latest = {}
+    for i, (key, t) in enumerate(records):
+        if key in latest and t - latest[key] <= length:
+            check(not kept[i], f"record {i} repeats its key within the window but was kept")
+        latest[key] = max(t, latest.get(key, t))
+    check(0 < sum(kept) < len(records), "no records dropped or none kept")
+
+
+def case_window_time_formats():
+    """Event times in every accepted form: zone offsets, fractions (rounded down), a space for T,
+    dates, plain and negative seconds. Expected decisions follow from the times as UTC seconds."""
+    lines = [b"a,2026-11-29T10:00:00+02:00\n",    # 08:00:00Z: new
+             b"a,2026-11-29T09:00:00+0100\n",     # the same instant: dropped
+             b"b,2026-11-29 08:30:00.75Z\n",      # 08:30:00Z: new
+             b"b,1795944600\n",                   # 09:30:00Z, exactly 1 h later: dropped
+             b"c,2026-11-29\n",                   # 00:00:00Z, late: checked at the clock, new
+             b"c,-1.5\n",                         # 1969: late again, dropped
+             b"a,2026-11-29T11:30:00.999Z\n"]     # 3.5 h after a's last arrival (> 2 h): new
+    write("in.csv", b"".join(lines))
+    run(["dedup", "-f", "csv:1", "--window", "1h", "--generations", "2", "--time-field", "2",
+         "--fpr", "1e-6", "in.csv", "-o", "out", "--stats", "none"])
+    expected = [lines[i] for i in (0, 2, 4, 6)]
+    check(read("out") == b"".join(expected), f"got {read('out')!r}")
+
+
+def case_window_records():
+    """--window-records counts records: the output is exactly the window model's."""
+    records = window_records(20000, 6, 0)
+    lines = [k + b"\n" for k, _ in records]
+    write("in", b"".join(lines))
+    run(["dedup", "-f", "lines", "--window-records", "1500", "--generations", "3", "--fpr",
+         "1e-7", "in", "-o", "out", "--stats", "none"])
+    kept = window_model(records, 1500, 3, 0, by_records=True)
+    check(read("out") == b"".join(l for l, k in zip(lines, kept) if k), "output differs")
+
+
+def case_window_errors():
+    write("in.csv", b"a,2026-11-29T00:00:00Z\nb,yesterday\n")
+    for args, message in [(["--window", "6h"], "needs --time-field"),
+                          (["--window", "6x", "--time-field", "2"], "is not a duration"),
+                          (["--window", "6h", "--window-records", "5"], "exclude each other"),
+                          (["--time-field", "2"], "needs --window"),
+                          (["--window", "1h", "--time-field", "2", "--generations", "1"],
+                           "outside [2, 64]"),
+                          (["--window", "1h", "--time-field", "2", "--shape", "sb256"],
+                           "--shape does not apply")]:
+        expect_failure(["dedup", "-f", "csv:1", "in.csv"] + args, message, rc=2)
+    expect_failure(["dedup", "-f", "dec", "in.csv", "--window", "1h", "--time-field", "2"],
+                   "needs a csv:N or tsv:N format", rc=2)
+    proc = run(["dedup", "-f", "csv:1", "in.csv", "--window", "1h", "--time-field", "2"],
+               expect_rc=1)
+    check(b"in.csv:2: no event time" in proc.stderr, proc.stderr.decode())
+    # A saved window is reused only with the same window options.
+    run(["dedup", "-f", "csv:1", "in.csv", "--window", "1h", "--time-field", "2", "--skip-bad",
+         "--filter", "w.bbw", "--stats", "none", "-o", "out"])
+    expect_failure(["dedup", "-f", "csv:1", "in.csv", "--window", "2h", "--time-field", "2",
+                    "--filter", "w.bbw"], "holds another window", rc=2)
+
+
+def case_window_kill_resume():
+    """The same with a sliding window: outputs and the saved window file equal an uninterrupted
+    run's."""
+    records = window_records(300000, 7, 300)
+    write("in.csv", b"".join(b"%s,%d\n" % (k, t) for k, t in records))
+    common = ["dedup", "-f", "csv:1", "--window", "3h", "--lateness", "5m", "--time-field", "2",
+              "in.csv", "--fpr", "0.01", "--buffer-size", "64K", "--stats", "none"]
+    mid_run_resumes = kill_and_resume(common, "bbw", "ck/window.bbw", 20, 0.06, 11)
+    check(mid_run_resumes >= 5, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
 
 
 def case_bench_smoke():

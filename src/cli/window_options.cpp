@@ -1,0 +1,116 @@
+#include "cli/window_options.hpp"
+
+#include "cli/event_time.hpp"
+
+namespace bulkbloom::cli {
+namespace {
+
+std::uint64_t duration_option(const ArgParser& parser, std::string_view name) {
+  const std::string text = parser.get_or(name, "");
+  const auto seconds = parse_duration(text);
+  if (!seconds) {
+    throw UsageError("--" + std::string(name) + ": '" + text +
+                     "' is not a duration: expected a positive number with s, m, h or d, e.g. 36h");
+  }
+  return *seconds;
+}
+
+}  // namespace
+
+void add_window_options(ArgParser& parser) {
+  parser
+      .value("window", "DURATION",
+             "sliding window over event time: drop a record whose key arrived within the last "
+             "DURATION (36h, 90m, 3600s, 2d); needs --time-field")
+      .value("time-field", "N", "event-time column of csv/tsv records: seconds or ISO-8601")
+      .value("window-records", "N",
+             "sliding window over record counts: drop a record whose key came within the last N "
+             "records")
+      .value("generations", "G",
+             "generations of a window (default 4): keys are forgotten after window x G/(G-1)")
+      .value("lateness", "DURATION",
+             "how far an event time may trail the latest one seen while repeats within the "
+             "window are still dropped (default 0)");
+}
+
+std::optional<WindowRequest> window_request(const ArgParser& parser, const RecordFormat& format) {
+  const bool by_time = parser.has("window"), by_records = parser.has("window-records");
+  if (!by_time && !by_records) {
+    for (const char* name : {"time-field", "generations", "lateness"}) {
+      if (parser.has(name)) {
+        throw UsageError(std::string("--") + name + " needs --window or --window-records");
+      }
+    }
+    return std::nullopt;
+  }
+  if (by_time && by_records) throw UsageError("--window and --window-records exclude each other");
+  if (parser.has("shape")) {
+    throw UsageError(
+        "--shape does not apply to a window: each generation takes the smallest shape");
+  }
+  WindowRequest request;
+  const std::uint64_t generations = parser.get_count("generations").value_or(4);
+  if (generations < 2 || generations > WindowConfig::kMaxGenerations) {
+    throw UsageError("--generations: " + std::to_string(generations) + " is outside [2, " +
+                     std::to_string(WindowConfig::kMaxGenerations) + "]");
+  }
+  request.generations = static_cast<std::uint32_t>(generations);
+  if (by_records) {
+    if (parser.has("time-field") || parser.has("lateness")) {
+      throw UsageError("--time-field and --lateness belong to --window, not --window-records");
+    }
+    request.length = *parser.get_count("window-records");
+    if (request.length == 0) throw UsageError("--window-records must be at least 1");
+    return request;
+  }
+  request.clock = WindowClock::event_time;
+  request.length = duration_option(parser, "window");
+  if (parser.has("lateness") && parser.get_or("lateness", "") != "0") {
+    request.lateness = duration_option(parser, "lateness");
+  }
+  const auto column = parser.get_count("time-field");
+  if (!column) throw UsageError("--window needs --time-field N, the event-time column");
+  if (*column == 0 || *column > 1'000'000) {
+    throw UsageError("--time-field: column " + std::to_string(*column) +
+                     " is outside [1, 1000000]");
+  }
+  if (format.kind != FormatKind::csv && format.kind != FormatKind::tsv) {
+    throw UsageError("--time-field needs a csv:N or tsv:N format, not " + format.name());
+  }
+  request.time_column = static_cast<unsigned>(*column);
+  return request;
+}
+
+WindowConfig window_config(const WindowRequest& request, const SizingRequest& sizing,
+                           const ChunkReader& reader, const RecordFormat& format,
+                           std::string& capacity_note) {
+  try {
+    WindowConfig config;
+    if (request.clock == WindowClock::records) {
+      config = WindowConfig::for_records(request.length, sizing.fpr, request.generations);
+      capacity_note = "the window's record count";
+    } else {
+      const double per_window =
+          static_cast<double>(sized_capacity(sizing, reader, format, capacity_note));
+      config = WindowConfig::for_event_time(per_window / static_cast<double>(request.length),
+                                            request.length, sizing.fpr, request.generations,
+                                            request.lateness);
+      capacity_note += ", records within one window";
+    }
+    config.generation.seed = sizing.seed;
+    return config;
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void check_window_matches(const WindowConfig& loaded, const WindowRequest& request,
+                          const std::string& source) {
+  if (loaded.clock != request.clock || loaded.window != request.length ||
+      loaded.generations != request.generations || loaded.lateness != request.lateness) {
+    throw UsageError(source + " holds another window (" + loaded.describe() +
+                     "); give the same window options or another file");
+  }
+}
+
+}  // namespace bulkbloom::cli

@@ -1,0 +1,180 @@
+#include "file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "bulkbloom/format.hpp"
+#include "filter_access.hpp"
+
+namespace bulkbloom::detail {
+namespace {
+
+constexpr std::size_t kIoChunk = std::size_t{8} << 20;
+
+XXH3_state_t* state_of(void* state) {
+  return static_cast<XXH3_state_t*>(state);
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  File directory(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+  directory.sync();
+}
+
+}  // namespace
+
+std::uint64_t header_checksum(const std::byte* header, std::size_t checksum_at) {
+  return XXH3_64bits(header, checksum_at);
+}
+
+DataChecksum::DataChecksum() : state_(XXH3_createState()) {
+  if (state_ == nullptr) throw AllocationError("cannot allocate a checksum state");
+  XXH3_64bits_reset(state_of(state_));
+}
+
+DataChecksum::~DataChecksum() {
+  XXH3_freeState(state_of(state_));
+}
+
+void DataChecksum::update(const std::byte* data, std::size_t n) {
+  XXH3_64bits_update(state_of(state_), data, n);
+}
+
+std::uint64_t DataChecksum::digest() const {
+  return XXH3_64bits_digest(state_of(state_));
+}
+
+std::string errno_text() {
+  return std::strerror(errno);
+}
+
+File::File(const std::filesystem::path& path, int flags, mode_t mode) : path_(path) {
+  fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+  if (fd_ < 0) throw IoError("cannot open " + path.string() + ": " + errno_text());
+}
+
+File::File(File&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+File::~File() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void File::close() {
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw IoError("cannot close " + path_.string() + ": " + errno_text());
+}
+
+std::uint64_t File::regular_file_size() const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw IoError("cannot stat " + path_.string() + ": " + errno_text());
+  if (!S_ISREG(st.st_mode)) {
+    throw FormatError(path_.string() + ": not a regular file" +
+                      (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
+  }
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+void File::read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) const {
+  while (n > 0) {
+    const ssize_t got =
+        ::pread(fd_, out, std::min<std::uint64_t>(n, kIoChunk), static_cast<off_t>(offset));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw IoError("cannot read " + path_.string() + ": " + errno_text());
+    if (got == 0) throw FormatError(path_.string() + ": truncated while reading");
+    out += got;
+    n -= static_cast<std::uint64_t>(got);
+    offset += static_cast<std::uint64_t>(got);
+  }
+}
+
+void File::write_all(const std::byte* data, std::uint64_t n) {
+  while (n > 0) {
+    const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, kIoChunk));
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0) throw IoError("cannot write " + path_.string() + ": " + errno_text());
+    data += put;
+    n -= static_cast<std::uint64_t>(put);
+  }
+}
+
+void File::write_at(std::span<const std::byte> data, std::uint64_t offset) {
+  if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0)
+    throw IoError("cannot seek in " + path_.string() + ": " + errno_text());
+  write_all(data);
+}
+
+void File::sync() {
+  if (::fsync(fd_) != 0) throw IoError("cannot flush " + path_.string() + ": " + errno_text());
+}
+
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<void(File&)>& write) {
+  std::string temp_name = path.string() + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(temp_name.data());
+  if (fd < 0)
+    throw IoError("cannot create a temporary file beside " + path.string() + ": " + errno_text());
+  ::close(fd);
+  const std::filesystem::path temp(temp_name);
+  try {
+    File out(temp, O_WRONLY | O_TRUNC);
+    write(out);
+    out.sync();
+    out.close();
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+      throw IoError("cannot rename " + temp.string() + " to " + path.string() + ": " +
+                    errno_text());
+    }
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw;
+  }
+  sync_directory(path.parent_path());
+}
+
+void create_checkpoint_directory(const std::filesystem::path& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error)
+    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
+}
+
+HostBits::HostBits(const Filter& filter) {
+  const std::byte* host = FilterAccess::engine(filter).host_bytes();
+  if (host == nullptr) {
+    copy_.resize(filter.layout().size_bytes());
+    filter.copy_bytes_to(copy_);
+    host = copy_.data();
+  }
+  bits_ = {host, filter.layout().size_bytes()};
+}
+
+void read_filter_bits(const File& file, std::uint64_t offset, Filter& filter,
+                      DataChecksum& checksum) {
+  const std::uint64_t bytes = filter.layout().size_bytes();
+  const std::byte* host = FilterAccess::engine(filter).host_bytes();
+  if (host != nullptr) {
+    auto* bits = const_cast<std::byte*>(host);  // the engine's own, writable memory
+    for (std::uint64_t done = 0; done < bytes; done += kIoChunk) {
+      const std::uint64_t n = std::min<std::uint64_t>(kIoChunk, bytes - done);
+      file.read_exactly(bits + done, n, offset + done);
+      checksum.update(bits + done, n);
+    }
+  } else {
+    std::vector<std::byte> staging(bytes);
+    file.read_exactly(staging.data(), staging.size(), offset);
+    checksum.update(staging);
+    filter.copy_bytes_from(staging);
+  }
+}
+
+}  // namespace bulkbloom::detail

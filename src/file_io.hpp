@@ -1,0 +1,115 @@
+// File helpers shared by the filter format (format.cpp) and the window format (window_file.cpp):
+// little-endian field access, owned descriptors, the streaming data checksum, atomic replacement
+// of a file, and moving a filter's bits between a file and its engine.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bulkbloom/filter.hpp"
+
+namespace bulkbloom::detail {
+
+/// Stores `value` at byte `at` of a header (the host is little-endian, as the formats are).
+template <typename T>
+void put(std::byte* header, std::size_t at, T value) {
+  std::memcpy(header + at, &value, sizeof value);
+}
+
+/// Reads the value at byte `at` of a header.
+template <typename T>
+T get(const std::byte* header, std::size_t at) {
+  T value;
+  std::memcpy(&value, header + at, sizeof value);
+  return value;
+}
+
+inline std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
+  return (v + to - 1) / to * to;
+}
+
+/// Filter payloads start at multiples of this, so that files can be mapped.
+inline constexpr std::uint64_t kPayloadAlignment = 4096;
+
+/// XXH3-64 (seed 0) of the header bytes before its checksum field at `checksum_at`.
+std::uint64_t header_checksum(const std::byte* header, std::size_t checksum_at);
+
+/// Streaming XXH3-64 (seed 0): the formats' data checksum.
+class DataChecksum {
+ public:
+  DataChecksum();
+  DataChecksum(const DataChecksum&) = delete;
+  DataChecksum& operator=(const DataChecksum&) = delete;
+  ~DataChecksum();
+  void update(const std::byte* data, std::size_t n);
+  void update(std::span<const std::byte> data) { update(data.data(), data.size()); }
+  std::uint64_t digest() const;
+
+ private:
+  void* state_;
+};
+
+/// The text of the current errno.
+std::string errno_text();
+
+/// An owned file descriptor whose errors name the path.
+class File {
+ public:
+  File(const std::filesystem::path& path, int flags, mode_t mode = 0);
+  File(File&& other) noexcept;
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
+  ~File();
+  int fd() const { return fd_; }
+
+  void close();
+  /// The size of a regular file; anything else (a directory, a device) is a FormatError.
+  std::uint64_t regular_file_size() const;
+  /// Reads exactly `n` bytes at `offset`; end of file first is a FormatError (truncated).
+  void read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) const;
+  void write_all(const std::byte* data, std::uint64_t n);
+  void write_all(std::span<const std::byte> data) { write_all(data.data(), data.size()); }
+  /// Writes `data` at `offset` (e.g. a header whose checksum is known last); later writes go on
+  /// from its end.
+  void write_at(std::span<const std::byte> data, std::uint64_t offset);
+  void sync();
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
+/// Replaces `path` atomically with what `write` writes into a new file: a temporary file in the
+/// same directory is written, flushed and renamed over `path`, then the directory is flushed.
+/// Throws IoError; the temporary file never outlives a failure.
+void write_file_atomically(const std::filesystem::path& path,
+                           const std::function<void(File&)>& write);
+
+/// Creates checkpoint directory `dir` and its parents if missing. Throws IoError.
+void create_checkpoint_directory(const std::filesystem::path& dir);
+
+/// A filter's bits as host memory: the CPU engine's own, or a copy from a device.
+class HostBits {
+ public:
+  explicit HostBits(const Filter& filter);
+  std::span<const std::byte> bytes() const { return bits_; }
+
+ private:
+  std::vector<std::byte> copy_;
+  std::span<const std::byte> bits_;
+};
+
+/// Reads layout().size_bytes() bytes at `offset` of `file` into `filter`'s bits, adding them to
+/// `checksum` as they pass.
+void read_filter_bits(const File& file, std::uint64_t offset, Filter& filter,
+                      DataChecksum& checksum);
+
+}  // namespace bulkbloom::detail
