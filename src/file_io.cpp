@@ -141,11 +141,19 @@ void write_file_atomically(const std::filesystem::path& path,
   sync_directory(path.parent_path());
 }
 
-void create_checkpoint_directory(const std::filesystem::path& dir) {
+void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::string& file_name) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
     throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
+  // A save killed mid-write leaves its temporary file behind; the directory has one writer, so
+  // any such file is stale.
+  const std::string stale_prefix = file_name + ".tmp.";
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().filename().string().starts_with(stale_prefix)) {
+      std::filesystem::remove(entry.path(), error);
+    }
+  }
 }
 
 HostBits::HostBits(const Filter& filter) {

@@ -93,8 +93,10 @@ class File {
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(File&)>& write);
 
-/// Creates checkpoint directory `dir` and its parents if missing. Throws IoError.
-void create_checkpoint_directory(const std::filesystem::path& dir);
+/// Creates checkpoint directory `dir` and its parents if missing, and removes the temporary files
+/// that a killed save of `file_name` left there (a checkpoint directory has a single writer).
+/// Throws IoError.
+void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::string& file_name);
 
 /// A filter's bits as host memory: the CPU engine's own, or a copy from a device.
 class HostBits {

@@ -282,7 +282,7 @@ Filter deserialize(std::span<const std::byte> image, FileState* state, const Opt
 
 void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
                      const FileState& state) {
-  detail::create_checkpoint_directory(dir);
+  detail::prepare_checkpoint_directory(dir, kCheckpointFile);
   save(filter, dir / kCheckpointFile, state);
 }
 

@@ -273,7 +273,7 @@ WindowedFilter load_window(const std::filesystem::path& path, FileState* state,
 
 void save_checkpoint(const std::filesystem::path& dir, const WindowedFilter& window,
                      const FileState& state) {
-  detail::create_checkpoint_directory(dir);
+  detail::prepare_checkpoint_directory(dir, kCheckpointFile);
   save(window, dir / kCheckpointFile, state);
 }
 

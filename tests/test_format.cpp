@@ -100,6 +100,9 @@ TEST(Format, CheckpointsKeepFilterAndMetadataTogether) {
   TempDir dir;
   const auto checkpoints = dir.path() / "ckpt";
   EXPECT_FALSE(load_checkpoint(checkpoints).has_value());
+  // What a save killed mid-write leaves behind is cleared by the next one.
+  fs::create_directories(checkpoints);
+  write_file(checkpoints / "checkpoint.bbf.tmp.AbC123", std::vector<std::byte>(10));
   Filter filter(Layout{Shape::sb256, 300});
   for (std::uint64_t offset = 1000; offset <= 3000; offset += 1000) {
     filter.insert(random_keys(1000, offset));
@@ -109,6 +112,7 @@ TEST(Format, CheckpointsKeepFilterAndMetadataTogether) {
     std::memcpy(state.metadata.data(), &offset, 8);
     save_checkpoint(checkpoints, filter, state);
   }
+  EXPECT_FALSE(fs::exists(checkpoints / "checkpoint.bbf.tmp.AbC123"));
   auto restored = load_checkpoint(checkpoints);
   ASSERT_TRUE(restored.has_value());
   std::uint64_t offset = 0;
