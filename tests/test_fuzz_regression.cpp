@@ -1,8 +1,11 @@
-// Replays the fuzz corpus (seeds and every input that once crashed a reader) through the readers.
+// Replays the fuzz corpus (seeds and every input that once crashed a reader) through the filter,
+// Parquet and window readers.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include <bulkbloom/window.hpp>
 
 #include "test_support.hpp"
 
@@ -24,6 +27,10 @@ TEST(FuzzRegression, CorpusInputsGiveAFilterOrAFormatError) {
     }
     try {
       from_parquet(bytes);
+    } catch (const FormatError&) {
+    }
+    try {
+      load_window(entry.path());
     } catch (const FormatError&) {
     }
     ++files;

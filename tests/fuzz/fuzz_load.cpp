@@ -1,10 +1,32 @@
-// libFuzzer target: every byte string fed to the filter-image and Parquet readers must give a
-// filter or a FormatError, never a crash, a leak or an out-of-bounds access.
+// libFuzzer target: every byte string fed to the filter-image, Parquet and window-file readers must
+// give a result or a FormatError, never a crash, a leak or an out-of-bounds access.
+#include <sys/mman.h>
+#include <unistd.h>
 #include <bulkbloom/bulkbloom.hpp>
+#include <bulkbloom/window.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+
+namespace {
+
+// The window reader takes a path: hand it the input through an in-memory file.
+void load_as_window_file(const std::uint8_t* data, std::size_t size) {
+  const int fd = memfd_create("fuzz-window", MFD_CLOEXEC);
+  if (fd < 0) return;
+  if (write(fd, data, size) == static_cast<ssize_t>(size)) {
+    try {
+      const auto window = bulkbloom::load_window("/proc/self/fd/" + std::to_string(fd));
+      (void)window;
+    } catch (const bulkbloom::FormatError&) {
+    }
+  }
+  close(fd);
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
@@ -19,5 +41,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)filter.popcount();
   } catch (const bulkbloom::FormatError&) {
   }
+  load_as_window_file(data, size);
   return 0;
 }
