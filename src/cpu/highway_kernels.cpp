@@ -147,16 +147,13 @@ HWY_INLINE hn::Vec<D> BlockOf(D d, hn::Vec<D> hash, std::uint32_t num_blocks) {
 #endif
 }
 
-// Asks for the cache line at `p`. GCC 12 dropped every __builtin_prefetch of ForEachKey once the
-// blocks were computed in SIMD (no prefetch instruction left in the object file), and with them
-// the memory-level parallelism at DRAM sizes: on x86 the instruction is therefore written out.
+// Asks for the cache line at `p`. A function of its own: written inside ForEachKey's lambda, the
+// __builtin_prefetch calls vanished from GCC 12's output once the blocks were computed in SIMD
+// (no prefetch instruction left in the object file; the cause in GCC is not known), and with them
+// the memory-level parallelism at DRAM sizes.
 template <bool kForWrite>
 HWY_INLINE void PrefetchLine(const void* p) {
-#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
-  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
-#else
   __builtin_prefetch(p, kForWrite ? 1 : 0, 3);
-#endif
 }
 
 // Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) whose block is in
