@@ -49,12 +49,20 @@ class ProbeBuffer {
   std::uint64_t* words_ = nullptr;
 };
 
-// A 64-bit LCG step: one multiply-add per address keeps the probe's own work small, so that it is
-// the memory system, not the address generator, that sets the rate.
-std::uint64_t next_random(std::uint64_t& state) {
-  state = state * 6364136223846793005ull + 1442695040888963407ull;
-  return state;
-}
+// Four interleaved 64-bit LCGs: one multiply-add per address, and the four dependency chains
+// overlap, so that it is the memory system, not the address generator, that sets the rate. (A
+// single chain costs a multiply and an add of latency per address, ~1.5 ns, which capped the
+// probe in the caches.)
+struct AddressStreams {
+  static constexpr int kStreams = 4;
+  std::uint64_t state[kStreams];
+
+  std::uint64_t next(int stream) {
+    std::uint64_t& s = state[stream];
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return s;
+  }
+};
 
 // Runs `round(thread, state)` (returning units of work done) on `threads` threads until `seconds`
 // have passed; returns total units per second.
@@ -66,7 +74,8 @@ double rate(unsigned threads, double seconds, const Round& round) {
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      std::uint64_t state = 0x5EED0000 + t;
+      AddressStreams state{};
+      for (int s = 0; s < AddressStreams::kStreams; ++s) state.state[s] = 0x5EED0000 + 16 * t + s;
       start.arrive_and_wait();
       while (!stop.load(std::memory_order_relaxed)) done[t] += round(t, state);
     });
@@ -84,26 +93,38 @@ double rate(unsigned threads, double seconds, const Round& round) {
 }
 
 // Random lines, generated a group ahead and prefetched one at a time between the touches of the
-// current group (as the filter kernels do); `touch` reads or updates a line.
+// current group (as the filter kernels do); `touch` reads or updates a line and returns a value
+// to sum into `sink`. The sum is a local: summing into memory costs a store-to-load round trip
+// per line, which capped the probe in the caches.
 template <bool kWrite, class Touch>
-std::uint64_t random_lines_round(const ProbeBuffer& buffer, std::uint64_t& state,
-                                 const Touch& touch) {
+std::uint64_t random_lines_round(const ProbeBuffer& buffer, AddressStreams& state,
+                                 std::uint64_t& sink, const Touch& touch) {
   std::uint64_t* words = buffer.words();
   const std::uint64_t lines = buffer.lines();
   std::uint64_t line[2][kGroup];
   const auto prepare = [&](int slot) {
-    for (int i = 0; i < kGroup; ++i) line[slot][i] = ((next_random(state) >> 32) * lines) >> 32;
+    // A local copy indexed by constants: the states stay in registers instead of going through
+    // memory (the stores to `line` could alias them).
+    AddressStreams local = state;
+    for (int i = 0; i < kGroup; i += AddressStreams::kStreams) {
+      for (int s = 0; s < AddressStreams::kStreams; ++s) {
+        line[slot][i + s] = ((local.next(s) >> 32) * lines) >> 32;
+      }
+    }
+    state = local;
   };
   prepare(0);
   for (int i = 0; i < kGroup; ++i) __builtin_prefetch(words + line[0][i] * 8, kWrite ? 1 : 0, 3);
   int slot = 0;
+  std::uint64_t sum = 0;
   for (std::uint64_t done = 0; done < kLinesPerRound; done += kGroup, slot ^= 1) {
     prepare(slot ^ 1);
     for (int i = 0; i < kGroup; ++i) {
       __builtin_prefetch(words + line[slot ^ 1][i] * 8, kWrite ? 1 : 0, 3);
-      touch(words + line[slot][i] * 8);
+      sum += touch(words + line[slot][i] * 8);
     }
   }
+  sink += sum;
   return kLinesPerRound;
 }
 
@@ -120,18 +141,18 @@ HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned thre
   HardwareLimits limits;
   std::vector<std::uint64_t> sinks(threads * 8, 0);  // a line per thread: no false sharing
 
-  limits.random_read_lines_per_s = rate(threads, seconds, [&](unsigned t, std::uint64_t& state) {
-    std::uint64_t sum = 0;
-    const auto n =
-        random_lines_round<false>(buffer, state, [&](const std::uint64_t* w) { sum += *w; });
-    sinks[t * 8] += sum;
-    return n;
+  limits.random_read_lines_per_s = rate(threads, seconds, [&](unsigned t, AddressStreams& state) {
+    return random_lines_round<false>(buffer, state, sinks[t * 8],
+                                     [](const std::uint64_t* w) { return *w; });
   });
-  limits.random_rmw_lines_per_s = rate(threads, seconds, [&](unsigned, std::uint64_t& state) {
-    return random_lines_round<true>(buffer, state, [](std::uint64_t* w) { *w += 1; });
+  limits.random_rmw_lines_per_s = rate(threads, seconds, [&](unsigned t, AddressStreams& state) {
+    return random_lines_round<true>(buffer, state, sinks[t * 8], [](std::uint64_t* w) {
+      *w += 1;
+      return std::uint64_t{0};
+    });
   });
   // Each thread streams its own slice; four sums keep the adds off the critical path.
-  limits.seq_read_bytes_per_s = rate(threads, seconds, [&](unsigned t, std::uint64_t&) {
+  limits.seq_read_bytes_per_s = rate(threads, seconds, [&](unsigned t, AddressStreams&) {
     const std::uint64_t words = buffer.bytes() / 8;
     const std::uint64_t begin = words * t / threads, end = words * (t + 1) / threads;
     const std::uint64_t* w = buffer.words();

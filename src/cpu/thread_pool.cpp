@@ -1,6 +1,28 @@
 #include "cpu/thread_pool.hpp"
 
+#include <chrono>
+
 namespace bulkbloom::detail {
+namespace {
+
+// How long a thread polls before it blocks: back-to-back bulk calls come microseconds apart, while
+// waking a sleeping thread costs tens of microseconds in a VM.
+constexpr std::chrono::microseconds kPollTime{50};
+
+// Polls `done` for up to kPollTime; returns whether it became true.
+template <class Done>
+bool poll(const Done& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kPollTime;
+  while (!done()) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 ThreadPool::~ThreadPool() {
   {
@@ -26,30 +48,34 @@ void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) 
     std::lock_guard lock(mutex_);
     task_ = &task;
     tasks_ = tasks;
-    busy_ = threads_ - 1;
-    ++generation_;
+    busy_.store(threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   // Participant p runs tasks p, p + size(), ...: the caller is participant 0.
   for (unsigned i = 0; i < tasks; i += threads_) task(i);
+  if (poll([this] { return busy_.load(std::memory_order_acquire) == 0; })) return;
   std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return busy_ == 0; });
-  task_ = nullptr;
+  done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadPool::work(unsigned worker) {
   std::uint64_t seen = 0;
   for (;;) {
+    poll([&] { return generation_.load(std::memory_order_acquire) != seen; });
     std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    wake_.wait(lock, [&] { return stopping_ || generation_.load() != seen; });
     if (stopping_) return;
-    seen = generation_;
+    seen = generation_.load();
     const auto* task = task_;
     const unsigned tasks = tasks_;
     lock.unlock();
     for (unsigned i = worker; i < tasks; i += threads_) (*task)(i);
-    lock.lock();
-    if (--busy_ == 0) done_.notify_one();
+    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Under the lock, so that a caller that found busy_ non-zero is already waiting.
+      std::lock_guard done_lock(mutex_);
+      done_.notify_one();
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // A fixed set of worker threads that run one parallel task at a time; the caller takes part.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -36,8 +37,9 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   const std::function<void(unsigned)>* task_ = nullptr;
   unsigned tasks_ = 0;
-  std::uint64_t generation_ = 0;
-  unsigned busy_ = 0;
+  // Atomics, so that threads can poll them briefly before sleeping on the condition variables.
+  std::atomic<std::uint64_t> generation_ = 0;
+  std::atomic<unsigned> busy_ = 0;
   bool stopping_ = false;
 };
 
