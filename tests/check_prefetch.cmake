@@ -1,0 +1,35 @@
+# Fails if the optimised Highway kernels lost their prefetch instructions. GCC 12 once dropped
+# every __builtin_prefetch of the kernel loop without a word, and the DRAM-sized filters got 20%
+# slower; nothing else would notice. Invoked by ctest with OBJDUMP and OBJECTS (the library's
+# object files).
+foreach(object IN LISTS OBJECTS)
+  if(object MATCHES "highway_kernels")
+    set(kernels "${object}")
+  endif()
+endforeach()
+if(NOT kernels)
+  message(FATAL_ERROR "no highway_kernels object among: ${OBJECTS}")
+endif()
+execute_process(COMMAND "${OBJDUMP}" -d -C --no-show-raw-insn "${kernels}"
+                OUTPUT_VARIABLE disassembly RESULT_VARIABLE result)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "${OBJDUMP} failed on ${kernels}")
+endif()
+# Per function: does its body hold a prefetch? Functions start at lines "ADDRESS <NAME>:".
+string(REGEX REPLACE "\n[0-9a-f]+ <" "\n@@FUNCTION@@<" disassembly "${disassembly}")
+string(REPLACE "@@FUNCTION@@" ";" functions "${disassembly}")
+foreach(target AVX3 AVX2 SSE4)
+  foreach(operation Insert Contains InsertIfAbsent)
+    set(found FALSE)
+    foreach(function IN LISTS functions)
+      if(function MATCHES "^<[^\n]*N_${target}::${operation}\\(" AND function MATCHES "prefetch")
+        set(found TRUE)
+        break()
+      endif()
+    endforeach()
+    if(NOT found)
+      message(FATAL_ERROR "N_${target}::${operation} has no prefetch instruction")
+    endif()
+  endforeach()
+endforeach()
+message(STATUS "every checked kernel prefetches")
