@@ -144,29 +144,24 @@ std::uint64_t apply_window(WindowedFilter& window, const ParsedRecords& parsed,
                            : window.insert_if_absent(byte_keys, times, flags);
 }
 
-// Sorts fixed-size u64 records by flag without branches.
+// Copies the u64 records whose flag is `keep` into `out`, in order, without branches.
+void copy_u64_records_flagged(std::span<const std::uint64_t> keys, const std::uint8_t* flags,
+                              std::uint8_t keep, ByteBuffer& out) {
+  out.reserve(keys.size() * 8);
+  char* data = out.data.get();
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    std::memcpy(data + 8 * n, &keys[i], 8);
+    n += flags[i] == keep ? 1 : 0;
+  }
+  out.size = 8 * n;
+}
+
+// Sorts fixed-size u64 records by flag.
 void split_u64_records(std::span<const std::uint64_t> keys, const std::uint8_t* flags,
                        OutputBatch& batch, bool want_flagged, bool want_unflagged) {
-  if (want_flagged) {
-    batch.flagged.reserve(keys.size() * 8);
-    char* out = batch.flagged.data.get();
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      std::memcpy(out + 8 * n, &keys[i], 8);
-      n += flags[i];
-    }
-    batch.flagged.size = 8 * n;
-  }
-  if (want_unflagged) {
-    batch.unflagged.reserve(keys.size() * 8);
-    char* out = batch.unflagged.data.get();
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      std::memcpy(out + 8 * n, &keys[i], 8);
-      n += 1 - flags[i];
-    }
-    batch.unflagged.size = 8 * n;
-  }
+  if (want_flagged) copy_u64_records_flagged(keys, flags, 1, batch.flagged);
+  if (want_unflagged) copy_u64_records_flagged(keys, flags, 0, batch.unflagged);
 }
 
 // Copies each text record to its destination; a final record without its newline gets one, so
