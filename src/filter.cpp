@@ -96,6 +96,19 @@ void check_same_layout(const Layout& a, const Layout& b, const char* operation) 
   }
 }
 
+// Combines the bits of `other` into `target`: straight from host memory, or through a host copy
+// when they live on a device.
+void combine_into(detail::Engine& target, const detail::Engine& other, std::uint64_t bytes,
+                  detail::CombineOp op) {
+  if (const std::byte* host = other.host_bytes()) {
+    target.combine({host, bytes}, op);
+    return;
+  }
+  std::vector<std::byte> copy(bytes);
+  other.copy_bytes_to(copy);
+  target.combine(copy, op);
+}
+
 // Hashes `keys` chunk by chunk and hands each chunk of hashes to `consume(hashes, offset)`, in
 // order, so that order-dependent operations keep their sequential meaning.
 template <typename Consume>
@@ -201,24 +214,12 @@ bool Filter::insert_if_absent(std::uint64_t key) {
 
 void Filter::merge(const Filter& other) {
   check_same_layout(layout_, other.layout_, "merge");
-  if (const std::byte* host = other.engine_->host_bytes()) {
-    engine_->combine({host, layout_.size_bytes()}, detail::CombineOp::bit_or);
-    return;
-  }
-  std::vector<std::byte> copy(layout_.size_bytes());
-  other.copy_bytes_to(copy);
-  engine_->combine(copy, detail::CombineOp::bit_or);
+  combine_into(*engine_, *other.engine_, layout_.size_bytes(), detail::CombineOp::bit_or);
 }
 
 void Filter::intersect(const Filter& other) {
   check_same_layout(layout_, other.layout_, "intersect");
-  if (const std::byte* host = other.engine_->host_bytes()) {
-    engine_->combine({host, layout_.size_bytes()}, detail::CombineOp::bit_and);
-    return;
-  }
-  std::vector<std::byte> copy(layout_.size_bytes());
-  other.copy_bytes_to(copy);
-  engine_->combine(copy, detail::CombineOp::bit_and);
+  combine_into(*engine_, *other.engine_, layout_.size_bytes(), detail::CombineOp::bit_and);
 }
 
 void Filter::clear() {
