@@ -3,7 +3,10 @@
 // every side of partition and thread boundaries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
+
+#include "bulkbloom/detail/block_math.hpp"
 
 #include "cpu/kernels.hpp"
 #include "cpu/partitioned.hpp"
@@ -87,6 +90,44 @@ TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
       std::vector<std::uint64_t> got(n);
       kernels->hash(seeded, keys.data(), n, KeyMode::hash_with_layout, got.data());
       EXPECT_EQ(got, want) << kernels->target << " n=" << n;
+    }
+  }
+}
+
+// A writing kernel given a block range works on exactly the keys of that range: a key one block
+// outside it on either side would be written by two threads at once.
+TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {
+  const auto keys = batch_with_repeats(5003);
+  for (Shape shape : kAllShapes) {
+    const Layout layout{shape, 64};
+    const detail::BlockRange range{21, 40};
+    std::vector<std::uint64_t> inside;
+    for (std::uint64_t key : keys) {
+      const std::uint32_t block = detail::block_of(detail::xxh64_u64(key, layout.seed), 64);
+      if (block >= range.begin && block < range.end) inside.push_back(key);
+    }
+    const CpuKernels& scalar = detail::scalar_kernels();
+    std::vector<std::byte> want_bits(layout.size_bytes());
+    std::vector<std::uint8_t> want_new(inside.size());
+    scalar.insert_if_absent(layout, want_bits.data(), inside.data(), inside.size(),
+                            KeyMode::hash_with_layout, detail::all_blocks(layout), want_new.data());
+    for (const CpuKernels* kernels : all_kernel_sets()) {
+      SCOPED_TRACE(std::string(to_string(shape)) + " " + kernels->target);
+      std::vector<std::byte> bits(layout.size_bytes());
+      kernels->insert(layout, bits.data(), keys.data(), keys.size(), KeyMode::hash_with_layout,
+                      range);
+      EXPECT_EQ(bits, want_bits);
+
+      std::fill(bits.begin(), bits.end(), std::byte{0});
+      std::vector<std::uint8_t> is_new(keys.size(), 7);  // 7: not written
+      kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
+                                KeyMode::hash_with_layout, range, is_new.data());
+      EXPECT_EQ(bits, want_bits);
+      std::vector<std::uint8_t> written;
+      for (std::uint8_t flag : is_new) {
+        if (flag != 7) written.push_back(flag);
+      }
+      EXPECT_EQ(written, want_new);
     }
   }
 }

@@ -147,6 +147,38 @@ HWY_INLINE hn::Vec<D> BlockOf(D d, hn::Vec<D> hash, std::uint32_t num_blocks) {
 #endif
 }
 
+// Writes the positions in a group of the keys whose block is in `range`, in order, to `kept`;
+// returns how many there are. With several threads each key is in one thread's range, so a branch
+// per key would mispredict half the time: AVX-512 compresses a vector of positions in one
+// instruction, other targets keep or drop each position without branching. (Highway 1.0.3's
+// 64-bit Compress builds its lookup table on the stack on every call.)
+template <class D>
+HWY_INLINE std::size_t KeepRange(D d, BlockRange range, std::size_t size,
+                                 const std::uint64_t* HWY_RESTRICT blocks,
+                                 std::uint64_t* HWY_RESTRICT kept) {
+  const std::uint32_t range_size = range.end - range.begin;
+  std::size_t count = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const std::size_t lanes = hn::Lanes(d);
+  const auto first_block = hn::Set(d, range.begin);
+  const auto in_range_size = hn::Set(d, range_size);
+  for (std::size_t i = 0; i < size; i += lanes) {
+    const auto keep = hn::And(hn::Lt(hn::Sub(hn::Load(d, blocks + i), first_block), in_range_size),
+                              hn::FirstN(d, size - i));
+    const auto positions = hn::Iota(d, i);
+    hn::StoreU(hn::Vec<D>{_mm512_maskz_compress_epi64(keep.raw, positions.raw)}, d, kept + count);
+    count += hn::CountTrue(d, keep);
+  }
+#else
+  (void)d;
+  for (std::size_t i = 0; i < size; ++i) {
+    kept[count] = i;
+    count += (blocks[i] - range.begin) < range_size ? 1 : 0;
+  }
+#endif
+  return count;
+}
+
 // Asks for the cache line at `p`. A function of its own: written inside ForEachKey's lambda, the
 // __builtin_prefetch calls vanished from GCC 12's output once the blocks were computed in SIMD
 // (no prefetch instruction left in the object file; the cause in GCC is not known), and with them
@@ -172,7 +204,7 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
   constexpr std::size_t kSlots = kGroup + hn::MaxLanes(d);
   HWY_ALIGN std::uint64_t hashes[2][kSlots] = {};
   HWY_ALIGN std::uint64_t blocks[2][kSlots] = {};
-  std::uint32_t index[2][kGroup];  // position in the group; unused for kWholeRange
+  HWY_ALIGN std::uint64_t kept[2][kSlots];  // positions of the keys in `range`; not kWholeRange
   std::size_t count[2] = {0, 0};
 
   // Hashes the group at `start`, computes its blocks in SIMD and keeps the keys of `range`.
@@ -185,27 +217,19 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
     if constexpr (kWholeRange) {
       count[slot] = size;
     } else {
-      // Branchless: with several threads each key is in one thread's range, so a branch would
-      // mispredict half the time. (Highway 1.0.3's 64-bit Compress would copy a 2 KiB table onto
-      // the stack on every call.)
-      const std::uint32_t range_size = range.end - range.begin;
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < size; ++i) {
-        const std::uint64_t block = blocks[slot][i];
-        hashes[slot][kept] = hashes[slot][i];
-        blocks[slot][kept] = block;
-        index[slot][kept] = static_cast<std::uint32_t>(i);
-        kept += (block - range.begin) < range_size ? 1 : 0;
-      }
-      count[slot] = kept;
+      count[slot] = KeepRange(d, range, size, blocks[slot], kept[slot]);
     }
   };
+  // The i-th key of a group to work on, as a position in the group.
+  const auto key_at = [&](int slot, std::size_t i) {
+    return kWholeRange ? i : static_cast<std::size_t>(kept[slot][i]);
+  };
   const auto prefetch = [&](int slot, std::size_t i) {
-    PrefetchLine<kForWrite>(words + blocks[slot][i] * Geo::kWords);
+    PrefetchLine<kForWrite>(words + blocks[slot][key_at(slot, i)] * Geo::kWords);
   };
   const auto visit_one = [&](int slot, std::size_t start, std::size_t i) {
-    visit(words + blocks[slot][i] * Geo::kWords, hashes[slot][i],
-          start + (kWholeRange ? i : index[slot][i]));
+    const std::size_t key = key_at(slot, i);
+    visit(words + blocks[slot][key] * Geo::kWords, hashes[slot][key], start + key);
   };
   if (n == 0) return;
   prepare(0, 0);
