@@ -1,6 +1,7 @@
 #include "cli/chunk_reader.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,19 +22,47 @@ static_assert(std::endian::native == std::endian::little,
 // on, one waiting.
 constexpr int kChunksInFlight = 3;
 
-// Reads until `buffer` is full or the input ends; returns bytes read.
-std::size_t read_fully(int fd, char* buffer, std::size_t length, const std::string& name) {
+// Thrown on the reader thread when the consumer stops it while it waits for input.
+struct ReaderStopped {};
+
+struct ReadResult {
+  std::size_t bytes;
+  bool at_end;  // the input has ended
+};
+
+// Waits until `fd` has input (or its end) and returns true, or returns false once `stop_fd` is
+// readable. `timeout_ms` as for poll(2); false too when it expires.
+bool wait_for_input(int fd, int stop_fd, int timeout_ms, const std::string& name) {
+  pollfd fds[2] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  for (;;) {
+    const int ready = poll(fds, 2, timeout_ms);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(with_errno("cannot wait for " + name));
+    }
+    if (fds[1].revents != 0) throw ReaderStopped{};
+    return ready > 0;
+  }
+}
+
+// Reads into `buffer` until it is full or the input ends. From a pipe or terminal it also returns
+// once the bytes that have arrived are taken, so that a live stream is worked on as it comes
+// rather than when megabytes have piled up, and waits for more input only in poll(2), where the
+// consumer can stop it (`stop_fd`) at any time.
+ReadResult read_some(int fd, bool regular, int stop_fd, char* buffer, std::size_t length,
+                     const std::string& name) {
   std::size_t got = 0;
   while (got < length) {
+    if (!regular && !wait_for_input(fd, stop_fd, got == 0 ? -1 : 0, name)) break;
     const ssize_t n = read(fd, buffer + got, length - got);
     if (n < 0) {
       if (errno == EINTR) continue;
       throw IoError(with_errno("cannot read " + name));
     }
-    if (n == 0) break;
+    if (n == 0) return {got, true};
     got += static_cast<std::size_t>(n);
   }
-  return got;
+  return {got, false};
 }
 
 }  // namespace
@@ -66,6 +95,7 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
     }
   }
   if (start_.input > fds_.size()) throw DataError("resume position is past the last input");
+  if (pipe2(stop_pipe_, O_CLOEXEC) != 0) throw IoError(with_errno("cannot create a pipe"));
   for (int i = 0; i < kChunksInFlight; ++i) {
     auto chunk = std::make_unique<Chunk>();
     chunk->storage.resize(chunk_bytes / sizeof(std::uint64_t));
@@ -75,9 +105,16 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
 }
 
 ChunkReader::~ChunkReader() {
+  // Wakes the reader wherever it waits: for input (the stop pipe), for a free chunk or for room
+  // (the queues). Without the pipe, an error here would wait for an idle stdin's next byte.
+  const char stop = 0;
+  while (write(stop_pipe_[1], &stop, 1) < 0 && errno == EINTR) {
+  }
   free_.close();
   filled_.close();
   thread_.join();
+  close(stop_pipe_[0]);
+  close(stop_pipe_[1]);
   for (std::size_t i = 0; i < fds_.size(); ++i) {
     if (fds_[i] != STDIN_FILENO) close(fds_[i]);
   }
@@ -102,6 +139,8 @@ void ChunkReader::run() {
     for (std::size_t input = start_.input; current && input < fds_.size(); ++input) {
       read_input(input, input == start_.input ? start_.offset : 0, current);
     }
+  } catch (const ReaderStopped&) {
+    // The consumer is gone: nothing to report.
   } catch (...) {
     error_ = std::current_exception();
   }
@@ -119,11 +158,11 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
   current->position = {input, offset};
   std::uint64_t total_read = 0;
   for (;;) {
-    const std::size_t got =
-        read_fully(fd, current->bytes() + current->size, current->capacity() - current->size, name);
+    const auto [got, at_end] =
+        read_some(fd, regular_[input], stop_pipe_[0], current->bytes() + current->size,
+                  current->capacity() - current->size, name);
     current->size += got;
     total_read += got;
-    const bool at_end = current->size < current->capacity();
     // The end of the whole records in the buffer; the tail waits for the next read.
     std::size_t boundary;
     if (format_.kind == FormatKind::u64) {
@@ -145,7 +184,9 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
     if (boundary == 0) {
       if (at_end) return;
       // One record longer than the buffer: grow it; there is no line-length limit.
-      current->storage.resize(current->storage.size() * 2);
+      if (current->size == current->capacity()) {
+        current->storage.resize(current->storage.size() * 2);
+      }
       continue;
     }
     std::unique_ptr<Chunk> next = take_free_chunk();

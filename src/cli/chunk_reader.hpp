@@ -76,6 +76,7 @@ class ChunkReader {
   WorkQueue<std::unique_ptr<Chunk>> filled_;
   WorkQueue<std::unique_ptr<Chunk>> free_;
   std::exception_ptr error_;
+  int stop_pipe_[2] = {-1, -1};  // written by the destructor to stop a reader waiting for input
   std::thread thread_;
 };
 

@@ -190,6 +190,36 @@ def case_stdin_to_stdout():
     pipe_dedup("dec", 20000)
 
 
+def case_live_stdin():
+    # A pipe that stays open, as from `tail -f`: records come out as they arrive, and a bad
+    # record ends the run at once rather than when the writer closes the pipe.
+    import select
+    proc = subprocess.Popen([BIN, "dedup", "-f", "dec", "--capacity", "1000", "-o", "-"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=WORK)
+    try:
+        proc.stdin.write(b"1\n2\n1\n3\n")
+        proc.stdin.flush()
+        out = b""
+        deadline = time.time() + 10
+        while out != b"1\n2\n3\n" and time.time() < deadline:
+            if select.select([proc.stdout], [], [], 0.1)[0]:
+                out += os.read(proc.stdout.fileno(), 100)
+        check(out == b"1\n2\n3\n", f"records held back while the pipe is open: got {out!r}")
+        proc.stdin.write(b"4\nabc\n")
+        proc.stdin.flush()
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("a bad record did not end the run while the pipe stayed open")
+        err = proc.stderr.read()
+        check(rc == 1 and b"stdin:6: not a dec integer: 'abc'" in err, f"exit {rc}, stderr {err!r}")
+    finally:
+        proc.kill()
+        proc.stdin.close()
+        proc.wait()
+
+
 def case_several_inputs():
     a = write("a", b"x\ny\n")
     b = write("b", b"y\nz")  # no final newline: the output still ends each record
