@@ -1,5 +1,6 @@
 #include "cli/record_format.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <optional>
@@ -172,11 +173,17 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
       if (!skip_bad) {
         std::string shown(line.substr(0, 60));
         if (line.size() > 60) shown += "...";
-        const std::string problem = bad_time ? "no event time (seconds or ISO-8601) in column " +
-                                                   std::to_string(format.time_column)
-                                    : format.integer_keys()
-                                        ? "not a " + format.name() + " integer"
-                                        : "no column " + std::to_string(format.column);
+        // An odd number of quotes: a quoted field runs past the end of the line.
+        const bool open_quote =
+            format.kind == FormatKind::csv && std::count(line.begin(), line.end(), '"') % 2 == 1;
+        const std::string problem =
+            bad_time ? "no event time (seconds or ISO-8601) in column " +
+                           std::to_string(format.time_column)
+            : format.integer_keys() ? "not a " + format.name() + " integer"
+            : open_quote
+                ? "a quoted field is not closed on its line (fields that span lines are not "
+                  "supported)"
+                : "no column " + std::to_string(format.column);
         throw DataError(source + ":" + std::to_string(first_line + out.lines) + ": " + problem +
                         ": '" + shown + "' (use --skip-bad to skip such records)");
       }

@@ -277,6 +277,9 @@ def case_bad_inputs():
     expect_failure(["dedup", "-f", "dec", "bad.dec"], "bad.dec:3: not a dec integer")
     write("bad.csv", b"a,1\nb\n")
     expect_failure(["dedup", "-f", "csv:2", "bad.csv"], "bad.csv:2: no column 2")
+    write("multiline.csv", b'a,1\nb,"two\nlines"\n')
+    expect_failure(["dedup", "-f", "csv:2", "multiline.csv"],
+                   "multiline.csv:2: a quoted field is not closed on its line")
     write("over.dec", b"18446744073709551616\n")
     expect_failure(["dedup", "-f", "dec", "over.dec"], "over.dec:1:")
     if os.geteuid() != 0:  # root reads any file
