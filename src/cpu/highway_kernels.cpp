@@ -102,14 +102,17 @@ struct BlockOps {
     }
   }
 
+  // Each word of a key's pattern has exactly one bit set, so the key is present iff every
+  // pattern word shares its bit with the block's word: one TestBit (vptestmq on AVX-512) per
+  // vector instead of AndNot and a compare with zero.
   static HWY_INLINE bool Test(const Word* HWY_RESTRICT block, std::uint64_t hash) {
     const D d;
     const auto x = static_cast<std::uint32_t>(hash);
-    auto missing = hn::Zero(d);
-    for (std::size_t j = 0; j < kChunks; ++j) {
-      missing = hn::Or(missing, hn::AndNot(hn::LoadU(d, block + j * kLanes), Pattern(x, j)));
+    auto present = hn::TestBit(hn::LoadU(d, block), Pattern(x, 0));
+    for (std::size_t j = 1; j < kChunks; ++j) {
+      present = hn::And(present, hn::TestBit(hn::LoadU(d, block + j * kLanes), Pattern(x, j)));
     }
-    return hn::AllTrue(d, hn::Eq(missing, hn::Zero(d)));
+    return hn::AllTrue(d, present);
   }
 
   static HWY_INLINE void Set(Word* HWY_RESTRICT block, std::uint64_t hash) {
@@ -124,14 +127,15 @@ struct BlockOps {
   static HWY_INLINE bool TestAndSet(Word* HWY_RESTRICT block, std::uint64_t hash) {
     const D d;
     const auto x = static_cast<std::uint32_t>(hash);
-    auto missing = hn::Zero(d);
-    for (std::size_t j = 0; j < kChunks; ++j) {
+    const auto update = [&](std::size_t j) {
       const auto words = hn::LoadU(d, block + j * kLanes);
       const auto pattern = Pattern(x, j);
-      missing = hn::Or(missing, hn::AndNot(words, pattern));
       hn::StoreU(hn::Or(words, pattern), d, block + j * kLanes);
-    }
-    return hn::AllTrue(d, hn::Eq(missing, hn::Zero(d)));
+      return hn::TestBit(words, pattern);
+    };
+    auto present = update(0);
+    for (std::size_t j = 1; j < kChunks; ++j) present = hn::And(present, update(j));
+    return hn::AllTrue(d, present);
   }
 };
 
