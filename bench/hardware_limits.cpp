@@ -103,15 +103,16 @@ class RandomLines {
 };
 
 // Reads (or, with kWrite, increments) one word in each of the lines at `offsets`, the next
-// lines prefetched kPrefetchAhead ahead when kPrefetch; returns the sum of the words read.
+// lines prefetched into the L2 (PREFETCHT1, as the kernels do) kPrefetchAhead ahead when
+// kPrefetch; returns the sum of the words read.
 template <bool kWrite, bool kPrefetch>
 std::uint64_t touch_lines(std::uint64_t* words, const std::uint64_t* offsets) {
   std::uint64_t sum0 = 0, sum1 = 0;
   for (std::size_t i = 0; i < kPassLines; i += 2) {
     if constexpr (kPrefetch) {
       const std::size_t ahead = (i + kPrefetchAhead) % kPassLines;
-      __builtin_prefetch(words + offsets[ahead], kWrite ? 1 : 0, 3);
-      __builtin_prefetch(words + offsets[ahead + 1], kWrite ? 1 : 0, 3);
+      __builtin_prefetch(words + offsets[ahead], 0, 2);
+      __builtin_prefetch(words + offsets[ahead + 1], 0, 2);
     }
     if constexpr (kWrite) {
       words[offsets[i]] += 1;
