@@ -62,7 +62,11 @@ double rate(unsigned threads, double seconds, const Pass& pass) {
   for (unsigned t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       start.arrive_and_wait();
-      while (!stop.load(std::memory_order_relaxed)) busy[t] += pass(t, done[t]);
+      // At least one pass each: a thread that got no core before `stop` would otherwise have no
+      // time to divide its (zero) lines by.
+      do {
+        busy[t] += pass(t, done[t]);
+      } while (!stop.load(std::memory_order_relaxed));
     });
   }
   start.arrive_and_wait();
