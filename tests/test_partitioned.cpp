@@ -132,6 +132,48 @@ TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {
   }
 }
 
+// Beyond 32 MiB the kernels prefetch fewer keys ahead than a group holds, so their loop takes
+// other paths: keys must still be visited once each and in order, also when a block range keeps
+// fewer keys of a group than the prefetch distance. One shape: the loop is the same for all.
+TEST(PartitionedBulk, KernelsMatchTheScalarKernelsOnAFilterBeyondTheCaches) {
+  const Layout layout{Shape::sb512, std::uint64_t{1} << 20};  // 64 MiB
+  const auto keys = batch_with_repeats(50001);
+  auto probes = random_keys(20000, 44);
+  probes.insert(probes.end(), keys.begin(), keys.begin() + 20000);
+  const CpuKernels& scalar = detail::scalar_kernels();
+  // The whole filter, and a sixteenth of it: about 4 keys of each 64-key group.
+  for (const detail::BlockRange range :
+       {detail::all_blocks(layout), detail::BlockRange{1000, 1000 + (1u << 16)}}) {
+    std::vector<std::byte> want_bits(layout.size_bytes());
+    std::vector<std::uint8_t> want_new(keys.size(), 7);  // 7: not written
+    scalar.insert_if_absent(layout, want_bits.data(), keys.data(), keys.size(),
+                            KeyMode::hash_with_layout, range, want_new.data());
+    std::vector<std::uint8_t> want_found(probes.size());
+    scalar.contains(layout, want_bits.data(), probes.data(), probes.size(),
+                    KeyMode::hash_with_layout, want_found.data());
+    for (const CpuKernels* kernels : all_kernel_sets()) {
+      SCOPED_TRACE(std::string(kernels->target) + " blocks [" + std::to_string(range.begin) + ", " +
+                   std::to_string(range.end) + ")");
+      std::vector<std::byte> bits(layout.size_bytes());
+      std::vector<std::uint8_t> is_new(keys.size(), 7);
+      kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
+                                KeyMode::hash_with_layout, range, is_new.data());
+      EXPECT_EQ(is_new, want_new);
+      EXPECT_TRUE(bits == want_bits);  // not EXPECT_EQ: 64 MiB would be printed on failure
+
+      std::fill(bits.begin(), bits.end(), std::byte{0});
+      kernels->insert(layout, bits.data(), keys.data(), keys.size(), KeyMode::hash_with_layout,
+                      range);
+      EXPECT_TRUE(bits == want_bits);
+
+      std::vector<std::uint8_t> found(probes.size());
+      kernels->contains(layout, bits.data(), probes.data(), probes.size(),
+                        KeyMode::hash_with_layout, found.data());
+      EXPECT_EQ(found, want_found);
+    }
+  }
+}
+
 TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLocality) {
   using Mode = detail::BulkPlan::Mode;
   const Layout small{Shape::sb512, 1 << 12};
