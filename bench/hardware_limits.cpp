@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <latch>
@@ -91,18 +92,20 @@ double seconds_of(const Work& work) {
 // list would be cached after its first pass.
 class RandomLines {
  public:
-  explicit RandomLines(std::uint64_t seed) : state_(seed), offsets_(kPassLines) {}
+  // Lines drawn from [first, first + lines).
+  RandomLines(std::uint64_t seed, std::uint64_t first, std::uint64_t lines)
+      : state_(seed), first_(first), lines_(lines), offsets_(kPassLines) {}
 
-  const std::uint64_t* draw(std::uint64_t lines) {
+  const std::uint64_t* draw() {
     for (auto& offset : offsets_) {
       state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
-      offset = ((state_ >> 32) * lines) >> 32 << 3;
+      offset = (first_ + (((state_ >> 32) * lines_) >> 32)) << 3;
     }
     return offsets_.data();
   }
 
  private:
-  std::uint64_t state_;
+  std::uint64_t state_, first_, lines_;
   std::vector<std::uint64_t> offsets_;
 };
 
@@ -134,11 +137,18 @@ std::uint64_t touch_lines(std::uint64_t* words, const std::uint64_t* offsets) {
 template <bool kWrite>
 double random_lines_per_s(const ProbeBuffer& buffer, unsigned threads, double seconds,
                           std::vector<std::uint64_t>& sinks) {
+  // Readers share the whole buffer, as threads reading a filter do. Writers each get a slice, as
+  // the filter's writing threads each own a block range: lines written by two cores at once
+  // would bounce between their caches, which no bulk operation does.
   std::vector<RandomLines> draws;
-  for (unsigned t = 0; t < threads; ++t) draws.emplace_back(0x5EED0000 + t);
+  for (unsigned t = 0; t < threads; ++t) {
+    const std::uint64_t first = kWrite ? buffer.lines() * t / threads : 0;
+    const std::uint64_t end = kWrite ? buffer.lines() * (t + 1) / threads : buffer.lines();
+    draws.emplace_back(0x5EED0000 + t, first, std::max<std::uint64_t>(end - first, 1));
+  }
   const auto measure = [&]<bool kPrefetch>() {
     return rate(threads, seconds / 2, [&](unsigned t, std::uint64_t& done) {
-      const std::uint64_t* offsets = draws[t].draw(buffer.lines());
+      const std::uint64_t* offsets = draws[t].draw();
       done += kPassLines;
       return seconds_of(
           [&] { sinks[t * 8] += touch_lines<kWrite, kPrefetch>(buffer.words(), offsets); });
@@ -156,6 +166,9 @@ HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned thre
                                 " is below one 64-byte line");
   }
   if (threads == 0) throw std::invalid_argument("threads must be at least 1");
+  // Each thread's rate is its lines over its own passes' time, summed: threads beyond the cores
+  // would each time passes that ran while the others waited, and count a core several times.
+  threads = std::min(threads, std::max(1u, std::thread::hardware_concurrency()));
   const ProbeBuffer buffer(buffer_bytes / kLine * kLine);
   HardwareLimits limits;
   std::vector<std::uint64_t> sinks(threads * 8, 0);  // a line per thread: no false sharing

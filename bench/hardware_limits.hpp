@@ -7,18 +7,21 @@
 
 namespace bulkbloom::bench {
 
-/// Rates measured over one buffer, summed over the threads that ran the probe.
+/// Rates measured over one buffer: the work of all the probe's threads over the wall time they ran.
 struct HardwareLimits {
-  /// Independent random 64-byte reads per second (one load per line, many lines in flight).
+  /// Independent random 64-byte reads per second (one load per line, many lines in flight), all
+  /// threads over the whole buffer.
   double random_read_lines_per_s = 0;
-  /// Random 64-byte read-modify-writes per second (load, change, store back one word per line).
+  /// Random 64-byte read-modify-writes per second (load, change, store back one word per line),
+  /// each thread in its own slice of the buffer, as each writing thread owns a block range.
   double random_rmw_lines_per_s = 0;
   /// Sequential read bandwidth in bytes per second.
   double seq_read_bytes_per_s = 0;
 };
 
 /// Measures the three rates over a freshly allocated `buffer_bytes` buffer (2 MiB pages requested,
-/// as for filters) with `threads` threads, each probe running about `seconds`.
+/// as for filters) with `threads` threads, each probe running about `seconds`. More threads than
+/// the machine has hardware threads measure as many as it has: they cannot move more lines.
 /// Throws std::invalid_argument if `buffer_bytes` < 64 or `threads` == 0, std::bad_alloc if the
 /// buffer cannot be had.
 HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads = 1,
