@@ -7,7 +7,8 @@
 
 namespace bulkbloom::bench {
 
-/// Rates measured over one buffer: the work of all the probe's threads over the wall time they ran.
+/// Rates measured over one buffer, summed over the probe's threads (each thread's work over the
+/// time of its own timed passes).
 struct HardwareLimits {
   /// Independent random 64-byte reads per second (one load per line, many lines in flight), all
   /// threads over the whole buffer.

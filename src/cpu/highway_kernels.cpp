@@ -261,16 +261,13 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
   for (std::size_t i = 0; i < std::min(distance, count[0]); ++i) prefetch(0, i);
   int slot = 0;
   for (std::size_t start = 0; start < n; start += kGroup, slot ^= 1) {
-    if (start + kGroup < n) {
-      prepare(start + kGroup, slot ^ 1);
-    } else {
-      count[slot ^ 1] = 0;
-    }
+    const bool more = start + kGroup < n;
+    if (more) prepare(start + kGroup, slot ^ 1);
     // Key i + distance is prefetched as key i is visited: one prefetch per key, since a burst of
     // them would fill the core's miss queue and stall it with nothing else to do. The window
     // runs into the next group; when fewer than `distance` keys of this group are left (a short
     // group, or few keys in `range`), the next group's first blocks are asked for now.
-    const std::size_t here = count[slot], there = count[slot ^ 1];
+    const std::size_t here = count[slot], there = more ? count[slot ^ 1] : 0;
     const std::size_t ahead_here = here > distance ? here - distance : 0;
     const std::size_t asked_now = std::min(there, distance - (here - ahead_here));
     for (std::size_t j = 0; j < asked_now; ++j) prefetch(slot ^ 1, j);
