@@ -135,41 +135,63 @@ TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {
 // Beyond 32 MiB the kernels prefetch fewer keys ahead than a group holds, so their loop takes
 // other paths: keys must still be visited once each and in order, also when a block range keeps
 // fewer keys of a group than the prefetch distance. One shape: the loop is the same for all.
+// Every kernel set against the scalar kernels on `layout`, over `range`: insert_if_absent and
+// insert give the same bits and flags, and contains the same answers for `probes`.
+void expect_kernels_match_scalar(const Layout& layout, detail::BlockRange range,
+                                 const std::vector<std::uint64_t>& keys,
+                                 const std::vector<std::uint64_t>& probes) {
+  const CpuKernels& scalar = detail::scalar_kernels();
+  std::vector<std::byte> want_bits(layout.size_bytes());
+  std::vector<std::uint8_t> want_new(keys.size(), 7);  // 7: not written
+  scalar.insert_if_absent(layout, want_bits.data(), keys.data(), keys.size(),
+                          KeyMode::hash_with_layout, range, want_new.data());
+  std::vector<std::uint8_t> want_found(probes.size());
+  scalar.contains(layout, want_bits.data(), probes.data(), probes.size(), KeyMode::hash_with_layout,
+                  want_found.data());
+  for (const CpuKernels* kernels : all_kernel_sets()) {
+    SCOPED_TRACE(std::string(to_string(layout.shape)) + " " + std::to_string(layout.num_blocks) +
+                 " blocks, " + kernels->target + ", range [" + std::to_string(range.begin) + ", " +
+                 std::to_string(range.end) + ")");
+    std::vector<std::byte> bits(layout.size_bytes());
+    std::vector<std::uint8_t> is_new(keys.size(), 7);
+    kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
+                              KeyMode::hash_with_layout, range, is_new.data());
+    EXPECT_EQ(is_new, want_new);
+    EXPECT_TRUE(bits == want_bits);  // not EXPECT_EQ: megabytes would be printed on failure
+
+    std::fill(bits.begin(), bits.end(), std::byte{0});
+    kernels->insert(layout, bits.data(), keys.data(), keys.size(), KeyMode::hash_with_layout,
+                    range);
+    EXPECT_TRUE(bits == want_bits);
+
+    std::vector<std::uint8_t> found(probes.size());
+    kernels->contains(layout, bits.data(), probes.data(), probes.size(), KeyMode::hash_with_layout,
+                      found.data());
+    EXPECT_EQ(found, want_found);
+  }
+}
+
 TEST(PartitionedBulk, KernelsMatchTheScalarKernelsOnAFilterBeyondTheCaches) {
   const Layout layout{Shape::sb512, std::uint64_t{1} << 20};  // 64 MiB
   const auto keys = batch_with_repeats(50001);
   auto probes = random_keys(20000, 44);
   probes.insert(probes.end(), keys.begin(), keys.begin() + 20000);
-  const CpuKernels& scalar = detail::scalar_kernels();
   // The whole filter, and a sixteenth of it: about 4 keys of each 64-key group.
-  for (const detail::BlockRange range :
-       {detail::all_blocks(layout), detail::BlockRange{1000, 1000 + (1u << 16)}}) {
-    std::vector<std::byte> want_bits(layout.size_bytes());
-    std::vector<std::uint8_t> want_new(keys.size(), 7);  // 7: not written
-    scalar.insert_if_absent(layout, want_bits.data(), keys.data(), keys.size(),
-                            KeyMode::hash_with_layout, range, want_new.data());
-    std::vector<std::uint8_t> want_found(probes.size());
-    scalar.contains(layout, want_bits.data(), probes.data(), probes.size(),
-                    KeyMode::hash_with_layout, want_found.data());
-    for (const CpuKernels* kernels : all_kernel_sets()) {
-      SCOPED_TRACE(std::string(kernels->target) + " blocks [" + std::to_string(range.begin) + ", " +
-                   std::to_string(range.end) + ")");
-      std::vector<std::byte> bits(layout.size_bytes());
-      std::vector<std::uint8_t> is_new(keys.size(), 7);
-      kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
-                                KeyMode::hash_with_layout, range, is_new.data());
-      EXPECT_EQ(is_new, want_new);
-      EXPECT_TRUE(bits == want_bits);  // not EXPECT_EQ: 64 MiB would be printed on failure
+  expect_kernels_match_scalar(layout, detail::all_blocks(layout), keys, probes);
+  expect_kernels_match_scalar(layout, detail::BlockRange{1000, 1000 + (1u << 16)}, keys, probes);
+}
 
-      std::fill(bits.begin(), bits.end(), std::byte{0});
-      kernels->insert(layout, bits.data(), keys.data(), keys.size(), KeyMode::hash_with_layout,
-                      range);
-      EXPECT_TRUE(bits == want_bits);
-
-      std::vector<std::uint8_t> found(probes.size());
-      kernels->contains(layout, bits.data(), probes.data(), probes.size(),
-                        KeyMode::hash_with_layout, found.data());
-      EXPECT_EQ(found, want_found);
+// The kernels load a block's words whole up to 1 MiB filters and in halves beyond (AVX-512,
+// 64-byte blocks): both sides of that bound, for every shape.
+TEST(PartitionedBulk, KernelsMatchTheScalarKernelsOnEitherSideOfTheWholeLoadBound) {
+  const auto keys = batch_with_repeats(30011);
+  auto probes = random_keys(10000, 45);
+  probes.insert(probes.end(), keys.begin(), keys.begin() + 10000);
+  for (Shape shape : kAllShapes) {
+    const std::uint64_t blocks_in_1mib = (std::uint64_t{1} << 20) / Layout{shape, 1}.size_bytes();
+    for (std::uint64_t num_blocks : {blocks_in_1mib, blocks_in_1mib + 1}) {
+      const Layout layout{shape, num_blocks};
+      expect_kernels_match_scalar(layout, detail::all_blocks(layout), keys, probes);
     }
   }
 }

@@ -23,19 +23,13 @@ namespace bulkbloom::detail {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Keys hashed together. The next group is hashed before the current one is worked on, so blocks
-// can be prefetched up to a group ahead.
+// Keys hashed together. The next group is hashed before the current one is worked on, and its
+// blocks are prefetched while the current group's are visited: a whole group ahead. Measured on
+// the development machine (Zen 4, bench/RESULTS.md) with split block loads (LoadWords), one
+// thread, ns/key contains: 64 ahead beat 32 ahead at 128 MiB (4.7-4.9 against 5.5-5.6) and
+// 512 MiB (6.0 against 6.2); groups of 128 keys, prefetched 64, 96 or 128 ahead, were slower at
+// every size. (With whole 512-bit loads, 32 ahead had been best beyond 32 MiB.)
 constexpr std::size_t kGroup = 64;
-
-// How many keys ahead of its visit a key's block is prefetched. Measured on the development machine
-// (Zen 4, bench/RESULTS.md), one thread, ns/key insert / contains at 64, 48, 32 and 24 keys ahead:
-// 512 MiB filter 7.5/8.0, 7.1/7.5, 6.4/6.4, 7.3/7.3; 64 MiB 5.6/6.0 at 64 and 5.4/5.4 at 32; 1 GiB
-// 8.1/8.8 and 6.7/6.8; but 32 MiB 4.5/4.8 at 64 and 4.9/4.9 at 32. A sharp optimum for DRAM
-// suggests that further ahead the prefetches outnumber the misses the core keeps in flight and
-// the surplus is dropped; why the L3-sized filter prefers a whole group ahead is not known.
-constexpr std::size_t kCacheDistance = kGroup;
-constexpr std::size_t kDramDistance = 32;
-constexpr std::uint64_t kDramFilterBytes = std::uint64_t{32} << 20;  // larger: lines from DRAM
 
 // The low 64 bits of a 64x64-bit lane product. AVX-512DQ multiplies 64-bit lanes natively; the
 // other x86 targets of Highway 1.0.3 lack the op, so it is built from 32x32->64 products.
@@ -89,13 +83,36 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
   }
 }
 
+// Filters up to this size load 64-byte vectors of words whole, larger ones in halves (see
+// BlockOps::LoadWords). Whole loads are 7-9 % faster with 16-256 KiB filters, split ones from
+// 32 MiB up; at 2 MiB they measured the same. The bound is this Zen 4's L2 per core.
+constexpr std::uint64_t kWholeLoadFilterBytes = std::uint64_t{1} << 20;
+
 // One block of geometry `Geo` as SIMD lanes: `kChunks` vectors of the block's words.
-template <class Geo>
+// `kSplitLoads`: load 64-byte vectors as two halves.
+template <class Geo, bool kSplitLoads>
 struct BlockOps {
   using Word = typename Geo::Word;
   using D = hn::CappedTag<Word, Geo::kWords>;
   static constexpr std::size_t kLanes = hn::MaxLanes(D());
   static constexpr std::size_t kChunks = Geo::kWords / kLanes;
+  // Whether splitting loads applies: 64-byte vectors, which only AVX-512 has on x86.
+  static constexpr bool kCanSplitLoads = kLanes * sizeof(Word) == 64 && HWY_ARCH_X86;
+
+  // A block's words [p, p + kLanes) as one vector. On the Zen 4 of bench/RESULTS.md a 512-bit load
+  // of a line that is not yet in the L1 made every kernel 16-28 % slower with 32 and 128 MiB
+  // filters (contains 4.8 -> 3.6 ns/key at 32 MiB) than two 256-bit loads; why is not known.
+  // Stores stay whole: split stores measured no faster.
+  static HWY_INLINE hn::Vec<D> LoadWords(const Word* HWY_RESTRICT p) {
+    const D d;
+#if HWY_TARGET != HWY_SCALAR  // which has no half vectors
+    if constexpr (kSplitLoads && kCanSplitLoads) {
+      const hn::Half<D> half;
+      return hn::Combine(d, hn::LoadU(half, p + kLanes / 2), hn::LoadU(half, p));
+    }
+#endif
+    return hn::LoadU(d, p);
+  }
 
   // The bits key hash `x` sets in words [j * kLanes, (j + 1) * kLanes) (bit_in_word per lane).
   static HWY_INLINE hn::Vec<D> Pattern(std::uint32_t x, std::size_t j) {
@@ -118,9 +135,9 @@ struct BlockOps {
   static HWY_INLINE bool Test(const Word* HWY_RESTRICT block, std::uint64_t hash) {
     const D d;
     const auto x = static_cast<std::uint32_t>(hash);
-    auto present = hn::TestBit(hn::LoadU(d, block), Pattern(x, 0));
+    auto present = hn::TestBit(LoadWords(block), Pattern(x, 0));
     for (std::size_t j = 1; j < kChunks; ++j) {
-      present = hn::And(present, hn::TestBit(hn::LoadU(d, block + j * kLanes), Pattern(x, j)));
+      present = hn::And(present, hn::TestBit(LoadWords(block + j * kLanes), Pattern(x, j)));
     }
     return hn::AllTrue(d, present);
   }
@@ -129,7 +146,7 @@ struct BlockOps {
     const D d;
     const auto x = static_cast<std::uint32_t>(hash);
     for (std::size_t j = 0; j < kChunks; ++j) {
-      hn::StoreU(hn::Or(hn::LoadU(d, block + j * kLanes), Pattern(x, j)), d, block + j * kLanes);
+      hn::StoreU(hn::Or(LoadWords(block + j * kLanes), Pattern(x, j)), d, block + j * kLanes);
     }
   }
 
@@ -138,7 +155,7 @@ struct BlockOps {
     const D d;
     const auto x = static_cast<std::uint32_t>(hash);
     const auto update = [&](std::size_t j) {
-      const auto words = hn::LoadU(d, block + j * kLanes);
+      const auto words = LoadWords(block + j * kLanes);
       const auto pattern = Pattern(x, j);
       hn::StoreU(hn::Or(words, pattern), d, block + j * kLanes);
       return hn::TestBit(words, pattern);
@@ -148,6 +165,15 @@ struct BlockOps {
     return hn::AllTrue(d, present);
   }
 };
+
+// Calls `f(ops)` with the BlockOps for this filter's size.
+template <class Geo, class F>
+HWY_INLINE void WithBlockOps(const Layout& layout, const F& f) {
+  if constexpr (BlockOps<Geo, true>::kCanSplitLoads) {
+    if (layout.size_bytes() > kWholeLoadFilterBytes) return f(BlockOps<Geo, true>());
+  }
+  f(BlockOps<Geo, false>());
+}
 
 // Block of each hash lane (block_of): the high half times num_blocks, a 32x32->64 product.
 template <class D>
@@ -255,32 +281,24 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
     visit(words + blocks[slot][key] * Geo::kWords, hashes[slot][key], start + key);
   };
   if (n == 0) return;
-  const std::size_t distance =
-      layout.size_bytes() > kDramFilterBytes ? kDramDistance : kCacheDistance;
   prepare(0, 0);
-  for (std::size_t i = 0; i < std::min(distance, count[0]); ++i) prefetch(0, i);
+  for (std::size_t i = 0; i < count[0]; ++i) prefetch(0, i);
   int slot = 0;
   for (std::size_t start = 0; start < n; start += kGroup, slot ^= 1) {
     const bool more = start + kGroup < n;
     if (more) prepare(start + kGroup, slot ^ 1);
-    // Key i + distance is prefetched as key i is visited: one prefetch per key, since a burst of
-    // them would fill the core's miss queue and stall it with nothing else to do. The window
-    // runs into the next group; when fewer than `distance` keys of this group are left (a short
-    // group, or few keys in `range`), the next group's first blocks are asked for now.
+    // One block of the next group is prefetched as each key of this one is visited, since a
+    // burst of prefetches would fill the core's miss queue and stall it with nothing else to do.
+    // When the next group has more keys (this one is short, or has fewer keys in `range`), its
+    // surplus is asked for first, so that a group's worth of blocks stays on its way.
     const std::size_t here = count[slot], there = more ? count[slot ^ 1] : 0;
-    const std::size_t ahead_here = here > distance ? here - distance : 0;
-    const std::size_t asked_now = std::min(there, distance - (here - ahead_here));
-    for (std::size_t j = 0; j < asked_now; ++j) prefetch(slot ^ 1, j);
-    for (std::size_t i = 0; i < ahead_here; ++i) {
-      prefetch(slot, i + distance);
+    const std::size_t paired = std::min(here, there), surplus = there - paired;
+    for (std::size_t j = 0; j < surplus; ++j) prefetch(slot ^ 1, j);
+    for (std::size_t i = 0; i < paired; ++i) {
+      prefetch(slot ^ 1, surplus + i);
       visit_one(slot, start, i);
     }
-    const std::size_t ahead_there = ahead_here + std::min(here - ahead_here, there - asked_now);
-    for (std::size_t i = ahead_here; i < ahead_there; ++i) {
-      prefetch(slot ^ 1, asked_now + (i - ahead_here));
-      visit_one(slot, start, i);
-    }
-    for (std::size_t i = ahead_there; i < here; ++i) visit_one(slot, start, i);
+    for (std::size_t i = paired; i < here; ++i) visit_one(slot, start, i);
   }
 }
 
@@ -298,10 +316,12 @@ HWY_INLINE void ForEachKeyIn(const Layout& layout, std::byte* bits, const std::u
 void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
             KeyMode mode, BlockRange range) {
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-    ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range,
-                      [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
-                        BlockOps<Geo>::Set(block, hash);
-                      });
+    WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
+      ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range,
+                        [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
+                          Ops::Set(block, hash);
+                        });
+    });
   });
 }
 
@@ -309,10 +329,12 @@ void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
               KeyMode mode, std::uint8_t* out) {
   auto* readable = const_cast<std::byte*>(bits);  // only read below
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-    ForEachKey<Geo, true>(layout, readable, keys, n, mode, all_blocks(layout),
-                          [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
-                            out[k] = BlockOps<Geo>::Test(block, hash) ? 1 : 0;
-                          });
+    WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
+      ForEachKey<Geo, true>(layout, readable, keys, n, mode, all_blocks(layout),
+                            [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+                              out[k] = Ops::Test(block, hash) ? 1 : 0;
+                            });
+    });
   });
 }
 
@@ -320,13 +342,15 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
                              std::size_t n, KeyMode mode, BlockRange range, std::uint8_t* is_new) {
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-    ForEachKeyIn<Geo>(
-        layout, bits, keys, n, mode, range,
-        [is_new, &fresh](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
-          const bool present = BlockOps<Geo>::TestAndSet(block, hash);
-          is_new[k] = present ? 0 : 1;
-          fresh += present ? 0 : 1;
-        });
+    WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
+      ForEachKeyIn<Geo>(
+          layout, bits, keys, n, mode, range,
+          [is_new, &fresh](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+            const bool present = Ops::TestAndSet(block, hash);
+            is_new[k] = present ? 0 : 1;
+            fresh += present ? 0 : 1;
+          });
+    });
   });
   return fresh;
 }
