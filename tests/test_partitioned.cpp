@@ -198,19 +198,37 @@ TEST(PartitionedBulk, KernelsMatchTheScalarKernelsOnEitherSideOfTheWholeLoadBoun
 
 TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLocality) {
   using Mode = detail::BulkPlan::Mode;
+  const bool fixed = true;  // threads as the caller asked
   const Layout small{Shape::sb512, 1 << 12};
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 100, 4).mode, Mode::single);
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 1 << 20, 1).mode, Mode::single);
-  const auto threaded = detail::plan_bulk(BulkOp::insert_if_absent, small, 1 << 20, 4);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 100, 4, fixed).mode, Mode::single);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, small, 1 << 20, 1, fixed).mode, Mode::single);
+  const auto threaded = detail::plan_bulk(BulkOp::insert_if_absent, small, 1 << 20, 4, fixed);
   EXPECT_EQ(threaded.mode, Mode::block_ranges);
   EXPECT_EQ(threaded.tasks, 4u);
-  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, small, 1 << 20, 4).mode, Mode::key_slices);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, small, 1 << 20, 4, fixed).mode, Mode::key_slices);
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 31, 1).mode,
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 31, 1, fixed).mode,
             Mode::partitioned);
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 28, 2).mode,
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 28, 2, fixed).mode,
             Mode::block_ranges);
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1).mode, Mode::single);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1, fixed).mode,
+            Mode::single);
+}
+
+TEST(PartitionedBulk, AutomaticThreadsWriteFiltersUnder16MiBOnOneThread) {
+  using Mode = detail::BulkPlan::Mode;
+  const bool automatic = false;
+  const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
+  const Layout at{Shape::sb512, (std::uint64_t{16} << 20) / 64};
+  for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
+    EXPECT_EQ(detail::plan_bulk(op, under, 1 << 20, 4, automatic).mode, Mode::single);
+    const auto split = detail::plan_bulk(op, at, 1 << 20, 4, automatic);
+    EXPECT_EQ(split.mode, Mode::block_ranges);
+    EXPECT_EQ(split.tasks, 4u);
+  }
+  // Readers share the blocks: contains splits the keys whatever the filter's size.
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, under, 1 << 20, 4, automatic).mode,
+            Mode::key_slices);
 }
 
 TEST(PartitionedBulk, BlockRangesCoverEveryBlockOnce) {

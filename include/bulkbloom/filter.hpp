@@ -34,7 +34,11 @@ struct Options {
   /// Exact implementation, as Filter::implementation() names it ("cpu/scalar", "cpu/AVX2",
   /// "cuda"). Empty: the environment variable BULKBLOOM_IMPL if set, else the best one.
   std::string implementation;
-  /// Worker threads for bulk calls on the CPU; 0 means one per hardware thread.
+  /// Worker threads for bulk calls on the CPU. 0: one per hardware thread, used where more
+  /// threads measured faster; writes (insert, insert_if_absent) to a filter under 16 MiB then stay
+  /// on the calling thread, because each writing thread reads the whole batch and in the caches
+  /// that costs what the split saves. A number: that many threads for every call large enough
+  /// to split.
   unsigned threads = 0;
 };
 

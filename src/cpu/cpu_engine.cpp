@@ -17,14 +17,21 @@ namespace {
 
 class CpuEngine final : public Engine {
  public:
-  CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads, HostBuffer&& bits)
-      : layout_(layout), kernels_(kernels), pool_(threads), bits_(std::move(bits)) {}
+  // `threads_fixed`: the caller chose `threads` (plan_bulk).
+  CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads, bool threads_fixed,
+            HostBuffer&& bits)
+      : layout_(layout),
+        kernels_(kernels),
+        pool_(threads),
+        threads_fixed_(threads_fixed),
+        bits_(std::move(bits)) {}
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
   unsigned threads() const override { return pool_.size(); }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
-    const BulkPlan plan = plan_bulk(BulkOp::insert, layout_, keys.size(), pool_.size());
+    const BulkPlan plan =
+        plan_bulk(BulkOp::insert, layout_, keys.size(), pool_.size(), threads_fixed_);
     switch (plan.mode) {
       case BulkPlan::Mode::partitioned:
         scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
@@ -43,7 +50,8 @@ class CpuEngine final : public Engine {
 
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
                 std::span<std::uint8_t> out) const override {
-    const BulkPlan plan = plan_bulk(BulkOp::contains, layout_, keys.size(), pool_.size());
+    const BulkPlan plan =
+        plan_bulk(BulkOp::contains, layout_, keys.size(), pool_.size(), threads_fixed_);
     if (plan.mode == BulkPlan::Mode::partitioned) {
       scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
                    mode, out.data(), pool_, plan.partition_shift);
@@ -59,7 +67,8 @@ class CpuEngine final : public Engine {
 
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
                                  std::span<std::uint8_t> is_new) override {
-    const BulkPlan plan = plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_.size());
+    const BulkPlan plan =
+        plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_.size(), threads_fixed_);
     switch (plan.mode) {
       case BulkPlan::Mode::partitioned:
         return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
@@ -148,6 +157,7 @@ class CpuEngine final : public Engine {
   Layout layout_;
   const CpuKernels& kernels_;
   mutable ThreadPool pool_;
+  bool threads_fixed_;
   mutable PartitionScratch scratch_;
   HostBuffer bits_;
 };
@@ -174,14 +184,16 @@ std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string&
 
 std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
                                         unsigned threads, HostBuffer&& storage) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  const bool threads_fixed = threads != 0;
+  if (!threads_fixed) threads = std::max(1u, std::thread::hardware_concurrency());
   const auto sets = kernel_sets_best_first();
   if (target.empty()) {
-    return std::make_unique<CpuEngine>(layout, *sets.front(), threads, std::move(storage));
+    return std::make_unique<CpuEngine>(layout, *sets.front(), threads, threads_fixed,
+                                       std::move(storage));
   }
   for (const CpuKernels* k : sets) {
     if (target == k->target) {
-      return std::make_unique<CpuEngine>(layout, *k, threads, std::move(storage));
+      return std::make_unique<CpuEngine>(layout, *k, threads, threads_fixed, std::move(storage));
     }
   }
   std::string available;

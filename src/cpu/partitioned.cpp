@@ -13,6 +13,11 @@ namespace {
 constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
+// Smaller filters are written by one thread unless the caller fixed the thread count. Writing
+// threads each read the whole batch to find their blocks' keys. Measured on the development
+// machine (bench/RESULTS.md), sb512, 64Ki-key batches, two threads against one: insert 0.9-1.0x
+// and insert_if_absent 0.6-1.0x up to 8 MiB, 1.1-1.3x at 16 MiB, 1.2-1.4x at 32 MiB.
+constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
 // partition stays cached while it is worked on. Larger filters get larger partitions rather than
 // more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no
@@ -38,9 +43,12 @@ unsigned ceil_log2(std::uint64_t v) {
 
 }  // namespace
 
-BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads) {
+BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
+                   bool threads_fixed) {
   BulkPlan plan;
-  const bool parallel = threads > 1 && n >= kMinParallelKeys;
+  const bool split_pays = threads_fixed || op == BulkOp::contains ||
+                          layout.size_bytes() >= kMinParallelWriteFilterBytes;
+  const bool parallel = threads > 1 && n >= kMinParallelKeys && split_pays;
   plan.tasks = parallel ? threads : 1;
   const bool locality =
       layout.size_bytes() >= kMinLocalityFilterBytes &&

@@ -55,7 +55,10 @@ struct BulkPlan {
 };
 
 /// Chooses the plan for `n` keys on a filter of `layout` with `threads` threads available.
-BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads);
+/// `threads_fixed`: the caller asked for exactly `threads`; otherwise writes to a filter that
+/// splitting does not speed up stay on one thread.
+BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
+                   bool threads_fixed);
 
 /// The blocks task `t` of `tasks` owns in Mode::block_ranges.
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);
