@@ -84,8 +84,9 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
 }
 
 // Filters up to this size load 64-byte vectors of words whole, larger ones in halves (see
-// BlockOps::LoadWords). Whole loads are 7-9 % faster with 16-256 KiB filters, split ones from
-// 32 MiB up; at 2 MiB they measured the same. The bound is this Zen 4's L2 per core.
+// BlockOps::LoadWords). Whole loads made contains and insert_if_absent 5-9 % faster with 16-256
+// KiB filters, split ones every kernel 16-28 % faster at 32 and 128 MiB; at 2 MiB they measured
+// the same. The bound is this Zen 4's L2 per core.
 constexpr std::uint64_t kWholeLoadFilterBytes = std::uint64_t{1} << 20;
 
 // One block of geometry `Geo` as SIMD lanes: `kChunks` vectors of the block's words.
@@ -100,9 +101,8 @@ struct BlockOps {
   static constexpr bool kCanSplitLoads = kLanes * sizeof(Word) == 64 && HWY_ARCH_X86;
 
   // A block's words [p, p + kLanes) as one vector. On the Zen 4 of bench/RESULTS.md a 512-bit load
-  // of a line that is not yet in the L1 made every kernel 16-28 % slower with 32 and 128 MiB
-  // filters (contains 4.8 -> 3.6 ns/key at 32 MiB) than two 256-bit loads; why is not known.
-  // Stores stay whole: split stores measured no faster.
+  // of a line not yet in the L1 is much slower than two 256-bit loads (contains 4.8 -> 3.6 ns/key
+  // with a 32 MiB filter); why is not known. Stores stay whole: split ones measured no faster.
   static HWY_INLINE hn::Vec<D> LoadWords(const Word* HWY_RESTRICT p) {
     const D d;
 #if HWY_TARGET != HWY_SCALAR  // which has no half vectors
