@@ -219,23 +219,44 @@ HWY_INLINE std::size_t KeepRange(D d, BlockRange range, std::size_t size,
   return count;
 }
 
-// Asks for the cache line at `p` to be brought into the L2 (PREFETCHT1). On this Zen 4 that is
-// 25-40 % faster than a fill of the L1 (PREFETCHT0) from 32 MiB up (512 MiB contains 10.6 -> 8.1
-// ns/key), likely because an L1 fill holds one of the L1's few miss buffers until its line
-// arrives while the L2 keeps more misses in flight; PREFETCHT2 measured the same, PREFETCHNTA as
-// T0, and nothing changed in the caches. A read prefetch also for lines about to be written:
-// PREFETCHW would need PRFCHW, which Highway's target flags do not enable.
+// Where a prefetched line is to go.
+enum class CacheLevel { l1, l2 };
+
+// Asks for the cache line at `p` to be brought into `kLevel`.
+//
+// Blocks go to the L2 (PREFETCHT1). On this Zen 4 that is 25-40 % faster than a fill of the L1
+// (PREFETCHT0) from 32 MiB up (512 MiB contains 10.6 -> 8.1 ns/key), likely because an L1 fill
+// holds one of the L1's few miss buffers until its line arrives while the L2 keeps more misses in
+// flight; PREFETCHT2 measured the same, PREFETCHNTA as T0, and nothing changed in the caches. A
+// read prefetch also for lines about to be written: PREFETCHW would need PRFCHW, which Highway's
+// target flags do not enable. Keys, read a few groups ahead, go to the L1.
 //
 // Inline assembly on x86 because GCC 12 dropped __builtin_prefetch from these kernels in some
 // forms of this code (no prefetch instruction left in the object file; the cause in GCC is not
 // known), and with it the memory-level parallelism at DRAM sizes.
+template <CacheLevel kLevel>
 HWY_INLINE void PrefetchLine(const void* p) {
 #if HWY_ARCH_X86
-  asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+  if constexpr (kLevel == CacheLevel::l1) {
+    asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+  } else {
+    asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p)));
+  }
 #else
-  __builtin_prefetch(p, 0, 2);
+  __builtin_prefetch(p, 0, kLevel == CacheLevel::l1 ? 3 : 2);
 #endif
 }
+
+// Keys are read this many groups ahead of their hashing. A batch larger than the caches streams its
+// keys from memory, and this core's hardware prefetcher did not keep up with that stream while
+// the kernels' block prefetches were in flight. Measured on the development machine
+// (bench/RESULTS.md), one thread, 64Ki-key batches from 32 MiB of keys, ns/key insert /
+// contains: 256 KiB filter 2.26-2.39 / 1.93-2.05 without against 1.66-1.85 / 1.50-1.58 four
+// groups ahead, 2 MiB 2.15-2.26 / 1.95-2.08 against 1.92-2.07 / 1.79-1.89, 512 MiB 6.07-6.17 /
+// 5.97-6.12 against 5.81-5.97 / 5.76-5.83; one group ahead gained half as much, eight and
+// sixteen no more; keys already in the caches unchanged.
+constexpr std::size_t kKeyPrefetchGroups = 4;
+constexpr std::size_t kKeysPerLine = 64 / sizeof(std::uint64_t);
 
 // Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) whose block is in
 // `range`, hashing one group ahead and prefetching its blocks. `kWholeRange` says `range` is every
@@ -260,6 +281,10 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
   const auto prepare = [&](std::size_t start, int slot) {
     const std::size_t size = std::min(kGroup, n - start);
     HashKeys(layout, keys + start, size, mode, hashes[slot]);
+    const std::size_t ahead = start + kKeyPrefetchGroups * kGroup;
+    for (std::size_t k = ahead; k < std::min(n, ahead + kGroup); k += kKeysPerLine) {
+      PrefetchLine<CacheLevel::l1>(keys + k);
+    }
     for (std::size_t i = 0; i < size; i += lanes) {
       hn::Store(BlockOf(d, hn::Load(d, hashes[slot] + i), num_blocks), d, blocks[slot] + i);
     }
@@ -274,7 +299,7 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
     return kWholeRange ? i : static_cast<std::size_t>(kept[slot][i]);
   };
   const auto prefetch = [&](int slot, std::size_t i) {
-    PrefetchLine(words + blocks[slot][key_at(slot, i)] * Geo::kWords);
+    PrefetchLine<CacheLevel::l2>(words + blocks[slot][key_at(slot, i)] * Geo::kWords);
   };
   const auto visit_one = [&](int slot, std::size_t start, std::size_t i) {
     const std::size_t key = key_at(slot, i);
