@@ -259,11 +259,19 @@ constexpr std::size_t kKeyPrefetchGroups = 4;
 constexpr std::size_t kKeysPerLine = 64 / sizeof(std::uint64_t);
 
 // Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) whose block is in
-// `range`, hashing one group ahead and prefetching its blocks. `kWholeRange` says `range` is every
+// `range`, hashing one group ahead and prefetching its blocks, and returns the sum of what the
+// calls return (insert_if_absent: its count of new keys). `kWholeRange` says `range` is every
 // block: nothing to filter.
+//
+// The sum is kept here, in a register: a count the visitor added to through a reference lived in
+// memory, since the flag stores may alias it, and the compiler then branched on each key's
+// answer to skip that increment. With a fraction of the keys already present the branch
+// mispredicts, and at DRAM sizes each misprediction also discards the block prefetches issued
+// after it.
 template <class Geo, bool kWholeRange, class Visit>
-HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                           std::size_t n, KeyMode mode, BlockRange range, const Visit& visit) {
+HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
+                                    const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                    BlockRange range, const Visit& visit) {
   using Word = typename Geo::Word;
   const hn::ScalableTag<std::uint64_t> d;
   const std::size_t lanes = hn::Lanes(d);
@@ -301,11 +309,12 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
   const auto prefetch = [&](int slot, std::size_t i) {
     PrefetchLine<CacheLevel::l2>(words + blocks[slot][key_at(slot, i)] * Geo::kWords);
   };
+  std::uint64_t sum = 0;
   const auto visit_one = [&](int slot, std::size_t start, std::size_t i) {
     const std::size_t key = key_at(slot, i);
-    visit(words + blocks[slot][key] * Geo::kWords, hashes[slot][key], start + key);
+    sum += visit(words + blocks[slot][key] * Geo::kWords, hashes[slot][key], start + key);
   };
-  if (n == 0) return;
+  if (n == 0) return 0;
   prepare(0, 0);
   for (std::size_t i = 0; i < count[0]; ++i) prefetch(0, i);
   int slot = 0;
@@ -325,17 +334,18 @@ HWY_INLINE void ForEachKey(const Layout& layout, std::byte* bits, const std::uin
     }
     for (std::size_t i = paired; i < here; ++i) visit_one(slot, start, i);
   }
+  return sum;
 }
 
 // ForEachKey for `range`, with the filtering left out when it is the whole filter.
 template <class Geo, class Visit>
-HWY_INLINE void ForEachKeyIn(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                             std::size_t n, KeyMode mode, BlockRange range, const Visit& visit) {
+HWY_INLINE std::uint64_t ForEachKeyIn(const Layout& layout, std::byte* bits,
+                                      const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                      BlockRange range, const Visit& visit) {
   if (range.begin == 0 && range.end == layout.num_blocks) {
-    ForEachKey<Geo, true>(layout, bits, keys, n, mode, range, visit);
-  } else {
-    ForEachKey<Geo, false>(layout, bits, keys, n, mode, range, visit);
+    return ForEachKey<Geo, true>(layout, bits, keys, n, mode, range, visit);
   }
+  return ForEachKey<Geo, false>(layout, bits, keys, n, mode, range, visit);
 }
 
 void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
@@ -345,6 +355,7 @@ void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, st
       ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range,
                         [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
                           Ops::Set(block, hash);
+                          return std::uint64_t{0};
                         });
     });
   });
@@ -358,6 +369,7 @@ void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
       ForEachKey<Geo, true>(layout, readable, keys, n, mode, all_blocks(layout),
                             [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
                               out[k] = Ops::Test(block, hash) ? 1 : 0;
+                              return std::uint64_t{0};
                             });
     });
   });
@@ -368,13 +380,13 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
     WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
-      ForEachKeyIn<Geo>(
-          layout, bits, keys, n, mode, range,
-          [is_new, &fresh](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
-            const bool present = Ops::TestAndSet(block, hash);
-            is_new[k] = present ? 0 : 1;
-            fresh += present ? 0 : 1;
-          });
+      fresh =
+          ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range,
+                            [is_new](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+                              const std::uint64_t absent = Ops::TestAndSet(block, hash) ? 0 : 1;
+                              is_new[k] = static_cast<std::uint8_t>(absent);
+                              return absent;
+                            });
     });
   });
   return fresh;
