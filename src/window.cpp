@@ -54,34 +54,35 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // For each i with absent[i] == 1, looks the hash up in `filters` in order and sets absent[i] = 0
 // at the first that may contain it. Only the still-absent keys are looked up in each filter, so a
 // key found in a recent generation costs no further reads. Returns how many stay absent.
+//
+// The lists of keys still pending are compacted without a branch per key: whether a key was
+// found is as unpredictable as the traffic's repeats.
 std::uint64_t clear_found(std::span<const Filter* const> filters,
                           std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
-  std::vector<std::uint32_t> index;
-  std::vector<std::uint64_t> pending;
+  std::vector<std::uint32_t> index(hashes.size());
+  std::vector<std::uint64_t> pending(hashes.size());
+  std::size_t count = 0;
   for (std::size_t i = 0; i < hashes.size(); ++i) {
-    if (absent[i] == 0) continue;
-    index.push_back(static_cast<std::uint32_t>(i));
-    pending.push_back(hashes[i]);
+    index[count] = static_cast<std::uint32_t>(i);
+    pending[count] = hashes[i];
+    count += absent[i] != 0 ? 1 : 0;
   }
-  std::vector<std::uint8_t> found(pending.size());
+  std::vector<std::uint8_t> found(count);
   for (const Filter* filter : filters) {
-    if (pending.empty()) break;
-    found.resize(pending.size());
-    FilterAccess::engine(*filter).contains(pending, KeyMode::prehashed, found);
+    if (count == 0) break;
+    FilterAccess::engine(*filter).contains({pending.data(), count}, KeyMode::prehashed,
+                                           {found.data(), count});
     std::size_t kept = 0;
-    for (std::size_t j = 0; j < pending.size(); ++j) {
-      if (found[j] != 0) {
-        absent[index[j]] = 0;
-      } else {
-        index[kept] = index[j];
-        pending[kept] = pending[j];
-        ++kept;
-      }
+    for (std::size_t j = 0; j < count; ++j) {
+      const std::uint8_t still_absent = found[j] == 0 ? 1 : 0;
+      absent[index[j]] = still_absent;
+      index[kept] = index[j];
+      pending[kept] = pending[j];
+      kept += still_absent;
     }
-    index.resize(kept);
-    pending.resize(kept);
+    count = kept;
   }
-  return pending.size();
+  return count;
 }
 
 }  // namespace
