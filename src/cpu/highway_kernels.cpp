@@ -251,8 +251,8 @@ HWY_INLINE void PrefetchLine(const void* p) {
 // keys from memory, and this core's hardware prefetcher did not keep up with that stream while
 // the kernels' block prefetches were in flight. Measured on the development machine
 // (bench/RESULTS.md), one thread, 64Ki-key batches from 32 MiB of keys, ns/key insert /
-// contains: 256 KiB filter 2.26-2.39 / 1.93-2.05 without against 1.66-1.85 / 1.50-1.58 four
-// groups ahead, 2 MiB 2.15-2.26 / 1.95-2.08 against 1.92-2.07 / 1.79-1.89, 512 MiB 6.07-6.17 /
+// contains: 256 KiB filter 2.25-2.39 / 1.93-2.05 without against 1.66-1.85 / 1.50-1.59 four
+// groups ahead, 2 MiB 2.15-2.29 / 1.95-2.11 against 1.92-2.07 / 1.79-1.89, 512 MiB 6.07-6.17 /
 // 5.97-6.12 against 5.81-5.97 / 5.76-5.83; one group ahead gained half as much, eight and
 // sixteen no more; keys already in the caches unchanged.
 constexpr std::size_t kKeyPrefetchGroups = 4;
