@@ -25,18 +25,32 @@ constexpr std::size_t kMaxCleanupPath = 4096;
 std::array<char[kMaxCleanupPath], kCleanupSlots> g_cleanup_paths;
 std::array<std::atomic<bool>, kCleanupSlots> g_cleanup_used{};
 
-int register_cleanup(const std::string& path) {
-  if (path.size() >= kMaxCleanupPath) return -1;
-  for (int i = 0; i < kCleanupSlots; ++i) {
-    bool expected = false;
-    if (g_cleanup_used[i].compare_exchange_strong(expected, true)) {
-      // Mark unused while the path is copied so the handler never reads a torn string.
-      g_cleanup_used[i] = false;
-      std::memcpy(g_cleanup_paths[i], path.c_str(), path.size() + 1);
-      g_cleanup_used[i] = true;
-      return i;
+// Registers `pattern`, a mkstemp() template, and creates the file from it in the registered
+// storage itself, so that the handler knows the file's name from the instant it exists: a signal
+// between creating the file and registering its name would leave the file behind. (A signal that
+// interrupts mkstemp before the file exists makes the handler unlink a name nothing has.) Returns
+// the slot, or -1 when no slot is free (the file is then created unregistered); `pattern` holds
+// the name made.
+int create_registered(std::string& pattern, int& fd) {
+  if (pattern.size() < kMaxCleanupPath) {
+    for (int i = 0; i < kCleanupSlots; ++i) {
+      bool expected = false;
+      if (g_cleanup_used[i].compare_exchange_strong(expected, true)) {
+        // Mark unused while the template is copied so the handler never reads a torn string.
+        g_cleanup_used[i] = false;
+        std::memcpy(g_cleanup_paths[i], pattern.c_str(), pattern.size() + 1);
+        g_cleanup_used[i] = true;
+        fd = mkstemp(g_cleanup_paths[i]);
+        if (fd < 0) {
+          g_cleanup_used[i] = false;
+          return -1;
+        }
+        pattern = g_cleanup_paths[i];
+        return i;
+      }
     }
   }
+  fd = mkstemp(pattern.data());
   return -1;
 }
 
@@ -106,12 +120,11 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
     return;
   }
   std::string pattern = directory_of(path_) + "/." + base_name_of(path_) + ".bulkbloom-XXXXXX";
-  fd_ = mkstemp(pattern.data());
+  cleanup_slot_ = create_registered(pattern, fd_);
   if (fd_ < 0) throw IoError(with_errno("cannot create a temporary file for " + path_));
   owns_fd_ = true;
   staged_path_ = pattern;
   remove_on_failure_ = true;
-  cleanup_slot_ = register_cleanup(staged_path_);
   // mkstemp creates 0600; give the output the permissions a plain creat() would.
   const mode_t mask = umask(0);
   umask(mask);
