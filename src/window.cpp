@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <stdexcept>
 #include <type_traits>
 
-#include "bulkbloom/detail/block_math.hpp"
 #include "filter_access.hpp"
 #include "key_hash.hpp"
 #include "window_clock.hpp"
@@ -24,23 +24,24 @@ constexpr std::size_t kHashChunk = std::size_t{1} << 16;
 // Bound on T + L, so that period arithmetic and G·period fit an int64 with room to spare.
 constexpr std::uint64_t kMaxSpan = std::uint64_t{1} << 61;
 
-std::uint64_t hash_of(const Layout& layout, std::uint64_t key) {
-  return layout.hash == KeyHash::identity ? key : detail::xxh64_u64(key, layout.seed);
-}
-
-std::uint64_t hash_of(const Layout& layout, std::string_view key) {
-  return detail::xxh64_bytes(key, layout.seed);
-}
-
 // Hands the layout hashes of `keys` to `consume(hashes, offset)` chunk by chunk, in order.
+// uint64_t keys are hashed in SIMD, byte strings one at a time.
 template <typename Key, typename Consume>
 void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout, Consume&& consume) {
-  if constexpr (std::is_same_v<Key, std::string_view>) detail::check_byte_keys_allowed(layout);
-  std::vector<std::uint64_t> hashes(std::min(keys.size(), kHashChunk));
+  constexpr bool kByteKeys = std::is_same_v<Key, std::string_view>;
+  if constexpr (kByteKeys) detail::check_byte_keys_allowed(layout);
+  const auto hashes =
+      std::make_unique_for_overwrite<std::uint64_t[]>(std::min(keys.size(), kHashChunk));
   for (std::size_t offset = 0; offset < keys.size(); offset += kHashChunk) {
     const std::size_t n = std::min(kHashChunk, keys.size() - offset);
-    for (std::size_t i = 0; i < n; ++i) hashes[i] = hash_of(layout, keys[offset + i]);
-    consume(std::span<const std::uint64_t>(hashes.data(), n), offset);
+    if constexpr (kByteKeys) {
+      for (std::size_t i = 0; i < n; ++i) {
+        hashes[i] = detail::xxh64_bytes(keys[offset + i], layout.seed);
+      }
+    } else {
+      detail::hash_u64_keys(layout, keys.data() + offset, n, hashes.get());
+    }
+    consume(std::span<const std::uint64_t>(hashes.get(), n), offset);
   }
 }
 
