@@ -2,6 +2,11 @@
 // threads x batch, each figure beside this machine's random-line and sequential rates measured in
 // the same run over a buffer of the filter's size. Filters are ~16 bits per key (sb512).
 //
+// The random-line rate a case is compared with (random reads for contains, read-modify-writes
+// for the writes, with the case's thread count) is measured right before and right after the
+// case's timed loop, and `pct_of_limit` is against their mean; `limit_change_pct` says how far
+// the machine moved during the case (after against before).
+//
 // Filter a subset with --benchmark_filter, e.g. 'size:2MiB/' or '/impl:AVX3/threads:1/'.
 #include <benchmark/benchmark.h>
 
@@ -39,6 +44,8 @@ constexpr std::size_t kSmallBatchPool = 64;
 // not fit in this machine's memory beside the filters.
 constexpr std::size_t kMaxBatchKeys = std::size_t{1} << 28;
 constexpr unsigned kMaxThreads = 2;
+// How long each of the probes beside a case runs: about as long as a small-batch case's loop.
+constexpr double kPairedProbeSeconds = 0.1;
 
 enum class Op { insert, contains_hit, contains_miss, insert_if_absent };
 constexpr Op kOps[] = {Op::insert, Op::contains_hit, Op::contains_miss, Op::insert_if_absent};
@@ -92,10 +99,9 @@ struct SizeState {
   explicit SizeState(const SizeCase& size)
       : bytes(size.bytes),
         layout(bulkbloom::Shape::sb512, size.bytes / 64),
-        capacity(size.bytes * 8 / kBitsPerKey) {
-    for (unsigned t = 1; t <= kMaxThreads; ++t) {
-      limits.push_back(bulkbloom::bench::measure_hardware_limits(bytes, t));
-    }
+        capacity(size.bytes * 8 / kBitsPerKey),
+        probe(size.bytes) {
+    for (unsigned t = 1; t <= kMaxThreads; ++t) limits.push_back(probe.measure(t));
     loaded = std::make_unique<Filter>(layout);
     constexpr std::size_t kChunk = std::size_t{1} << 24;
     for (std::uint64_t first = 0; first < capacity; first += kChunk) {
@@ -107,7 +113,8 @@ struct SizeState {
   std::uint64_t bytes;
   Layout layout;
   std::uint64_t capacity;
-  std::vector<bulkbloom::bench::HardwareLimits> limits;  // [threads - 1]
+  bulkbloom::bench::MemoryProbe probe;                   // kept for the probes beside each case
+  std::vector<bulkbloom::bench::HardwareLimits> limits;  // [threads - 1]: sequential bandwidth
   std::unique_ptr<Filter> loaded;
 };
 
@@ -158,6 +165,11 @@ void run_case(benchmark::State& state, const SizeCase& size, Op op, const std::s
       mixed ? mixed_keys(key_count, shared.capacity)
             : keys_of(stream, 0, key_count, stream == 0 ? shared.capacity : ~std::uint64_t{0});
   std::vector<std::uint8_t> flags(batch);
+  const auto line_rate = [&] {
+    return inserting ? shared.probe.random_rmw_lines_per_s(threads, kPairedProbeSeconds)
+                     : shared.probe.random_read_lines_per_s(threads, kPairedProbeSeconds);
+  };
+  const double line_limit_before = line_rate();
 
   double seconds = 0, cpu_seconds = 0;
   std::uint64_t done = 0, added = 0;
@@ -193,16 +205,16 @@ void run_case(benchmark::State& state, const SizeCase& size, Op op, const std::s
     seconds += elapsed;
     done += batch;
   }
-  const auto& limits = shared.limits[threads - 1];
-  const double line_limit =
-      inserting ? limits.random_rmw_lines_per_s : limits.random_read_lines_per_s;
+  const double line_limit_after = line_rate();
+  const double line_limit = (line_limit_before + line_limit_after) / 2;
   const double keys_per_s = static_cast<double>(done) / seconds;
   state.SetItemsProcessed(static_cast<std::int64_t>(done));
   state.counters["ns_per_key"] = 1e9 / keys_per_s;
   state.counters["cpu_ns_per_key"] = 1e9 * cpu_seconds / static_cast<double>(done);
   state.counters["limit_Mlines_s"] = line_limit / 1e6;
   state.counters["pct_of_limit"] = 100.0 * keys_per_s / line_limit;
-  state.counters["seq_GB_s"] = limits.seq_read_bytes_per_s / 1e9;
+  state.counters["limit_change_pct"] = 100.0 * (line_limit_after / line_limit_before - 1);
+  state.counters["seq_GB_s"] = shared.limits[threads - 1].seq_read_bytes_per_s / 1e9;
   state.counters["batch"] = static_cast<double>(batch);
 }
 

@@ -20,10 +20,12 @@ constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
 // Lines per timed pass, as many as keys in the benchmarks' small batches.
 constexpr std::size_t kPassLines = std::size_t{1} << 16;
 
+}  // namespace
+
 // Zeroed then written memory on a 2 MiB boundary with transparent huge pages requested.
-class ProbeBuffer {
+class MemoryProbe::Buffer {
  public:
-  explicit ProbeBuffer(std::uint64_t bytes) : bytes_(bytes), mapped_(bytes + kHugePage) {
+  explicit Buffer(std::uint64_t bytes) : bytes_(bytes), mapped_(bytes + kHugePage) {
     void* p = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     mapping_ = p;
@@ -32,9 +34,9 @@ class ProbeBuffer {
     words_ = reinterpret_cast<std::uint64_t*>(aligned);
     for (std::uint64_t i = 0; i < bytes / 8; ++i) words_[i] = i;  // fault every page in now
   }
-  ProbeBuffer(const ProbeBuffer&) = delete;
-  ProbeBuffer& operator=(const ProbeBuffer&) = delete;
-  ~ProbeBuffer() { munmap(mapping_, mapped_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { munmap(mapping_, mapped_); }
 
   std::uint64_t* words() const { return words_; }
   std::uint64_t lines() const { return bytes_ / kLine; }
@@ -46,6 +48,8 @@ class ProbeBuffer {
   void* mapping_ = nullptr;
   std::uint64_t* words_ = nullptr;
 };
+
+namespace {
 
 // Runs `pass(thread, lines_done)` on `threads` threads until `seconds` have passed. A pass
 // returns the seconds it spent on the measured work and adds its units of work to `lines_done`;
@@ -134,8 +138,8 @@ std::uint64_t touch_lines(std::uint64_t* words, const std::uint64_t* offsets) {
 // prefetching 32, 64 or 128 lines ahead. Which wins depends on the level the buffer lives in and
 // on the minute: on the development machine 128 ahead read a 32 MiB buffer at 2.8 ns/line where
 // 32 ahead gave 3.8-4.2, and 32 or 64 ahead were best for 512 MiB.
-template <bool kWrite>
-double random_lines_per_s(const ProbeBuffer& buffer, unsigned threads, double seconds,
+template <bool kWrite, class Buffer>  // MemoryProbe::Buffer, private to the probe
+double random_lines_per_s(const Buffer& buffer, unsigned threads, double seconds,
                           std::vector<std::uint64_t>& sinks) {
   // Readers share the whole buffer, as threads reading a filter do. Writers each get a slice, as
   // the filter's writing threads each own a block range: lines written by two cores at once
@@ -158,24 +162,56 @@ double random_lines_per_s(const ProbeBuffer& buffer, unsigned threads, double se
                    measure.template operator()<64>(), measure.template operator()<128>()});
 }
 
+// Clamps a probe's thread count to the machine's hardware threads: each thread's rate is its
+// lines over its own passes' time, summed, so threads beyond the cores would each time passes
+// that ran while the others waited, and count a core several times.
+unsigned probe_threads(unsigned threads) {
+  if (threads == 0) throw std::invalid_argument("threads must be at least 1");
+  return std::min(threads, std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// The sums are results the compiler must keep.
+void keep(const std::vector<std::uint64_t>& sinks) {
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  volatile std::uint64_t kept = 0;
+  for (auto s : sinks) kept = kept + s;
+}
+
 }  // namespace
 
-HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads,
-                                       double seconds) {
+MemoryProbe::MemoryProbe(std::uint64_t buffer_bytes) {
   if (buffer_bytes < kLine) {
     throw std::invalid_argument("buffer_bytes " + std::to_string(buffer_bytes) +
                                 " is below one 64-byte line");
   }
-  if (threads == 0) throw std::invalid_argument("threads must be at least 1");
-  // Each thread's rate is its lines over its own passes' time, summed: threads beyond the cores
-  // would each time passes that ran while the others waited, and count a core several times.
-  threads = std::min(threads, std::max(1u, std::thread::hardware_concurrency()));
-  const ProbeBuffer buffer(buffer_bytes / kLine * kLine);
-  HardwareLimits limits;
-  std::vector<std::uint64_t> sinks(threads * 8, 0);  // a line per thread: no false sharing
+  buffer_ = std::make_unique<Buffer>(buffer_bytes / kLine * kLine);
+}
 
-  limits.random_read_lines_per_s = random_lines_per_s<false>(buffer, threads, seconds, sinks);
-  limits.random_rmw_lines_per_s = random_lines_per_s<true>(buffer, threads, seconds, sinks);
+MemoryProbe::~MemoryProbe() = default;
+
+double MemoryProbe::random_read_lines_per_s(unsigned threads, double seconds) {
+  threads = probe_threads(threads);
+  std::vector<std::uint64_t> sinks(threads * 8, 0);  // a line per thread: no false sharing
+  const double rate = random_lines_per_s<false>(*buffer_, threads, seconds, sinks);
+  keep(sinks);
+  return rate;
+}
+
+double MemoryProbe::random_rmw_lines_per_s(unsigned threads, double seconds) {
+  threads = probe_threads(threads);
+  std::vector<std::uint64_t> sinks(threads * 8, 0);
+  const double rate = random_lines_per_s<true>(*buffer_, threads, seconds, sinks);
+  keep(sinks);
+  return rate;
+}
+
+HardwareLimits MemoryProbe::measure(unsigned threads, double seconds) {
+  threads = probe_threads(threads);
+  HardwareLimits limits;
+  limits.random_read_lines_per_s = random_read_lines_per_s(threads, seconds);
+  limits.random_rmw_lines_per_s = random_rmw_lines_per_s(threads, seconds);
+  std::vector<std::uint64_t> sinks(threads * 8, 0);
+  const Buffer& buffer = *buffer_;
   // Each thread streams its own slice; four sums keep the adds off the critical path.
   limits.seq_read_bytes_per_s = rate(threads, seconds, [&](unsigned t, std::uint64_t& done) {
     const std::uint64_t words = buffer.bytes() / 8;
@@ -194,11 +230,14 @@ HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned thre
       sinks[t * 8] += s0 + s1 + s2 + s3;
     });
   });
-  // The sums are results the compiler must keep.
-  std::atomic_signal_fence(std::memory_order_seq_cst);
-  volatile std::uint64_t keep = 0;
-  for (auto s : sinks) keep = keep + s;
+  keep(sinks);
   return limits;
+}
+
+HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads,
+                                       double seconds) {
+  probe_threads(threads);  // the argument check, before a buffer is allocated
+  return MemoryProbe(buffer_bytes).measure(threads, seconds);
 }
 
 }  // namespace bulkbloom::bench

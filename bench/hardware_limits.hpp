@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace bulkbloom::bench {
 
@@ -18,6 +19,34 @@ struct HardwareLimits {
   double random_rmw_lines_per_s = 0;
   /// Sequential read bandwidth in bytes per second.
   double seq_read_bytes_per_s = 0;
+};
+
+/// A probe buffer kept for repeated measurements, so that a benchmark can measure the random rates
+/// right before and right after each timed case, on the same memory: on a shared machine the
+/// rates move by tens of percent from one minute to the next, and a ratio to a limit measured
+/// at another moment reads that drift as the kernel's.
+class MemoryProbe {
+ public:
+  /// Allocates and faults in `buffer_bytes` (rounded down to whole 64-byte lines; 2 MiB pages
+  /// requested, as for filters). Throws std::invalid_argument if `buffer_bytes` < 64,
+  /// std::bad_alloc if the buffer cannot be had.
+  explicit MemoryProbe(std::uint64_t buffer_bytes);
+  ~MemoryProbe();
+  MemoryProbe(const MemoryProbe&) = delete;
+  MemoryProbe& operator=(const MemoryProbe&) = delete;
+
+  /// All three rates with `threads` threads, each probe running about `seconds`. More threads
+  /// than the machine has hardware threads measure as many as it has. Throws
+  /// std::invalid_argument if `threads` == 0.
+  HardwareLimits measure(unsigned threads, double seconds = 0.25);
+  /// HardwareLimits::random_read_lines_per_s alone, measured for about `seconds`.
+  double random_read_lines_per_s(unsigned threads, double seconds);
+  /// HardwareLimits::random_rmw_lines_per_s alone, measured for about `seconds`.
+  double random_rmw_lines_per_s(unsigned threads, double seconds);
+
+ private:
+  class Buffer;
+  std::unique_ptr<Buffer> buffer_;
 };
 
 /// Measures the three rates over a freshly allocated `buffer_bytes` buffer (2 MiB pages requested,
