@@ -228,8 +228,9 @@ enum class CacheLevel { l1, l2 };
 // (PREFETCHT0) from 32 MiB up (512 MiB contains 10.6 -> 8.1 ns/key), likely because an L1 fill
 // holds one of the L1's few miss buffers until its line arrives while the L2 keeps more misses in
 // flight; PREFETCHT2 measured the same, PREFETCHNTA as T0, and nothing changed in the caches. A
-// read prefetch also for lines about to be written: PREFETCHW would need PRFCHW, which Highway's
-// target flags do not enable. Keys, read a few groups ahead, go to the L1.
+// read prefetch also for lines about to be written: PREFETCHW (which on this core fills the L1)
+// made the writing kernels slower at every size, 2 MiB by a quarter and DRAM sizes by up to 2x.
+// Keys, read a few groups ahead, go to the L1.
 //
 // Inline assembly on x86 because GCC 12 dropped __builtin_prefetch from these kernels in some
 // forms of this code (no prefetch instruction left in the object file; the cause in GCC is not
