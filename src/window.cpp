@@ -24,14 +24,36 @@ constexpr std::size_t kHashChunk = std::size_t{1} << 16;
 // Bound on T + L, so that period arithmetic and G·period fit an int64 with room to spare.
 constexpr std::uint64_t kMaxSpan = std::uint64_t{1} << 61;
 
+// Buffers a thread reuses from call to call, at most kHashChunk entries each (1.3 MiB a thread).
+// Fresh ones cost a page fault per 4 KiB on every call, and as vectors a pass of zeroing: 6-7 %
+// of a window's dedup time in a profile (bench/RESULTS.md). Per thread, since const calls may
+// come from several threads at once.
+struct Scratch {
+  std::unique_ptr<std::uint64_t[]> hashes;   // a chunk's hashes
+  std::unique_ptr<std::uint64_t[]> pending;  // clear_found: hashes still absent
+  std::unique_ptr<std::uint32_t[]> index;    // clear_found: their positions in the chunk
+  std::unique_ptr<std::uint8_t[]> found;     // clear_found: one generation's answers
+
+  // The scratch of the calling thread, with room for kHashChunk entries.
+  static Scratch& of_this_thread() {
+    thread_local Scratch scratch;
+    if (!scratch.hashes) {
+      scratch.hashes = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
+      scratch.pending = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
+      scratch.index = std::make_unique_for_overwrite<std::uint32_t[]>(kHashChunk);
+      scratch.found = std::make_unique_for_overwrite<std::uint8_t[]>(kHashChunk);
+    }
+    return scratch;
+  }
+};
+
 // Hands the layout hashes of `keys` to `consume(hashes, offset)` chunk by chunk, in order.
 // uint64_t keys are hashed in SIMD, byte strings one at a time.
 template <typename Key, typename Consume>
 void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout, Consume&& consume) {
   constexpr bool kByteKeys = std::is_same_v<Key, std::string_view>;
   if constexpr (kByteKeys) detail::check_byte_keys_allowed(layout);
-  const auto hashes =
-      std::make_unique_for_overwrite<std::uint64_t[]>(std::min(keys.size(), kHashChunk));
+  std::uint64_t* const hashes = Scratch::of_this_thread().hashes.get();
   for (std::size_t offset = 0; offset < keys.size(); offset += kHashChunk) {
     const std::size_t n = std::min(kHashChunk, keys.size() - offset);
     if constexpr (kByteKeys) {
@@ -39,9 +61,9 @@ void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout, Cons
         hashes[i] = detail::xxh64_bytes(keys[offset + i], layout.seed);
       }
     } else {
-      detail::hash_u64_keys(layout, keys.data() + offset, n, hashes.get());
+      detail::hash_u64_keys(layout, keys.data() + offset, n, hashes);
     }
-    consume(std::span<const std::uint64_t>(hashes.get(), n), offset);
+    consume(std::span<const std::uint64_t>(hashes, n), offset);
   }
 }
 
@@ -55,24 +77,25 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // For each i with absent[i] == 1, looks the hash up in `filters` in order and sets absent[i] = 0
 // at the first that may contain it. Only the still-absent keys are looked up in each filter, so a
 // key found in a recent generation costs no further reads. Returns how many stay absent.
+// `hashes` holds at most kHashChunk entries.
 //
 // The lists of keys still pending are compacted without a branch per key: whether a key was
 // found is as unpredictable as the traffic's repeats.
 std::uint64_t clear_found(std::span<const Filter* const> filters,
                           std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
-  std::vector<std::uint32_t> index(hashes.size());
-  std::vector<std::uint64_t> pending(hashes.size());
+  Scratch& scratch = Scratch::of_this_thread();
+  std::uint32_t* const index = scratch.index.get();
+  std::uint64_t* const pending = scratch.pending.get();
+  std::uint8_t* const found = scratch.found.get();
   std::size_t count = 0;
   for (std::size_t i = 0; i < hashes.size(); ++i) {
     index[count] = static_cast<std::uint32_t>(i);
     pending[count] = hashes[i];
     count += absent[i] != 0 ? 1 : 0;
   }
-  std::vector<std::uint8_t> found(count);
   for (const Filter* filter : filters) {
     if (count == 0) break;
-    FilterAccess::engine(*filter).contains({pending.data(), count}, KeyMode::prehashed,
-                                           {found.data(), count});
+    FilterAccess::engine(*filter).contains({pending, count}, KeyMode::prehashed, {found, count});
     std::size_t kept = 0;
     for (std::size_t j = 0; j < count; ++j) {
       const std::uint8_t still_absent = found[j] == 0 ? 1 : 0;
