@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <unordered_set>
 
 #include "test_support.hpp"
@@ -216,6 +217,46 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
       inserted.contains(batch, got);
       ASSERT_EQ(std::count(got.begin(), got.end(), 1), std::ptrdiff_t(batch.size()));
     }
+  }
+}
+
+// Filters left at the default thread count share one process-wide pool; a call that finds it
+// busy runs on its own thread. Several threads, each on its own filters, must still get the
+// reference answers.
+TEST_P(FilterContract, FiltersOnTheSharedPoolAnswerFromManyThreadsAtOnce) {
+  const auto batches = threaded_batches();
+  const Layout layout{GetParam().shape, 1021};
+  std::vector<std::vector<std::uint8_t>> want_new, want_hits;
+  const auto probes = random_keys(40000, 36);
+  for (const auto& batch : batches) {
+    Filter reference = make_scalar(1021);
+    want_new.emplace_back(batch.size());
+    reference.insert_if_absent(batch, want_new.back());
+    want_hits.emplace_back(probes.size());
+    reference.contains(probes, want_hits.back());
+  }
+  Options options;
+  options.implementation = GetParam().implementation;
+  constexpr int kCallers = 4, kRounds = 8;
+  std::vector<int> mismatches(kCallers, 0);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      for (int round = 0; round < kRounds; ++round) {
+        for (std::size_t b = 0; b < batches.size(); ++b) {
+          Filter filter(layout, options);
+          std::vector<std::uint8_t> is_new(batches[b].size()), hits(probes.size());
+          filter.insert_if_absent(batches[b], is_new);
+          filter.contains(probes, hits);
+          mismatches[c] += (is_new != want_new[b]) + (hits != want_hits[b]);
+        }
+      }
+    });
+  }
+  for (auto& caller : callers) caller.join();
+  for (int c = 0; c < kCallers; ++c) EXPECT_EQ(mismatches[c], 0) << "caller " << c;
+  if (GetParam().implementation.starts_with("cpu/")) {
+    EXPECT_EQ(Filter(layout, options).threads(), std::max(1u, std::thread::hardware_concurrency()));
   }
 }
 

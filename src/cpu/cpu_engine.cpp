@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "bulkbloom/error.hpp"
@@ -17,28 +18,28 @@ namespace {
 
 class CpuEngine final : public Engine {
  public:
-  // `threads_fixed`: the caller chose `threads` (plan_bulk).
-  CpuEngine(const Layout& layout, const CpuKernels& kernels, unsigned threads, bool threads_fixed,
-            HostBuffer&& bits)
+  // `threads_fixed`: the caller chose the pool's size (plan_bulk).
+  CpuEngine(const Layout& layout, const CpuKernels& kernels, std::shared_ptr<ThreadPool> pool,
+            bool threads_fixed, HostBuffer&& bits)
       : layout_(layout),
         kernels_(kernels),
-        pool_(threads),
+        pool_(std::move(pool)),
         threads_fixed_(threads_fixed),
         bits_(std::move(bits)) {}
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
-  unsigned threads() const override { return pool_.size(); }
+  unsigned threads() const override { return pool_->size(); }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
     const BulkPlan plan =
-        plan_bulk(BulkOp::insert, layout_, keys.size(), pool_.size(), threads_fixed_);
+        plan_bulk(BulkOp::insert, layout_, keys.size(), pool_->size(), threads_fixed_);
     switch (plan.mode) {
       case BulkPlan::Mode::partitioned:
         scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
-                     mode, nullptr, pool_, plan.partition_shift);
+                     mode, nullptr, *pool_, plan.partition_shift);
         return;
       case BulkPlan::Mode::block_ranges:
-        pool_.run(plan.tasks, [&](unsigned t) {
+        pool_->run(plan.tasks, [&](unsigned t) {
           kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode,
                           task_blocks(layout_, t, plan.tasks));
         });
@@ -51,14 +52,14 @@ class CpuEngine final : public Engine {
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
                 std::span<std::uint8_t> out) const override {
     const BulkPlan plan =
-        plan_bulk(BulkOp::contains, layout_, keys.size(), pool_.size(), threads_fixed_);
+        plan_bulk(BulkOp::contains, layout_, keys.size(), pool_->size(), threads_fixed_);
     if (plan.mode == BulkPlan::Mode::partitioned) {
       scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
-                   mode, out.data(), pool_, plan.partition_shift);
+                   mode, out.data(), *pool_, plan.partition_shift);
       return;
     }
     const std::size_t n = keys.size();
-    pool_.run(plan.tasks, [&](unsigned t) {
+    pool_->run(plan.tasks, [&](unsigned t) {
       const std::size_t begin = n * t / plan.tasks, end = n * (t + 1) / plan.tasks;
       kernels_.contains(layout_, bits_.data(), keys.data() + begin, end - begin, mode,
                         out.data() + begin);
@@ -68,11 +69,11 @@ class CpuEngine final : public Engine {
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
                                  std::span<std::uint8_t> is_new) override {
     const BulkPlan plan =
-        plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_.size(), threads_fixed_);
+        plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_->size(), threads_fixed_);
     switch (plan.mode) {
       case BulkPlan::Mode::partitioned:
         return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
-                            keys.size(), mode, is_new.data(), pool_, plan.partition_shift);
+                            keys.size(), mode, is_new.data(), *pool_, plan.partition_shift);
       case BulkPlan::Mode::block_ranges:
         return insert_if_absent_by_block_ranges(keys, mode, is_new, plan.tasks);
       default:
@@ -137,7 +138,7 @@ class CpuEngine final : public Engine {
     for (std::size_t start = 0; start < n; start += kChunkKeys) {
       const std::size_t count = std::min(kChunkKeys, n - start);
       std::fill(task_flags.begin(), task_flags.begin() + count * tasks, 0);
-      pool_.run(tasks, [&](unsigned t) {
+      pool_->run(tasks, [&](unsigned t) {
         fresh[t] += kernels_.insert_if_absent(layout_, bits_.data(), keys.data() + start, count,
                                               mode, task_blocks(layout_, t, tasks),
                                               task_flags.data() + t * count);
@@ -156,7 +157,7 @@ class CpuEngine final : public Engine {
 
   Layout layout_;
   const CpuKernels& kernels_;
-  mutable ThreadPool pool_;
+  std::shared_ptr<ThreadPool> pool_;
   bool threads_fixed_;
   mutable PartitionScratch scratch_;
   HostBuffer bits_;
@@ -166,6 +167,16 @@ std::vector<const CpuKernels*> kernel_sets_best_first() {
   auto sets = highway_kernel_sets();
   sets.push_back(&scalar_kernels());
   return sets;
+}
+
+// The pool of every engine left at the default thread count: one worker per hardware thread for
+// the whole process. A pool per filter put a worker per filter on the same cores, each polling
+// for its next call while the others worked: a window's four generations ran 30 % slower on two
+// threads than on one (bench/RESULTS.md).
+std::shared_ptr<ThreadPool> default_pool() {
+  static const auto pool =
+      std::make_shared<ThreadPool>(std::max(1u, std::thread::hardware_concurrency()));
+  return pool;
 }
 
 }  // namespace
@@ -185,16 +196,15 @@ std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string&
 std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
                                         unsigned threads, HostBuffer&& storage) {
   const bool threads_fixed = threads != 0;
-  if (!threads_fixed) threads = std::max(1u, std::thread::hardware_concurrency());
-  const auto sets = kernel_sets_best_first();
-  if (target.empty()) {
-    return std::make_unique<CpuEngine>(layout, *sets.front(), threads, threads_fixed,
+  const auto make = [&](const CpuKernels& kernels) {
+    auto pool = threads_fixed ? std::make_shared<ThreadPool>(threads) : default_pool();
+    return std::make_unique<CpuEngine>(layout, kernels, std::move(pool), threads_fixed,
                                        std::move(storage));
-  }
+  };
+  const auto sets = kernel_sets_best_first();
+  if (target.empty()) return make(*sets.front());
   for (const CpuKernels* k : sets) {
-    if (target == k->target) {
-      return std::make_unique<CpuEngine>(layout, *k, threads, threads_fixed, std::move(storage));
-    }
+    if (target == k->target) return make(*k);
   }
   std::string available;
   for (const auto& name : cpu_implementations())

@@ -1,6 +1,7 @@
 #include "cpu/thread_pool.hpp"
 
 #include <chrono>
+#include <utility>
 
 namespace bulkbloom::detail {
 namespace {
@@ -22,6 +23,10 @@ bool poll(const Done& done) {
   return true;
 }
 
+// The pool whose task the current thread is running, if any: a bulk call made from inside a task
+// (a worker's, or the caller's own share) runs inline rather than wait for the pool it occupies.
+thread_local const ThreadPool* running_tasks_of = nullptr;
+
 }  // namespace
 
 ThreadPool::~ThreadPool() {
@@ -38,11 +43,12 @@ void ThreadPool::start_workers() {
 }
 
 void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) {
-  if (tasks <= 1 || threads_ == 1) {
+  const auto run_inline = [&] {
     for (unsigned i = 0; i < tasks; ++i) task(i);
-    return;
-  }
-  std::lock_guard run_lock(run_mutex_);
+  };
+  if (tasks <= 1 || threads_ == 1 || running_tasks_of == this) return run_inline();
+  std::unique_lock run_lock(run_mutex_, std::try_to_lock);
+  if (!run_lock.owns_lock()) return run_inline();
   if (workers_.empty()) start_workers();
   {
     std::lock_guard lock(mutex_);
@@ -53,13 +59,16 @@ void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) 
   }
   wake_.notify_all();
   // Participant p runs tasks p, p + size(), ...: the caller is participant 0.
+  const ThreadPool* const outer = std::exchange(running_tasks_of, this);
   for (unsigned i = 0; i < tasks; i += threads_) task(i);
+  running_tasks_of = outer;
   if (poll([this] { return busy_.load(std::memory_order_acquire) == 0; })) return;
   std::unique_lock lock(mutex_);
   done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadPool::work(unsigned worker) {
+  running_tasks_of = this;  // a worker runs nothing but this pool's tasks
   std::uint64_t seen = 0;
   for (;;) {
     poll([&] { return generation_.load(std::memory_order_acquire) != seen; });

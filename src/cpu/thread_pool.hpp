@@ -23,7 +23,9 @@ class ThreadPool {
   unsigned size() const { return threads_; }
 
   /// Runs `task(i)` for i in [0, tasks) on up to size() threads and returns when all are done.
-  /// Calls from several threads are serialised.
+  /// A call that finds the pool busy with another thread's call, or that comes from inside one
+  /// of this pool's tasks, runs its tasks on the calling thread instead of waiting: the cores
+  /// are taken either way.
   void run(unsigned tasks, const std::function<void(unsigned)>& task);
 
  private:
@@ -31,7 +33,7 @@ class ThreadPool {
   void work(unsigned worker);
 
   const unsigned threads_;
-  std::mutex run_mutex_;  // one parallel task at a time
+  std::mutex run_mutex_;  // held by the call the workers serve
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
