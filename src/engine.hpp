@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,6 +27,13 @@ class Engine {
 
   virtual std::string implementation() const = 0;
   virtual unsigned threads() const = 0;
+  /// Runs `task(i)` for i in [0, tasks) on the host threads this engine's bulk calls use (by
+  /// default one after another on the calling thread) and returns when all are done. Bulk calls
+  /// made from inside a task run on that task's thread, so that independent pieces of work,
+  /// such as a window's lookups, can each keep their data on one core.
+  virtual void parallel_for(unsigned tasks, const std::function<void(unsigned)>& task) const {
+    for (unsigned i = 0; i < tasks; ++i) task(i);
+  }
 
   virtual void insert(std::span<const std::uint64_t> keys, KeyMode mode) = 0;
   virtual void contains(std::span<const std::uint64_t> keys, KeyMode mode,

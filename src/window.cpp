@@ -109,6 +109,29 @@ std::uint64_t clear_found(std::span<const Filter* const> filters,
   return count;
 }
 
+// Below this many keys a window's lookups stay on the calling thread (as bulk calls do).
+constexpr std::size_t kMinParallelLookups = std::size_t{1} << 14;
+
+// clear_found over `hashes` cut into one slice per thread of `engine`, each slice looked up in
+// every filter on one thread. Splitting each filter's lookup between the threads instead handed
+// every list of pending keys and every answer from core to core: two threads were 30 % slower
+// than one on a window in the caches (bench/RESULTS.md).
+std::uint64_t clear_found_in_slices(const detail::Engine& engine,
+                                    std::span<const Filter* const> filters,
+                                    std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
+  const unsigned slices = hashes.size() >= kMinParallelLookups ? engine.threads() : 1;
+  if (slices <= 1) return clear_found(filters, hashes, absent);
+  std::vector<std::uint64_t> remaining(slices);
+  engine.parallel_for(slices, [&](unsigned slice) {
+    const std::size_t begin = hashes.size() * slice / slices;
+    const std::size_t end = hashes.size() * (slice + 1) / slices;
+    remaining[slice] = clear_found(filters, hashes.subspan(begin, end - begin), absent + begin);
+  });
+  std::uint64_t total = 0;
+  for (const std::uint64_t r : remaining) total += r;
+  return total;
+}
+
 }  // namespace
 
 std::uint64_t WindowConfig::period() const {
@@ -360,7 +383,7 @@ std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashe
   if (fresh_in_newest == 0) return 0;
   std::vector<const Filter*> older;
   for (std::uint32_t age = 1; age < config_.generations; ++age) older.push_back(&generation(age));
-  return clear_found(older, hashes, is_new);
+  return clear_found_in_slices(FilterAccess::engine(ring_[newest_]), older, hashes, is_new);
 }
 
 void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
@@ -368,7 +391,8 @@ void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
   std::vector<const Filter*> all;
   for (std::uint32_t age = 0; age < config_.generations; ++age) all.push_back(&generation(age));
   std::fill(out, out + hashes.size(), std::uint8_t{1});
-  clear_found(all, hashes, out);  // out[i] now says "absent"
+  clear_found_in_slices(FilterAccess::engine(ring_[newest_]), all, hashes,
+                        out);  // out[i] now says "absent"
   for (std::size_t i = 0; i < hashes.size(); ++i) out[i] ^= 1;
 }
 

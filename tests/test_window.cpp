@@ -180,6 +180,45 @@ TEST_P(WindowContract, MatchesTheSequentialReferenceForAnyBatchSplit) {
   }
 }
 
+// Segments of tens of thousands of records, whose lookups in the older generations are cut into
+// one slice per thread: every thread count gives the sequential reference's flags and bytes,
+// with repeats crossing slices, segments and generations, and contains agrees with the
+// reference's generations.
+TEST_P(WindowContract, LookupsSplitBetweenThreadsMatchTheReference) {
+  WindowConfig config;
+  config.clock = clock();
+  config.window = 90'000;
+  config.lateness = clock() == WindowClock::event_time ? 3 : 0;
+  config.generations = 4;  // a period of 30,000 (30,001 with lateness) records or time units
+  config.generation = Layout{Shape::sb512, 2048};  // crowded: false positives occur
+  const WindowStream stream = make_window_stream(
+      200'000, 21, {1, 5, 1000, 16'384, 29'999, 30'001, 45'000, 89'999, 90'001}, config.lateness);
+  ReferenceWindow reference(config);
+  std::vector<std::uint8_t> expected;
+  for (std::size_t i = 0; i < stream.keys.size(); ++i)
+    expected.push_back(reference.insert_if_absent(stream.keys[i], stream.times[i]) ? 1 : 0);
+  const auto probes = std::span(stream.keys).last(70'000);
+  std::vector<std::uint8_t> want_found(probes.size());
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    want_found[i] = 0;
+    for (std::uint32_t age = 0; age < config.generations; ++age)
+      want_found[i] |= reference.generation(age).contains(probes[i]) ? 1 : 0;
+  }
+  for (unsigned threads : {1u, 2u, 3u}) {
+    for (std::size_t batch : {std::size_t{65'536}, stream.keys.size()}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, batches of " + std::to_string(batch));
+      Options o = options();
+      o.threads = threads;
+      WindowedFilter window(config, o);
+      ASSERT_EQ(feed(window, stream, {batch}), expected);
+      expect_same_generations(window, reference);
+      std::vector<std::uint8_t> found(probes.size());
+      window.contains(probes, found);
+      ASSERT_EQ(found, want_found);
+    }
+  }
+}
+
 TEST_P(WindowContract, RepeatsWithinTheWindowAreAlwaysDropped) {
   // A crowded window: many false positives, but never a leak.
   const WindowConfig config = small_config(clock(), Shape::sb256, 16);

@@ -29,6 +29,9 @@ class CpuEngine final : public Engine {
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
   unsigned threads() const override { return pool_->size(); }
+  void parallel_for(unsigned tasks, const std::function<void(unsigned)>& task) const override {
+    pool_->run(tasks, task);
+  }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
     const BulkPlan plan =

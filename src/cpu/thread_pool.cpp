@@ -23,8 +23,9 @@ bool poll(const Done& done) {
   return true;
 }
 
-// The pool whose task the current thread is running, if any: a bulk call made from inside a task
-// (a worker's, or the caller's own share) runs inline rather than wait for the pool it occupies.
+// The pool whose task the current thread is running, if any. A call made from inside a task (a
+// worker's, or the caller's own share) runs inline: waiting for the pool it occupies would never
+// end, and splitting again onto another pool's workers would put two threads on each core.
 thread_local const ThreadPool* running_tasks_of = nullptr;
 
 }  // namespace
@@ -46,7 +47,7 @@ void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) 
   const auto run_inline = [&] {
     for (unsigned i = 0; i < tasks; ++i) task(i);
   };
-  if (tasks <= 1 || threads_ == 1 || running_tasks_of == this) return run_inline();
+  if (tasks <= 1 || threads_ == 1 || running_tasks_of != nullptr) return run_inline();
   std::unique_lock run_lock(run_mutex_, std::try_to_lock);
   if (!run_lock.owns_lock()) return run_inline();
   if (workers_.empty()) start_workers();

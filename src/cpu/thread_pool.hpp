@@ -23,9 +23,9 @@ class ThreadPool {
   unsigned size() const { return threads_; }
 
   /// Runs `task(i)` for i in [0, tasks) on up to size() threads and returns when all are done.
-  /// A call that finds the pool busy with another thread's call, or that comes from inside one
-  /// of this pool's tasks, runs its tasks on the calling thread instead of waiting: the cores
-  /// are taken either way.
+  /// A call that finds the pool busy with another thread's call, or that comes from inside a
+  /// task of any pool, runs its tasks on the calling thread instead of waiting: the cores are
+  /// taken either way.
   void run(unsigned tasks, const std::function<void(unsigned)>& task);
 
  private:
