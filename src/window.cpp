@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "cpu/kernels.hpp"
 #include "filter_access.hpp"
 #include "key_hash.hpp"
 #include "window_clock.hpp"
@@ -79,10 +80,12 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // key found in a recent generation costs no further reads. Returns how many stay absent.
 // `hashes` holds at most kHashChunk entries.
 //
-// The lists of keys still pending are compacted without a branch per key: whether a key was
-// found is as unpredictable as the traffic's repeats.
+// The lists of keys still pending are compacted by the best SIMD kernels of this CPU, without a
+// branch per key (whether a key was found is as unpredictable as the traffic's repeats), and
+// `absent` is written once at the end rather than after every filter.
 std::uint64_t clear_found(std::span<const Filter* const> filters,
                           std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
+  static const detail::CpuKernels& kernels = *detail::highway_kernel_sets().front();
   Scratch& scratch = Scratch::of_this_thread();
   std::uint32_t* const index = scratch.index.get();
   std::uint64_t* const pending = scratch.pending.get();
@@ -96,16 +99,10 @@ std::uint64_t clear_found(std::span<const Filter* const> filters,
   for (const Filter* filter : filters) {
     if (count == 0) break;
     FilterAccess::engine(*filter).contains({pending, count}, KeyMode::prehashed, {found, count});
-    std::size_t kept = 0;
-    for (std::size_t j = 0; j < count; ++j) {
-      const std::uint8_t still_absent = found[j] == 0 ? 1 : 0;
-      absent[index[j]] = still_absent;
-      index[kept] = index[j];
-      pending[kept] = pending[j];
-      kept += still_absent;
-    }
-    count = kept;
+    count = kernels.keep_not_found(found, index, pending, count);
   }
+  std::fill(absent, absent + hashes.size(), std::uint8_t{0});
+  for (std::size_t j = 0; j < count; ++j) absent[index[j]] = 1;
   return count;
 }
 

@@ -94,6 +94,38 @@ TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
   }
 }
 
+// The window's compaction: the entries not found, in order, for every target, on answers drawn at
+// random and all-or-nothing ones, at lengths on either side of the vector widths.
+TEST(PartitionedBulk, KeepNotFoundKeepsTheEntriesNotFoundInOrder) {
+  SplitMix64 rng(47);
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 1000u, 65536u}) {
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      std::vector<std::uint8_t> found(n);
+      for (auto& f : found) f = pattern == 0 ? 0 : pattern == 1 ? 1 : (rng.next() % pattern == 0);
+      const auto hashes = random_keys(n, 48 + n);
+      std::vector<std::uint32_t> want_index;
+      std::vector<std::uint64_t> want_hashes;
+      for (std::size_t j = 0; j < n; ++j) {
+        if (found[j] != 0) continue;
+        want_index.push_back(static_cast<std::uint32_t>(3 * j));
+        want_hashes.push_back(hashes[j]);
+      }
+      for (const CpuKernels* kernels : all_kernel_sets()) {
+        std::vector<std::uint32_t> index(n);
+        for (std::size_t j = 0; j < n; ++j) index[j] = static_cast<std::uint32_t>(3 * j);
+        auto got_hashes = hashes;
+        const std::size_t kept =
+            kernels->keep_not_found(found.data(), index.data(), got_hashes.data(), n);
+        ASSERT_EQ(kept, want_index.size()) << kernels->target << " n=" << n;
+        index.resize(kept);
+        got_hashes.resize(kept);
+        EXPECT_EQ(index, want_index) << kernels->target << " n=" << n;
+        EXPECT_EQ(got_hashes, want_hashes) << kernels->target << " n=" << n;
+      }
+    }
+  }
+}
+
 // A writing kernel given a block range works on exactly the keys of that range: a key one block
 // outside it on either side would be written by two threads at once.
 TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {

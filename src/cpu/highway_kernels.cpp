@@ -393,13 +393,45 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
   return fresh;
 }
 
+// A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
+// found is as unpredictable as the traffic's repeats, so no branch per key: AVX-512 compresses
+// eight entries of each array per step (register forms: on Zen 4 the compressing stores are
+// microcoded), other targets keep or drop each entry by the count alone. In place: the eight
+// lanes written at `kept` <= j end before j + 8, all read already.
+std::size_t KeepNotFound(const std::uint8_t* HWY_RESTRICT found, std::uint32_t* index,
+                         std::uint64_t* hashes, std::size_t count) {
+  std::size_t kept = 0, j = 0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  for (; j + 8 <= count; j += 8) {
+    const __mmask8 keep = static_cast<__mmask8>(_mm_cmpeq_epi8_mask(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(found + j)), _mm_setzero_si128()));
+    const __m512i lane_hashes = _mm512_loadu_si512(hashes + j);
+    const __m256i lane_index = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index + j));
+    _mm512_storeu_si512(hashes + kept, _mm512_maskz_compress_epi64(keep, lane_hashes));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(index + kept),
+                        _mm256_maskz_compress_epi32(keep, lane_index));
+    kept += static_cast<std::size_t>(__builtin_popcount(keep));
+  }
+#endif
+  for (; j < count; ++j) {
+    index[kept] = index[j];
+    hashes[kept] = hashes[j];
+    kept += found[j] == 0 ? 1 : 0;
+  }
+  return kept;
+}
+
 // Exported per target: the kernel set, and the Highway target bit it was compiled for.
 const CpuKernels* KernelSet() {
   // Highway's portable fallback is called SCALAR; a distinct name keeps it apart from the
   // reference kernels ("cpu/scalar").
   static const CpuKernels kSet{
-      HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET), HashKeys, Insert,
-      Contains, InsertIfAbsent};
+      HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET),
+      HashKeys,
+      Insert,
+      Contains,
+      InsertIfAbsent,
+      KeepNotFound};
   return &kSet;
 }
 std::int64_t TargetBit() {

@@ -36,6 +36,11 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                     BlockRange range, std::uint8_t* is_new);
+  /// Moves the entries j < count of `index` and `hashes` whose `found[j]` is 0 to the front of
+  /// both arrays, in order, and returns how many there are: a window's keys that one generation
+  /// did not hold, still to be looked up in the next.
+  std::size_t (*keep_not_found)(const std::uint8_t* found, std::uint32_t* index,
+                                std::uint64_t* hashes, std::size_t count);
 };
 
 /// The scalar reference: one key at a time, exactly as DESIGN §1 reads.

@@ -82,10 +82,23 @@ std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std:
   return fresh;
 }
 
+std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
+                           std::size_t count) {
+  std::size_t kept = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    if (found[j] != 0) continue;
+    index[kept] = index[j];
+    hashes[kept] = hashes[j];
+    ++kept;
+  }
+  return kept;
+}
+
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static constexpr CpuKernels kScalar{"scalar", hash, insert, contains, insert_if_absent};
+  static constexpr CpuKernels kScalar{"scalar",         hash,          insert, contains,
+                                      insert_if_absent, keep_not_found};
   return kScalar;
 }
 
