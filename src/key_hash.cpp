@@ -16,8 +16,7 @@ std::uint64_t xxh64_bytes(std::string_view bytes, std::uint64_t seed) {
 
 void hash_u64_keys(const Layout& layout, const std::uint64_t* keys, std::size_t n,
                    std::uint64_t* out) {
-  static const CpuKernels* const best = highway_kernel_sets().front();
-  best->hash(layout, keys, n, KeyMode::hash_with_layout, out);
+  best_highway_kernels().hash(layout, keys, n, KeyMode::hash_with_layout, out);
 }
 
 void check_byte_keys_allowed(const Layout& layout) {

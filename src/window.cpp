@@ -85,7 +85,6 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // `absent` is written once at the end rather than after every filter.
 std::uint64_t clear_found(std::span<const Filter* const> filters,
                           std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
-  static const detail::CpuKernels& kernels = *detail::highway_kernel_sets().front();
   Scratch& scratch = Scratch::of_this_thread();
   std::uint32_t* const index = scratch.index.get();
   std::uint64_t* const pending = scratch.pending.get();
@@ -99,7 +98,7 @@ std::uint64_t clear_found(std::span<const Filter* const> filters,
   for (const Filter* filter : filters) {
     if (count == 0) break;
     FilterAccess::engine(*filter).contains({pending, count}, KeyMode::prehashed, {found, count});
-    count = kernels.keep_not_found(found, index, pending, count);
+    count = detail::best_highway_kernels().keep_not_found(found, index, pending, count);
   }
   std::fill(absent, absent + hashes.size(), std::uint8_t{0});
   for (std::size_t j = 0; j < count; ++j) absent[index[j]] = 1;

@@ -173,9 +173,8 @@ std::vector<const CpuKernels*> kernel_sets_best_first() {
 }
 
 // The pool of every engine left at the default thread count: one worker per hardware thread for
-// the whole process. A pool per filter put a worker per filter on the same cores, each polling
-// for its next call while the others worked: a window's four generations ran 30 % slower on two
-// threads than on one (bench/RESULTS.md).
+// the whole process. A pool per filter ran a worker per filter and core: a window's generations
+// put four polling workers on two cores, and a program with many filters as many threads.
 std::shared_ptr<ThreadPool> default_pool() {
   static const auto pool =
       std::make_shared<ThreadPool>(std::max(1u, std::thread::hardware_concurrency()));

@@ -395,9 +395,9 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
 
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
 // found is as unpredictable as the traffic's repeats, so no branch per key: AVX-512 compresses
-// eight entries of each array per step (register forms: on Zen 4 the compressing stores are
-// microcoded), other targets keep or drop each entry by the count alone. In place: the eight
-// lanes written at `kept` <= j end before j + 8, all read already.
+// eight entries of each array per step (register forms and a plain store, as KeepRange does),
+// other targets keep or drop each entry by the count alone. In place: the eight lanes written at
+// `kept` <= j end before j + 8, all read already.
 std::size_t KeepNotFound(const std::uint8_t* HWY_RESTRICT found, std::uint32_t* index,
                          std::uint64_t* hashes, std::size_t count) {
   std::size_t kept = 0, j = 0;
@@ -461,6 +461,11 @@ std::vector<const CpuKernels*> highway_kernel_sets() {
     }
   }
   return sets;
+}
+
+const CpuKernels& best_highway_kernels() {
+  static const CpuKernels* const best = highway_kernel_sets().front();
+  return *best;
 }
 
 }  // namespace bulkbloom::detail

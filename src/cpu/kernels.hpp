@@ -49,4 +49,8 @@ const CpuKernels& scalar_kernels();
 /// The Highway kernel sets compiled into this build that this CPU runs, best first.
 std::vector<const CpuKernels*> highway_kernel_sets();
 
+/// The first of highway_kernel_sets(): for host-side steps outside any engine (hashing a
+/// window's keys, compacting its lookups), which need no forced implementation.
+const CpuKernels& best_highway_kernels();
+
 }  // namespace bulkbloom::detail
