@@ -2,18 +2,12 @@
 
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <vector>
 
-#include "bulkbloom/error.hpp"
-#include "engine.hpp"
+#include "backend.hpp"
 #include "key_hash.hpp"
-
-#if BULKBLOOM_HAVE_CUDA
-#include "cuda/cuda_engine.hpp"
-#endif
 
 namespace bulkbloom {
 namespace {
@@ -21,66 +15,8 @@ namespace {
 using detail::check_byte_keys_allowed;
 using detail::KeyMode;
 
-constexpr std::string_view kImplEnvironmentVariable = "BULKBLOOM_IMPL";
 // Byte-string keys are hashed into a stack buffer this many at a time, then passed on as hashes.
 constexpr std::size_t kHashChunk = 4096;
-
-std::unique_ptr<detail::Engine> make_engine_for(const std::string& implementation,
-                                                const Layout& layout, unsigned threads) {
-  if (implementation == "cpu") return detail::make_cpu_engine(layout, "", threads);
-  if (implementation.starts_with("cpu/")) {
-    return detail::make_cpu_engine(layout, implementation.substr(4), threads);
-  }
-  if (implementation == "cuda" || implementation.starts_with("cuda/")) {
-#if BULKBLOOM_HAVE_CUDA
-    return detail::make_cuda_engine(layout,
-                                    implementation == "cuda" ? "" : implementation.substr(5));
-#endif
-    throw BackendUnavailable("implementation '" + implementation +
-                             "' needs the CUDA backend, which this build of bulkbloom does not "
-                             "include; use backend cpu");
-  }
-  throw std::invalid_argument("unknown implementation '" + implementation +
-                              "': expected cpu, cpu/<target> or cuda (" +
-                              std::string(kImplEnvironmentVariable) + " or Options)");
-}
-
-bool implementation_matches(const std::string& implementation, Backend backend) {
-  switch (backend) {
-    case Backend::automatic:
-      return true;
-    case Backend::cpu:
-      return implementation == "cpu" || implementation.starts_with("cpu/");
-    case Backend::cuda:
-      return implementation == "cuda" || implementation.starts_with("cuda/");
-  }
-  return false;
-}
-
-std::unique_ptr<detail::Engine> make_engine(const Layout& layout, const Options& options) {
-  if (!options.implementation.empty()) {
-    if (!implementation_matches(options.implementation, options.backend)) {
-      throw std::invalid_argument("implementation '" + options.implementation +
-                                  "' does not belong to the requested backend");
-    }
-    return make_engine_for(options.implementation, layout, options.threads);
-  }
-  // The environment pins the implementation for tests and experiments, unless the caller
-  // asked for a different backend explicitly.
-  if (const char* env = std::getenv(kImplEnvironmentVariable.data()); env && *env) {
-    const std::string forced(env);
-    if (implementation_matches(forced, options.backend)) {
-      return make_engine_for(forced, layout, options.threads);
-    }
-  }
-  if (options.backend == Backend::cuda) return make_engine_for("cuda", layout, options.threads);
-#if BULKBLOOM_HAVE_CUDA
-  if (options.backend == Backend::automatic && detail::cuda_device_count() > 0) {
-    return detail::make_cuda_engine(layout, "");
-  }
-#endif
-  return detail::make_cpu_engine(layout, "", options.threads);
-}
 
 void check_size(std::size_t expected, std::size_t actual, const char* what) {
   if (expected != actual) {
@@ -124,13 +60,9 @@ void for_each_hashed_chunk(std::span<const std::string_view> keys, std::uint64_t
 
 }  // namespace
 
-std::vector<std::string> available_implementations() {
-  return detail::cpu_implementations();
-}
-
 Filter::Filter(const Layout& layout, const Options& options) : layout_(layout) {
   layout_.validate();
-  engine_ = make_engine(layout_, options);
+  engine_ = detail::make_engine(layout_, options);
 }
 
 Filter::Filter(const Layout& layout, std::unique_ptr<detail::Engine> engine)

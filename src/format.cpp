@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "cpu/host_buffer.hpp"
+#include "backend.hpp"
 #include "file_io.hpp"
 #include "filter_access.hpp"
 
@@ -233,25 +233,15 @@ FileInfo read_info(const std::filesystem::path& path) {
 Filter map(const std::filesystem::path& path, FileState* state, const MapOptions& options) {
   OpenedFile opened = open_filter_file(path);
   const Header& header = opened.header;
-  auto storage = detail::HostBuffer::map_file_private(opened.file.fd(), header.info.payload_offset,
-                                                      header.payload_bytes);
+  auto engine = detail::make_engine_over_file(header.info.layout, options.options, opened.file.fd(),
+                                              header.info.payload_offset);
   if (options.verify) {
     DataChecksum checksum;
     checksum.update(opened.metadata.data(), opened.metadata.size());
-    checksum.update(storage.data(), header.payload_bytes);
+    checksum.update(engine->host_bytes(), header.payload_bytes);
     check_data_checksum(header, checksum.digest(), path.string());
   }
-  std::string target;
-  const std::string& impl = options.options.implementation;
-  if (impl.starts_with("cpu/")) {
-    target = impl.substr(4);
-  } else if (!impl.empty() && impl != "cpu") {
-    throw std::invalid_argument("map() runs on the CPU backend; implementation '" + impl +
-                                "' is not a CPU one");
-  }
-  Filter filter = detail::FilterAccess::make(
-      header.info.layout, detail::make_cpu_engine(header.info.layout, target,
-                                                  options.options.threads, std::move(storage)));
+  Filter filter = detail::FilterAccess::make(header.info.layout, std::move(engine));
   fill_state(state, header, std::move(opened.metadata));
   return filter;
 }

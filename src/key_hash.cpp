@@ -2,8 +2,6 @@
 
 #include <stdexcept>
 
-#include "cpu/kernels.hpp"
-
 // Inlined so the installed library needs no libxxhash at link time.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -12,11 +10,6 @@ namespace bulkbloom::detail {
 
 std::uint64_t xxh64_bytes(std::string_view bytes, std::uint64_t seed) {
   return XXH64(bytes.data(), bytes.size(), seed);
-}
-
-void hash_u64_keys(const Layout& layout, const std::uint64_t* keys, std::size_t n,
-                   std::uint64_t* out) {
-  best_highway_kernels().hash(layout, keys, n, KeyMode::hash_with_layout, out);
 }
 
 void check_byte_keys_allowed(const Layout& layout) {

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "cpu/kernels.hpp"
+#include "backend.hpp"
 #include "filter_access.hpp"
 #include "key_hash.hpp"
 #include "window_clock.hpp"
@@ -25,9 +25,9 @@ constexpr std::size_t kHashChunk = std::size_t{1} << 16;
 // Bound on T + L, so that period arithmetic and G·period fit an int64 with room to spare.
 constexpr std::uint64_t kMaxSpan = std::uint64_t{1} << 61;
 
-// Buffers a thread reuses from call to call, at most kHashChunk entries each (1.3 MiB a thread).
-// Fresh ones cost a page fault per 4 KiB on every call, and as vectors a pass of zeroing: 6-7 %
-// of a window's dedup time in a profile (bench/RESULTS.md). Per thread, since const calls may
+// Buffers a thread reuses from call to call, at most kHashChunk entries each. Fresh ones cost a
+// page fault per 4 KiB on every call and, as vectors, a pass of zeroing, a visible share of a
+// window's dedup time in a profile (bench/DECISIONS.md). Per thread, since const calls may
 // come from several threads at once.
 struct Scratch {
   std::unique_ptr<std::uint64_t[]> hashes;   // a chunk's hashes
@@ -49,9 +49,10 @@ struct Scratch {
 };
 
 // Hands the layout hashes of `keys` to `consume(hashes, offset)` chunk by chunk, in order.
-// uint64_t keys are hashed in SIMD, byte strings one at a time.
+// uint64_t keys are hashed by `host`'s kernels, byte strings one at a time.
 template <typename Key, typename Consume>
-void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout, Consume&& consume) {
+void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout,
+                           const detail::HostKernels& host, Consume&& consume) {
   constexpr bool kByteKeys = std::is_same_v<Key, std::string_view>;
   if constexpr (kByteKeys) detail::check_byte_keys_allowed(layout);
   std::uint64_t* const hashes = Scratch::of_this_thread().hashes.get();
@@ -62,10 +63,16 @@ void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout, Cons
         hashes[i] = detail::xxh64_bytes(keys[offset + i], layout.seed);
       }
     } else {
-      detail::hash_u64_keys(layout, keys.data() + offset, n, hashes);
+      host.hash(layout, keys.data() + offset, n, KeyMode::hash_with_layout, hashes);
     }
     consume(std::span<const std::uint64_t>(hashes, n), offset);
   }
+}
+
+// The host side of a window's implementation: all its generations are made with the same
+// options, so any one of them answers for all.
+const detail::HostSide& host_of(const std::vector<Filter>& ring) {
+  return FilterAccess::engine(ring.front()).host();
 }
 
 void check_size(std::size_t expected, std::size_t actual, const char* what) {
@@ -80,10 +87,10 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // key found in a recent generation costs no further reads. Returns how many stay absent.
 // `hashes` holds at most kHashChunk entries.
 //
-// The lists of keys still pending are compacted by the best SIMD kernels of this CPU, without a
-// branch per key (whether a key was found is as unpredictable as the traffic's repeats), and
-// `absent` is written once at the end rather than after every filter.
-std::uint64_t clear_found(std::span<const Filter* const> filters,
+// The lists of keys still pending are compacted by `host`'s kernels, without a branch per key
+// (whether a key was found is as unpredictable as the traffic's repeats), and `absent` is written
+// once at the end rather than after every filter.
+std::uint64_t clear_found(const detail::HostKernels& host, std::span<const Filter* const> filters,
                           std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
   Scratch& scratch = Scratch::of_this_thread();
   std::uint32_t* const index = scratch.index.get();
@@ -98,7 +105,7 @@ std::uint64_t clear_found(std::span<const Filter* const> filters,
   for (const Filter* filter : filters) {
     if (count == 0) break;
     FilterAccess::engine(*filter).contains({pending, count}, KeyMode::prehashed, {found, count});
-    count = detail::best_highway_kernels().keep_not_found(found, index, pending, count);
+    count = host.keep_not_found(found, index, pending, count);
   }
   std::fill(absent, absent + hashes.size(), std::uint8_t{0});
   for (std::size_t j = 0; j < count; ++j) absent[index[j]] = 1;
@@ -108,20 +115,21 @@ std::uint64_t clear_found(std::span<const Filter* const> filters,
 // Below this many keys a window's lookups stay on the calling thread (as bulk calls do).
 constexpr std::size_t kMinParallelLookups = std::size_t{1} << 14;
 
-// clear_found over `hashes` cut into one slice per thread of `engine`, each slice looked up in
+// clear_found over `hashes` cut into one slice per worker of `host`, each slice looked up in
 // every filter on one thread. Splitting each filter's lookup between the threads instead handed
-// every list of pending keys and every answer from core to core: two threads were 30 % slower
-// than one on a window in the caches (bench/RESULTS.md).
-std::uint64_t clear_found_in_slices(const detail::Engine& engine,
+// every list of pending keys and every answer from core to core, which measured slower than one
+// thread on a window in the caches (bench/DECISIONS.md).
+std::uint64_t clear_found_in_slices(const detail::HostSide& host,
                                     std::span<const Filter* const> filters,
                                     std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
-  const unsigned slices = hashes.size() >= kMinParallelLookups ? engine.threads() : 1;
-  if (slices <= 1) return clear_found(filters, hashes, absent);
+  const unsigned slices = hashes.size() >= kMinParallelLookups ? host.workers->size() : 1;
+  if (slices <= 1) return clear_found(*host.kernels, filters, hashes, absent);
   std::vector<std::uint64_t> remaining(slices);
-  engine.parallel_for(slices, [&](unsigned slice) {
+  host.workers->run(slices, [&](unsigned slice) {
     const std::size_t begin = hashes.size() * slice / slices;
     const std::size_t end = hashes.size() * (slice + 1) / slices;
-    remaining[slice] = clear_found(filters, hashes.subspan(begin, end - begin), absent + begin);
+    remaining[slice] =
+        clear_found(*host.kernels, filters, hashes.subspan(begin, end - begin), absent + begin);
   });
   std::uint64_t total = 0;
   for (const std::uint64_t r : remaining) total += r;
@@ -256,19 +264,20 @@ std::uint64_t WindowedFilter::dedup_keys(std::span<const Key> keys,
                                          std::span<std::uint8_t> is_new) {
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
   std::uint64_t fresh = 0;
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    const auto chunk_times = times.empty() ? times : times.subspan(offset, hashes.size());
-    fresh += dedup_hashes(hashes, chunk_times, is_new.data() + offset);
-  });
+  for_each_hashed_chunk(
+      keys, config_.generation, *host_of(ring_).kernels, [&](auto hashes, std::size_t offset) {
+        const auto chunk_times = times.empty() ? times : times.subspan(offset, hashes.size());
+        fresh += dedup_hashes(hashes, chunk_times, is_new.data() + offset);
+      });
   return fresh;
 }
 
 template <typename Key>
 void WindowedFilter::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
   check_size(keys.size(), out.size(), "contains: output span");
-  for_each_hashed_chunk(keys, config_.generation, [&](auto hashes, std::size_t offset) {
-    contains_hashes(hashes, out.data() + offset);
-  });
+  for_each_hashed_chunk(
+      keys, config_.generation, *host_of(ring_).kernels,
+      [&](auto hashes, std::size_t offset) { contains_hashes(hashes, out.data() + offset); });
 }
 
 std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> keys,
@@ -379,7 +388,7 @@ std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashe
   if (fresh_in_newest == 0) return 0;
   std::vector<const Filter*> older;
   for (std::uint32_t age = 1; age < config_.generations; ++age) older.push_back(&generation(age));
-  return clear_found_in_slices(FilterAccess::engine(ring_[newest_]), older, hashes, is_new);
+  return clear_found_in_slices(host_of(ring_), older, hashes, is_new);
 }
 
 void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
@@ -387,8 +396,7 @@ void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
   std::vector<const Filter*> all;
   for (std::uint32_t age = 0; age < config_.generations; ++age) all.push_back(&generation(age));
   std::fill(out, out + hashes.size(), std::uint8_t{1});
-  clear_found_in_slices(FilterAccess::engine(ring_[newest_]), all, hashes,
-                        out);  // out[i] now says "absent"
+  clear_found_in_slices(host_of(ring_), all, hashes, out);  // out[i] now says "absent"
   for (std::size_t i = 0; i < hashes.size(); ++i) out[i] ^= 1;
 }
 

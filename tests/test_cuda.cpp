@@ -420,15 +420,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Cuda, testing::ValuesIn(kAllShapes),
                            return shape_name(info.param);
                          });
 
-TEST(CudaBackend, AutomaticPicksTheDeviceAndTheEnvironmentPinsTheCpu) {
+// BULKBLOOM_IMPL, read once per process, is checked by test_backend.cpp's ForcedImplementation.
+TEST(CudaBackend, AutomaticPicksTheDevice) {
   if (const std::string why = no_device_reason(); !why.empty()) {
     GTEST_SKIP() << "no CUDA device: " << why;
   }
   const Layout layout{Shape::sb512, 64};
   EXPECT_TRUE(Filter(layout).implementation().starts_with("cuda/sm_"));
-  ::setenv("BULKBLOOM_IMPL", "cpu/scalar", 1);
-  EXPECT_EQ(Filter(layout).implementation(), "cpu/scalar");
-  ::unsetenv("BULKBLOOM_IMPL");
   Options wrong_arch;
   wrong_arch.implementation = "cuda/sm_10";
   EXPECT_THROW(Filter(layout, wrong_arch), BackendUnavailable);

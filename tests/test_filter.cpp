@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <random>
 #include <thread>
 #include <unordered_set>
@@ -330,29 +329,12 @@ TEST_P(FilterContract, EstimatesFollowTheLoad) {
 INSTANTIATE_TEST_SUITE_P(AllImplementations, FilterContract, testing::ValuesIn(all_cases()),
                          case_name);
 
-TEST(FilterApi, ImplementationIsInspectableAndForceable) {
-  const auto impls = available_implementations();
-  ASSERT_FALSE(impls.empty());
-  EXPECT_EQ(impls.back(), "cpu/scalar");
-  const Layout layout{Shape::sb512, 16};
-  {
-    Options options;
-    options.backend = Backend::cpu;
-    EXPECT_EQ(Filter(layout, options).implementation(), impls.front());
-  }
-  for (const auto& impl : impls) {  // every SIMD target, by Highway's name
-    ::setenv("BULKBLOOM_IMPL", impl.c_str(), 1);
-    EXPECT_EQ(Filter(layout).implementation(), impl);
-  }
-  ::setenv("BULKBLOOM_IMPL", "cpu/NO_SUCH_TARGET", 1);
-  EXPECT_THROW(Filter{layout}, BackendUnavailable);
-  ::setenv("BULKBLOOM_IMPL", "gpu", 1);
-  EXPECT_THROW(Filter{layout}, std::invalid_argument);
-  ::unsetenv("BULKBLOOM_IMPL");
+// The registry's names and BULKBLOOM_IMPL are checked in test_backend.cpp.
+TEST(FilterApi, ImplementationAndThreadsAreInspectable) {
   Options scalar;
   scalar.implementation = "cpu/scalar";
   scalar.threads = 3;
-  Filter pinned(layout, scalar);
+  Filter pinned(Layout{Shape::sb512, 16}, scalar);
   EXPECT_EQ(pinned.implementation(), "cpu/scalar");
   EXPECT_EQ(pinned.threads(), 3u);
 }

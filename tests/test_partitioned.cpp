@@ -19,9 +19,15 @@ using detail::BulkOp;
 using detail::CpuKernels;
 using detail::KeyMode;
 
+std::vector<detail::CpuTarget> all_targets() {
+  auto targets = detail::highway_targets();
+  targets.push_back(detail::scalar_target());
+  return targets;
+}
+
 std::vector<const CpuKernels*> all_kernel_sets() {
-  auto sets = detail::highway_kernel_sets();
-  sets.push_back(&detail::scalar_kernels());
+  std::vector<const CpuKernels*> sets;
+  for (const auto& target : all_targets()) sets.push_back(target.kernels);
   return sets;
 }
 
@@ -38,7 +44,7 @@ TEST(PartitionedBulk, MatchesTheScalarKernelsForEveryTargetThreadCountAndPartiti
   for (Shape shape : kAllShapes) {
     const Layout layout{shape, 3001};
     // The oracle: scalar kernels, one call, in order.
-    const CpuKernels& scalar = detail::scalar_kernels();
+    const CpuKernels& scalar = *detail::scalar_target().kernels;
     std::vector<std::byte> want_bits(layout.size_bytes());
     std::vector<std::uint8_t> want_new(keys.size());
     const auto want_fresh = scalar.insert_if_absent(layout, want_bits.data(), keys.data(),
@@ -85,7 +91,8 @@ TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
   for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u}) {
     const auto keys = random_keys(n, 44 + n);
     std::vector<std::uint64_t> want(n);
-    detail::scalar_kernels().hash(seeded, keys.data(), n, KeyMode::hash_with_layout, want.data());
+    detail::scalar_target().kernels->hash(seeded, keys.data(), n, KeyMode::hash_with_layout,
+                                          want.data());
     for (const CpuKernels* kernels : all_kernel_sets()) {
       std::vector<std::uint64_t> got(n);
       kernels->hash(seeded, keys.data(), n, KeyMode::hash_with_layout, got.data());
@@ -110,7 +117,8 @@ TEST(PartitionedBulk, KeepNotFoundKeepsTheEntriesNotFoundInOrder) {
         want_index.push_back(static_cast<std::uint32_t>(3 * j));
         want_hashes.push_back(hashes[j]);
       }
-      for (const CpuKernels* kernels : all_kernel_sets()) {
+      for (const auto& target : all_targets()) {
+        const detail::HostKernels* kernels = target.host;
         std::vector<std::uint32_t> index(n);
         for (std::size_t j = 0; j < n; ++j) index[j] = static_cast<std::uint32_t>(3 * j);
         auto got_hashes = hashes;
@@ -138,7 +146,7 @@ TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {
       const std::uint32_t block = detail::block_of(detail::xxh64_u64(key, layout.seed), 64);
       if (block >= range.begin && block < range.end) inside.push_back(key);
     }
-    const CpuKernels& scalar = detail::scalar_kernels();
+    const CpuKernels& scalar = *detail::scalar_target().kernels;
     std::vector<std::byte> want_bits(layout.size_bytes());
     std::vector<std::uint8_t> want_new(inside.size());
     scalar.insert_if_absent(layout, want_bits.data(), inside.data(), inside.size(),
@@ -172,7 +180,7 @@ TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {
 void expect_kernels_match_scalar(const Layout& layout, detail::BlockRange range,
                                  const std::vector<std::uint64_t>& keys,
                                  const std::vector<std::uint64_t>& probes) {
-  const CpuKernels& scalar = detail::scalar_kernels();
+  const CpuKernels& scalar = *detail::scalar_target().kernels;
   std::vector<std::byte> want_bits(layout.size_bytes());
   std::vector<std::uint8_t> want_new(keys.size(), 7);  // 7: not written
   scalar.insert_if_absent(layout, want_bits.data(), keys.data(), keys.size(),

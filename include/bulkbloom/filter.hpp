@@ -31,8 +31,10 @@ enum class Backend : std::uint8_t {
 struct Options {
   /// Backend to use.
   Backend backend = Backend::automatic;
-  /// Exact implementation, as Filter::implementation() names it ("cpu/scalar", "cpu/AVX2",
-  /// "cuda"). Empty: the environment variable BULKBLOOM_IMPL if set, else the best one.
+  /// Exact implementation, as implementations() names it ("cpu/scalar", "cpu/AVX2", "cuda/sm_90"),
+  /// or "cpu" / "cuda" for the best of a backend. Empty: the environment variable BULKBLOOM_IMPL,
+  /// read once per process, if it names one of `backend`; else the best one. The choice also
+  /// holds for work done on the host around the filter (a window's key hashing and lookups).
   std::string implementation;
   /// Worker threads for bulk calls on the CPU. 0: one per hardware thread, used where more
   /// threads measured faster; writes (insert, insert_if_absent) to a filter under 16 MiB then stay
@@ -43,8 +45,25 @@ struct Options {
   unsigned threads = 0;
 };
 
-/// Names of every CPU implementation this build can run on this machine, best first. A filter on
-/// the CUDA backend names its own ("cuda/sm_90") in Filter::implementation().
+/// One implementation compiled into this build.
+struct Implementation {
+  /// As Options::implementation and Filter::implementation() name it: "cpu/scalar", "cpu/AVX2",
+  /// "cuda/sm_90" (just "cuda" when no device answers).
+  std::string name;
+  /// Backend::cpu or Backend::cuda.
+  Backend backend = Backend::cpu;
+  /// Whether it runs on this machine: every CPU entry does; a CUDA entry needs a device.
+  bool usable = false;
+  /// Why it does not run here, when it does not.
+  std::string unusable_reason;
+};
+
+/// Every implementation of this build that a filter can ask for: the CPU targets this CPU runs
+/// (best first, the scalar reference last), then the CUDA backend if it is built, whether or not
+/// a device is present. Options::implementation and BULKBLOOM_IMPL take these names.
+std::vector<Implementation> implementations();
+
+/// The names of the usable entries of implementations(), in the same order.
 std::vector<std::string> available_implementations();
 
 /// A blocked Bloom filter that owns its bits. Move-only.

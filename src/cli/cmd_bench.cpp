@@ -110,6 +110,20 @@ int run_bench(const Arguments& args) {
   const unsigned threads =
       base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
 
+  std::vector<Implementation> measured;
+  for (const Implementation& impl : implementations()) {
+    if (base.backend != Backend::automatic && impl.backend != base.backend) continue;
+    if (impl.usable) {
+      measured.push_back(impl);
+    } else {
+      std::fprintf(stderr, "bench: %s is not measured: %s\n", impl.name.c_str(),
+                   impl.unusable_reason.c_str());
+    }
+  }
+  if (measured.empty()) {
+    throw BackendUnavailable("bench: no implementation of the requested backend runs here");
+  }
+
   const std::vector<std::uint64_t> keys = random_keys(key_count, 1);
   const std::vector<std::uint64_t> probes = random_keys(key_count, 2);
   std::vector<std::uint8_t> flags(key_count);
@@ -124,14 +138,12 @@ int run_bench(const Arguments& args) {
     // The limits are measured in this run, over a buffer of the filter's size, with the
     // filter's thread count, right before the filter runs.
     const HardwareLimits limits = median_limits(bytes, threads);
-    for (const std::string& impl : available_implementations()) {
+    for (const Implementation& impl : measured) {
       Options options = base;
-      options.implementation = impl;
-      if (impl.starts_with("cpu")) options.backend = Backend::cpu;
-      if (impl.starts_with("cuda")) options.backend = Backend::cuda;
-      if (base.backend != Backend::automatic && options.backend != base.backend) continue;
+      options.backend = impl.backend;
+      options.implementation = impl.name;
       Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
-      Row row{impl, filter.layout().size_bytes(), limits, 0, 0, 0};
+      Row row{impl.name, filter.layout().size_bytes(), limits, 0, 0, 0};
       const auto nothing = [] {};
       const auto clear = [&] { filter.clear(); };
       row.insert_per_s = keys_per_second(key_count, clear, [&] { filter.insert(keys); });
@@ -154,7 +166,7 @@ int run_bench(const Arguments& args) {
         s.print(true, stdout);
       } else {
         std::printf("%-16s %5llu MiB | %9s/s %9s/s %8.1f | %8s/s %5s | %8s/s %5s | %8s/s %5s\n",
-                    impl.c_str(), static_cast<unsigned long long>(mib),
+                    impl.name.c_str(), static_cast<unsigned long long>(mib),
                     si(limits.random_read_lines_per_s).c_str(),
                     si(limits.random_rmw_lines_per_s).c_str(), limits.seq_read_bytes_per_s / 1e9,
                     si(row.insert_per_s).c_str(),

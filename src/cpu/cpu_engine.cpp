@@ -3,14 +3,9 @@
 #include <bit>
 #include <cstring>
 #include <memory>
-#include <thread>
 
-#include "bulkbloom/error.hpp"
-#include "cpu/host_buffer.hpp"
-#include "cpu/kernels.hpp"
+#include "cpu/cpu_engine.hpp"
 #include "cpu/partitioned.hpp"
-#include "cpu/thread_pool.hpp"
-#include "engine.hpp"
 #include "shape_dispatch.hpp"
 
 namespace bulkbloom::detail {
@@ -29,9 +24,6 @@ class CpuEngine final : public Engine {
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
   unsigned threads() const override { return pool_->size(); }
-  void parallel_for(unsigned tasks, const std::function<void(unsigned)>& task) const override {
-    pool_->run(tasks, task);
-  }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
     const BulkPlan plan =
@@ -166,53 +158,13 @@ class CpuEngine final : public Engine {
   HostBuffer bits_;
 };
 
-std::vector<const CpuKernels*> kernel_sets_best_first() {
-  auto sets = highway_kernel_sets();
-  sets.push_back(&scalar_kernels());
-  return sets;
-}
-
-// The pool of every engine left at the default thread count: one worker per hardware thread for
-// the whole process. A pool per filter ran a worker per filter and core: a window's generations
-// put four polling workers on two cores, and a program with many filters as many threads.
-std::shared_ptr<ThreadPool> default_pool() {
-  static const auto pool =
-      std::make_shared<ThreadPool>(std::max(1u, std::thread::hardware_concurrency()));
-  return pool;
-}
-
 }  // namespace
 
-std::vector<std::string> cpu_implementations() {
-  std::vector<std::string> names;
-  for (const CpuKernels* k : kernel_sets_best_first())
-    names.push_back(std::string("cpu/") + k->target);
-  return names;
-}
-
-std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
-                                        unsigned threads) {
-  return make_cpu_engine(layout, target, threads, HostBuffer(layout.size_bytes()));
-}
-
-std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const std::string& target,
-                                        unsigned threads, HostBuffer&& storage) {
-  const bool threads_fixed = threads != 0;
-  const auto make = [&](const CpuKernels& kernels) {
-    auto pool = threads_fixed ? std::make_shared<ThreadPool>(threads) : default_pool();
-    return std::make_unique<CpuEngine>(layout, kernels, std::move(pool), threads_fixed,
-                                       std::move(storage));
-  };
-  const auto sets = kernel_sets_best_first();
-  if (target.empty()) return make(*sets.front());
-  for (const CpuKernels* k : sets) {
-    if (target == k->target) return make(*k);
-  }
-  std::string available;
-  for (const auto& name : cpu_implementations())
-    available += (available.empty() ? "" : ", ") + name;
-  throw BackendUnavailable("CPU implementation 'cpu/" + target +
-                           "' is not available in this build on this CPU; available: " + available);
+std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const CpuKernels& kernels,
+                                        std::shared_ptr<ThreadPool> pool, bool threads_fixed,
+                                        HostBuffer&& storage) {
+  return std::make_unique<CpuEngine>(layout, kernels, std::move(pool), threads_fixed,
+                                     std::move(storage));
 }
 
 }  // namespace bulkbloom::detail

@@ -421,18 +421,15 @@ std::size_t KeepNotFound(const std::uint8_t* HWY_RESTRICT found, std::uint32_t* 
   return kept;
 }
 
-// Exported per target: the kernel set, and the Highway target bit it was compiled for.
-const CpuKernels* KernelSet() {
+// Exported per target: its kernel sets, and the Highway target it was compiled for.
+CpuTarget Target() {
   // Highway's portable fallback is called SCALAR; a distinct name keeps it apart from the
   // reference kernels ("cpu/scalar").
-  static const CpuKernels kSet{
-      HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET),
-      HashKeys,
-      Insert,
-      Contains,
-      InsertIfAbsent,
-      KeepNotFound};
-  return &kSet;
+  static const char* const kName =
+      HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
+  static const CpuKernels kKernels{kName, HashKeys, Insert, Contains, InsertIfAbsent};
+  static const HostKernels kHost{kName, HashKeys, KeepNotFound};
+  return {&kKernels, &kHost};
 }
 std::int64_t TargetBit() {
   return HWY_TARGET;
@@ -445,27 +442,25 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace bulkbloom::detail {
 
-HWY_EXPORT(KernelSet);
+HWY_EXPORT(Target);
 HWY_EXPORT(TargetBit);
 
-std::vector<const CpuKernels*> highway_kernel_sets() {
-  // The dispatch tables list every compiled target best first (entry 0 is Highway's own chooser);
-  // keep those this CPU supports.
-  const std::int64_t supported = hwy::SupportedTargets();
-  std::vector<const CpuKernels*> sets;
-  const std::size_t entries = std::size(HWY_DISPATCH_TABLE(KernelSet));
-  for (std::size_t i = 1; i < entries; ++i) {
-    const auto target_bit = HWY_DISPATCH_TABLE(TargetBit)[i];
-    if (target_bit != nullptr && (supported & target_bit()) != 0) {
-      sets.push_back(HWY_DISPATCH_TABLE(KernelSet)[i]());
+std::vector<CpuTarget> highway_targets() {
+  // Highway lists the targets compiled here that this CPU runs, best first. Each exported
+  // function's entries say which target they were compiled for, so each target's kernels are
+  // found by that answer rather than by position in the table.
+  std::vector<CpuTarget> targets;
+  const auto& target_bits = HWY_DISPATCH_TABLE(TargetBit);
+  const auto& kernel_sets = HWY_DISPATCH_TABLE(Target);
+  for (const std::int64_t wanted : hwy::SupportedAndGeneratedTargets()) {
+    for (std::size_t i = 0; i < std::size(target_bits); ++i) {
+      if (target_bits[i] != nullptr && target_bits[i]() == wanted) {
+        targets.push_back(kernel_sets[i]());
+        break;
+      }
     }
   }
-  return sets;
-}
-
-const CpuKernels& best_highway_kernels() {
-  static const CpuKernels* const best = highway_kernel_sets().front();
-  return *best;
+  return targets;
 }
 
 }  // namespace bulkbloom::detail

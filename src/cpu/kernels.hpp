@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "bulkbloom/layout.hpp"
-#include "engine.hpp"
+#include "host_kernels.hpp"
+#include "key_mode.hpp"
 
 namespace bulkbloom::detail {
 
@@ -36,21 +37,18 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                     BlockRange range, std::uint8_t* is_new);
-  /// Moves the entries j < count of `index` and `hashes` whose `found[j]` is 0 to the front of
-  /// both arrays, in order, and returns how many there are: a window's keys that one generation
-  /// did not hold, still to be looked up in the next.
-  std::size_t (*keep_not_found)(const std::uint8_t* found, std::uint32_t* index,
-                                std::uint64_t* hashes, std::size_t count);
+};
+
+/// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.
+struct CpuTarget {
+  const CpuKernels* kernels;
+  const HostKernels* host;
 };
 
 /// The scalar reference: one key at a time, exactly as DESIGN §1 reads.
-const CpuKernels& scalar_kernels();
+const CpuTarget& scalar_target();
 
-/// The Highway kernel sets compiled into this build that this CPU runs, best first.
-std::vector<const CpuKernels*> highway_kernel_sets();
-
-/// The first of highway_kernel_sets(): for host-side steps outside any engine (hashing a
-/// window's keys, compacting its lookups), which need no forced implementation.
-const CpuKernels& best_highway_kernels();
+/// The Highway targets compiled into this build that this CPU runs, best first.
+std::vector<CpuTarget> highway_targets();
 
 }  // namespace bulkbloom::detail

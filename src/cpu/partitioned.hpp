@@ -13,7 +13,7 @@
 
 #include "bulkbloom/layout.hpp"
 #include "cpu/kernels.hpp"
-#include "cpu/thread_pool.hpp"
+#include "thread_pool.hpp"
 
 namespace bulkbloom::detail {
 

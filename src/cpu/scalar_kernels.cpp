@@ -96,10 +96,11 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 
 }  // namespace
 
-const CpuKernels& scalar_kernels() {
-  static constexpr CpuKernels kScalar{"scalar",         hash,          insert, contains,
-                                      insert_if_absent, keep_not_found};
-  return kScalar;
+const CpuTarget& scalar_target() {
+  static constexpr CpuKernels kKernels{"scalar", hash, insert, contains, insert_if_absent};
+  static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
+  static constexpr CpuTarget kTarget{&kKernels, &kHost};
+  return kTarget;
 }
 
 }  // namespace bulkbloom::detail

@@ -491,12 +491,8 @@ int cuda_device_count(std::string* why) {
   return count;
 }
 
-std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::string& arch) {
-  std::string why;
-  if (cuda_device_count(&why) == 0) {
-    throw BackendUnavailable("the CUDA backend is built but no CUDA device was found (" + why +
-                             "); use backend cpu or automatic");
-  }
+std::string cuda_device_arch(std::string* why) {
+  if (cuda_device_count(why) == 0) return "";
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   int major = 0, minor = 0;
@@ -504,10 +500,19 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::st
         "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
         "cudaDeviceGetAttribute");
-  const std::string here = "sm_" + std::to_string(major) + std::to_string(minor);
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::string& arch) {
+  std::string why;
+  const std::string here = cuda_device_arch(&why);
+  if (here.empty()) {
+    throw BackendUnavailable("the CUDA backend is built but no CUDA device was found (" + why +
+                             "); use backend cpu or automatic");
+  }
   if (!arch.empty() && arch != here) {
-    throw BackendUnavailable("CUDA implementation 'cuda/" + arch + "' is not available: device " +
-                             std::to_string(device) + " is cuda/" + here);
+    throw BackendUnavailable("CUDA implementation 'cuda/" + arch +
+                             "' is not available: the current device is cuda/" + here);
   }
   return std::make_unique<CudaEngineImpl>(layout, "cuda/" + here);
 }

@@ -26,6 +26,10 @@ class CudaEngine : public Engine {
 /// CUDA's explanation when the answer is 0.
 int cuda_device_count(std::string* why = nullptr);
 
+/// The current device's architecture, "sm_XY", or "" when there is no device (`why`, if not null,
+/// then gets the reason).
+std::string cuda_device_arch(std::string* why = nullptr);
+
 /// A CUDA engine on the current device. `arch` is "" or the device's "sm_XY". Throws
 /// BackendUnavailable when no device is present or `arch` names another one, AllocationError
 /// when the filter does not fit in device memory.

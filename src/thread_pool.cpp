@@ -1,4 +1,4 @@
-#include "cpu/thread_pool.hpp"
+#include "thread_pool.hpp"
 
 #include <chrono>
 #include <utility>
