@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hardware_limits.hpp"
+#include "splitmix64.hpp"
 
 namespace {
 
@@ -66,10 +67,8 @@ const char* op_name(Op op) {
 // Key `i` of stream `stream`: a bijective mix, so keys are distinct within and across streams.
 // Stream 0 holds the keys a loaded filter contains, stream 1 keys it never saw.
 std::uint64_t key_at(std::uint64_t stream, std::uint64_t i) {
-  std::uint64_t z = i + (stream << 48) + 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return bulkbloom::detail::splitmix64_mix(i + (stream << 48) +
+                                           bulkbloom::detail::kSplitMix64Gamma);
 }
 
 std::vector<std::uint64_t> keys_of(std::uint64_t stream, std::uint64_t first, std::size_t n,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hardware_limits.hpp"
+#include "splitmix64.hpp"
 
 namespace {
 
@@ -49,10 +50,7 @@ class RecordSource {
 
  private:
   static std::uint64_t mix(std::uint64_t x) {
-    std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return bulkbloom::detail::splitmix64_mix(x + bulkbloom::detail::kSplitMix64Gamma);
   }
 
   std::int64_t start_time_;

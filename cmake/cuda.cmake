@@ -9,9 +9,14 @@ if(NOT BULKBLOOM_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     # Machine code for Hopper (the target of the performance work) plus PTX that the driver
-    # compiles for any other GPU from Ampere on.
+    # compiles for any other GPU from Ampere on, unless the builder chose. Embedded, only the
+    # library's own target gets them: the embedding project's default stays its own.
+    set(BULKBLOOM_CUDA_ARCHITECTURES "")
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90-real 80-virtual)
+      set(BULKBLOOM_CUDA_ARCHITECTURES 90-real 80-virtual)
+      if(BULKBLOOM_TOP_LEVEL)
+        set(CMAKE_CUDA_ARCHITECTURES ${BULKBLOOM_CUDA_ARCHITECTURES})
+      endif()
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
@@ -23,7 +28,8 @@ if(NOT BULKBLOOM_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "bulkbloom CUDA backend: ${BULKBLOOM_WITH_CUDA}")
 
-if(BULKBLOOM_WITH_CUDA AND BULKBLOOM_CCACHE AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
+if(BULKBLOOM_TOP_LEVEL AND BULKBLOOM_WITH_CUDA AND BULKBLOOM_CCACHE
+   AND NOT CMAKE_CUDA_COMPILER_LAUNCHER)
   set(CMAKE_CUDA_COMPILER_LAUNCHER ${BULKBLOOM_CCACHE})
 endif()
 
@@ -33,6 +39,9 @@ function(bulkbloom_add_cuda_backend target)
     return()
   endif()
   target_sources(${target} PRIVATE src/cuda/cuda_engine.cu)
+  if(BULKBLOOM_CUDA_ARCHITECTURES)
+    set_property(TARGET ${target} PROPERTY CUDA_ARCHITECTURES ${BULKBLOOM_CUDA_ARCHITECTURES})
+  endif()
   target_compile_definitions(${target} PRIVATE BULKBLOOM_HAVE_CUDA=1)
   # CMake 3.25 knows no C++20 flag for nvcc (CUDA_STANDARD 20 fails there), so pass it directly.
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall>)

@@ -12,22 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "splitmix64.hpp"
+
 namespace bulkbloom::test {
 
-/// SplitMix64: a fixed-seed stream of well-mixed 64-bit values.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-
- private:
-  std::uint64_t state_;
-};
+using detail::SplitMix64;
 
 /// `n` distinct-with-overwhelming-probability keys from `seed`.
 inline std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t seed) {

@@ -15,6 +15,7 @@
 #include "cli/filter_options.hpp"
 #include "cli/progress.hpp"
 #include "hardware_limits.hpp"
+#include "splitmix64.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -30,13 +31,8 @@ struct Row {
 
 std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
-  std::uint64_t state = seed;
-  for (auto& k : keys) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    k = z ^ (z >> 31);
-  }
+  detail::SplitMix64 rng(seed);
+  for (auto& k : keys) k = rng.next();
   return keys;
 }
 

@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/output_file.hpp"
 #include "cli/record_format.hpp"
+#include "splitmix64.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -17,21 +18,17 @@ __extension__ typedef unsigned __int128 Uint128;
 
 constexpr std::size_t kWriteBuffer = std::size_t{4} << 20;
 
-// SplitMix64's output function: a bijection of 64-bit values, so distinct ids stay distinct.
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// A bijection of 64-bit values, so distinct ids stay distinct.
+constexpr auto mix = detail::splitmix64_mix;
 
 class Random {
  public:
-  explicit Random(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() { return mix(state_ += 0x9E3779B97F4A7C15ull); }
+  explicit Random(std::uint64_t seed) : stream_(seed) {}
+  std::uint64_t next() { return stream_.next(); }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1p-53; }
 
  private:
-  std::uint64_t state_;
+  detail::SplitMix64 stream_;
 };
 
 // Picks which earlier distinct id a repeat copies: uniform, or Zipf-skewed towards the oldest
