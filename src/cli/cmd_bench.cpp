@@ -117,7 +117,7 @@ int run_bench(const Arguments& args) {
     }
   }
   if (measured.empty()) {
-    throw BackendUnavailable("bench: no implementation of the requested backend runs here");
+    throw BackendUnavailable("no implementation of the requested backend runs on this machine");
   }
 
   const std::vector<std::uint64_t> keys = random_keys(key_count, 1);
