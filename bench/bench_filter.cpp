@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "hardware_limits.hpp"
+#include "probe/memory_probe.hpp"
 #include "splitmix64.hpp"
 
 namespace {
@@ -112,8 +112,8 @@ struct SizeState {
   std::uint64_t bytes;
   Layout layout;
   std::uint64_t capacity;
-  bulkbloom::bench::MemoryProbe probe;                   // kept for the probes beside each case
-  std::vector<bulkbloom::bench::HardwareLimits> limits;  // [threads - 1]: sequential bandwidth
+  bulkbloom::probe::MemoryProbe probe;                   // kept for the probes beside each case
+  std::vector<bulkbloom::probe::HardwareLimits> limits;  // [threads - 1]: sequential bandwidth
   std::unique_ptr<Filter> loaded;
 };
 

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "hardware_limits.hpp"
+#include "probe/memory_probe.hpp"
 #include "splitmix64.hpp"
 
 namespace {
@@ -82,7 +82,7 @@ void BM_WindowSustained(benchmark::State& state) {
   const auto threads = static_cast<unsigned>(state.range(0));
   // The machine's limit first, over a buffer of the window's size with as many threads, before
   // the window holds the memory.
-  const auto limits = bulkbloom::bench::measure_hardware_limits(config.memory_bytes(), threads);
+  const auto limits = bulkbloom::probe::measure_hardware_limits(config.memory_bytes(), threads);
   bulkbloom::Options options;
   options.threads = threads;
   WindowedFilter window(config, options);
@@ -123,7 +123,7 @@ BENCHMARK(BM_WindowSustained)
 
 void BM_WindowRotation(benchmark::State& state) {
   const WindowConfig config = issue_config(kRecordsPerDay);
-  const auto limits = bulkbloom::bench::measure_hardware_limits(config.memory_bytes(), 1);
+  const auto limits = bulkbloom::probe::measure_hardware_limits(config.memory_bytes(), 1);
   WindowedFilter window(config);
   std::int64_t now = fault_in(window);
   for (auto _ : state) {

@@ -32,7 +32,7 @@
 #include <string_view>
 #include <vector>
 
-#include "hardware_limits.hpp"
+#include "probe/memory_probe.hpp"
 
 namespace {
 
@@ -291,7 +291,7 @@ int run(int argc, char** argv) {
     // Filled to about 16 bits per key, at most 16Mi keys (128 MiB of keys).
     const std::size_t key_count = std::min<std::uint64_t>(bytes / 2, std::uint64_t{1} << 24);
     const auto keys = random_keys(key_count, kib);
-    const auto limits = bulkbloom::bench::measure_hardware_limits(bytes, 1);
+    const auto limits = bulkbloom::probe::measure_hardware_limits(bytes, 1);
     const auto arrow = time_arrow(bytes, keys, reps);
     const auto sb256 = time_bulkbloom(bulkbloom::Shape::sb256, bytes, keys, reps);
     const auto sb512 = time_bulkbloom(bulkbloom::Shape::sb512, bytes, keys, reps);

@@ -14,13 +14,13 @@
 #include "cli/commands.hpp"
 #include "cli/filter_options.hpp"
 #include "cli/progress.hpp"
-#include "hardware_limits.hpp"
+#include "probe/memory_probe.hpp"
 #include "splitmix64.hpp"
 
 namespace bulkbloom::cli {
 namespace {
 
-using bench::HardwareLimits;
+using probe::HardwareLimits;
 
 struct Row {
   std::string implementation;
@@ -56,7 +56,7 @@ double keys_per_second(std::uint64_t keys, Prepare&& prepare, F&& call) {
 // Each limit is the median of kRepetitions measurements.
 HardwareLimits median_limits(std::uint64_t bytes, unsigned threads) {
   std::array<HardwareLimits, kRepetitions> runs;
-  for (auto& run : runs) run = bench::measure_hardware_limits(bytes, threads);
+  for (auto& run : runs) run = probe::measure_hardware_limits(bytes, threads);
   const auto median = [&](double HardwareLimits::*field) {
     std::array<double, kRepetitions> v;
     for (int i = 0; i < kRepetitions; ++i) v[i] = runs[i].*field;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-namespace bulkbloom::bench {
+namespace bulkbloom::probe {
 
 /// Rates measured over one buffer, summed over the probe's threads (each thread's work over the
 /// time of its own timed passes).
@@ -57,4 +57,4 @@ class MemoryProbe {
 HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads = 1,
                                        double seconds = 0.25);
 
-}  // namespace bulkbloom::bench
+}  // namespace bulkbloom::probe

@@ -1,4 +1,4 @@
-#include "hardware_limits.hpp"
+#include "probe/memory_probe.hpp"
 
 #include <sys/mman.h>
 
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace bulkbloom::bench {
+namespace bulkbloom::probe {
 namespace {
 
 constexpr std::uint64_t kLine = 64;
@@ -240,4 +240,4 @@ HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned thre
   return MemoryProbe(buffer_bytes).measure(threads, seconds);
 }
 
-}  // namespace bulkbloom::bench
+}  // namespace bulkbloom::probe
