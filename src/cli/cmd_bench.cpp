@@ -1,77 +1,424 @@
-// bulkbloom bench: this machine's memory limits, then each implementation's bulk rates at a few
-// filter sizes beside them.
+// bulkbloom bench: a hardware report. Sweeps filter sizes from the L1 to past the last-level
+// cache, measures insert, contains and insert_if_absent of the best implementation and the scalar
+// reference (and the GPU when there is one) with one thread and with all of them, each beside
+// this machine's random-line limits measured right before and after it, describes the machine,
+// and writes the figures as JSON and as an HTML page with plots, optionally against an earlier
+// report.
 #include <bulkbloom/bulkbloom.hpp>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/bench_report.hpp"
 #include "cli/commands.hpp"
+#include "cli/errors.hpp"
 #include "cli/filter_options.hpp"
+#include "cli/output_file.hpp"
 #include "cli/progress.hpp"
+#include "probe/machine.hpp"
 #include "probe/memory_probe.hpp"
-#include "splitmix64.hpp"
 
 namespace bulkbloom::cli {
 namespace {
 
-using probe::HardwareLimits;
+using bench_report::Case;
+using bench_report::Comparison;
+using bench_report::Limits;
+using bench_report::Report;
+using bench_report::size_label;
 
-struct Row {
-  std::string implementation;
-  std::uint64_t filter_bytes;
-  HardwareLimits limits;
-  double insert_per_s, contains_per_s, insert_if_absent_per_s;
+// How much the sweep measures.
+struct Plan {
+  std::vector<std::uint64_t> sizes;
+  unsigned all_threads = 1;
+  std::vector<std::pair<std::string, std::string>> implementations;  // role, name
+  std::uint64_t keys = 0;                                            // keys per call
+  unsigned repetitions = 0;                                          // timed runs per case
+  double run_seconds = 0;     // each timed run repeats its call for at least this long
+  double probe_seconds = 0;   // each paired probe
+  double limits_seconds = 0;  // each of the three probes of a size's limit curves
+
+  std::vector<unsigned> thread_counts(const std::string& role) const {
+    if (role == "gpu" || all_threads == 1) return {all_threads};
+    return {1, all_threads};
+  }
+  std::size_t case_count() const {
+    std::size_t n = 0;
+    for (const auto& [role, name] : implementations) n += thread_counts(role).size() * 3;
+    return n * sizes.size();
+  }
 };
+
+// A rough forecast of the sweep's wall time, from its parameters and page-faulting and zeroing
+// at about 1 GB/s for the probe buffer and each filter.
+double estimated_seconds(const Plan& plan) {
+  double total = 0;
+  for (const std::uint64_t bytes : plan.sizes) {
+    const double fill = static_cast<double>(bytes) / 1e9;
+    total += fill + 2 * 3 * plan.limits_seconds;  // probe buffer, limits for 1 and all threads
+    for (const auto& [role, name] : plan.implementations) {
+      for (std::size_t t = 0; t < plan.thread_counts(role).size(); ++t) {
+        total += fill + 3 * (2 * plan.probe_seconds + plan.repetitions * plan.run_seconds * 1.2);
+      }
+    }
+  }
+  return total;
+}
+
+std::string duration_label(double seconds) {
+  char buf[32];
+  if (seconds < 90) {
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f min %02.0f s", std::floor(seconds / 60),
+                  std::fmod(seconds, 60));
+  }
+  return buf;
+}
+
+// "16K", "4M", "1G" (powers of 1024) or a bare number of MiB, as the option always took.
+std::uint64_t parse_size(const std::string& text, std::string_view what) {
+  if (text.empty()) throw UsageError(std::string(what) + ": empty size");
+  std::uint64_t shift = 20;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      digits.pop_back();
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      digits.pop_back();
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      digits.pop_back();
+      break;
+  }
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 9) {
+    throw UsageError(std::string(what) + ": '" + text + "' is not a size like 16K, 4M or 1G");
+  }
+  const std::uint64_t bytes = std::stoull(digits) << shift;
+  if (bytes < 1024) throw UsageError(std::string(what) + ": a size must be at least 1K");
+  return bytes;
+}
+
+std::vector<std::uint64_t> parse_sizes(const std::string& list) {
+  std::vector<std::uint64_t> sizes;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) sizes.push_back(parse_size(item, "--sizes"));
+  if (sizes.empty()) throw UsageError("--sizes: no sizes given");
+  return sizes;
+}
+
+std::vector<std::uint64_t> geometric_sizes(std::uint64_t first, std::uint64_t last, unsigned step) {
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t s = first; s <= last; s <<= step) sizes.push_back(s);
+  return sizes;
+}
 
 std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
-  detail::SplitMix64 rng(seed);
-  for (auto& k : keys) k = rng.next();
+  std::uint64_t state = seed;
+  for (auto& k : keys) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    k = z ^ (z >> 31);
+  }
   return keys;
 }
 
-constexpr int kRepetitions = 3;
-
-// The median over kRepetitions runs of `prepare()` (untimed) then `call()` (timed), as keys/s.
-template <typename Prepare, typename F>
-double keys_per_second(std::uint64_t keys, Prepare&& prepare, F&& call) {
-  std::array<double, kRepetitions> rates{};
-  for (double& rate : rates) {
-    prepare();
-    const auto start = std::chrono::steady_clock::now();
+// keys/s of one timed run: `call` (on `keys` keys) repeated until `seconds` have passed.
+template <typename Call>
+double timed_run(std::uint64_t keys, double seconds, const Call& call) {
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t calls = 0;
+  double elapsed = 0;
+  do {
     call();
-    rate = static_cast<double>(keys) /
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++calls;
+    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (elapsed < seconds);
+  return static_cast<double>(keys * calls) / elapsed;
+}
+
+void set_median_and_noise(Case& c) {
+  std::vector<double> sorted = c.runs;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  c.keys_per_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  c.noise = (sorted.back() - sorted.front()) / 2 / c.keys_per_s;
+}
+
+// The live line on stderr: which case runs, how many are done, and the time left.
+class Progress {
+ public:
+  Progress(bool enabled, std::size_t total, double estimate)
+      : enabled_(enabled),
+        total_(total),
+        estimate_(estimate),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void show(std::size_t done, const std::string& what) {
+    if (!enabled_) return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    // The estimate, corrected by how far the run so far is off it.
+    const double fraction = static_cast<double>(done) / static_cast<double>(total_);
+    const double left = done == 0 ? estimate_ : elapsed / fraction - elapsed;
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s, about %s left", done + 1, total_, what.c_str(),
+                 duration_label(left).c_str());
+    std::fflush(stderr);
   }
-  std::sort(rates.begin(), rates.end());
-  return rates[kRepetitions / 2];
+  void finish() {
+    if (enabled_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  std::size_t total_;
+  double estimate_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Why the library picks the implementation a default filter gets.
+std::string choice_reason(const std::string& chosen, const std::vector<std::string>& available) {
+  if (const char* env = std::getenv("BULKBLOOM_IMPL"); env != nullptr && *env != '\0') {
+    return std::string("forced by BULKBLOOM_IMPL=") + env;
+  }
+  if (chosen.starts_with("cuda")) return "a CUDA device is present";
+  std::string list;
+  for (const auto& name : available) list += (list.empty() ? "" : ", ") + name;
+  return "the best CPU target this build has that this CPU runs (of " + list + ")";
 }
 
-// Each limit is the median of kRepetitions measurements.
-HardwareLimits median_limits(std::uint64_t bytes, unsigned threads) {
-  std::array<HardwareLimits, kRepetitions> runs;
-  for (auto& run : runs) run = probe::measure_hardware_limits(bytes, threads);
-  const auto median = [&](double HardwareLimits::*field) {
-    std::array<double, kRepetitions> v;
-    for (int i = 0; i < kRepetitions; ++i) v[i] = runs[i].*field;
-    std::sort(v.begin(), v.end());
-    return v[kRepetitions / 2];
-  };
-  return {median(&HardwareLimits::random_read_lines_per_s),
-          median(&HardwareLimits::random_rmw_lines_per_s),
-          median(&HardwareLimits::seq_read_bytes_per_s)};
+Json describe(const std::vector<std::string>& available) {
+  const probe::Machine m = probe::describe_machine();
+  Json caches = Json::array();
+  for (const probe::Cache& c : m.caches) {
+    caches.push(Json::object()
+                    .set("level", c.level)
+                    .set("type", c.type)
+                    .set("size_bytes", c.size_bytes)
+                    .set("shared_by_cpus", c.shared_by_cpus)
+                    .set("instances", c.instances));
+  }
+  Json gpus = Json::array();
+  for (const probe::Gpu& g : m.gpus) {
+    gpus.push(Json::object()
+                  .set("name", g.name)
+                  .set("memory_bytes", g.memory_bytes)
+                  .set("driver", g.driver));
+  }
+  const Filter probe_filter(Layout{Shape::sb512, 1});
+  const std::string chosen = probe_filter.implementation();
+  Json names = Json::array();
+  for (const auto& name : available) names.push(name);
+  return Json::object()
+      .set("cpu_model", m.cpu_model)
+      .set("logical_cpus", m.logical_cpus)
+      .set("usable_cpus", m.usable_cpus)
+      .set("physical_cores", m.physical_cores)
+      .set("sockets", m.sockets)
+      .set("caches", std::move(caches))
+      .set("memory_bytes", m.memory_bytes)
+      .set("memory_available_bytes", m.memory_available_bytes)
+      .set("transparent_hugepages", m.transparent_hugepages)
+      .set("transparent_hugepages_defrag", m.transparent_hugepages_defrag)
+      .set("numa_nodes", m.numa_nodes)
+      .set("kernel", m.kernel)
+      .set("gpus", std::move(gpus))
+      .set("implementations", std::move(names))
+      .set("chosen_implementation", chosen)
+      .set("chosen_because", choice_reason(chosen, available))
+      .set("compiler", probe::compiler_description())
+      .set("bulkbloom_version", probe::library_version());
 }
 
-std::string percent(double rate, double limit) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.0f%%", 100.0 * rate / limit);
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// One JSON line for the three cases just measured (one implementation, size and thread count):
+// their keys/s beside the limits they were read against and the size's sequential bandwidth.
+void print_json_row(const Report& report, std::uint64_t keys) {
+  const Case* cases = &report.cases[report.cases.size() - 3];
+  const Case& insert = cases[0];
+  const Case& contains = cases[1];
+  const Case& insert_if_absent = cases[2];
+  // A GPU case has no paired probe: its row shows the host's limits at its size, all threads.
+  const Limits* host = nullptr;
+  for (const Limits& l : report.limits) {
+    if (l.filter_bytes == insert.filter_bytes && (host == nullptr || l.threads == insert.threads)) {
+      host = &l;
+    }
+  }
+  const double sequential = host != nullptr ? host->seq_read_bytes_per_s : 0;
+  const auto limit = [&](const Case& c, double Limits::*field) {
+    return c.limit.empty() && host != nullptr ? host->*field : c.limit_per_s();
+  };
+  Summary s;
+  s.text("implementation", "", insert.implementation);
+  s.number("threads", "", insert.threads);
+  s.number("filter_bytes", "", static_cast<double>(insert.filter_bytes));
+  s.number("keys", "", static_cast<double>(keys));
+  s.number("random_reads_per_s", "", limit(contains, &Limits::random_read_lines_per_s));
+  s.number("random_rmw_per_s", "", limit(insert, &Limits::random_rmw_lines_per_s));
+  s.number("sequential_bytes_per_s", "", sequential);
+  s.number("insert_per_s", "", insert.keys_per_s);
+  s.number("contains_per_s", "", contains.keys_per_s);
+  s.number("insert_if_absent_per_s", "", insert_if_absent.keys_per_s);
+  s.print(true, stdout);
+}
+
+// Measures the whole plan.
+void run_sweep(const Plan& plan, const Options& base, Report& report, bool json_lines,
+               bool text_table) {
+  const std::vector<std::uint64_t> keys = random_keys(plan.keys, 1);
+  // Contains asks for keys half of which the filter holds, in no pattern a predictor could learn.
+  std::vector<std::uint64_t> mixed = random_keys(plan.keys, 2);
+  for (std::size_t i = 0; i < mixed.size(); ++i) {
+    if ((mixed[i] >> 63) != 0) mixed[i] = keys[i];
+  }
+  std::vector<std::uint8_t> flags(plan.keys);
+  const double estimate = estimated_seconds(plan);
+  Progress progress(stderr_is_terminal(), plan.case_count(), estimate);
+  std::size_t done = 0;
+  if (text_table) {
+    std::printf("%9s  %-16s %-16s %7s | %10s %6s | %10s %-5s %6s\n", "filter", "implementation",
+                "operation", "threads", "keys/s", "noise", "limit/s", "", "%limit");
+  }
+  for (const std::uint64_t bytes : plan.sizes) {
+    progress.show(done, size_label(bytes) + ": probing the memory");
+    probe::MemoryProbe memory(bytes);
+    for (const unsigned threads : plan.thread_counts("best")) {
+      const probe::HardwareLimits l = memory.measure(threads, plan.limits_seconds);
+      report.limits.push_back({bytes, threads, threads == plan.all_threads && threads > 1,
+                               l.random_read_lines_per_s, l.random_rmw_lines_per_s,
+                               l.seq_read_bytes_per_s});
+    }
+    for (const auto& [role, name] : plan.implementations) {
+      for (const unsigned threads : plan.thread_counts(role)) {
+        Options options = base;
+        options.implementation = name;
+        options.backend = name.starts_with("cuda") ? Backend::cuda : Backend::cpu;
+        options.threads = threads;
+        Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
+        for (const char* operation : bench_report::kOperations) {
+          const std::string op = operation;
+          progress.show(
+              done, size_label(bytes) + " " + name + " " + bench_report::series_label(op, threads));
+          Case c;
+          c.implementation = filter.implementation();
+          c.role = role;
+          c.operation = op;
+          c.threads = role == "gpu" ? 1 : threads;
+          c.all_threads = threads == plan.all_threads && threads > 1;
+          c.filter_bytes = filter.layout().size_bytes();
+          c.keys_per_call = plan.keys;
+          const bool host = role != "gpu";
+          const auto paired = [&] {
+            return op == "contains" ? memory.random_read_lines_per_s(threads, plan.probe_seconds)
+                                    : memory.random_rmw_lines_per_s(threads, plan.probe_seconds);
+          };
+          if (host) {
+            c.limit = op == "contains" ? "random_read" : "random_rmw";
+            c.limit_before = paired();
+          }
+          for (unsigned r = 0; r < plan.repetitions; ++r) {
+            if (op == "insert") {
+              c.runs.push_back(
+                  timed_run(plan.keys, plan.run_seconds, [&] { filter.insert(keys); }));
+            } else if (op == "contains") {
+              c.runs.push_back(
+                  timed_run(plan.keys, plan.run_seconds, [&] { filter.contains(mixed, flags); }));
+            } else {
+              c.runs.push_back(timed_run(plan.keys, plan.run_seconds,
+                                         [&] { filter.insert_if_absent(mixed, flags); }));
+            }
+          }
+          if (host) c.limit_after = paired();
+          set_median_and_noise(c);
+          if (text_table) {
+            std::printf(
+                "%9s  %-16s %-16s %7u | %8s/s %5.1f%% | %8s/s %-5s %6s\n",
+                size_label(c.filter_bytes).c_str(), c.implementation.c_str(), op.c_str(), c.threads,
+                si(c.keys_per_s).c_str(), 100 * c.noise, host ? si(c.limit_per_s()).c_str() : "-",
+                host ? (op == "contains" ? "read" : "RMW") : "",
+                host ? (std::to_string(
+                            static_cast<int>(std::lround(100 * c.keys_per_s / c.limit_per_s()))) +
+                        "%")
+                           .c_str()
+                     : "-");
+          }
+          std::fflush(stdout);
+          report.cases.push_back(std::move(c));
+          ++done;
+        }
+        if (json_lines) print_json_row(report, plan.keys);
+      }
+    }
+  }
+  progress.finish();
+}
+
+Report load_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(with_errno("cannot open the report " + path));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return bench_report::from_json(Json::parse(text.str()));
+  } catch (const std::runtime_error& e) {
+    throw DataError(path + ": " + e.what());
+  }
+}
+
+// Writes `text` to `dir`/`name` atomically: never half a report.
+void write_file(const std::filesystem::path& dir, const std::string& name,
+                const std::string& text) {
+  OutputFile out((dir / name).string());
+  out.write(text);
+  out.sync();
+  out.commit();
+}
+
+void print_comparison(const Comparison& comparison) {
+  std::size_t flagged = 0;
+  for (const auto& d : comparison.differences) flagged += d.flagged ? 1 : 0;
+  std::printf("\nAgainst %s (%s, %s): %zu cases, %zu differ beyond noise\n",
+              comparison.against.c_str(), comparison.against_cpu.c_str(),
+              comparison.against_date.c_str(), comparison.differences.size(), flagged);
+  std::printf("%-9s %-16s %7s %9s | %8s %7s | %10s\n", "role", "operation", "threads", "filter",
+              "now/then", "noise", "limit now/then");
+  for (const auto& d : comparison.differences) {
+    std::printf(
+        "%-9s %-16s %7s %9s | %7.3fx %6.1f%% | %10s%s\n", d.role.c_str(), d.operation.c_str(),
+        d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio, 100 * d.noise,
+        d.limit_ratio > 0 ? (std::to_string(d.limit_ratio).substr(0, 5) + "x").c_str() : "-",
+        d.flagged ? "  <- beyond noise" : "");
+  }
 }
 
 }  // namespace
@@ -79,101 +426,119 @@ std::string percent(double rate, double limit) {
 int run_bench(const Arguments& args) {
   ArgParser parser(
       "bench [options]",
-      "Measures this machine's random 64-byte read and read-modify-write rates and "
-      "sequential bandwidth over\nbuffers of each filter size, then each "
-      "implementation's insert, contains and insert_if_absent keys/s,\nas medians of "
-      "3 runs and as a percentage of those limits (insert and insert_if_absent against the "
-      "RMW rate,\ncontains against the read rate).");
-  parser.value("sizes", "LIST", "filter sizes in MiB, comma-separated (default 16,256,1024)")
-      .value("keys", "N", "keys per measurement (default 16M)")
-      .flag("json", "print one JSON object per row instead of a table");
+      "A hardware report: insert, contains and insert_if_absent keys/s of the best implementation\n"
+      "and the scalar reference (and the GPU when present) with 1 thread and all threads, over\n"
+      "filter sizes from 16 KiB to 4 GiB (x4 steps, capped by free memory), each beside this\n"
+      "machine's random 64-byte read or read-modify-write rate over a buffer of the filter's "
+      "size,\n"
+      "measured right before and after it. Figures are medians of repeated runs; their spread is\n"
+      "the noise that --compare allows for.");
+  parser.flag("quick", "a short sweep (about a minute): fewer sizes, shorter runs")
+      .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
+      .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
+      .value("keys", "N", "keys per call (default 1M; --quick 256K)")
+      .value("repeat", "N",
+             "timed runs per case, for the median and the noise (default 5; --quick 3)")
+      .value("report", "DIR", "write DIR/report.json and DIR/report.html")
+      .value("compare", "OLD.json", "print and plot the ratios against an earlier report.json")
+      .value("load", "REPORT.json", "take the figures from a report instead of measuring")
+      .flag("json", "print one JSON object per case instead of a table");
   add_backend_options(parser);
   if (!parser.parse(args)) return 0;
-  std::vector<std::uint64_t> sizes_mib;
-  {
-    std::string list = parser.get_or("sizes", "16,256,1024");
-    std::size_t pos = 0;
-    while (pos <= list.size()) {
-      const std::size_t comma = std::min(list.find(',', pos), list.size());
-      sizes_mib.push_back(parse_count(list.substr(pos, comma - pos), "--sizes"));
-      if (sizes_mib.back() == 0) throw UsageError("--sizes: a size must be at least 1 MiB");
-      pos = comma + 1;
-    }
-  }
-  const std::uint64_t key_count = parser.get_count("keys").value_or(16'000'000);
-  if (key_count == 0) throw UsageError("--keys must be at least 1");
-  Options base = backend_options(parser);
-  const unsigned threads =
-      base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
+  const bool quick = parser.has("quick");
+  std::vector<std::string> command{"bulkbloom", "bench"};
+  for (const auto& arg : args) command.emplace_back(arg);
 
-  std::vector<Implementation> measured;
-  for (const Implementation& impl : implementations()) {
-    if (base.backend != Backend::automatic && impl.backend != base.backend) continue;
-    if (impl.usable) {
-      measured.push_back(impl);
-    } else {
-      std::fprintf(stderr, "bench: %s is not measured: %s\n", impl.name.c_str(),
-                   impl.unusable_reason.c_str());
+  std::optional<Report> before;
+  if (const auto old = parser.get("compare")) before = load_report(*old);
+  if (const auto dir = parser.get("report")) {
+    std::error_code error;
+    std::filesystem::create_directories(*dir, error);
+    if (error || !std::filesystem::is_directory(*dir)) {
+      throw IoError(*dir + ": cannot create the report directory" +
+                    (error ? ": " + error.message() : std::string(": not a directory")));
     }
-  }
-  if (measured.empty()) {
-    throw BackendUnavailable("no implementation of the requested backend runs on this machine");
   }
 
-  const std::vector<std::uint64_t> keys = random_keys(key_count, 1);
-  const std::vector<std::uint64_t> probes = random_keys(key_count, 2);
-  std::vector<std::uint8_t> flags(key_count);
-  const bool json = parser.has("json");
-  if (!json) {
-    std::printf("%-16s %9s | %10s %10s %8s | %10s %5s | %10s %5s | %10s %5s\n", "implementation",
-                "filter", "rand read", "rand RMW", "seq GB/s", "insert", "%RMW", "contains",
-                "%read", "ins_if_abs", "%RMW");
-  }
-  for (const std::uint64_t mib : sizes_mib) {
-    const std::uint64_t bytes = mib << 20;
-    // The limits are measured in this run, over a buffer of the filter's size, with the
-    // filter's thread count, right before the filter runs.
-    const HardwareLimits limits = median_limits(bytes, threads);
-    for (const Implementation& impl : measured) {
-      Options options = base;
-      options.backend = impl.backend;
-      options.implementation = impl.name;
-      Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
-      Row row{impl.name, filter.layout().size_bytes(), limits, 0, 0, 0};
-      const auto nothing = [] {};
-      const auto clear = [&] { filter.clear(); };
-      row.insert_per_s = keys_per_second(key_count, clear, [&] { filter.insert(keys); });
-      row.contains_per_s =
-          keys_per_second(key_count, nothing, [&] { filter.contains(probes, flags); });
-      row.insert_if_absent_per_s =
-          keys_per_second(key_count, clear, [&] { filter.insert_if_absent(keys, flags); });
-      if (json) {
-        Summary s;
-        s.text("implementation", "", row.implementation);
-        s.number("threads", "", filter.threads());
-        s.number("filter_bytes", "", static_cast<double>(row.filter_bytes));
-        s.number("keys", "", static_cast<double>(key_count));
-        s.number("random_reads_per_s", "", limits.random_read_lines_per_s);
-        s.number("random_rmw_per_s", "", limits.random_rmw_lines_per_s);
-        s.number("sequential_bytes_per_s", "", limits.seq_read_bytes_per_s);
-        s.number("insert_per_s", "", row.insert_per_s);
-        s.number("contains_per_s", "", row.contains_per_s);
-        s.number("insert_if_absent_per_s", "", row.insert_if_absent_per_s);
-        s.print(true, stdout);
-      } else {
-        std::printf("%-16s %5llu MiB | %9s/s %9s/s %8.1f | %8s/s %5s | %8s/s %5s | %8s/s %5s\n",
-                    impl.name.c_str(), static_cast<unsigned long long>(mib),
-                    si(limits.random_read_lines_per_s).c_str(),
-                    si(limits.random_rmw_lines_per_s).c_str(), limits.seq_read_bytes_per_s / 1e9,
-                    si(row.insert_per_s).c_str(),
-                    percent(row.insert_per_s, limits.random_rmw_lines_per_s).c_str(),
-                    si(row.contains_per_s).c_str(),
-                    percent(row.contains_per_s, limits.random_read_lines_per_s).c_str(),
-                    si(row.insert_if_absent_per_s).c_str(),
-                    percent(row.insert_if_absent_per_s, limits.random_rmw_lines_per_s).c_str());
-      }
-      std::fflush(stdout);
+  Report report;
+  if (const auto loaded = parser.get("load")) {
+    report = load_report(*loaded);
+  } else {
+    Plan plan;
+    plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
+                 : quick ? geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{256} << 20, 4)
+                         : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
+    plan.keys = parser.get_count("keys").value_or(quick ? 1u << 18 : 1u << 20);
+    if (plan.keys == 0) throw UsageError("--keys must be at least 1");
+    plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(quick ? 3 : 5));
+    if (plan.repetitions == 0 || plan.repetitions > 1000) {
+      throw UsageError("--repeat must be between 1 and 1000");
     }
+    plan.run_seconds = quick ? 0.04 : 0.1;
+    plan.probe_seconds = quick ? 0.04 : 0.1;
+    plan.limits_seconds = quick ? 0.04 : 0.1;
+    const Options base = backend_options(parser);
+    plan.all_threads =
+        base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
+    // Each size holds a probe buffer and one filter of that size at a time, beside the keys.
+    const std::uint64_t key_bytes = plan.keys * 17;
+    std::uint64_t max_size = UINT64_MAX;
+    if (const auto cap = parser.get("max-size")) {
+      max_size = parse_size(*cap, "--max-size");
+    } else if (const std::uint64_t free = probe::available_memory_bytes(); free > key_bytes) {
+      max_size = (free - key_bytes) * 3 / 4 / 2;
+    }
+    std::erase_if(plan.sizes, [&](std::uint64_t s) { return s > max_size; });
+    if (plan.sizes.empty())
+      throw UsageError("no filter size fits: raise --max-size or free memory");
+
+    const std::vector<std::string> available = available_implementations();
+    for (const auto& name : available) {
+      const bool cuda = name.starts_with("cuda");
+      if (base.backend == Backend::cpu && cuda) continue;
+      if (base.backend == Backend::cuda && !cuda) continue;
+      const std::string role = cuda ? "gpu" : name == "cpu/scalar" ? "reference" : "best";
+      const bool taken = std::any_of(plan.implementations.begin(), plan.implementations.end(),
+                                     [&](const auto& entry) { return entry.first == role; });
+      if (!taken) plan.implementations.emplace_back(role, name);
+    }
+    if (plan.implementations.empty()) {
+      throw BackendUnavailable("no implementation of the requested backend is available");
+    }
+    report.date = utc_now();
+    report.command = command;
+    report.machine = describe(available);
+    Json sizes = Json::array();
+    for (auto s : plan.sizes) sizes.push(s);
+    report.settings = Json::object()
+                          .set("sizes_bytes", std::move(sizes))
+                          .set("keys_per_call", plan.keys)
+                          .set("repetitions", plan.repetitions)
+                          .set("run_seconds", plan.run_seconds)
+                          .set("paired_probe_seconds", plan.probe_seconds)
+                          .set("all_threads", plan.all_threads)
+                          .set("shape", "sb512");
+    std::fprintf(stderr, "bench: %zu sizes (%s to %s), %zu cases, about %s\n", plan.sizes.size(),
+                 size_label(plan.sizes.front()).c_str(), size_label(plan.sizes.back()).c_str(),
+                 plan.case_count(), duration_label(estimated_seconds(plan)).c_str());
+    run_sweep(plan, base, report, parser.has("json"), !parser.has("json"));
+    report.notes = bench_report::explain(report);
+    if (!parser.has("json")) {
+      for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
+    }
+  }
+
+  std::optional<Comparison> comparison;
+  if (before) {
+    comparison = bench_report::compare(report, *before, *parser.get("compare"));
+    if (!parser.has("json")) print_comparison(*comparison);
+  }
+  if (const auto dir = parser.get("report")) {
+    const Comparison* against = comparison ? &*comparison : nullptr;
+    write_file(*dir, "report.json", bench_report::to_json(report, against).dump());
+    write_file(*dir, "report.html", bench_report::to_html(report, against));
+    std::fprintf(stderr, "bench: wrote %s/report.json and %s/report.html\n", dir->c_str(),
+                 dir->c_str());
   }
   return 0;
 }

@@ -1,0 +1,57 @@
+/// @file
+/// A description of this machine and of this build, read from the system (Linux /proc and /sys,
+/// nvidia-smi when there is one), so that a benchmark report says what it ran on.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bulkbloom::probe {
+
+/// One cache as /sys describes it for CPU 0.
+struct Cache {
+  unsigned level = 0;
+  std::string type;  ///< "Data", "Instruction" or "Unified".
+  std::uint64_t size_bytes = 0;
+  unsigned shared_by_cpus = 0;  ///< Logical CPUs that share one instance of this cache.
+  unsigned instances = 0;       ///< Instances of this cache over the online CPUs.
+};
+
+/// One GPU.
+struct Gpu {
+  std::string name;
+  std::uint64_t memory_bytes = 0;  ///< 0 when unknown.
+  std::string driver;
+};
+
+/// What the system says about this machine. A field it does not tell is empty or 0.
+struct Machine {
+  std::string cpu_model;
+  unsigned logical_cpus = 0;  ///< Online logical CPUs.
+  unsigned usable_cpus = 0;   ///< Logical CPUs this process may run on (its affinity mask).
+  unsigned physical_cores = 0;
+  unsigned sockets = 0;
+  std::vector<Cache> caches;  ///< By level, data before instruction.
+  std::uint64_t memory_bytes = 0;
+  std::uint64_t memory_available_bytes = 0;
+  std::string transparent_hugepages;         ///< The selected mode: "always", "madvise", "never".
+  std::string transparent_hugepages_defrag;  ///< The selected defrag mode.
+  unsigned numa_nodes = 0;
+  std::string kernel;  ///< uname's system, release and machine.
+  std::vector<Gpu> gpus;
+};
+
+/// Reads the description from the system.
+Machine describe_machine();
+
+/// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
+std::uint64_t available_memory_bytes();
+
+/// The compiler this code was built with, e.g. "GCC 12.2.0".
+std::string compiler_description();
+
+/// bulkbloom's version, from the project's CMake version.
+std::string library_version();
+
+}  // namespace bulkbloom::probe

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Checks of `bulkbloom bench`'s hardware report: the JSON and the HTML a short run writes, and
+--compare.
+
+usage: test_bench_report.py BULKBLOOM_BINARY CASE   (CASE is a function name below without "case_")
+No figure is checked against a speed: only that every figure is there, consistent with its runs,
+and drawn.
+"""
+import copy
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+BIN = None
+WORK = None
+SIZES = [16 << 10, 64 << 10]
+REPEAT = 3
+OPERATIONS = ["insert", "contains", "insert_if_absent"]
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def run(args, expect_rc=0):
+    proc = subprocess.run([BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK)
+    if proc.returncode != expect_rc:
+        raise AssertionError(f"bulkbloom {' '.join(args)}: exit {proc.returncode}, expected "
+                             f"{expect_rc}\nstderr: {proc.stderr.decode(errors='replace')}")
+    return proc
+
+
+def check(condition, message):
+    if not condition:
+        raise AssertionError(message)
+
+
+def short_run(directory):
+    """A quick sweep over two small sizes; returns the report's JSON and HTML."""
+    run(["bench", "--quick", "--sizes", "16K,64K", "--keys", "4096", "--repeat", str(REPEAT),
+         "--report", directory])
+    with open(os.path.join(directory, "report.json")) as f:
+        report = json.load(f)
+    with open(os.path.join(directory, "report.html")) as f:
+        html = f.read()
+    return report, html
+
+
+def svgs_of(html):
+    """Each inline <svg> of the page, parsed."""
+    blocks = re.findall(r"<svg\b.*?</svg>", html, flags=re.S)
+    return [ET.fromstring(block) for block in blocks]
+
+
+def check_report(report):
+    check(report["schema"] == "bulkbloom-bench-report", f"schema: {report.get('schema')}")
+    check(report["schema_version"] == 1, f"schema_version: {report.get('schema_version')}")
+    check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["date"]), report["date"])
+    check(report["command"][:2] == ["bulkbloom", "bench"] and "--quick" in report["command"],
+          f"command: {report['command']}")
+    machine = report["machine"]
+    for field in ("cpu_model", "transparent_hugepages", "kernel", "chosen_implementation",
+                  "chosen_because", "compiler", "bulkbloom_version"):
+        check(isinstance(machine[field], str) and machine[field], f"machine {field}: {machine}")
+    for field in ("logical_cpus", "usable_cpus", "physical_cores", "memory_bytes", "numa_nodes"):
+        check(machine[field] >= 1, f"machine {field}: {machine[field]}")
+    check(machine["caches"], "no caches described")
+    for cache in machine["caches"]:
+        check(cache["level"] >= 1 and cache["size_bytes"] > 0 and cache["instances"] >= 1, cache)
+    check(isinstance(machine["gpus"], list), "gpus is not a list")
+    check("cpu/scalar" in machine["implementations"], machine["implementations"])
+    check(machine["chosen_implementation"] in machine["implementations"] or
+          machine["chosen_implementation"].startswith("cuda"), machine["chosen_implementation"])
+
+    settings = report["settings"]
+    check(settings["sizes_bytes"] == SIZES, f"sizes: {settings['sizes_bytes']}")
+    check(settings["repetitions"] == REPEAT, settings)
+    all_threads = settings["all_threads"]
+    thread_counts = sorted({1, all_threads})
+
+    limits = {(l["filter_bytes"], l["threads"]): l for l in report["limits"]}
+    check(len(limits) == len(report["limits"]), "a limit appears twice")
+    for size in SIZES:
+        for threads in thread_counts:
+            l = limits.get((size, threads))
+            check(l is not None, f"no limits for {size} bytes, {threads} threads")
+            for field in ("random_read_lines_per_s", "random_rmw_lines_per_s",
+                          "seq_read_bytes_per_s"):
+                check(l[field] > 0, f"limit {field} not positive: {l}")
+
+    cases = {}
+    for c in report["cases"]:
+        key = (c["role"], c["operation"], c["threads"], c["filter_bytes"])
+        check(key not in cases, f"case twice: {key}")
+        cases[key] = c
+        runs = c["runs_keys_per_s"]
+        check(len(runs) == REPEAT and all(r > 0 for r in runs), f"runs: {c}")
+        median = statistics.median(runs)
+        check(abs(c["keys_per_s"] - median) <= 1e-9 * median, f"keys_per_s is not the median: {c}")
+        noise = (max(runs) - min(runs)) / 2 / median
+        check(abs(c["noise"] - noise) <= 1e-9 + 1e-9 * noise, f"noise is not the half-range: {c}")
+        check(c["keys_per_call"] == 4096, c)
+        if c["role"] != "gpu":
+            check(c["limit"] == ("random_read" if c["operation"] == "contains" else "random_rmw"),
+                  f"limit kind: {c}")
+            check(c["limit_before_lines_per_s"] > 0 and c["limit_after_lines_per_s"] > 0, c)
+            limit = (c["limit_before_lines_per_s"] + c["limit_after_lines_per_s"]) / 2
+            check(abs(c["fraction_of_limit"] - c["keys_per_s"] / limit) < 1e-9, c)
+    roles = {c["role"] for c in report["cases"]}
+    check("reference" in roles, f"no scalar reference: {roles}")
+    for role in roles - {"gpu"}:
+        for op in OPERATIONS:
+            for threads in thread_counts:
+                for size in SIZES:
+                    check((role, op, threads, size) in cases,
+                          f"missing case {role} {op} {threads} threads {size} bytes")
+    check(isinstance(report["notes"], list), "notes is not a list")
+    return cases, thread_counts
+
+
+def polylines(svg):
+    return {p.get("data-series"): p for p in svg.iter(SVG + "polyline")}
+
+
+def check_html(report, html, thread_counts):
+    check("<script" not in html.lower(), "the page has a script")
+    fetched = re.findall(r"""(?:src|href)\s*=\s*["']?(?!#)[^"'\s>]+""", html)
+    check(not fetched, f"the page refers to other resources: {fetched}")
+    check(not re.search(r"https?://(?!www\.w3\.org/2000/svg)", html), "the page names a URL")
+    svgs = svgs_of(html)
+    roles = []
+    for c in report["cases"]:
+        if c["role"] not in roles:
+            roles.append(c["role"])
+    check(len(svgs) >= len(roles), f"{len(svgs)} plots for {len(roles)} roles")
+    for role, svg in zip(roles, svgs):
+        lines = polylines(svg)
+        expected = {f"{role}/{op}/{t}" for op in OPERATIONS for t in thread_counts}
+        if role != "gpu":
+            expected |= {f"limit/{kind}/{t}" for kind in ("random_read", "random_rmw")
+                         for t in thread_counts}
+        check(set(lines) == expected,
+              f"{role} plot: series {sorted(lines)}, expected {sorted(expected)}")
+        view = [float(v) for v in svg.get("viewBox").split()]
+        for name, line in lines.items():
+            points = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+            check(len(points) == len(SIZES), f"{name}: {len(points)} points for {len(SIZES)} sizes")
+            xs = [x for x, _ in points]
+            check(xs == sorted(xs) and len(set(xs)) == len(xs), f"{name}: x not increasing: {xs}")
+            for x, y in points:
+                check(view[0] <= x <= view[2] and view[1] <= y <= view[3],
+                      f"{name}: point {x},{y} outside the plot")
+    # Every case is in the table of figures.
+    rows = re.findall(r"<tr><td class=\"n\">[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>", html)
+    check(len(rows) == len(report["cases"]), f"{len(rows)} table rows, {len(report['cases'])} cases")
+
+
+def case_report():
+    """A short run writes a complete report.json and a self-contained report.html."""
+    report, html = short_run(os.path.join(WORK, "r"))
+    _, thread_counts = check_report(report)
+    check("comparison" not in report, "a comparison without --compare")
+    check_html(report, html, thread_counts)
+
+
+def case_compare():
+    """A report against itself differs nowhere; a case made twice as fast is flagged, alone."""
+    first = os.path.join(WORK, "r")
+    report, _ = short_run(first)
+    _, thread_counts = check_report(report)
+    path = os.path.join(first, "report.json")
+    proc = run(["bench", "--load", path, "--compare", path, "--report", os.path.join(WORK, "self")])
+    check(b"0 differ beyond noise" in proc.stdout, proc.stdout.decode())
+    with open(os.path.join(WORK, "self", "report.json")) as f:
+        again = json.load(f)
+    check(again["cases"] == report["cases"], "--load changed the figures")
+    differences = again["comparison"]["differences"]
+    check(len(differences) == len(report["cases"]),
+          f"{len(differences)} differences for {len(report['cases'])} cases")
+    for d in differences:
+        check(d["ratio"] == 1 and not d["flagged"], f"a report differs from itself: {d}")
+    with open(os.path.join(WORK, "self", "report.html")) as f:
+        html = f.read()
+    ratio_plot = [s for s in svgs_of(html) if any(
+        (p.get("data-series") or "").startswith("ratio/") for p in s.iter(SVG + "polyline"))]
+    check(len(ratio_plot) == 1, f"{len(ratio_plot)} ratio plots")
+    roles = {c["role"] for c in report["cases"]}
+    expected = {f"ratio/{r}/{op}/{t}" for r in roles for op in OPERATIONS for t in thread_counts}
+    check(set(polylines(ratio_plot[0])) == expected,
+          f"ratio series {sorted(polylines(ratio_plot[0]))}, expected {sorted(expected)}")
+
+    # One case twice as fast, well beyond the noise (capped at ±20% in both reports): flagged, and
+    # no other.
+    for c in report["cases"]:
+        c["noise"] = min(c["noise"], 0.2)
+    baseline = os.path.join(WORK, "baseline.json")
+    with open(baseline, "w") as f:
+        json.dump(report, f)
+    changed = copy.deepcopy(report)
+    target = changed["cases"][len(changed["cases"]) // 2]
+    target["runs_keys_per_s"] = [r * 2 for r in target["runs_keys_per_s"]]
+    target["keys_per_s"] *= 2
+    faster = os.path.join(WORK, "faster.json")
+    with open(faster, "w") as f:
+        json.dump(changed, f)
+    proc = run(["bench", "--load", faster, "--compare", baseline, "--report",
+                os.path.join(WORK, "cmp")])
+    check(b"1 differ beyond noise" in proc.stdout, proc.stdout.decode())
+    with open(os.path.join(WORK, "cmp", "report.json")) as f:
+        flagged = [d for d in json.load(f)["comparison"]["differences"] if d["flagged"]]
+    check(len(flagged) == 1 and flagged[0]["operation"] == target["operation"] and
+          flagged[0]["filter_bytes"] == target["filter_bytes"] and
+          abs(flagged[0]["ratio"] - 2) < 1e-9, f"flagged: {flagged}, changed: {target}")
+
+
+def case_errors():
+    """Bad options and bad reports: a message naming the problem, a failing exit, no report."""
+    def failing(args, rc, text):
+        proc = run(args, expect_rc=rc)
+        check(text.encode() in proc.stderr, f"{args}: stderr lacks {text!r}: {proc.stderr!r}")
+
+    failing(["bench", "--sizes", "16Q"], 2, "'16Q' is not a size")
+    failing(["bench", "--sizes", "0"], 2, "at least 1K")
+    failing(["bench", "--repeat", "0"], 2, "--repeat")
+    with open(os.path.join(WORK, "not.json"), "w") as f:
+        f.write('{"schema": "something else"}')
+    failing(["bench", "--load", "not.json"], 1, "not.json: not a bulkbloom bench report")
+    with open(os.path.join(WORK, "broken.json"), "w") as f:
+        f.write('{"schema": "bulkbloom-bench-report", "schema_version": 1, "date": ')
+    failing(["bench", "--compare", "broken.json", "--load", "broken.json"], 1, "broken.json: JSON")
+    with open(os.path.join(WORK, "future.json"), "w") as f:
+        f.write('{"schema": "bulkbloom-bench-report", "schema_version": 99}')
+    failing(["bench", "--load", "future.json", "--report", "out"], 1, "schema version 99")
+    check(not os.path.exists(os.path.join(WORK, "out", "report.json")), "a report was written")
+    failing(["bench", "--load", "missing.json"], 1, "missing.json")
+
+
+def main():
+    global BIN, WORK
+    BIN = os.path.abspath(sys.argv[1])
+    case = globals().get("case_" + sys.argv[2])
+    if case is None:
+        print("cases: " + " ".join(n[5:] for n in globals() if n.startswith("case_")))
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bulkbloom-bench-") as work:
+        WORK = work
+        case()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
