@@ -40,7 +40,8 @@ struct Case {
 };
 
 /// This machine's limits over a buffer of one size with one thread count, measured once before the
-/// size's cases: the curves the plots draw beside the cases.
+/// size's cases (with the sequential bandwidth, which no case is paired with). The plots' limit
+/// curves are the medians of the cases' paired probes instead: many probes rather than one.
 struct Limits {
   std::uint64_t filter_bytes = 0;
   unsigned threads = 1;

@@ -43,8 +43,11 @@ struct Plan {
   std::vector<std::uint64_t> sizes;
   unsigned all_threads = 1;
   std::vector<std::pair<std::string, std::string>> implementations;  // role, name
-  std::uint64_t keys = 0;                                            // keys per call
-  unsigned repetitions = 0;                                          // timed runs per case
+  // Seconds of one call of `keys` keys per implementation, on a filter in the L1: a run repeats
+  // its call until run_seconds have passed, so a run lasts up to one call longer.
+  std::vector<double> call_seconds;
+  std::uint64_t keys = 0;     // keys per call
+  unsigned repetitions = 0;   // timed runs per case
   double run_seconds = 0;     // each timed run repeats its call for at least this long
   double probe_seconds = 0;   // each paired probe
   double limits_seconds = 0;  // each of the three probes of a size's limit curves
@@ -60,20 +63,40 @@ struct Plan {
   }
 };
 
-// A rough forecast of the sweep's wall time, from its parameters and page-faulting and zeroing
-// at about 1 GB/s for the probe buffer and each filter.
+// A forecast of the sweep's wall time on an otherwise idle machine, from its parameters, each
+// implementation's call time in the L1, and page-faulting and zeroing at about 1 GB/s for the
+// probe buffer and each filter.
 double estimated_seconds(const Plan& plan) {
   double total = 0;
   for (const std::uint64_t bytes : plan.sizes) {
     const double fill = static_cast<double>(bytes) / 1e9;
     total += fill + 2 * 3 * plan.limits_seconds;  // probe buffer, limits for 1 and all threads
-    for (const auto& [role, name] : plan.implementations) {
-      for (std::size_t t = 0; t < plan.thread_counts(role).size(); ++t) {
-        total += fill + 3 * (2 * plan.probe_seconds + plan.repetitions * plan.run_seconds * 1.2);
-      }
+    for (std::size_t i = 0; i < plan.implementations.size(); ++i) {
+      const double run = plan.run_seconds + plan.call_seconds[i];
+      total += static_cast<double>(plan.thread_counts(plan.implementations[i].first).size()) *
+               (fill + 3 * (2 * plan.probe_seconds + plan.repetitions * run));
     }
   }
   return total;
+}
+
+// Times one call of each implementation on `keys` keys, one thread, in a filter of the L1's size.
+std::vector<double> calibrate(const Plan& plan, const Options& base,
+                              const std::vector<std::uint64_t>& keys) {
+  std::vector<double> seconds;
+  for (const auto& [role, name] : plan.implementations) {
+    Options options = base;
+    options.implementation = name;
+    options.backend = name.starts_with("cuda") ? Backend::cuda : Backend::cpu;
+    options.threads = 1;
+    Filter filter(Layout{Shape::sb512, 256}, options);
+    filter.insert(keys);  // warm: pages, caches, a GPU's context
+    const auto start = std::chrono::steady_clock::now();
+    filter.insert(keys);
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return seconds;
 }
 
 std::string duration_label(double seconds) {
@@ -293,9 +316,8 @@ void print_json_row(const Report& report, std::uint64_t keys) {
 }
 
 // Measures the whole plan.
-void run_sweep(const Plan& plan, const Options& base, Report& report, bool json_lines,
-               bool text_table) {
-  const std::vector<std::uint64_t> keys = random_keys(plan.keys, 1);
+void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uint64_t>& keys,
+               Report& report, bool json_lines, bool text_table) {
   // Contains asks for keys half of which the filter holds, in no pattern a predictor could learn.
   std::vector<std::uint64_t> mixed = random_keys(plan.keys, 2);
   for (std::size_t i = 0; i < mixed.size(); ++i) {
@@ -463,6 +485,8 @@ int run_bench(const Arguments& args) {
   Report report;
   if (const auto loaded = parser.get("load")) {
     report = load_report(*loaded);
+    // The notes are read from the figures afresh: a newer bulkbloom explains an older report.
+    report.notes = bench_report::explain(report);
   } else {
     Plan plan;
     plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
@@ -518,10 +542,13 @@ int run_bench(const Arguments& args) {
                           .set("paired_probe_seconds", plan.probe_seconds)
                           .set("all_threads", plan.all_threads)
                           .set("shape", "sb512");
-    std::fprintf(stderr, "bench: %zu sizes (%s to %s), %zu cases, about %s\n", plan.sizes.size(),
-                 size_label(plan.sizes.front()).c_str(), size_label(plan.sizes.back()).c_str(),
-                 plan.case_count(), duration_label(estimated_seconds(plan)).c_str());
-    run_sweep(plan, base, report, parser.has("json"), !parser.has("json"));
+    const std::vector<std::uint64_t> keys = random_keys(plan.keys, 1);
+    plan.call_seconds = calibrate(plan, base, keys);
+    std::fprintf(stderr, "bench: %zu sizes (%s to %s), %zu cases, about %s on an idle machine\n",
+                 plan.sizes.size(), size_label(plan.sizes.front()).c_str(),
+                 size_label(plan.sizes.back()).c_str(), plan.case_count(),
+                 duration_label(estimated_seconds(plan)).c_str());
+    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
     report.notes = bench_report::explain(report);
     if (!parser.has("json")) {
       for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
