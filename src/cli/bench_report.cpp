@@ -445,6 +445,12 @@ std::string machine_table(const Json& machine) {
       text = size_label(whole(value, key));
     } else if (value.kind() == Json::Kind::string) {
       text = value.string();
+    } else if (value.kind() == Json::Kind::object) {
+      for (const auto& [name, reason] : value.members()) {
+        text += name + ": " +
+                (reason.kind() == Json::Kind::string ? reason.string() : reason.dump(-1)) + "; ";
+      }
+      if (text.empty()) text = "none";
     } else if (value.kind() == Json::Kind::array) {
       for (const Json& item : value.items())
         text += (item.kind() == Json::Kind::string ? item.string() : item.dump(-1)) + ", ";

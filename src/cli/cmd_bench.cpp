@@ -87,7 +87,7 @@ std::vector<double> calibrate(const Plan& plan, const Options& base,
   for (const auto& [role, name] : plan.implementations) {
     Options options = base;
     options.implementation = name;
-    options.backend = name.starts_with("cuda") ? Backend::cuda : Backend::cpu;
+    options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
     options.threads = 1;
     Filter filter(Layout{Shape::sb512, 256}, options);
     filter.insert(keys);  // warm: pages, caches, a GPU's context
@@ -221,17 +221,19 @@ class Progress {
 };
 
 // Why the library picks the implementation a default filter gets.
-std::string choice_reason(const std::string& chosen, const std::vector<std::string>& available) {
+std::string choice_reason(const std::string& chosen, const std::vector<Implementation>& all) {
   if (const char* env = std::getenv("BULKBLOOM_IMPL"); env != nullptr && *env != '\0') {
-    return std::string("forced by BULKBLOOM_IMPL=") + env;
+    return std::string("BULKBLOOM_IMPL=") + env + " asks for it";
   }
   if (chosen.starts_with("cuda")) return "a CUDA device is present";
   std::string list;
-  for (const auto& name : available) list += (list.empty() ? "" : ", ") + name;
-  return "the best CPU target this build has that this CPU runs (of " + list + ")";
+  for (const auto& impl : all) {
+    if (impl.backend == Backend::cpu) list += (list.empty() ? "" : ", ") + impl.name;
+  }
+  return "the best CPU target of this build that this CPU runs (of " + list + ")";
 }
 
-Json describe(const std::vector<std::string>& available) {
+Json describe(const std::vector<Implementation>& all) {
   const probe::Machine m = probe::describe_machine();
   Json caches = Json::array();
   for (const probe::Cache& c : m.caches) {
@@ -249,10 +251,24 @@ Json describe(const std::vector<std::string>& available) {
                   .set("memory_bytes", g.memory_bytes)
                   .set("driver", g.driver));
   }
-  const Filter probe_filter(Layout{Shape::sb512, 1});
-  const std::string chosen = probe_filter.implementation();
+  // What a filter made with default options runs; a forced implementation that cannot run here
+  // makes that fail, and the report says why.
+  std::string chosen, because;
+  try {
+    chosen = Filter(Layout{Shape::sb512, 1}).implementation();
+    because = choice_reason(chosen, all);
+  } catch (const Error& e) {
+    because = e.what();
+  }
   Json names = Json::array();
-  for (const auto& name : available) names.push(name);
+  Json unusable = Json::object();
+  for (const auto& impl : all) {
+    if (impl.usable) {
+      names.push(impl.name);
+    } else {
+      unusable.set(impl.name, impl.unusable_reason);
+    }
+  }
   return Json::object()
       .set("cpu_model", m.cpu_model)
       .set("logical_cpus", m.logical_cpus)
@@ -268,8 +284,9 @@ Json describe(const std::vector<std::string>& available) {
       .set("kernel", m.kernel)
       .set("gpus", std::move(gpus))
       .set("implementations", std::move(names))
+      .set("implementations_not_usable", std::move(unusable))
       .set("chosen_implementation", chosen)
-      .set("chosen_because", choice_reason(chosen, available))
+      .set("chosen_because", because)
       .set("compiler", probe::compiler_description())
       .set("bulkbloom_version", probe::library_version());
 }
@@ -344,7 +361,7 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
       for (const unsigned threads : plan.thread_counts(role)) {
         Options options = base;
         options.implementation = name;
-        options.backend = name.starts_with("cuda") ? Backend::cuda : Backend::cpu;
+        options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
         options.threads = threads;
         Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
         for (const char* operation : bench_report::kOperations) {
@@ -516,22 +533,29 @@ int run_bench(const Arguments& args) {
     if (plan.sizes.empty())
       throw UsageError("no filter size fits: raise --max-size or free memory");
 
-    const std::vector<std::string> available = available_implementations();
-    for (const auto& name : available) {
-      const bool cuda = name.starts_with("cuda");
-      if (base.backend == Backend::cpu && cuda) continue;
-      if (base.backend == Backend::cuda && !cuda) continue;
-      const std::string role = cuda ? "gpu" : name == "cpu/scalar" ? "reference" : "best";
+    // From the registry: the best usable CPU target, the scalar reference and a usable CUDA
+    // entry, each once; an entry that cannot run here is named with its reason.
+    const std::vector<Implementation> all = implementations();
+    for (const Implementation& impl : all) {
+      if (base.backend != Backend::automatic && impl.backend != base.backend) continue;
+      if (!impl.usable) {
+        std::fprintf(stderr, "bench: %s is not measured: %s\n", impl.name.c_str(),
+                     impl.unusable_reason.c_str());
+        continue;
+      }
+      const std::string role = impl.backend == Backend::cuda ? "gpu"
+                               : impl.name == "cpu/scalar"   ? "reference"
+                                                             : "best";
       const bool taken = std::any_of(plan.implementations.begin(), plan.implementations.end(),
                                      [&](const auto& entry) { return entry.first == role; });
-      if (!taken) plan.implementations.emplace_back(role, name);
+      if (!taken) plan.implementations.emplace_back(role, impl.name);
     }
     if (plan.implementations.empty()) {
       throw BackendUnavailable("no implementation of the requested backend is available");
     }
     report.date = utc_now();
     report.command = command;
-    report.machine = describe(available);
+    report.machine = describe(all);
     Json sizes = Json::array();
     for (auto s : plan.sizes) sizes.push(s);
     report.settings = Json::object()
