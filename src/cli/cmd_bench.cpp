@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -82,7 +83,7 @@ double estimated_seconds(const Plan& plan) {
 
 // Times one call of each implementation on `keys` keys, one thread, in a filter of the L1's size.
 std::vector<double> calibrate(const Plan& plan, const Options& base,
-                              const std::vector<std::uint64_t>& keys) {
+                              std::span<const std::uint64_t> keys) {
   std::vector<double> seconds;
   for (const auto& [role, name] : plan.implementations) {
     Options options = base;
@@ -167,18 +168,42 @@ std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   return keys;
 }
 
-// keys/s of one timed run: `call` (on `keys` keys) repeated until `seconds` have passed.
+// Distinct batches a run rotates through, so that a filter larger than the caches is not served
+// from the lines the previous calls left there.
+constexpr std::size_t kBatchPool = 64;
+
+// A pool of kBatchPool batches of `keys` keys each, laid end to end.
+class BatchPool {
+ public:
+  BatchPool(std::vector<std::uint64_t> keys, std::uint64_t per_batch)
+      : keys_(std::move(keys)), per_batch_(per_batch) {}
+  std::span<const std::uint64_t> batch(std::size_t i) const {
+    return {keys_.data() + (i % kBatchPool) * per_batch_, per_batch_};
+  }
+
+ private:
+  std::vector<std::uint64_t> keys_;
+  std::uint64_t per_batch_;
+};
+
+// keys/s of one timed run: `call(batch)` on the pool's batches in turn until `seconds` have
+// passed, each call timed on its own; the rate is the batch over the median call. On a shared
+// machine a call the scheduler interrupts also times the other processes' turn; the median call
+// is one that ran throughout, as the memory probes' short timed passes are.
 template <typename Call>
-double timed_run(std::uint64_t keys, double seconds, const Call& call) {
-  const auto start = std::chrono::steady_clock::now();
-  std::uint64_t calls = 0;
-  double elapsed = 0;
+double timed_run(const BatchPool& pool, std::uint64_t keys, double seconds, const Call& call) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> calls;
+  const auto start = Clock::now();
+  auto end = start;
   do {
-    call();
-    ++calls;
-    elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  } while (elapsed < seconds);
-  return static_cast<double>(keys * calls) / elapsed;
+    const auto begin = end;
+    call(pool.batch(calls.size()));
+    end = Clock::now();
+    calls.push_back(std::chrono::duration<double>(end - begin).count());
+  } while (std::chrono::duration<double>(end - start).count() < seconds);
+  std::nth_element(calls.begin(), calls.begin() + calls.size() / 2, calls.end());
+  return static_cast<double>(keys) / calls[calls.size() / 2];
 }
 
 void set_median_and_noise(Case& c) {
@@ -336,10 +361,11 @@ void print_json_row(const Report& report, std::uint64_t keys) {
 void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uint64_t>& keys,
                Report& report, bool json_lines, bool text_table) {
   // Contains asks for keys half of which the filter holds, in no pattern a predictor could learn.
-  std::vector<std::uint64_t> mixed = random_keys(plan.keys, 2);
-  for (std::size_t i = 0; i < mixed.size(); ++i) {
-    if ((mixed[i] >> 63) != 0) mixed[i] = keys[i];
+  std::vector<std::uint64_t> mixed_keys = random_keys(keys.size(), 2);
+  for (std::size_t i = 0; i < mixed_keys.size(); ++i) {
+    if ((mixed_keys[i] >> 63) != 0) mixed_keys[i] = keys[i];
   }
+  const BatchPool inserted(keys, plan.keys), mixed(std::move(mixed_keys), plan.keys);
   std::vector<std::uint8_t> flags(plan.keys);
   const double estimate = estimated_seconds(plan);
   Progress progress(stderr_is_terminal(), plan.case_count(), estimate);
@@ -373,7 +399,7 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
           c.role = role;
           c.operation = op;
           c.threads = role == "gpu" ? 1 : threads;
-          c.all_threads = threads == plan.all_threads && threads > 1;
+          c.all_threads = role != "gpu" && threads == plan.all_threads && threads > 1;
           c.filter_bytes = filter.layout().size_bytes();
           c.keys_per_call = plan.keys;
           const bool host = role != "gpu";
@@ -387,14 +413,15 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
           }
           for (unsigned r = 0; r < plan.repetitions; ++r) {
             if (op == "insert") {
-              c.runs.push_back(
-                  timed_run(plan.keys, plan.run_seconds, [&] { filter.insert(keys); }));
+              c.runs.push_back(timed_run(inserted, plan.keys, plan.run_seconds,
+                                         [&](auto batch) { filter.insert(batch); }));
             } else if (op == "contains") {
-              c.runs.push_back(
-                  timed_run(plan.keys, plan.run_seconds, [&] { filter.contains(mixed, flags); }));
+              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds,
+                                         [&](auto batch) { filter.contains(batch, flags); }));
             } else {
-              c.runs.push_back(timed_run(plan.keys, plan.run_seconds,
-                                         [&] { filter.insert_if_absent(mixed, flags); }));
+              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds, [&](auto batch) {
+                filter.insert_if_absent(batch, flags);
+              }));
             }
           }
           if (host) c.limit_after = paired();
@@ -475,7 +502,8 @@ int run_bench(const Arguments& args) {
   parser.flag("quick", "a short sweep (about a minute): fewer sizes, shorter runs")
       .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
       .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
-      .value("keys", "N", "keys per call (default 1M; --quick 256K)")
+      .value("keys", "N",
+             "keys per call; each run rotates through 64 batches of them (default 64K)")
       .value("repeat", "N",
              "timed runs per case, for the median and the noise (default 5; --quick 3)")
       .value("report", "DIR", "write DIR/report.json and DIR/report.html")
@@ -509,7 +537,7 @@ int run_bench(const Arguments& args) {
     plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
                  : quick ? geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{256} << 20, 4)
                          : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
-    plan.keys = parser.get_count("keys").value_or(quick ? 1u << 18 : 1u << 20);
+    plan.keys = parser.get_count("keys").value_or(std::uint64_t{1} << 16);
     if (plan.keys == 0) throw UsageError("--keys must be at least 1");
     plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(quick ? 3 : 5));
     if (plan.repetitions == 0 || plan.repetitions > 1000) {
@@ -522,7 +550,7 @@ int run_bench(const Arguments& args) {
     plan.all_threads =
         base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
     // Each size holds a probe buffer and one filter of that size at a time, beside the keys.
-    const std::uint64_t key_bytes = plan.keys * 17;
+    const std::uint64_t key_bytes = plan.keys * (kBatchPool * 16 + 1);
     std::uint64_t max_size = UINT64_MAX;
     if (const auto cap = parser.get("max-size")) {
       max_size = parse_size(*cap, "--max-size");
@@ -558,16 +586,22 @@ int run_bench(const Arguments& args) {
     report.machine = describe(all);
     Json sizes = Json::array();
     for (auto s : plan.sizes) sizes.push(s);
-    report.settings = Json::object()
-                          .set("sizes_bytes", std::move(sizes))
-                          .set("keys_per_call", plan.keys)
-                          .set("repetitions", plan.repetitions)
-                          .set("run_seconds", plan.run_seconds)
-                          .set("paired_probe_seconds", plan.probe_seconds)
-                          .set("all_threads", plan.all_threads)
-                          .set("shape", "sb512");
-    const std::vector<std::uint64_t> keys = random_keys(plan.keys, 1);
-    plan.call_seconds = calibrate(plan, base, keys);
+    report.settings =
+        Json::object()
+            .set("sizes_bytes", std::move(sizes))
+            .set("keys_per_call", plan.keys)
+            .set("repetitions", plan.repetitions)
+            .set("run_seconds", plan.run_seconds)
+            .set("paired_probe_seconds", plan.probe_seconds)
+            .set("all_threads", plan.all_threads)
+            .set("shape", "sb512")
+            .set("batches",
+                 "each run calls in turn on 64 batches of keys_per_call keys; insert: "
+                 "random keys; contains and insert_if_absent: half of those and half "
+                 "never inserted, at random positions. A run's rate is a batch over "
+                 "its median call");
+    const std::vector<std::uint64_t> keys = random_keys(plan.keys * kBatchPool, 1);
+    plan.call_seconds = calibrate(plan, base, std::span(keys).first(plan.keys));
     std::fprintf(stderr, "bench: %zu sizes (%s to %s), %zu cases, about %s on an idle machine\n",
                  plan.sizes.size(), size_label(plan.sizes.front()).c_str(),
                  size_label(plan.sizes.back()).c_str(), plan.case_count(),
