@@ -651,8 +651,8 @@ std::vector<std::string> explain(const Report& report) {
         "writer's lines stay in cache than a reader's (random reads over a buffer half the size "
         "with two threads run as fast as the writes, or faster). A filter's writes gain the same, "
         "so the paired limit is the right one for them. With one thread the two probes cover the "
-        "same lines; a write above a read there does not hold up in repeated probes and is the "
-        "machine's noise.");
+        "same lines; in repeated interleaved probes neither leads consistently there, so a write "
+        "above a read with one thread is the machine's noise.");
   }
   // Rates above their paired limit.
   std::vector<std::string> above;
@@ -671,7 +671,8 @@ std::vector<std::string> explain(const Report& report) {
         ". Each key touches one 64-byte line, so a case above the random-line limit gets more "
         "lines in flight than the probe does: the kernels hash whole groups of keys and prefetch "
         "their lines groups ahead, while the probe walks a list of addresses with at most 128 "
-        "lines prefetched. In the caches the limit is a floor, not a ceiling.");
+        "lines prefetched. There the probe understates what the memory delivers; and on a shared "
+        "machine a probe that ran during another job's burst reads low too.");
   }
   // The reference beating the best implementation.
   std::map<std::tuple<std::string, unsigned, std::uint64_t>, const Case*> best;
@@ -693,6 +694,37 @@ std::vector<std::string> explain(const Report& report) {
     notes.push_back("The scalar reference beats the best implementation beyond noise for " + list +
                     ". Past the caches both wait on the same memory, and the difference is the "
                     "machine's drift between the two cases.");
+  }
+  // Writes on all threads slower than on one.
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, const Case*> one_thread;
+  for (const Case& c : report.cases) {
+    if (c.threads == 1 && !c.all_threads) one_thread[{c.role, c.operation, c.filter_bytes}] = &c;
+  }
+  std::vector<std::string> split_slower;
+  for (const Case& c : report.cases) {
+    if (!c.all_threads || c.operation == "contains") continue;
+    const auto one = one_thread.find({c.role, c.operation, c.filter_bytes});
+    if (one != one_thread.end() &&
+        c.keys_per_s * (1 + c.noise + one->second->noise) < one->second->keys_per_s) {
+      split_slower.push_back(c.implementation + " " + c.operation + " at " +
+                             size_label(c.filter_bytes));
+    }
+  }
+  if (!split_slower.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < split_slower.size() && i < 6; ++i) {
+      list += (i ? "; " : "") + split_slower[i];
+    }
+    if (split_slower.size() > 6)
+      list += "; and " + std::to_string(split_slower.size() - 6) + " more";
+    notes.push_back(
+        "Writes on all threads run slower than on one, beyond noise: " + list +
+        ". Each writing thread owns a block range of the filter and reads the whole batch to find "
+        "its keys (insert_if_absent must return the sequential loop's flags), so while the filter "
+        "fits the caches that walk costs about what the split saves, and the threads' hand-off "
+        "is paid on every call. This is why a filter left at the default thread count keeps writes "
+        "to filters under 16 MiB on the calling thread. On a shared machine a second thread also "
+        "waits for a free core.");
   }
   // Noisy cases.
   std::size_t noisy = 0;
