@@ -518,12 +518,15 @@ int run_bench(const Arguments& args) {
 
   std::optional<Report> before;
   if (const auto old = parser.get("compare")) before = load_report(*old);
+  // The report's directory is checked now, before a long sweep, and made only once there is a
+  // report to put in it: a failed run leaves nothing behind.
   if (const auto dir = parser.get("report")) {
-    std::error_code error;
-    std::filesystem::create_directories(*dir, error);
-    if (error || !std::filesystem::is_directory(*dir)) {
-      throw IoError(*dir + ": cannot create the report directory" +
-                    (error ? ": " + error.message() : std::string(": not a directory")));
+    const std::filesystem::path path(*dir);
+    const std::filesystem::path parent =
+        path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    if (std::filesystem::exists(path) ? !std::filesystem::is_directory(path)
+                                      : !std::filesystem::is_directory(parent)) {
+      throw IoError(*dir + ": cannot hold the report: not a directory, nor in one");
     }
   }
 
@@ -620,6 +623,9 @@ int run_bench(const Arguments& args) {
   }
   if (const auto dir = parser.get("report")) {
     const Comparison* against = comparison ? &*comparison : nullptr;
+    std::error_code error;
+    std::filesystem::create_directory(*dir, error);
+    if (error) throw IoError(*dir + ": cannot create the report directory: " + error.message());
     write_file(*dir, "report.json", bench_report::to_json(report, against).dump());
     write_file(*dir, "report.html", bench_report::to_html(report, against));
     std::fprintf(stderr, "bench: wrote %s/report.json and %s/report.html\n", dir->c_str(),

@@ -215,6 +215,44 @@ def case_compare():
           abs(flagged[0]["ratio"] - 2) < 1e-9, f"flagged: {flagged}, changed: {target}")
 
 
+def case_notes():
+    """The notes are read from the figures: random RMWs above random reads at one size, and a case
+    above its limit, are each explained; a report without them has no such note."""
+    report, _ = short_run(os.path.join(WORK, "r"))
+    for c in report["cases"]:
+        # Every probe equal, every case well under it: nothing to explain.
+        c["limit_before_lines_per_s"] = c["limit_after_lines_per_s"] = 1e12
+    plain = os.path.join(WORK, "plain.json")
+    with open(plain, "w") as f:
+        json.dump(report, f)
+    proc = run(["bench", "--load", plain, "--report", os.path.join(WORK, "plain")])
+    with open(os.path.join(WORK, "plain", "report.json")) as f:
+        notes = json.load(f)["notes"]
+    check(not any("exceeds the random read limit" in n or "above their paired limit" in n
+                  for n in notes), f"notes without a cause: {notes}")
+
+    odd = copy.deepcopy(report)
+    for c in odd["cases"]:
+        if c["filter_bytes"] == SIZES[1] and c["threads"] == 1 and c["limit"] == "random_rmw":
+            c["limit_before_lines_per_s"] = c["limit_after_lines_per_s"] = 2e12
+    above = odd["cases"][0]
+    above["limit_before_lines_per_s"] = above["limit_after_lines_per_s"] = above["keys_per_s"] / 2
+    path = os.path.join(WORK, "odd.json")
+    with open(path, "w") as f:
+        json.dump(odd, f)
+    proc = run(["bench", "--load", path, "--report", os.path.join(WORK, "odd")])
+    with open(os.path.join(WORK, "odd", "report.json")) as f:
+        notes = json.load(f)["notes"]
+    rmw = [n for n in notes if "exceeds the random read limit" in n]
+    check(len(rmw) == 1 and "64 KiB with 1 thread (2.00x)" in rmw[0] and "16 KiB" not in
+          rmw[0].split(".")[0], f"RMW note: {rmw}")
+    limit = [n for n in notes if "above their paired limit" in n]
+    check(len(limit) == 1 and f"{above['operation']}, 1 thread at 16 KiB" in limit[0],
+          f"limit note: {limit}")
+    with open(os.path.join(WORK, "odd", "report.html")) as f:
+        check(rmw[0][:60] in f.read(), "the page lacks the note")
+
+
 def case_errors():
     """Bad options and bad reports: a message naming the problem, a failing exit, no report."""
     def failing(args, rc, text):
@@ -233,7 +271,11 @@ def case_errors():
     with open(os.path.join(WORK, "future.json"), "w") as f:
         f.write('{"schema": "bulkbloom-bench-report", "schema_version": 99}')
     failing(["bench", "--load", "future.json", "--report", "out"], 1, "schema version 99")
-    check(not os.path.exists(os.path.join(WORK, "out", "report.json")), "a report was written")
+    check(not os.path.exists(os.path.join(WORK, "out")), "a failed run left its report directory")
+    failing(["bench", "--sizes", "16K", "--report", "no/such/dir"], 1, "no/such/dir: cannot hold")
+    with open(os.path.join(WORK, "file"), "w") as f:
+        f.write("x")
+    failing(["bench", "--sizes", "16K", "--report", "file"], 1, "file: cannot hold")
     failing(["bench", "--load", "missing.json"], 1, "missing.json")
 
 
