@@ -29,6 +29,7 @@
 #include "cli/progress.hpp"
 #include "probe/machine.hpp"
 #include "probe/memory_probe.hpp"
+#include "splitmix64.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -158,13 +159,8 @@ std::vector<std::uint64_t> geometric_sizes(std::uint64_t first, std::uint64_t la
 
 std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
-  std::uint64_t state = seed;
-  for (auto& k : keys) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    k = z ^ (z >> 31);
-  }
+  detail::SplitMix64 rng(seed);
+  for (auto& k : keys) k = rng.next();
   return keys;
 }
 
@@ -582,7 +578,7 @@ int run_bench(const Arguments& args) {
       if (!taken) plan.implementations.emplace_back(role, impl.name);
     }
     if (plan.implementations.empty()) {
-      throw BackendUnavailable("no implementation of the requested backend is available");
+      throw BackendUnavailable("no implementation of the requested backend runs on this machine");
     }
     report.date = utc_now();
     report.command = command;
