@@ -499,13 +499,14 @@ int run_bench(const Arguments& args) {
       .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
       .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
       .value("keys", "N",
-             "keys per call; each run rotates through 64 batches of them (default 64K)")
+             "keys per call; each run rotates through 64 batches of them (default 65536)")
       .value("repeat", "N",
              "timed runs per case, for the median and the noise (default 5; --quick 3)")
       .value("report", "DIR", "write DIR/report.json and DIR/report.html")
       .value("compare", "OLD.json", "print and plot the ratios against an earlier report.json")
       .value("load", "REPORT.json", "take the figures from a report instead of measuring")
-      .flag("json", "print one JSON object per case instead of a table");
+      .flag("json",
+            "print one JSON object per implementation, size and thread count instead of a table");
   add_backend_options(parser);
   if (!parser.parse(args)) return 0;
   const bool quick = parser.has("quick");
