@@ -38,7 +38,8 @@ enum HeaderField : std::size_t {
   kHeaderBytesAt = 12,
   kShapeAt = 16,
   kHashAt = 17,
-  kReserved16At = 18,
+  kIndexAt = 18,
+  kReserved8At = 19,
   kReserved32At = 20,
   kNumBlocksAt = 24,
   kSeedAt = 32,
@@ -72,6 +73,7 @@ HeaderBytes encode_header(const Layout& layout, const FileState& state,
   put<std::uint32_t>(header, kHeaderBytesAt, kHeaderBytes);
   put<std::uint8_t>(header, kShapeAt, static_cast<std::uint8_t>(layout.shape));
   put<std::uint8_t>(header, kHashAt, static_cast<std::uint8_t>(layout.hash));
+  put<std::uint8_t>(header, kIndexAt, static_cast<std::uint8_t>(layout.index));
   put<std::uint64_t>(header, kNumBlocksAt, layout.num_blocks);
   put<std::uint64_t>(header, kSeedAt, layout.seed);
   put<std::uint64_t>(header, kKeysInsertedAt, state.keys_inserted);
@@ -107,7 +109,7 @@ Header decode_header(const std::byte* header, std::uint64_t total_bytes,
     throw fail("header checksum mismatch: the header is corrupt");
   }
   if (get<std::uint32_t>(header, kHeaderBytesAt) != kHeaderBytes ||
-      get<std::uint16_t>(header, kReserved16At) != 0 ||
+      get<std::uint8_t>(header, kReserved8At) != 0 ||
       get<std::uint32_t>(header, kReserved32At) != 0 ||
       get<std::uint64_t>(header, kReserved64At) != 0) {
     throw fail("header fields reserved in version 1 are not zero");
@@ -115,6 +117,7 @@ Header decode_header(const std::byte* header, std::uint64_t total_bytes,
   Layout& layout = h.info.layout;
   layout.shape = static_cast<Shape>(get<std::uint8_t>(header, kShapeAt));
   layout.hash = static_cast<KeyHash>(get<std::uint8_t>(header, kHashAt));
+  layout.index = static_cast<BlockIndex>(get<std::uint8_t>(header, kIndexAt));
   layout.num_blocks = get<std::uint64_t>(header, kNumBlocksAt);
   layout.seed = get<std::uint64_t>(header, kSeedAt);
   try {

@@ -2,6 +2,7 @@
 // atomic rename switches generations, clock and caller metadata together.
 #include <fcntl.h>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <utility>
@@ -83,7 +84,8 @@ enum HeaderField : std::size_t {
   kKeysInsertedAt = 88,
   kMetadataBytesAt = 96,
   kDataChecksumAt = 104,
-  kReservedAt = 112,
+  kIndexAt = 112,
+  kReservedAt = 113,
   kHeaderChecksumAt = 120,
 };
 
@@ -111,6 +113,7 @@ HeaderBytes encode_header(const WindowConfig& config, const WindowAccess::Clock&
   put<std::uint32_t>(h, kHeaderBytesAt, kHeaderBytes);
   put<std::uint8_t>(h, kShapeAt, static_cast<std::uint8_t>(config.generation.shape));
   put<std::uint8_t>(h, kHashAt, static_cast<std::uint8_t>(config.generation.hash));
+  put<std::uint8_t>(h, kIndexAt, static_cast<std::uint8_t>(config.generation.index));
   put<std::uint8_t>(h, kClockAt, static_cast<std::uint8_t>(config.clock));
   put<std::uint8_t>(h, kStartedAt, clock.started ? 1 : 0);
   put<std::uint32_t>(h, kGenerationsAt, config.generations);
@@ -171,7 +174,8 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
   }
   const auto started = get<std::uint8_t>(h, kStartedAt);
   if (get<std::uint32_t>(h, kHeaderBytesAt) != kHeaderBytes || started > 1 ||
-      get<std::uint64_t>(h, kReservedAt) != 0) {
+      std::any_of(h + kReservedAt, h + kHeaderChecksumAt,
+                  [](std::byte b) { return b != std::byte{0}; })) {
     throw fail("header size, started flag or reserved field has a value version 1 never writes");
   }
   Header header;
@@ -182,6 +186,7 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
   config.lateness = get<std::uint64_t>(h, kLatenessAt);
   config.generation.shape = static_cast<Shape>(get<std::uint8_t>(h, kShapeAt));
   config.generation.hash = static_cast<KeyHash>(get<std::uint8_t>(h, kHashAt));
+  config.generation.index = static_cast<BlockIndex>(get<std::uint8_t>(h, kIndexAt));
   config.generation.num_blocks = get<std::uint64_t>(h, kNumBlocksAt);
   config.generation.seed = get<std::uint64_t>(h, kSeedAt);
   try {

@@ -63,6 +63,23 @@ TEST(Format, RoundTripsEveryShapeWithState) {
   }
 }
 
+// The block index travels in header byte 18: full64 filters come back with their index and bits,
+// and high32 files keep the bytes every earlier version wrote there (0).
+TEST(Format, RoundTripsTheBlockIndex) {
+  TempDir dir;
+  for (BlockIndex index : {BlockIndex::high32, BlockIndex::full64}) {
+    const Layout layout{Shape::sb512, 1001, KeyHash::xxh64, 0, index};
+    const Filter original = filled(layout);
+    const auto path = dir.path() / ("f-" + std::string(to_string(index)) + ".bbf");
+    save(original, path);
+    EXPECT_EQ(read_file(path)[18], std::byte{static_cast<std::uint8_t>(index)});
+    for (const Filter& loaded : {load(path), map(path)}) {
+      EXPECT_EQ(loaded.layout(), layout);
+      EXPECT_EQ(bytes_of(loaded), bytes_of(original));
+    }
+  }
+}
+
 TEST(Format, SaveReplacesAtomicallyAndLeavesNoTemporaryFiles) {
   TempDir dir;
   const auto path = dir.path() / "filter.bbf";
@@ -168,6 +185,10 @@ TEST_F(BadFiles, EachHeaderProblemIsNamed) {
   EXPECT_NE(error_loading(corrupt_header).find("header checksum"), std::string::npos);
   EXPECT_NE(error_loading(patched(80, 5, 8)).find("reserved"), std::string::npos);
   EXPECT_NE(error_loading(patched(16, 7, 1)).find("unknown shape"), std::string::npos);
+  // Byte 18 is the block index (0 high32, 1 full64); an unknown mode is not guessed at, and byte
+  // 19 stays reserved.
+  EXPECT_NE(error_loading(patched(18, 2, 1)).find("unknown block index code 2"), std::string::npos);
+  EXPECT_NE(error_loading(patched(19, 1, 1)).find("reserved"), std::string::npos);
   EXPECT_NE(error_loading(patched(24, 1ull << 40, 8)).find("num_blocks"), std::string::npos);
   EXPECT_NE(error_loading(patched(24, 0, 8)).find("num_blocks"), std::string::npos);
   EXPECT_NE(error_loading(patched(64, 6400 + 64, 8)).find("disagree"), std::string::npos);

@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
+#include "bulkbloom/detail/fpr_model.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom::test {
@@ -17,6 +19,143 @@ TEST(Layout, ShapeGeometry) {
   EXPECT_EQ(words_per_block(Shape::sb512x16), 16);
   EXPECT_EQ(word_bits(Shape::sb256x4), 64);
   for (Shape s : kAllShapes) EXPECT_EQ(parse_shape(to_string(s)), s);
+  for (BlockIndex i : {BlockIndex::high32, BlockIndex::full64}) {
+    EXPECT_EQ(parse_block_index(to_string(i)), i);
+  }
+  EXPECT_EQ(Layout{}.index, BlockIndex::high32);
+  EXPECT_EQ(Layout(Shape::sb512, 10, KeyHash::xxh64, 0, BlockIndex::full64).describe(),
+            "sb512 x 10 blocks (0.0 MiB), xxh64 seed 0, index full64");
+}
+
+// DESIGN §2 written out again, independently of src/layout.cpp: the FPR of a block whose load is
+// Poisson(lambda), summed term by term.
+double poisson_block_fpr(Shape shape, double lambda) {
+  const double w = word_bits(shape), words = words_per_block(shape);
+  double term = std::exp(-lambda), sum = 0.0;  // term = Poisson(j; lambda)
+  for (int j = 0; j < 20000 && (j < lambda || term > 1e-30); ++j) {
+    sum += term * std::pow(1.0 - std::pow(1.0 - 1.0 / w, j), words);
+    term *= lambda / (j + 1);
+  }
+  return sum;
+}
+
+// The FPR of blocks holding prefixes[b] of `space` equally likely hash prefixes each (a block's
+// FPR memoised by its prefix count: the sum itself runs over every block).
+double loads_fpr(Shape shape, const std::vector<std::uint64_t>& prefixes, std::uint64_t space,
+                 std::uint64_t n) {
+  std::map<std::uint64_t, double> by_count;
+  double fpr = 0.0;
+  for (std::uint64_t k : prefixes) {
+    const double share = static_cast<double>(k) / static_cast<double>(space);
+    auto [it, fresh] = by_count.try_emplace(k, 0.0);
+    if (fresh) it->second = poisson_block_fpr(shape, static_cast<double>(n) * share);
+    fpr += share * it->second;
+  }
+  return fpr;
+}
+
+// The FPR when every prefix of `prefix_bits` bits is placed by enumeration: prefix q goes to block
+// (q * B) >> prefix_bits, the high32 index on a smaller prefix space, and an absent key's prefix
+// is uniform.
+double enumerated_fpr(Shape shape, std::uint64_t num_blocks, unsigned prefix_bits,
+                      std::uint64_t n) {
+  const std::uint64_t space = std::uint64_t{1} << prefix_bits;
+  std::vector<std::uint64_t> prefixes(num_blocks, 0);
+  for (std::uint64_t q = 0; q < space; ++q) ++prefixes[(q * num_blocks) >> prefix_bits];
+  return loads_fpr(shape, prefixes, space, n);
+}
+
+TEST(Layout, ModelMatchesEnumeratedBlockLoads) {
+  struct Case {
+    unsigned prefix_bits;
+    std::uint64_t num_blocks;
+    std::uint64_t n;
+  };
+  const Case cases[] = {
+      {8, 100, 1600},      {8, 3, 40},        {8, 256, 4000},    {8, 255, 2000},
+      {12, 1000, 16000},   {12, 4095, 30000}, {12, 2049, 20000}, {16, 40000, 500000},
+      {16, 65535, 800000}, {16, 7, 100},      {16, 1, 30},
+  };
+  for (Shape shape : kAllShapes) {
+    for (const Case& c : cases) {
+      const double want = enumerated_fpr(shape, c.num_blocks, c.prefix_bits, c.n);
+      const double got = detail::indexed_fpr(shape, c.num_blocks, c.prefix_bits, c.n);
+      EXPECT_NEAR(got, want, 1e-9 * want + 1e-15)
+          << to_string(shape) << " " << c.prefix_bits << " bits, " << c.num_blocks << " blocks";
+    }
+  }
+  // The real 32-bit space: prefixes per block by the closed form of the enumeration (block b
+  // holds ceil((b + 1) * 2^32 / B) - ceil(b * 2^32 / B) of them), B up to 3 * 10^6.
+  for (std::uint64_t num_blocks : {1000003ull, 3000017ull}) {
+    const std::uint64_t n = 20 * num_blocks;
+    const auto first = [&](std::uint64_t b) { return ((b << 32) + num_blocks - 1) / num_blocks; };
+    std::vector<std::uint64_t> prefixes(num_blocks);
+    for (std::uint64_t b = 0; b < num_blocks; ++b) prefixes[b] = first(b + 1) - first(b);
+    const double want = loads_fpr(Shape::sb512, prefixes, std::uint64_t{1} << 32, n);
+    EXPECT_NEAR((Layout{Shape::sb512, num_blocks}.expected_fpr(n)), want, 1e-9 * want);
+  }
+}
+
+// The uneven loads of high32 at the top of the scale, as issue #23 tabulates them for sb512 sized
+// for p = 0.1 % (15.7 bits per key): the real FPR over the uniform model's. full64 is uniform.
+TEST(Layout, High32CostsWhatTheTwoBlockLoadsSayAndFull64Nothing) {
+  struct Row {
+    std::uint64_t num_blocks;
+    double ratio;
+  };
+  for (const Row& row : {Row{200'000'000, 1.01}, Row{1'000'000'000, 1.22}, Row{2'000'000'000, 1.74},
+                         Row{3'000'000'000, 3.58}}) {
+    const auto n = static_cast<std::uint64_t>(static_cast<double>(row.num_blocks) * 512 / 15.7);
+    const Layout narrow{Shape::sb512, row.num_blocks, KeyHash::xxh64, 0, BlockIndex::high32};
+    const Layout wide{Shape::sb512, row.num_blocks, KeyHash::xxh64, 0, BlockIndex::full64};
+    const double uniform = poisson_block_fpr(
+        Shape::sb512, static_cast<double>(n) / static_cast<double>(row.num_blocks));
+    EXPECT_NEAR(narrow.expected_fpr(n) / uniform, row.ratio, 0.01) << row.num_blocks;
+    EXPECT_NEAR(wide.expected_fpr(n) / uniform, 1.0, 1e-6) << row.num_blocks;
+  }
+  // A power of two divides 2^32: every block gets the same number of prefixes.
+  const Layout even{Shape::sb512, std::uint64_t{1} << 30};
+  Layout even_wide = even;
+  even_wide.index = BlockIndex::full64;
+  EXPECT_NEAR(even.expected_fpr(1ull << 35) / even_wide.expected_fpr(1ull << 35), 1.0, 1e-12);
+}
+
+TEST(Layout, ForCapacityKeepsParquetsIndexUnlessItCostsFpr) {
+  // Small and Parquet-sized filters (sb256 up to Parquet's 128 MiB) keep high32.
+  EXPECT_EQ(Layout::for_capacity(1'000'000, 0.01).index, BlockIndex::high32);
+  const Layout parquet = Layout::for_capacity(Shape::sb256, 100'000'000, 0.01);
+  EXPECT_GE(parquet.size_bytes(), std::uint64_t{120} << 20);
+  EXPECT_EQ(parquet.index, BlockIndex::high32);
+  // Issue #23's run: 10^10 keys at 1 % (197 million sb512 blocks), where high32 costs ~0.5 %.
+  const Layout big = Layout::for_capacity(10'000'000'000, 0.01);
+  EXPECT_EQ(big.shape, Shape::sb512);
+  EXPECT_EQ(big.index, BlockIndex::full64);
+  EXPECT_LE(big.expected_fpr(10'000'000'000), 0.01);
+  const Layout p001 = Layout::for_capacity(30'000'000'000, 0.001);
+  EXPECT_EQ(p001.index, BlockIndex::full64);
+  // Wherever high32 is chosen its cost is within bounds, and wherever full64 is, high32 at the
+  // size it would need costs more.
+  for (std::uint64_t n : {1'000'000ull, 1'000'000'000ull, 3'000'000'000ull, 6'000'000'000ull,
+                          10'000'000'000ull, 20'000'000'000ull}) {
+    for (double p : {0.01, 0.001}) {
+      const Layout chosen = Layout::for_capacity(Shape::sb512, n, p);
+      EXPECT_LE(chosen.expected_fpr(n), p);
+      const Layout narrow =
+          Layout::for_capacity(Shape::sb512, n, p, KeyHash::xxh64, 0, BlockIndex::high32);
+      Layout narrow_as_wide = narrow;
+      narrow_as_wide.index = BlockIndex::full64;
+      const double cost = narrow.expected_fpr(n) / narrow_as_wide.expected_fpr(n) - 1.0;
+      EXPECT_EQ(chosen.index,
+                cost <= Layout::kMaxHigh32Cost ? BlockIndex::high32 : BlockIndex::full64)
+          << n << " keys at " << p << ": high32 costs " << cost;
+      EXPECT_LE(narrow.expected_fpr(n), p);
+    }
+  }
+  // An explicit choice is kept.
+  EXPECT_EQ(Layout::for_capacity(1000, 0.01, KeyHash::xxh64, 0, BlockIndex::full64).index,
+            BlockIndex::full64);
+  EXPECT_EQ(Layout::for_capacity(10'000'000'000, 0.01, KeyHash::xxh64, 0, BlockIndex::high32).index,
+            BlockIndex::high32);
 }
 
 TEST(Layout, ModelIsZeroEmptyAndRisesWithLoad) {
@@ -101,6 +240,14 @@ TEST(Layout, BadParametersNameTheValueAndTheLimit) {
   EXPECT_NE(msg.find("got 4294967296"), std::string::npos) << msg;
   msg = message_of<std::invalid_argument>([] { Layout{static_cast<Shape>(9), 10}.validate(); });
   EXPECT_NE(msg.find("9"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("3 (sb512x16)"), std::string::npos) << msg;
+  msg = message_of<std::invalid_argument>([] {
+    Layout{Shape::sb512, 10, KeyHash::xxh64, 0, static_cast<BlockIndex>(2)}.validate();
+  });
+  EXPECT_NE(msg.find("unknown block index code 2"), std::string::npos) << msg;
+  msg = message_of<std::invalid_argument>([] { parse_block_index("wide"); });
+  EXPECT_NE(msg.find("'wide'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("full64"), std::string::npos) << msg;
   msg = message_of<std::invalid_argument>([] { parse_shape("sb1024"); });
   EXPECT_NE(msg.find("sb1024"), std::string::npos) << msg;
   EXPECT_NE(msg.find("sb512x16"), std::string::npos) << msg;

@@ -39,10 +39,18 @@ std::vector<std::uint64_t> batch_with_repeats(std::size_t n) {
   return keys;
 }
 
+constexpr BlockIndex kBothIndexes[] = {BlockIndex::high32, BlockIndex::full64};
+
 TEST(PartitionedBulk, MatchesTheScalarKernelsForEveryTargetThreadCountAndPartitioning) {
   const auto keys = batch_with_repeats(40009);
-  for (Shape shape : kAllShapes) {
-    const Layout layout{shape, 3001};
+  for (const auto& [shape, index] : [] {
+         std::vector<std::pair<Shape, BlockIndex>> cases;
+         for (Shape s : kAllShapes) {
+           for (BlockIndex i : kBothIndexes) cases.emplace_back(s, i);
+         }
+         return cases;
+       }()) {
+    const Layout layout{shape, 3001, KeyHash::xxh64, 0, index};
     // The oracle: scalar kernels, one call, in order.
     const CpuKernels& scalar = *detail::scalar_target().kernels;
     std::vector<std::byte> want_bits(layout.size_bytes());
@@ -60,8 +68,9 @@ TEST(PartitionedBulk, MatchesTheScalarKernelsForEveryTargetThreadCountAndPartiti
         detail::ThreadPool pool(threads);
         detail::PartitionScratch scratch;
         for (unsigned shift : {0u, 3u, 7u, 12u}) {
-          SCOPED_TRACE(std::string(to_string(shape)) + " " + kernels->target + " threads " +
-                       std::to_string(threads) + " shift " + std::to_string(shift));
+          SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) + " " +
+                       kernels->target + " threads " + std::to_string(threads) + " shift " +
+                       std::to_string(shift));
           std::vector<std::byte> bits(layout.size_bytes());
           std::vector<std::uint8_t> is_new(keys.size());
           const auto fresh =
@@ -139,35 +148,39 @@ TEST(PartitionedBulk, KeepNotFoundKeepsTheEntriesNotFoundInOrder) {
 TEST(PartitionedBulk, WritingKernelsTouchOnlyTheirBlockRange) {
   const auto keys = batch_with_repeats(5003);
   for (Shape shape : kAllShapes) {
-    const Layout layout{shape, 64};
-    const detail::BlockRange range{21, 40};
-    std::vector<std::uint64_t> inside;
-    for (std::uint64_t key : keys) {
-      const std::uint32_t block = detail::block_of(detail::xxh64_u64(key, layout.seed), 64);
-      if (block >= range.begin && block < range.end) inside.push_back(key);
-    }
-    const CpuKernels& scalar = *detail::scalar_target().kernels;
-    std::vector<std::byte> want_bits(layout.size_bytes());
-    std::vector<std::uint8_t> want_new(inside.size());
-    scalar.insert_if_absent(layout, want_bits.data(), inside.data(), inside.size(),
-                            KeyMode::hash_with_layout, detail::all_blocks(layout), want_new.data());
-    for (const CpuKernels* kernels : all_kernel_sets()) {
-      SCOPED_TRACE(std::string(to_string(shape)) + " " + kernels->target);
-      std::vector<std::byte> bits(layout.size_bytes());
-      kernels->insert(layout, bits.data(), keys.data(), keys.size(), KeyMode::hash_with_layout,
-                      range);
-      EXPECT_EQ(bits, want_bits);
-
-      std::fill(bits.begin(), bits.end(), std::byte{0});
-      std::vector<std::uint8_t> is_new(keys.size(), 7);  // 7: not written
-      kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
-                                KeyMode::hash_with_layout, range, is_new.data());
-      EXPECT_EQ(bits, want_bits);
-      std::vector<std::uint8_t> written;
-      for (std::uint8_t flag : is_new) {
-        if (flag != 7) written.push_back(flag);
+    for (BlockIndex index : kBothIndexes) {
+      const Layout layout{shape, 64, KeyHash::xxh64, 0, index};
+      const detail::BlockRange range{21, 40};
+      std::vector<std::uint64_t> inside;
+      for (std::uint64_t key : keys) {
+        const std::uint32_t block = layout.block_of(detail::xxh64_u64(key, layout.seed));
+        if (block >= range.begin && block < range.end) inside.push_back(key);
       }
-      EXPECT_EQ(written, want_new);
+      const CpuKernels& scalar = *detail::scalar_target().kernels;
+      std::vector<std::byte> want_bits(layout.size_bytes());
+      std::vector<std::uint8_t> want_new(inside.size());
+      scalar.insert_if_absent(layout, want_bits.data(), inside.data(), inside.size(),
+                              KeyMode::hash_with_layout, detail::all_blocks(layout),
+                              want_new.data());
+      for (const CpuKernels* kernels : all_kernel_sets()) {
+        SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) + " " +
+                     kernels->target);
+        std::vector<std::byte> bits(layout.size_bytes());
+        kernels->insert(layout, bits.data(), keys.data(), keys.size(), KeyMode::hash_with_layout,
+                        range);
+        EXPECT_EQ(bits, want_bits);
+
+        std::fill(bits.begin(), bits.end(), std::byte{0});
+        std::vector<std::uint8_t> is_new(keys.size(), 7);  // 7: not written
+        kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
+                                  KeyMode::hash_with_layout, range, is_new.data());
+        EXPECT_EQ(bits, want_bits);
+        std::vector<std::uint8_t> written;
+        for (std::uint8_t flag : is_new) {
+          if (flag != 7) written.push_back(flag);
+        }
+        EXPECT_EQ(written, want_new);
+      }
     }
   }
 }
@@ -190,8 +203,9 @@ void expect_kernels_match_scalar(const Layout& layout, detail::BlockRange range,
                   want_found.data());
   for (const CpuKernels* kernels : all_kernel_sets()) {
     SCOPED_TRACE(std::string(to_string(layout.shape)) + " " + std::to_string(layout.num_blocks) +
-                 " blocks, " + kernels->target + ", range [" + std::to_string(range.begin) + ", " +
-                 std::to_string(range.end) + ")");
+                 " blocks, " + std::string(to_string(layout.index)) + ", " + kernels->target +
+                 ", range [" + std::to_string(range.begin) + ", " + std::to_string(range.end) +
+                 ")");
     std::vector<std::byte> bits(layout.size_bytes());
     std::vector<std::uint8_t> is_new(keys.size(), 7);
     kernels->insert_if_absent(layout, bits.data(), keys.data(), keys.size(),
@@ -219,6 +233,42 @@ TEST(PartitionedBulk, KernelsMatchTheScalarKernelsOnAFilterBeyondTheCaches) {
   // The whole filter, and a sixteenth of it: about 4 keys of each 64-key group.
   expect_kernels_match_scalar(layout, detail::all_blocks(layout), keys, probes);
   expect_kernels_match_scalar(layout, detail::BlockRange{1000, 1000 + (1u << 16)}, keys, probes);
+  Layout wide = layout;
+  wide.index = BlockIndex::full64;
+  expect_kernels_match_scalar(wide, detail::BlockRange{1000, 1000 + (1u << 16)}, keys, probes);
+}
+
+// The full64 index where it differs from high32: hashes on either side of each block boundary
+// k * 2^64 / B, whose blocks depend on the low half's carry into the high half's product. Every
+// kernel set places them as the 128-bit product says, at block counts up to the largest.
+TEST(PartitionedBulk, Full64IndexIsExactAtEveryBlockBoundary) {
+  for (std::uint64_t num_blocks : {1ull, 3ull, 10ull, 1000ull, 65537ull}) {
+    const Layout layout{Shape::sb256, num_blocks, KeyHash::identity, 0, BlockIndex::full64};
+    std::vector<std::uint64_t> hashes;
+    for (std::uint64_t k = 0; k <= std::min<std::uint64_t>(num_blocks, 2000); ++k) {
+      // The first hash of block k: ceil(k * 2^64 / B), and the hash before it.
+      const unsigned __int128 first =
+          ((static_cast<unsigned __int128>(k) << 64) + num_blocks - 1) / num_blocks;
+      if (first > 0) hashes.push_back(static_cast<std::uint64_t>(first - 1));
+      if (first <= ~std::uint64_t{0}) hashes.push_back(static_cast<std::uint64_t>(first));
+    }
+    for (std::uint64_t h : hashes) {
+      const auto want =
+          static_cast<std::uint32_t>((static_cast<unsigned __int128>(h) * num_blocks) >> 64);
+      ASSERT_EQ(layout.block_of(h), want) << std::hex << h << std::dec << " of " << num_blocks;
+    }
+    expect_kernels_match_scalar(layout, detail::all_blocks(layout), hashes, hashes);
+  }
+  // The largest block count, at random hashes and at the top of the hash range.
+  SplitMix64 rng(46);
+  for (std::uint32_t num_blocks : {0xFFFFFFFFu, 0x80000001u, 0x9E3779B9u}) {
+    for (int i = 0; i < 100000; ++i) {
+      const std::uint64_t h = i == 0 ? ~std::uint64_t{0} : rng.next();
+      const auto want =
+          static_cast<std::uint32_t>((static_cast<unsigned __int128>(h) * num_blocks) >> 64);
+      ASSERT_EQ(detail::block_of_full64(h, num_blocks), want) << std::hex << h;
+    }
+  }
 }
 
 // The kernels load a block's words whole up to 1 MiB filters and in halves beyond (AVX-512,
@@ -230,8 +280,10 @@ TEST(PartitionedBulk, KernelsMatchTheScalarKernelsOnEitherSideOfTheWholeLoadBoun
   for (Shape shape : kAllShapes) {
     const std::uint64_t blocks_in_1mib = (std::uint64_t{1} << 20) / Layout{shape, 1}.size_bytes();
     for (std::uint64_t num_blocks : {blocks_in_1mib, blocks_in_1mib + 1}) {
-      const Layout layout{shape, num_blocks};
-      expect_kernels_match_scalar(layout, detail::all_blocks(layout), keys, probes);
+      for (BlockIndex index : kBothIndexes) {
+        const Layout layout{shape, num_blocks, KeyHash::xxh64, 0, index};
+        expect_kernels_match_scalar(layout, detail::all_blocks(layout), keys, probes);
+      }
     }
   }
 }

@@ -74,8 +74,8 @@ std::string message_of(F&& f) {
   return {};
 }
 
-/// Every shape, for parameterised tests.
-inline constexpr Shape kAllShapes[] = {Shape::sb256, Shape::sb256x4, Shape::sb512, Shape::sb512x16};
+/// Every shape, for parameterised tests: the shape table's list.
+inline constexpr auto kAllShapes = detail::kAllShapes;
 
 /// Test-name-safe shape name.
 inline std::string shape_name(Shape s) {

@@ -497,10 +497,36 @@ TEST(WindowFile, RejectsDamagedFilesNamingTheProblem) {
   const std::uint64_t sum = XXH3_64bits(clock.data(), 120);
   std::memcpy(clock.data() + 120, &sum, sizeof sum);
   EXPECT_NE(load_bad(clock).find("cannot occur"), std::string::npos);
+  // Byte 112 is the generations' block index; an unknown mode is rejected, 113..119 are reserved.
+  const auto with_header_byte = [&](std::size_t at, std::uint8_t value) {
+    auto bytes = good;
+    bytes[at] = std::byte{value};
+    const std::uint64_t checksum = XXH3_64bits(bytes.data(), 120);
+    std::memcpy(bytes.data() + 120, &checksum, sizeof checksum);
+    return bytes;
+  };
+  EXPECT_NE(load_bad(with_header_byte(112, 2)).find("unknown block index code 2"),
+            std::string::npos);
+  EXPECT_NE(load_bad(with_header_byte(119, 1)).find("reserved"), std::string::npos);
   // A plain filter file is not a window file.
   save(Filter(Layout{Shape::sb512, 10}), path);
   EXPECT_NE(message_of<FormatError>([&] { load_window(path); }).find("not a bulkbloom window"),
             std::string::npos);
+}
+
+// The generations' block index travels in header byte 112 and comes back with the same bits.
+TEST(WindowFile, RoundTripsTheBlockIndex) {
+  TempDir dir;
+  const auto path = dir.path() / "w.bbw";
+  WindowConfig config = small_config(WindowClock::records, Shape::sb512, 100);
+  config.generation.index = BlockIndex::full64;
+  WindowedFilter window(config);
+  feed(window, make_window_stream(500, 4, kDistances, 0), {50});
+  save(window, path);
+  EXPECT_EQ(read_file(path)[112], std::byte{1});
+  const WindowedFilter loaded = load_window(path);
+  EXPECT_EQ(loaded.config().generation, config.generation);
+  expect_same_generations(loaded, window);
 }
 
 TEST(WindowFile, RandomHeaderValuesGiveAWindowOrAFormatError) {

@@ -38,42 +38,19 @@ class FilterRef {
 
   /// contains() for a key already hashed by hash() (or by the byte-key hash).
   BULKBLOOM_HOST_DEVICE bool contains_hash(std::uint64_t h) const {
-    switch (layout_.shape) {
-      case Shape::sb256:
-        return test<detail::GeometrySb256>(h);
-      case Shape::sb256x4:
-        return test<detail::GeometrySb256x4>(h);
-      case Shape::sb512:
-        return test<detail::GeometrySb512>(h);
-      case Shape::sb512x16:
-        return test<detail::GeometrySb512x16>(h);
-    }
-    return false;
+    return detail::with_geometry(layout_.shape, [&]<typename G>(G) { return test<G>(h); });
   }
 
   /// insert() for a key already hashed.
   BULKBLOOM_HOST_DEVICE void insert_hash(std::uint64_t h) const {
-    switch (layout_.shape) {
-      case Shape::sb256:
-        set<detail::GeometrySb256>(h);
-        break;
-      case Shape::sb256x4:
-        set<detail::GeometrySb256x4>(h);
-        break;
-      case Shape::sb512:
-        set<detail::GeometrySb512>(h);
-        break;
-      case Shape::sb512x16:
-        set<detail::GeometrySb512x16>(h);
-        break;
-    }
+    detail::with_geometry(layout_.shape, [&]<typename G>(G) { set<G>(h); });
   }
 
  private:
   template <typename G>
   BULKBLOOM_HOST_DEVICE typename G::Word* block(std::uint64_t h) const {
-    const auto b = detail::block_of(h, static_cast<std::uint32_t>(layout_.num_blocks));
-    return reinterpret_cast<typename G::Word*>(data_) + std::size_t{b} * G::kWords;
+    return reinterpret_cast<typename G::Word*>(data_) +
+           std::size_t{layout_.block_of(h)} * G::kWords;
   }
 
   template <typename G>

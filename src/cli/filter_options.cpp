@@ -29,7 +29,10 @@ void add_sizing_options(ArgParser& parser) {
              "distinct keys the filter is sized for (default: estimated from the input size)")
       .value("fpr", "P", "false-positive rate at capacity (default 0.001)")
       .value("shape", "S", "block shape sb256, sb256x4, sb512 or sb512x16 (default: smallest)")
-      .value("seed", "N", "XXH64 seed (default 0)");
+      .value("seed", "N", "XXH64 seed (default 0)")
+      .value("index", "I",
+             "block index high32 (Parquet's) or full64 (default: high32 unless its uneven block "
+             "loads would raise the FPR by over 0.5%, beyond ~10^8 blocks)");
 }
 
 void add_backend_options(ArgParser& parser) {
@@ -76,6 +79,11 @@ SizingRequest sizing_request(const ArgParser& parser) {
     throw UsageError(std::string("--shape: ") + e.what());
   }
   request.seed = parser.get_count("seed").value_or(0);
+  try {
+    if (const auto index = parser.get("index")) request.index = parse_block_index(*index);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--index: ") + e.what());
+  }
   return request;
 }
 
@@ -100,9 +108,9 @@ Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
   try {
     if (request.shape) {
       return Layout::for_capacity(*request.shape, capacity, request.fpr, KeyHash::xxh64,
-                                  request.seed);
+                                  request.seed, request.index);
     }
-    return Layout::for_capacity(capacity, request.fpr, KeyHash::xxh64, request.seed);
+    return Layout::for_capacity(capacity, request.fpr, KeyHash::xxh64, request.seed, request.index);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

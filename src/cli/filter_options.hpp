@@ -26,6 +26,7 @@ struct SizingRequest {
   double fpr = 0.001;
   std::optional<Shape> shape;  ///< Absent: the smallest shape for the target.
   std::uint64_t seed = 0;
+  std::optional<BlockIndex> index;  ///< Absent: chosen by Layout::for_capacity.
 };
 
 /// Reads and checks the sizing options; throws UsageError.

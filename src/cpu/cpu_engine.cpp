@@ -6,7 +6,6 @@
 
 #include "cpu/cpu_engine.hpp"
 #include "cpu/partitioned.hpp"
-#include "shape_dispatch.hpp"
 
 namespace bulkbloom::detail {
 namespace {

@@ -16,7 +16,6 @@
 
 #include "bulkbloom/detail/block_math.hpp"
 #include "cpu/kernels.hpp"
-#include "shape_dispatch.hpp"
 
 HWY_BEFORE_NAMESPACE();
 namespace bulkbloom::detail {
@@ -24,19 +23,17 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Keys hashed together. The next group is hashed before the current one is worked on, and its
-// blocks are prefetched while the current group's are visited: a whole group ahead. Measured on
-// the development machine (Zen 4, bench/RESULTS.md) with split block loads (LoadWords), one
-// thread, ns/key contains: 64 ahead beat 32 ahead at 128 MiB (4.7-4.9 against 5.5-5.6) and
-// 512 MiB (6.0 against 6.2); groups of 128 keys, prefetched 64, 96 or 128 ahead, were slower at
-// every size. (With whole 512-bit loads, 32 ahead had been best beyond 32 MiB.)
+// blocks are prefetched while the current group's are visited: a whole group ahead, far enough to
+// keep many misses in flight, near enough to stay in the L1. The size was chosen by measurement
+// (bench/RESULTS.md).
 constexpr std::size_t kGroup = 64;
 
-// The low 64 bits of a 64x64-bit lane product. AVX-512DQ multiplies 64-bit lanes natively; the
-// other x86 targets of Highway 1.0.3 lack the op, so it is built from 32x32->64 products.
+// The low 64 bits of a 64x64-bit lane product. AVX-512DQ, which every x86 target from AVX3 up has
+// (lower target bits are the better targets), multiplies 64-bit lanes natively; Highway 1.0.3
+// lacks the op on the other x86 targets, so there it is built from 32x32->64 products.
 template <class D>
 HWY_INLINE hn::Vec<D> MulLow64(D d, hn::Vec<D> a, hn::Vec<D> b) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_EMU128 || \
-    HWY_TARGET == HWY_SCALAR
+#if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3) || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
   (void)d;
   return a * b;
 #else
@@ -84,9 +81,8 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
 }
 
 // Filters up to this size load 64-byte vectors of words whole, larger ones in halves (see
-// BlockOps::LoadWords). Whole loads made contains and insert_if_absent 5-9 % faster with 16-256
-// KiB filters, split ones every kernel 16-28 % faster at 32 and 128 MiB; at 2 MiB they measured
-// the same. The bound is this Zen 4's L2 per core.
+// BlockOps::LoadWords): whole loads are faster while the filter sits in a core's L2, split ones
+// once it does not (bench/RESULTS.md).
 constexpr std::uint64_t kWholeLoadFilterBytes = std::uint64_t{1} << 20;
 
 // One block of geometry `Geo` as SIMD lanes: `kChunks` vectors of the block's words.
@@ -100,9 +96,9 @@ struct BlockOps {
   // Whether splitting loads applies: 64-byte vectors, which only AVX-512 has on x86.
   static constexpr bool kCanSplitLoads = kLanes * sizeof(Word) == 64 && HWY_ARCH_X86;
 
-  // A block's words [p, p + kLanes) as one vector. On the Zen 4 of bench/RESULTS.md a 512-bit load
-  // of a line not yet in the L1 is much slower than two 256-bit loads (contains 4.8 -> 3.6 ns/key
-  // with a 32 MiB filter); why is not known. Stores stay whole: split ones measured no faster.
+  // A block's words [p, p + kLanes) as one vector. On the AVX-512 cores measured, a 512-bit load of
+  // a line not yet in the L1 was much slower than two 256-bit loads, for reasons not known
+  // (bench/RESULTS.md). Stores stay whole: split ones measured no faster.
   static HWY_INLINE hn::Vec<D> LoadWords(const Word* HWY_RESTRICT p) {
     const D d;
 #if HWY_TARGET != HWY_SCALAR  // which has no half vectors
@@ -175,30 +171,44 @@ HWY_INLINE void WithBlockOps(const Layout& layout, const F& f) {
   f(BlockOps<Geo, false>());
 }
 
-// Block of each hash lane (block_of): the high half times num_blocks, a 32x32->64 product.
+// Block of each hash lane under the layout's index (Layout::block_of), from 32x32->64 products as
+// in block_math.hpp: high32 takes the high half times num_blocks; full64 adds the low half's
+// product, shifted down, before the final shift.
 template <class D>
-HWY_INLINE hn::Vec<D> BlockOf(D d, hn::Vec<D> hash, std::uint32_t num_blocks) {
-#if HWY_TARGET == HWY_SCALAR  // one lane, no narrower vector type: the plain 64-bit product
-  return hn::ShiftRight<32>(hn::ShiftRight<32>(hash) * hn::Set(d, num_blocks));
+HWY_INLINE hn::Vec<D> BlockOf(D d, hn::Vec<D> hash, std::uint32_t num_blocks, BlockIndex index) {
+#if HWY_TARGET == HWY_SCALAR  // one lane, no narrower vector type: the plain 64-bit products
+  const auto blocks = hn::Set(d, num_blocks);
+  auto high = hn::ShiftRight<32>(hash) * blocks;
+  if (index == BlockIndex::full64) {
+    high = high + hn::ShiftRight<32>(hn::And(hash, hn::Set(d, 0xffffffffu)) * blocks);
+  }
+  return hn::ShiftRight<32>(high);
 #else
   const hn::RepartitionToNarrow<D> d32;
-  const auto high = hn::BitCast(d32, hn::ShiftRight<32>(hash));
-  return hn::ShiftRight<32>(hn::MulEven(high, hn::Set(d32, num_blocks)));
+  const auto blocks = hn::Set(d32, num_blocks);
+  auto high = hn::MulEven(hn::BitCast(d32, hn::ShiftRight<32>(hash)), blocks);
+  if (index == BlockIndex::full64) {
+    // MulEven multiplies the even 32-bit lanes: the low half of each 64-bit hash.
+    high = high + hn::ShiftRight<32>(hn::MulEven(hn::BitCast(d32, hash), blocks));
+  }
+  return hn::ShiftRight<32>(high);
 #endif
 }
 
 // Writes the positions in a group of the keys whose block is in `range`, in order, to `kept`;
 // returns how many there are. With several threads each key is in one thread's range, so a branch
-// per key would mispredict half the time: AVX-512 compresses a vector of positions in one
-// instruction, other targets keep or drop each position without branching. (Highway 1.0.3's
-// 64-bit Compress builds its lookup table on the stack on every call.)
+// per key would mispredict half the time: AVX-512 (every x86 target from AVX3 up, all with 512-bit
+// vectors) compresses a vector of positions in one instruction, other targets keep or drop each
+// position without branching. The intrinsic, because Highway 1.0.3's 64-bit Compress builds its
+// lookup table on the stack on every call.
 template <class D>
 HWY_INLINE std::size_t KeepRange(D d, BlockRange range, std::size_t size,
                                  const std::uint64_t* HWY_RESTRICT blocks,
                                  std::uint64_t* HWY_RESTRICT kept) {
   const std::uint32_t range_size = range.end - range.begin;
   std::size_t count = 0;
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  static_assert(hn::MaxLanes(D()) == 8, "_mm512_maskz_compress_epi64 needs 512-bit vectors");
   const std::size_t lanes = hn::Lanes(d);
   const auto first_block = hn::Set(d, range.begin);
   const auto in_range_size = hn::Set(d, range_size);
@@ -224,17 +234,15 @@ enum class CacheLevel { l1, l2 };
 
 // Asks for the cache line at `p` to be brought into `kLevel`.
 //
-// Blocks go to the L2 (PREFETCHT1). On this Zen 4 that is 25-40 % faster than a fill of the L1
-// (PREFETCHT0) from 32 MiB up (512 MiB contains 10.6 -> 8.1 ns/key), likely because an L1 fill
-// holds one of the L1's few miss buffers until its line arrives while the L2 keeps more misses in
-// flight; PREFETCHT2 measured the same, PREFETCHNTA as T0, and nothing changed in the caches. A
-// read prefetch also for lines about to be written: PREFETCHW (which on this core fills the L1)
-// made the writing kernels slower at every size, 2 MiB by a quarter and DRAM sizes by up to 2x.
-// Keys, read a few groups ahead, go to the L1.
+// Blocks go to the L2 (PREFETCHT1): measured faster than a fill of the L1 for filters beyond the
+// caches, likely because an L1 fill holds one of the L1's few miss buffers until its line arrives
+// while the L2 keeps more misses in flight. Lines about to be written get a read prefetch too:
+// PREFETCHW measured slower at every size (bench/RESULTS.md). Keys, read a few groups ahead, go
+// to the L1.
 //
 // Inline assembly on x86 because GCC 12 dropped __builtin_prefetch from these kernels in some
-// forms of this code (no prefetch instruction left in the object file; the cause in GCC is not
-// known), and with it the memory-level parallelism at DRAM sizes.
+// forms of this code (no prefetch instruction left in the object file), and with it the
+// memory-level parallelism at DRAM sizes.
 template <CacheLevel kLevel>
 HWY_INLINE void PrefetchLine(const void* p) {
 #if HWY_ARCH_X86
@@ -249,13 +257,9 @@ HWY_INLINE void PrefetchLine(const void* p) {
 }
 
 // Keys are read this many groups ahead of their hashing. A batch larger than the caches streams its
-// keys from memory, and this core's hardware prefetcher did not keep up with that stream while
-// the kernels' block prefetches were in flight. Measured on the development machine
-// (bench/RESULTS.md), one thread, 64Ki-key batches from 32 MiB of keys, ns/key insert /
-// contains: 256 KiB filter 2.25-2.39 / 1.93-2.05 without against 1.66-1.85 / 1.50-1.59 four
-// groups ahead, 2 MiB 2.15-2.29 / 1.95-2.11 against 1.92-2.07 / 1.79-1.89, 512 MiB 6.07-6.17 /
-// 5.97-6.12 against 5.81-5.97 / 5.76-5.83; one group ahead gained half as much, eight and
-// sixteen no more; keys already in the caches unchanged.
+// keys from memory, and the hardware prefetcher did not keep up with that stream while the
+// kernels' block prefetches were in flight; four groups ahead gained at every filter size, more
+// gained nothing (bench/RESULTS.md).
 constexpr std::size_t kKeyPrefetchGroups = 4;
 constexpr std::size_t kKeysPerLine = 64 / sizeof(std::uint64_t);
 
@@ -295,7 +299,8 @@ HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
       PrefetchLine<CacheLevel::l1>(keys + k);
     }
     for (std::size_t i = 0; i < size; i += lanes) {
-      hn::Store(BlockOf(d, hn::Load(d, hashes[slot] + i), num_blocks), d, blocks[slot] + i);
+      hn::Store(BlockOf(d, hn::Load(d, hashes[slot] + i), num_blocks, layout.index), d,
+                blocks[slot] + i);
     }
     if constexpr (kWholeRange) {
       count[slot] = size;
@@ -394,14 +399,15 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
 }
 
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
-// found is as unpredictable as the traffic's repeats, so no branch per key: AVX-512 compresses
+// found is as unpredictable as the traffic's repeats, so no branch per key: AVX-512 (as in
+// KeepRange) compresses
 // eight entries of each array per step (register forms and a plain store, as KeepRange does),
 // other targets keep or drop each entry by the count alone. In place: the eight lanes written at
 // `kept` <= j end before j + 8, all read already.
 std::size_t KeepNotFound(const std::uint8_t* HWY_RESTRICT found, std::uint32_t* index,
                          std::uint64_t* hashes, std::size_t count) {
   std::size_t kept = 0, j = 0;
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   for (; j + 8 <= count; j += 8) {
     const __mmask8 keep = static_cast<__mmask8>(_mm_cmpeq_epi8_mask(
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(found + j)), _mm_setzero_si128()));

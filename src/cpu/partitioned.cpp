@@ -14,9 +14,8 @@ constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // Smaller filters are written by one thread unless the caller fixed the thread count. Writing
-// threads each read the whole batch to find their blocks' keys. Measured on the development
-// machine (bench/RESULTS.md), sb512, 64Ki-key batches, two threads against one: insert 0.9-1.0x
-// and insert_if_absent 0.6-1.0x up to 8 MiB, 1.1-1.3x at 16 MiB, 1.2-1.4x at 32 MiB.
+// threads each read the whole batch to find their blocks' keys, which a second thread only
+// repays once the filter is beyond the L2s (two threads against one, bench/RESULTS.md).
 constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
 // partition stays cached while it is worked on. Larger filters get larger partitions rather than
@@ -25,10 +24,9 @@ constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
 constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
 constexpr unsigned kMaxPartitionBits = 8;
 // Partitioning for locality can only pay when the filter is beyond the caches and the batch
-// revisits each block many times. Measured on the development machine (bench/RESULTS.md), the
-// three extra passes over the batch cost more than the cache misses they save up to 32 keys per
-// block (a 512 MiB filter filled to capacity in one batch), so the prefetching kernels are chosen
-// there; these thresholds keep partitioning for still denser batches only.
+// revisits each block many times: the three extra passes over the batch measured costlier than the
+// cache misses they save up to tens of keys per block (bench/RESULTS.md), so the prefetching
+// kernels are chosen there; these thresholds keep partitioning for still denser batches only.
 constexpr std::uint64_t kMinLocalityFilterBytes = std::uint64_t{64} << 20;
 constexpr double kMinLocalityKeysPerBlock = 64.0;
 
@@ -105,9 +103,7 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   const std::size_t parts = ((std::size_t{num_blocks} - 1) >> partition_shift) + 1;
   const unsigned tasks = n >= kMinParallelKeys ? pool.size() : 1;
   const bool with_flags = op != BulkOp::insert;
-  const auto part_of = [&](std::uint64_t hash) {
-    return block_of(hash, num_blocks) >> partition_shift;
-  };
+  const auto part_of = [&](std::uint64_t hash) { return layout.block_of(hash) >> partition_shift; };
 
   // 1. Each task hashes its slice of the input and counts its keys per partition.
   std::vector<std::size_t> cursor(std::size_t{tasks} * parts, 0);  // [task][partition]

@@ -1,7 +1,6 @@
 // The reference implementation. Kept deliberately plain: every other kernel is tested against it.
 #include "bulkbloom/detail/block_math.hpp"
 #include "cpu/kernels.hpp"
-#include "shape_dispatch.hpp"
 
 namespace bulkbloom::detail {
 namespace {
@@ -13,8 +12,7 @@ std::uint64_t key_hash(const Layout& layout, std::uint64_t key, KeyMode mode) {
 
 template <typename G>
 typename G::Word* block_words(const Layout& layout, std::byte* bits, std::uint64_t hash) {
-  const std::uint32_t block = block_of(hash, static_cast<std::uint32_t>(layout.num_blocks));
-  return reinterpret_cast<typename G::Word*>(bits) + std::size_t{block} * G::kWords;
+  return reinterpret_cast<typename G::Word*>(bits) + std::size_t{layout.block_of(hash)} * G::kWords;
 }
 
 template <typename G>
@@ -38,7 +36,7 @@ void hash(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMod
 }
 
 bool in_range(const Layout& layout, std::uint64_t hash, BlockRange range) {
-  const std::uint32_t block = block_of(hash, static_cast<std::uint32_t>(layout.num_blocks));
+  const std::uint32_t block = layout.block_of(hash);
   return block >= range.begin && block < range.end;
 }
 

@@ -15,7 +15,6 @@
 
 #include "bulkbloom/error.hpp"
 #include "cuda/kernels.cuh"
-#include "shape_dispatch.hpp"
 
 namespace bulkbloom::detail {
 namespace {

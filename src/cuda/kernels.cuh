@@ -1,10 +1,10 @@
 // The CUDA kernels for bulk insert, contains and insert_if_absent, one thread per key.
 //
-// Every bit position comes from include/bulkbloom/detail/block_math.hpp (block_of, the salted
-// patterns) and every key hash from FilterRef::hash, the same code the CPU oracle runs, so the
-// GPU cannot place a bit differently. Kernels differ from the scalar reference only in how they
-// touch memory: whole-block vector loads, and 64-bit atomicOr that covers two 32-bit words at
-// once (OR is bitwise, so the bytes are the same).
+// Every bit position comes from include/bulkbloom/detail/block_math.hpp (Layout::block_of for the
+// layout's block index, the salted patterns) and every key hash from FilterRef::hash, the same code
+// the CPU oracle runs, so the GPU cannot place a bit differently. Kernels differ from the scalar
+// reference only in how they touch memory: whole-block vector loads, and 64-bit atomicOr that
+// covers two 32-bit words at once (OR is bitwise, so the bytes are the same).
 #pragma once
 
 #include <cstddef>
@@ -35,7 +35,7 @@ __device__ __forceinline__ std::uint64_t hash_key(const Layout& layout, std::uin
 }
 
 __device__ __forceinline__ std::uint32_t block_index(const Layout& layout, std::uint64_t hash) {
-  return block_of(hash, static_cast<std::uint32_t>(layout.num_blocks));
+  return layout.block_of(hash);
 }
 
 /// The block's bit pattern for `hash`, packed into 64-bit lanes (little-endian, as in memory).

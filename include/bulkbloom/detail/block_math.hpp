@@ -70,10 +70,24 @@ BULKBLOOM_HOST_DEVICE constexpr std::uint64_t xxh64_u64(std::uint64_t key, std::
   return h;
 }
 
-/// Block of a 64-bit hash: the high half scaled onto [0, num_blocks) without a division.
+/// Block of a 64-bit hash under BlockIndex::high32 (Parquet's): the high half scaled onto
+/// [0, num_blocks) without a division.
 BULKBLOOM_HOST_DEVICE constexpr std::uint32_t block_of(std::uint64_t hash,
                                                        std::uint32_t num_blocks) {
   return static_cast<std::uint32_t>(((hash >> 32) * num_blocks) >> 32);
+}
+
+/// Block of a 64-bit hash under BlockIndex::full64: the whole hash scaled onto [0, num_blocks),
+/// floor(hash * num_blocks / 2^64), the high half of the 128-bit product. Built from two 32x32->64
+/// products so that every backend can compute it with the same operations, SIMD lanes without a
+/// 64x64 multiply included. Exact: with hash = hi * 2^32 + lo, the product over 2^64 is
+/// (hi * num_blocks + lo * num_blocks / 2^32) / 2^32, and flooring the inner fraction first
+/// changes no floor of the whole since hi * num_blocks is an integer; the sum stays below 2^64.
+BULKBLOOM_HOST_DEVICE constexpr std::uint32_t block_of_full64(std::uint64_t hash,
+                                                              std::uint32_t num_blocks) {
+  const std::uint64_t high = (hash >> 32) * num_blocks;
+  const std::uint64_t low = (hash & 0xffffffffu) * num_blocks;
+  return static_cast<std::uint32_t>((high + (low >> 32)) >> 32);
 }
 
 /// Bit index inside word `i` of a block for the low hash half `x`.
@@ -103,10 +117,5 @@ struct BlockGeometry {
     return p;
   }
 };
-
-using GeometrySb256 = BlockGeometry<std::uint32_t, 8>;
-using GeometrySb256x4 = BlockGeometry<std::uint64_t, 4>;
-using GeometrySb512 = BlockGeometry<std::uint64_t, 8>;
-using GeometrySb512x16 = BlockGeometry<std::uint32_t, 16>;
 
 }  // namespace bulkbloom::detail
