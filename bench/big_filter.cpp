@@ -1,0 +1,128 @@
+// One large filter filled to capacity, for the top of the scale (issue #23): insert `keys` distinct
+// keys (0, 1, ...; XXH64 makes them uniform), then measure the FPR on `probes` keys never inserted
+// and the rates of insert, contains and insert_if_absent, beside the random read and
+// read-modify-write rates of a buffer of the filter's size measured right before and after (the
+// filter and the probe buffer are never held at once). Prints one line of figures and how much of
+// the filter the kernel backs with huge pages.
+//
+//   big_filter KEYS FPR INDEX [THREADS] [PROBES]      INDEX: high32, full64 or auto
+#include <bulkbloom/bulkbloom.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "probe/memory_probe.hpp"
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// kB of this process's anonymous memory backed by transparent huge pages.
+long anon_huge_kb() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::atol(line.c_str() + 14);
+  }
+  return -1;
+}
+
+// Calls `f(batch)` with consecutive keys [first, first + count) in batches of 2^22.
+template <typename F>
+void in_batches(std::uint64_t first, std::uint64_t count, std::vector<std::uint64_t>& batch,
+                const F& f) {
+  for (std::uint64_t done = 0; done < count;) {
+    const std::uint64_t n = std::min<std::uint64_t>(batch.size(), count - done);
+    std::iota(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(n), first + done);
+    f(std::span<const std::uint64_t>(batch.data(), n));
+    done += n;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s KEYS FPR high32|full64|auto [THREADS] [PROBES]\n", argv[0]);
+    return 2;
+  }
+  const std::uint64_t keys = std::strtoull(argv[1], nullptr, 10);
+  const double fpr = std::strtod(argv[2], nullptr);
+  const std::string index_name = argv[3];
+  const unsigned threads = argc > 4 ? static_cast<unsigned>(std::atoi(argv[4])) : 2;
+  const std::uint64_t probes = argc > 5 ? std::strtoull(argv[5], nullptr, 10) : 100'000'000;
+  std::optional<bulkbloom::BlockIndex> index;
+  if (index_name != "auto") index = bulkbloom::parse_block_index(index_name);
+  const bulkbloom::Layout layout =
+      bulkbloom::Layout::for_capacity(keys, fpr, bulkbloom::KeyHash::xxh64, 0, index);
+  std::printf("%s: %s, model FPR %.5f%% at %llu keys\n", index_name.c_str(),
+              layout.describe().c_str(), 100 * layout.expected_fpr(keys),
+              static_cast<unsigned long long>(keys));
+  std::fflush(stdout);
+
+  const auto limits = [&] {
+    bulkbloom::probe::MemoryProbe probe(layout.size_bytes());
+    return std::pair{probe.random_read_lines_per_s(threads, 1.0),
+                     probe.random_rmw_lines_per_s(threads, 1.0)};
+  };
+  const auto before = limits();
+
+  std::vector<std::uint64_t> batch(std::size_t{1} << 22);
+  std::vector<std::uint8_t> flags(batch.size());
+  double insert_s = 0, contains_s = 0, iia_s = 0;
+  std::uint64_t hits = 0;
+  long huge_kb = 0;
+  {
+    bulkbloom::Options options;
+    options.threads = threads;
+    bulkbloom::Filter filter(layout, options);
+    auto start = std::chrono::steady_clock::now();
+    in_batches(0, keys, batch, [&](auto b) { filter.insert(b); });
+    insert_s = seconds_since(start);
+    huge_kb = anon_huge_kb();
+
+    start = std::chrono::steady_clock::now();
+    in_batches(keys, probes, batch, [&](auto b) {
+      filter.contains(b, std::span(flags.data(), b.size()));
+      for (std::size_t i = 0; i < b.size(); ++i) hits += flags[i];
+    });
+    contains_s = seconds_since(start);
+
+    // Fresh keys beyond the probes: the rate of insert_if_absent on a full filter.
+    start = std::chrono::steady_clock::now();
+    in_batches(keys + probes, probes, batch,
+               [&](auto b) { filter.insert_if_absent(b, std::span(flags.data(), b.size())); });
+    iia_s = seconds_since(start);
+  }
+  const auto after = limits();
+
+  const double read_limit = std::min(before.first, after.first);
+  const double rmw_limit = std::min(before.second, after.second);
+  const double insert_rate = static_cast<double>(keys) / insert_s;
+  const double contains_rate = static_cast<double>(probes) / contains_s;
+  const double iia_rate = static_cast<double>(probes) / iia_s;
+  std::printf(
+      "%s: FPR %.5f%% (%llu of %llu), model %.5f%%; huge pages %.1f of %.1f GiB\n"
+      "  insert %.1f M keys/s (%.1f s), contains %.1f M/s, insert_if_absent %.1f M/s\n"
+      "  probe (min of before/after): read %.1f M lines/s (%.1f / %.1f), rmw %.1f M lines/s "
+      "(%.1f / %.1f)\n"
+      "  of the probe: insert %.0f%% of rmw, contains %.0f%% of read, insert_if_absent %.0f%% of "
+      "rmw\n",
+      index_name.c_str(), 100.0 * static_cast<double>(hits) / static_cast<double>(probes),
+      static_cast<unsigned long long>(hits), static_cast<unsigned long long>(probes),
+      100 * layout.expected_fpr(keys), static_cast<double>(huge_kb) / (1 << 20),
+      static_cast<double>(layout.size_bytes()) / (1 << 30), insert_rate / 1e6, insert_s,
+      contains_rate / 1e6, iia_rate / 1e6, read_limit / 1e6, before.first / 1e6, after.first / 1e6,
+      rmw_limit / 1e6, before.second / 1e6, after.second / 1e6, 100 * insert_rate / rmw_limit,
+      100 * contains_rate / read_limit, 100 * iia_rate / rmw_limit);
+  return 0;
+}
