@@ -5,7 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #define XXH_INLINE_ALL
@@ -23,12 +27,32 @@ XXH3_state_t* state_of(void* state) {
   return static_cast<XXH3_state_t*>(state);
 }
 
-void sync_directory(const std::filesystem::path& dir) {
-  File directory(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
-  directory.sync();
+// The fault point BULKBLOOM_FAULT_INJECT names (0: none) and whether it kills the process.
+struct FaultPlan {
+  std::uint64_t point = 0;
+  bool kill = false;
+};
+
+FaultPlan fault_plan() {
+  FaultPlan plan;
+  const char* text = std::getenv("BULKBLOOM_FAULT_INJECT");
+  if (text == nullptr) return plan;
+  char* end = nullptr;
+  plan.point = std::strtoull(text, &end, 10);
+  plan.kill = std::string(end) == ":kill";
+  return plan;
 }
 
 }  // namespace
+
+void fault_point(const char* what) {
+  static const FaultPlan plan = fault_plan();
+  static std::atomic<std::uint64_t> reached = 0;
+  if (plan.point == 0 || ++reached != plan.point) return;
+  if (plan.kill) std::raise(SIGKILL);
+  throw IoError(std::string("injected fault at point ") + std::to_string(plan.point) + " (" + what +
+                ")");
+}
 
 std::uint64_t header_checksum(const std::byte* header, std::size_t checksum_at) {
   return XXH3_64bits(header, checksum_at);
@@ -97,6 +121,7 @@ void File::read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) c
 }
 
 void File::write_all(const std::byte* data, std::uint64_t n) {
+  fault_point("write");
   while (n > 0) {
     const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, kIoChunk));
     if (put < 0 && errno == EINTR) continue;
@@ -113,7 +138,13 @@ void File::write_at(std::span<const std::byte> data, std::uint64_t offset) {
 }
 
 void File::sync() {
+  fault_point("fsync");
   if (::fsync(fd_) != 0) throw IoError("cannot flush " + path_.string() + ": " + errno_text());
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  File directory(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+  directory.sync();
 }
 
 void write_file_atomically(const std::filesystem::path& path,
@@ -129,6 +160,7 @@ void write_file_atomically(const std::filesystem::path& path,
     write(out);
     out.sync();
     out.close();
+    fault_point("rename");
     if (::rename(temp.c_str(), path.c_str()) != 0) {
       throw IoError("cannot rename " + temp.string() + " to " + path.string() + ": " +
                     errno_text());

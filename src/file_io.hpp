@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bulkbloom/filter.hpp"
+#include "bulkbloom/format.hpp"
 
 namespace bulkbloom::detail {
 
@@ -87,6 +88,9 @@ class File {
   int fd_ = -1;
 };
 
+/// Flushes directory `dir` (its entries: a rename in it becomes durable). Throws IoError.
+void sync_directory(const std::filesystem::path& dir);
+
 /// Replaces `path` atomically with what `write` writes into a new file: a temporary file in the
 /// same directory is written, flushed and renamed over `path`, then the directory is flushed.
 /// Throws IoError; the temporary file never outlives a failure.
@@ -113,5 +117,21 @@ class HostBits {
 /// `checksum` as they pass.
 void read_filter_bits(const File& file, std::uint64_t offset, Filter& filter,
                       DataChecksum& checksum);
+
+/// Bytes of the filter file (format v1) that save() writes for `layout` and `metadata_bytes`.
+std::uint64_t filter_image_bytes(const Layout& layout, std::uint64_t metadata_bytes);
+/// Writes the filter file image of `filter` and `state` at the current position of `out`.
+void write_filter_image(File& out, const Filter& filter, const FileState& state);
+/// Reads and fully verifies the filter file image of `bytes` bytes at `offset` of `file`, as
+/// load() does for a whole file; `source` names it in errors.
+Filter read_filter_image(const File& file, std::uint64_t offset, std::uint64_t bytes,
+                         const std::string& source, FileState* state, const Options& options);
+
+/// A point where a durable write can fail: each write, flush and rename of a file that a run
+/// commits, and each flush of a directory. Test hook: when the environment variable
+/// BULKBLOOM_FAULT_INJECT is "N" or "N:error", the N-th point (from 1) of the process fails as an
+/// I/O error (IoError naming `what`); with "N:kill" the process kills itself with SIGKILL there.
+/// Without the variable it does nothing.
+void fault_point(const char* what);
 
 }  // namespace bulkbloom::detail

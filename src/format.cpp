@@ -175,15 +175,6 @@ std::vector<std::byte> file_prefix(const Layout& layout, const FileState& state,
   return prefix;
 }
 
-// Reads the payload into the filter's memory, checksumming it after the metadata.
-void read_payload(const File& file, const Header& header, Filter& filter,
-                  const std::vector<std::byte>& metadata, const std::string& source) {
-  DataChecksum checksum;
-  checksum.update(metadata);
-  detail::read_filter_bits(file, header.info.payload_offset, filter, checksum);
-  check_data_checksum(header, checksum.digest(), source);
-}
-
 // Opens `path`, reads its header and metadata.
 struct OpenedFile {
   File file;
@@ -212,21 +203,45 @@ constexpr const char* kCheckpointFile = "checkpoint.bbf";
 
 }  // namespace
 
-void save(const Filter& filter, const std::filesystem::path& path, const FileState& state) {
+namespace detail {
+
+std::uint64_t filter_image_bytes(const Layout& layout, std::uint64_t metadata_bytes) {
+  return round_up(kHeaderBytes + metadata_bytes, kPayloadAlignment) + layout.size_bytes();
+}
+
+void write_filter_image(File& out, const Filter& filter, const FileState& state) {
   const HostBits bits(filter);
-  const auto prefix = file_prefix(filter.layout(), state, bits.bytes());
-  detail::write_file_atomically(path, [&](File& out) {
-    out.write_all(prefix);
-    out.write_all(bits.bytes());
-  });
+  out.write_all(file_prefix(filter.layout(), state, bits.bytes()));
+  out.write_all(bits.bytes());
+}
+
+Filter read_filter_image(const File& file, std::uint64_t offset, std::uint64_t bytes,
+                         const std::string& source, FileState* state, const Options& options) {
+  std::byte header_bytes[kHeaderBytes] = {};
+  file.read_exactly(header_bytes, std::min(bytes, kHeaderBytes), offset);
+  const Header header = decode_header(header_bytes, bytes, source);
+  std::vector<std::byte> metadata(header.info.metadata_bytes);
+  file.read_exactly(metadata.data(), metadata.size(), offset + kHeaderBytes);
+  Filter filter(header.info.layout, options);
+  DataChecksum checksum;
+  checksum.update(metadata);
+  detail::read_filter_bits(file, offset + header.info.payload_offset, filter, checksum);
+  check_data_checksum(header, checksum.digest(), source);
+  fill_state(state, header, std::move(metadata));
+  return filter;
+}
+
+}  // namespace detail
+
+void save(const Filter& filter, const std::filesystem::path& path, const FileState& state) {
+  detail::write_file_atomically(path,
+                                [&](File& out) { detail::write_filter_image(out, filter, state); });
 }
 
 Filter load(const std::filesystem::path& path, FileState* state, const Options& options) {
-  OpenedFile opened = open_filter_file(path);
-  Filter filter(opened.header.info.layout, options);
-  read_payload(opened.file, opened.header, filter, opened.metadata, path.string());
-  fill_state(state, opened.header, std::move(opened.metadata));
-  return filter;
+  const File file(path, O_RDONLY);
+  return detail::read_filter_image(file, 0, file.regular_file_size(), path.string(), state,
+                                   options);
 }
 
 FileInfo read_info(const std::filesystem::path& path) {

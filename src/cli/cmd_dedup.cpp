@@ -11,17 +11,20 @@
 #include <filesystem>
 #include <optional>
 
+#include "cli/carried_filter.hpp"
 #include "cli/commands.hpp"
 #include "cli/dedup_checkpoint.hpp"
 #include "cli/errors.hpp"
 #include "cli/filter_options.hpp"
 #include "cli/scan_command.hpp"
 #include "cli/window_options.hpp"
+#include "file_io.hpp"
 
 namespace bulkbloom::cli {
 namespace {
 
 constexpr std::uint64_t kDefaultCheckpointEvery = 100'000'000;
+constexpr const char* kCheckpointFile = "checkpoint.bbf";
 
 // Format, inputs with their sizes, and outputs: what must not change between a run and its
 // resumption.
@@ -44,8 +47,29 @@ std::string run_identity(const ScanOptions& options, const ArgParser& parser) {
 void finish_renames(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     const std::string partial = path + ".partial";
-    if (std::filesystem::exists(partial)) std::filesystem::rename(partial, path);
+    if (std::filesystem::exists(partial)) {
+      detail::fault_point("rename");
+      std::filesystem::rename(partial, path);
+      detail::sync_directory(std::filesystem::path(path).parent_path());
+    }
   }
+}
+
+OnFull on_full_policy(const ArgParser& parser) {
+  const std::string policy = parser.get_or("on-full", "grow");
+  if (policy == "grow") return OnFull::grow;
+  if (policy == "error") return OnFull::error;
+  throw UsageError("--on-full: unknown policy '" + policy + "': expected grow or error");
+}
+
+// The checkpoint in `dir`, or nothing if there is none; an unreadable directory is an error,
+// not an absent checkpoint.
+bool checkpoint_exists(const std::filesystem::path& file) {
+  std::error_code error;
+  const bool exists = std::filesystem::exists(file, error);
+  if (error)
+    throw IoError("cannot look for a checkpoint at " + file.string() + ": " + error.message());
+  return exists;
 }
 
 }  // namespace
@@ -57,7 +81,10 @@ int run_dedup(const Arguments& args) {
                    "filter's false-positive rate; a repeated key is never written twice.");
   parser.value("output", "FILE", "where unique records go (default stdout)", 'o')
       .value("dups", "FILE", "also write the dropped records here")
-      .value("filter", "FILE", "load this filter first if it exists, save it after (across runs)");
+      .value("filter", "FILE", "load this filter first if it exists, save it after (across runs)")
+      .value("on-full", "POLICY",
+             "when the keys would push the filter past its false-positive rate: grow (default; "
+             "add a generation) or error");
   add_scan_options(parser);
   add_sizing_options(parser);
   add_window_options(parser);
@@ -75,6 +102,7 @@ int run_dedup(const Arguments& args) {
   if (window_wanted) scan.format.time_column = window_wanted->time_column;
   const Options backend = backend_options(parser);
   const SizingRequest sizing = sizing_request(parser);
+  const OnFull on_full = on_full_policy(parser);
   const std::string output_path = parser.get_or("output", "-");
   const std::optional<std::string> dups_path = parser.get("dups");
   const std::optional<std::string> filter_path = parser.get("filter");
@@ -88,23 +116,31 @@ int run_dedup(const Arguments& args) {
   if (checkpoint_dir && (output_path == "-" || dups_path == "-")) {
     throw UsageError("--checkpoint needs the outputs in files (-o FILE), not stdout");
   }
+  if (window_wanted && parser.has("on-full")) {
+    throw UsageError("--on-full applies to filters; a window forgets old keys instead");
+  }
 
   // A resumed run starts from its checkpoint's filter, input position and output lengths.
   const std::string identity = run_identity(scan, parser);
-  std::optional<Checkpoint> saved;
-  std::optional<WindowCheckpoint> saved_window;
+  std::optional<CarriedFilter> filter;
+  std::optional<WindowedFilter> window;
   std::optional<DedupCheckpoint> resumed;
   if (checkpoint_dir && parser.has("resume")) {
-    const std::vector<std::byte>* metadata = nullptr;
+    std::vector<std::byte> metadata;
+    bool found = false;
     if (window_wanted) {
-      saved_window = load_window_checkpoint(*checkpoint_dir, backend);
-      if (saved_window) metadata = &saved_window->metadata;
-    } else {
-      saved = load_checkpoint(*checkpoint_dir, backend);
-      if (saved) metadata = &saved->metadata;
+      if (auto saved = load_window_checkpoint(*checkpoint_dir, backend)) {
+        window.emplace(std::move(saved->window));
+        metadata = std::move(saved->metadata);
+        found = true;
+      }
+    } else if (const auto file = std::filesystem::path(*checkpoint_dir) / kCheckpointFile;
+               checkpoint_exists(file)) {
+      filter.emplace(CarriedFilter::load(file, sizing.fpr, backend, &metadata));
+      found = true;
     }
-    if (metadata != nullptr) {
-      resumed = decode_checkpoint(*metadata, *checkpoint_dir);
+    if (found) {
+      resumed = decode_checkpoint(metadata, *checkpoint_dir);
       if (resumed->run_identity != identity) {
         throw UsageError("the checkpoint in " + *checkpoint_dir + " is of another run (" +
                          resumed->run_identity + "); remove it or drop --resume");
@@ -120,34 +156,51 @@ int run_dedup(const Arguments& args) {
   std::string capacity_note;
   std::uint64_t keys_before = 0;
   // Exactly one of the two holds the dedup state.
-  std::optional<Filter> filter;
-  std::optional<WindowedFilter> window;
-  if (saved || saved_window) {
-    if (saved) filter.emplace(std::move(saved->filter));
-    if (saved_window) window.emplace(std::move(saved_window->window));
+  if (resumed) {
     keys_before = resumed->keys_before;
     capacity_note = "from the checkpoint";
   } else if (filter_path && std::filesystem::exists(*filter_path)) {
-    FileState state;
     if (window_wanted) {
+      FileState state;
       window.emplace(load_window(*filter_path, &state, backend));
       check_window_matches(window->config(), *window_wanted, *filter_path);
+      keys_before = state.keys_inserted;
     } else {
-      filter.emplace(load(*filter_path, &state, backend));
+      filter.emplace(CarriedFilter::load(*filter_path, sizing.fpr, backend, nullptr));
+      keys_before = filter->keys();
     }
-    keys_before = state.keys_inserted;
     capacity_note = "loaded from " + *filter_path;
   } else if (window_wanted) {
     window.emplace(window_config(*window_wanted, sizing, reader, scan.format, capacity_note),
                    backend);
   } else {
-    filter.emplace(sized_layout(sizing, reader, scan.format, capacity_note), backend);
+    const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note);
+    filter.emplace(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
+                   backend);
   }
-  const auto save_state = [&](const std::filesystem::path& path, const FileState& state) {
+  if (filter) {
+    const std::string name = filter_path ? "filter " + *filter_path : std::string("the filter");
+    if (filter->loaded_past_promise()) {
+      const std::string problem =
+          name + " was already past its false-positive rate when loaded: its bits give " +
+          std::to_string(filter->current_fpr()) + " (promised " +
+          std::to_string(filter->promised_fpr()) + ")";
+      if (on_full == OnFull::error) throw Error(problem);
+      std::fprintf(stderr,
+                   "bulkbloom dedup: warning: %s; new keys are wrongly dropped at that rate "
+                   "whatever it grows (rebuild it from the data it was made from)\n",
+                   problem.c_str());
+    }
+    filter->set_growth(on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
+                       resumed ? resumed->state.counters.records : 0, name);
+    if (resumed) filter->set_expected_false_drops(resumed->expected_false_drops);
+  }
+  const auto save_state = [&](const std::filesystem::path& path,
+                              std::span<const std::byte> metadata, std::uint64_t keys) {
     if (window) {
-      save(*window, path, state);
+      save(*window, path, {keys, {metadata.begin(), metadata.end()}});
     } else {
-      save(*filter, path, state);
+      filter->save(path, metadata);
     }
   };
 
@@ -156,17 +209,29 @@ int run_dedup(const Arguments& args) {
   if (dups_path) output_paths.push_back(*dups_path);
   const auto save_progress = [&](const ScanState& state, std::uint64_t out_bytes,
                                  std::uint64_t dups_bytes, bool complete) {
-    DedupCheckpoint c{identity, state, out_bytes, dups_bytes, keys_before, complete};
-    const FileState file_state{keys_before + state.counters.flagged, encode_checkpoint(c)};
+    const DedupCheckpoint c{identity,
+                            state,
+                            out_bytes,
+                            dups_bytes,
+                            keys_before,
+                            complete,
+                            filter ? filter->expected_false_drops() : 0.0};
+    const std::vector<std::byte> metadata = encode_checkpoint(c);
     if (window) {
-      save_checkpoint(*checkpoint_dir, *window, file_state);
+      save_checkpoint(*checkpoint_dir, *window, {keys_before + state.counters.flagged, metadata});
     } else {
-      save_checkpoint(*checkpoint_dir, *filter, file_state);
+      detail::prepare_checkpoint_directory(*checkpoint_dir, kCheckpointFile);
+      filter->save(std::filesystem::path(*checkpoint_dir) / kCheckpointFile, metadata);
     }
   };
+  // The commit: every output is flushed under its temporary name, then renamed into place, and
+  // the carried state (filter or window) is replaced last. A crash before that last rename
+  // leaves the old state, from which a rerun computes the same outputs again; a checkpointed run
+  // first saves a complete checkpoint holding the final state, from which --resume finishes the
+  // renames (docs/FORMAT.md, "Committing a run").
   if (resumed && resumed->complete) {
-    if (filter_path) save_state(*filter_path, {keys_before + end.counters.flagged, {}});
     finish_renames(output_paths);
+    if (filter_path) save_state(*filter_path, {}, keys_before + end.counters.flagged);
   } else {
     const auto staging =
         checkpoint_dir ? OutputFile::Staging::resumable : OutputFile::Staging::temporary;
@@ -189,37 +254,54 @@ int run_dedup(const Arguments& args) {
       };
     }
     end = window ? run_scan(*window, reader, settings) : run_scan(*filter, reader, settings);
+    unique_out.sync();
+    if (dups_out) dups_out->sync();
     if (checkpoint_dir) {
-      unique_out.sync();
-      if (dups_out) dups_out->sync();
       const auto [out_bytes, dups_bytes] = output_lengths();
       save_progress(end, out_bytes, dups_bytes, true);
     }
-    if (filter_path) save_state(*filter_path, {keys_before + end.counters.flagged, {}});
     if (dups_out) dups_out->commit();
     unique_out.commit();
+    if (filter_path) save_state(*filter_path, {}, keys_before + end.counters.flagged);
   }
 
   const ScanCounters& c = end.counters;
-  // A window's false-positive rate stays near its current one (it cycles with the rotations).
-  const double wrongly_dropped =
-      window ? window->current_fpr() * static_cast<double>(c.flagged)
-             : expected_false_drops(filter->layout(), keys_before, c.flagged);
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));
   summary.number("unique_written", "unique written", static_cast<double>(c.flagged));
   summary.number("duplicates_dropped", "duplicates dropped",
                  static_cast<double>(c.records - c.flagged));
+  // A window's false-positive rate stays near its current one (it cycles with the rotations).
+  const double wrongly_dropped = window ? window->current_fpr() * static_cast<double>(c.flagged)
+                                        : filter->expected_false_drops();
   char line[160];
   std::snprintf(line, sizeof line, "%.1f (%s)", wrongly_dropped,
                 window ? "the window's false-positive rate now"
-                       : "the model's false-positive rate over the fill");
+                       : "the filter's false-positive rate over the run");
   summary.number("expected_wrongly_dropped", "expected unique wrongly dropped", wrongly_dropped,
                  line);
+  if (filter) {
+    const double fpr = filter->current_fpr();
+    std::snprintf(line, sizeof line, "%.3g from the bits (promised %.3g)", fpr,
+                  filter->promised_fpr());
+    summary.number("final_fpr", "false-positive rate now", fpr, line);
+    summary.number("promised_fpr", "", filter->promised_fpr());
+    summary.number("generations", "", static_cast<double>(filter->generation_count()));
+    summary.number("growths", "", static_cast<double>(filter->growths()));
+    if (filter->growths() > 0) {
+      summary.text("", "filter grew",
+                   std::to_string(filter->growths()) +
+                       " time(s) in this run to stay under its "
+                       "rate: " +
+                       std::to_string(filter->generation_count()) +
+                       " generation(s), the newest sized for " +
+                       std::to_string(filter->newest_capacity()) + " keys");
+    }
+  }
   summary.text("capacity_source", "", capacity_note);
   if (window) summary.text("window", "window", window->config().describe());
-  print_scan_summary(summary, window ? window->generation(0) : *filter, c, start_time, scan,
-                     resumed ? resumed->state.counters : ScanCounters{});
+  print_scan_summary(summary, window ? window->generation(0) : filter->newest(), c, start_time,
+                     scan, resumed ? resumed->state.counters : ScanCounters{});
   return 0;
 }
 

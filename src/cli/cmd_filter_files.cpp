@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "cli/carried_filter.hpp"
 #include "cli/commands.hpp"
 #include "cli/filter_options.hpp"
 #include "cli/scan_command.hpp"
@@ -37,10 +38,14 @@ int run_build(const Arguments& args) {
 
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
   std::string capacity_note;
-  Filter filter(sized_layout(sizing, reader, scan.format, capacity_note), backend);
+  const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note);
+  CarriedFilter filter(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
+                       backend);
+  filter.set_growth(OnFull::grow, reader.total_known() ? estimated_records(reader, scan.format) : 0,
+                    0, "filter " + *filter_path);
   ScanSettings settings = scan_settings(scan);
   const ScanState end = run_scan(filter, reader, settings);
-  save(filter, *filter_path, {end.counters.flagged, {}});
+  filter.save(*filter_path, {});
 
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(end.counters.records));
@@ -48,7 +53,7 @@ int run_build(const Arguments& args) {
                  static_cast<double>(end.counters.flagged));
   summary.text("saved_to", "saved to", *filter_path);
   summary.text("capacity_source", "", capacity_note);
-  print_scan_summary(summary, filter, end.counters, start_time, scan);
+  print_scan_summary(summary, filter.newest(), end.counters, start_time, scan);
   return 0;
 }
 
@@ -69,7 +74,14 @@ int run_query(const Arguments& args) {
   const auto filter_path = parser.get("filter");
   if (!filter_path) throw UsageError("query needs --filter FILTER");
 
-  Filter filter = load(*filter_path, nullptr, backend);
+  CarriedFilter filter = CarriedFilter::load(*filter_path, kDefaultFpr, backend, nullptr);
+  if (!filter.key_format().empty() &&
+      RecordFormat::parse(filter.key_format()).integer_keys() != scan.format.integer_keys()) {
+    std::fprintf(stderr,
+                 "bulkbloom query: warning: %s was built from %s keys, which hash differently "
+                 "from %s keys: matches are only false positives\n",
+                 filter_path->c_str(), filter.key_format().c_str(), scan.format.name().c_str());
+  }
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
   OutputFile seen_out(parser.get_or("output", "-"));
   std::optional<OutputFile> unseen_out;
@@ -79,6 +91,8 @@ int run_query(const Arguments& args) {
   settings.flagged_out = &seen_out;
   settings.unflagged_out = unseen_out ? &*unseen_out : nullptr;
   const ScanState end = run_scan(filter, reader, settings);
+  seen_out.sync();
+  if (unseen_out) unseen_out->sync();
   if (unseen_out) unseen_out->commit();
   seen_out.commit();
 
@@ -88,7 +102,7 @@ int run_query(const Arguments& args) {
   summary.number("unseen", "not seen",
                  static_cast<double>(end.counters.records - end.counters.flagged));
   summary.number("filter_fpr", "filter's false-positive rate", filter.current_fpr());
-  print_scan_summary(summary, filter, end.counters, start_time, scan);
+  print_scan_summary(summary, filter.newest(), end.counters, start_time, scan);
   return 0;
 }
 
@@ -101,6 +115,22 @@ int run_info(const Arguments& args) {
   if (!parser.parse(args)) return 0;
   if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
   const std::string& path = parser.positionals().front();
+  if (is_grown_filter_file(path)) {
+    const CarriedFilter filter = CarriedFilter::load(path, kDefaultFpr, {}, nullptr);
+    Summary summary;
+    summary.text("file", "file", path);
+    summary.text("kind", "kind", "grown filter (a key may be in any generation)");
+    summary.number("generations", "generations", static_cast<double>(filter.generation_count()));
+    summary.text("generation_list", "", filter.describe_generations());
+    summary.number("keys_inserted", "keys inserted (saved count)",
+                   static_cast<double>(filter.keys()));
+    summary.number("promised_fpr", "promised false-positive rate", filter.promised_fpr());
+    summary.number("current_fpr", "current false-positive rate", filter.current_fpr());
+    summary.text("key_format", "key format", filter.key_format());
+    summary.print(parser.has("json"), stdout);
+    if (!parser.has("json")) std::printf("%s\n", filter.describe_generations().c_str());
+    return 0;
+  }
   const FileInfo info = read_info(path);
   // Mapped, not copied: a multi-GB filter is read once for its checksum and bit counts.
   const Filter filter = map(path);

@@ -3,6 +3,8 @@
 #include <bulkbloom/format.hpp>
 
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace bulkbloom::cli {
@@ -29,6 +31,9 @@ std::vector<std::byte> encode_checkpoint(const DedupCheckpoint& c) {
   text += line("dups_bytes", c.dups_bytes);
   text += line("keys_before", c.keys_before);
   text += line("complete", c.complete ? 1 : 0);
+  char drops[40];
+  std::snprintf(drops, sizeof drops, "%.17g", c.expected_false_drops);
+  text += "expected_false_drops=" + std::string(drops) + "\n";
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   return {p, p + text.size()};
 }
@@ -76,6 +81,9 @@ DedupCheckpoint decode_checkpoint(std::span<const std::byte> bytes, const std::s
   c.dups_bytes = number("dups_bytes");
   c.keys_before = number("keys_before");
   c.complete = number("complete") != 0;
+  if (const auto drops = fields.find("expected_false_drops"); drops != fields.end()) {
+    c.expected_false_drops = std::strtod(drops->second.c_str(), nullptr);
+  }
   return c;
 }
 

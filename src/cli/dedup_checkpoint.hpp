@@ -22,6 +22,9 @@ struct DedupCheckpoint {
   std::uint64_t dups_bytes = 0;    ///< Synced length of the --dups output.
   std::uint64_t keys_before = 0;   ///< Keys the filter held before this run (--filter).
   bool complete = false;           ///< Every record is processed; only the renames remain.
+  /// Never-seen records expected to have been wrongly dropped so far (absent in checkpoints of
+  /// older versions: 0).
+  double expected_false_drops = 0.0;
 };
 
 /// The metadata bytes for a checkpoint: "key=value" lines, readable with a text viewer.

@@ -6,9 +6,10 @@
 namespace bulkbloom::cli {
 namespace {
 
-constexpr double kDefaultFpr = 0.001;
 // Bytes of the first input read to estimate the mean record length of a text input.
 constexpr std::size_t kSizingSample = std::size_t{1} << 20;
+
+}  // namespace
 
 std::uint64_t estimated_records(const ChunkReader& reader, const RecordFormat& format) {
   if (format.kind == FormatKind::u64) return reader.total_bytes() / 8;
@@ -20,8 +21,6 @@ std::uint64_t estimated_records(const ChunkReader& reader, const RecordFormat& f
       static_cast<double>(std::max<std::uint64_t>(lines, 1)) / static_cast<double>(sample.size());
   return static_cast<std::uint64_t>(per_byte * static_cast<double>(reader.total_bytes())) + 1;
 }
-
-}  // namespace
 
 void add_sizing_options(ArgParser& parser) {
   parser
@@ -102,9 +101,7 @@ std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& re
   return std::max<std::uint64_t>(estimated_records(reader, format), 1);
 }
 
-Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
-                    const RecordFormat& format, std::string& capacity_note) {
-  const std::uint64_t capacity = sized_capacity(request, reader, format, capacity_note);
+Layout sized_layout(const SizingRequest& request, std::uint64_t capacity) {
   try {
     if (request.shape) {
       return Layout::for_capacity(*request.shape, capacity, request.fpr, KeyHash::xxh64,

@@ -12,6 +12,9 @@
 
 namespace bulkbloom::cli {
 
+/// The false-positive rate filters are sized for without --fpr.
+inline constexpr double kDefaultFpr = 0.001;
+
 /// Declares --capacity, --fpr, --shape, --seed.
 void add_sizing_options(ArgParser& parser);
 /// Declares --threads, --backend.
@@ -37,10 +40,11 @@ SizingRequest sizing_request(const ArgParser& parser);
 std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& reader,
                              const RecordFormat& format, std::string& capacity_note);
 
-/// The layout for `request`; without a capacity, the record count of `reader`'s inputs (which
-/// must then all be regular files) is estimated. Sets `capacity_note` to say where the capacity
-/// came from.
-Layout sized_layout(const SizingRequest& request, const ChunkReader& reader,
-                    const RecordFormat& format, std::string& capacity_note);
+/// The layout for `request` at `capacity` keys (from sized_capacity()).
+Layout sized_layout(const SizingRequest& request, std::uint64_t capacity);
+
+/// The number of records of `reader`'s inputs (all regular files), estimated from their sizes
+/// (for text formats, from the line density of a sample of the first).
+std::uint64_t estimated_records(const ChunkReader& reader, const RecordFormat& format);
 
 }  // namespace bulkbloom::cli

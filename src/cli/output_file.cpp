@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cli/errors.hpp"
+#include "file_io.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -158,6 +159,7 @@ void OutputFile::stream_to_disk() {
 }
 
 void OutputFile::write(std::string_view bytes) {
+  if (!staged_path_.empty()) detail::fault_point("write");
   const char* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
@@ -175,6 +177,7 @@ void OutputFile::write(std::string_view bytes) {
 
 void OutputFile::sync() {
   if (staged_path_.empty()) return;
+  detail::fault_point("fsync");
   if (fsync(fd_) != 0) throw IoError(with_errno("cannot sync " + staged_path_));
 }
 
@@ -185,10 +188,12 @@ void OutputFile::commit() {
   }
   const int fd = std::exchange(fd_, -1);
   if (close(fd) != 0) throw IoError(with_errno("cannot write " + path_));
+  detail::fault_point("rename");
   if (rename(staged_path_.c_str(), path_.c_str()) != 0) {
     throw IoError(with_errno("cannot rename " + staged_path_ + " to " + path_));
   }
   committed_ = true;
+  detail::sync_directory(directory_of(path_));
 }
 
 }  // namespace bulkbloom::cli

@@ -32,7 +32,8 @@ class OutputFile {
   void write(std::string_view bytes);
   /// Forces written bytes to stable storage (no-op for stdout and devices).
   void sync();
-  /// Makes the output visible under its final name. Throws IoError.
+  /// Makes the output visible under its final name: renames it into place and flushes the
+  /// directory (call sync() first for the bytes to be durable too). Throws IoError.
   void commit();
 
   /// Bytes written so far, including those kept from a resumed partial file.

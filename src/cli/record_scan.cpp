@@ -116,7 +116,8 @@ using KeyStage = std::function<std::uint64_t(const ParsedRecords& parsed,
                                              std::span<const std::uint64_t> int_keys,
                                              std::span<std::uint8_t> flags)>;
 
-std::uint64_t apply(Filter& filter, ScanAction action, const ParsedRecords& parsed,
+template <typename FilterType>
+std::uint64_t apply(FilterType& filter, ScanAction action, const ParsedRecords& parsed,
                     std::span<const std::uint64_t> int_keys, std::span<std::uint8_t> flags) {
   if (action == ScanAction::contains) {
     if (parsed.byte_keys.empty()) {
@@ -241,7 +242,7 @@ ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettin
 
 }  // namespace
 
-ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings) {
+ScanState run_scan(CarriedFilter& filter, ChunkReader& reader, const ScanSettings& settings) {
   return scan_with(
       [&](const ParsedRecords& parsed, auto int_keys, auto flags) {
         return apply(filter, settings.action, parsed, int_keys, flags);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "cli/carried_filter.hpp"
 #include "cli/chunk_reader.hpp"
 #include "cli/output_file.hpp"
 #include "cli/record_format.hpp"
@@ -57,7 +58,7 @@ inline constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
 
 /// Runs every record of `reader` through `filter`. Returns the final state. Throws what the
 /// reader, the parser, the filter or the writes throw.
-ScanState run_scan(Filter& filter, ChunkReader& reader, const ScanSettings& settings);
+ScanState run_scan(CarriedFilter& filter, ChunkReader& reader, const ScanSettings& settings);
 
 /// run_scan() through a sliding window (insert_if_absent only): with an event-time window the
 /// format must have a time column, whose values are the records' times.

@@ -374,6 +374,57 @@ def case_filter_across_runs():
     check(info["keys_inserted"] == written, f"saved key count {info['keys_inserted']} != {written}")
 
 
+def check_model_matches(missing, expected, what):
+    """The expected count of wrongly dropped records is a Poisson-like mean: the measured count
+    must lie within a few standard deviations of it, above and below."""
+    slack = 4 * math.sqrt(expected) + 10
+    check(abs(missing - expected) <= slack,
+          f"{what}: {missing} unique records dropped, the summary expected {expected:.1f}")
+
+
+def case_filter_grows():
+    """A carried filter sized too small grows instead of filling up: every run stays under the
+    promised rate, the expected false drops match the measured ones, --on-full error refuses
+    and leaves the filter as it was."""
+    for seed in (1, 2, 3):
+        run(["gen", "--count", "40000", "-f", "hex", "--seed", str(seed), "-o", f"fresh{seed}"])
+    day1 = split_records(read("fresh1"), "hex")
+    write("day2", b"".join(day1[: len(day1) // 2]) + read("fresh2"))
+    common = ["-f", "hex", "--filter", "f.bbf", "--buffer-size", "64K", "--stats", "json"]
+    proc = run(["dedup", "fresh1", "-o", "out1", "--capacity", "5000", "--fpr", "0.01"] + common)
+    stats1 = stats_of(proc)
+    check(stats1["growths"] >= 1 and stats1["generations"] >= 2, f"no growth: {stats1}")
+    check(stats1["final_fpr"] <= 0.01, f"day 1 ends past its promise: {stats1}")
+    exact1 = exact_dedup(day1, "hex")
+    got1 = split_records(read("out1"), "hex")
+    check_model_matches(len(exact1) - len(got1), stats1["expected_wrongly_dropped"], "day 1")
+
+    proc = run(["dedup", "day2", "-o", "out2"] + common)
+    stats2 = stats_of(proc)
+    got2 = split_records(read("out2"), "hex")
+    seen1 = {record_key(r, "hex") for r in day1}
+    check(not any(record_key(r, "hex") in seen1 for r in got2), "a key of day 1 leaked on day 2")
+    exact2 = exact_dedup(split_records(read("fresh2"), "hex"), "hex")
+    check_model_matches(len(exact2) - len(got2), stats2["expected_wrongly_dropped"], "day 2")
+    check(stats2["final_fpr"] <= 0.01 and stats2["promised_fpr"] == 0.01, f"day 2: {stats2}")
+    info = json.loads(run(["info", "--json", "f.bbf"]).stdout)
+    check(info["generations"] == stats2["generations"] and info["key_format"] == "hex", f"{info}")
+
+    # Every key of both days is seen by the grown filter, whatever its generation.
+    run(["query", "--filter", "f.bbf", "-f", "hex", "out1", "out2", "-o", "seen", "--unseen",
+         "unseen", "--stats", "none"])
+    check(read("unseen") == b"", "the grown filter lost a key")
+
+    # A filter sized for day 1 alone refuses day 3's new keys under --on-full error.
+    common = ["-f", "hex", "--filter", "g.bbf", "--buffer-size", "64K", "--stats", "none"]
+    run(["dedup", "fresh1", "-o", "out1", "--capacity", "40000", "--fpr", "0.01"] + common)
+    before = read("g.bbf")
+    proc = run(["dedup", "fresh3", "-o", "out3", "--on-full", "error"] + common, expect_rc=1)
+    check(b"g.bbf is full" in proc.stderr, proc.stderr.decode())
+    check(read("g.bbf") == before and not os.path.exists(path("out3")),
+          "a refused run changed the filter or left an output")
+
+
 def case_build_query_info_merge():
     run(["gen", "--count", "30000", "-f", "dec", "--seed", "1", "-o", "a"])
     run(["gen", "--count", "30000", "-f", "dec", "--seed", "2", "-o", "b"])
