@@ -16,6 +16,7 @@
 #include "cli/dedup_checkpoint.hpp"
 #include "cli/errors.hpp"
 #include "cli/filter_options.hpp"
+#include "cli/run_record.hpp"
 #include "cli/scan_command.hpp"
 #include "cli/window_options.hpp"
 #include "file_io.hpp"
@@ -25,22 +26,6 @@ namespace {
 
 constexpr std::uint64_t kDefaultCheckpointEvery = 100'000'000;
 constexpr const char* kCheckpointFile = "checkpoint.bbf";
-
-// Format, inputs with their sizes, and outputs: what must not change between a run and its
-// resumption.
-std::string run_identity(const ScanOptions& options, const ArgParser& parser) {
-  std::string id = options.format.name();
-  for (const std::string& input : parser.positionals()) {
-    struct stat st {};
-    const long long size = stat(input.c_str(), &st) == 0 ? st.st_size : -1;
-    id += " " + input + ":" + std::to_string(size);
-  }
-  id += " -> " + parser.get_or("output", "-") + " " + parser.get_or("dups", "");
-  for (char& c : id) {
-    if (c == '\n') c = ' ';
-  }
-  return id;
-}
 
 // Completes a run whose records were all processed before it was killed: the partial outputs
 // only wait for their rename (already done if they are gone).
@@ -121,7 +106,7 @@ int run_dedup(const Arguments& args) {
   }
 
   // A resumed run starts from its checkpoint's filter, input position and output lengths.
-  const std::string identity = run_identity(scan, parser);
+  const std::string identity = run_fingerprint(args, parser.positionals());
   std::optional<CarriedFilter> filter;
   std::optional<WindowedFilter> window;
   std::optional<DedupCheckpoint> resumed;
@@ -142,8 +127,11 @@ int run_dedup(const Arguments& args) {
     if (found) {
       resumed = decode_checkpoint(metadata, *checkpoint_dir);
       if (resumed->run_identity != identity) {
-        throw UsageError("the checkpoint in " + *checkpoint_dir + " is of another run (" +
-                         resumed->run_identity + "); remove it or drop --resume");
+        throw UsageError("the checkpoint in " + *checkpoint_dir +
+                         " was made by another command or from inputs that changed since (it "
+                         "has: " +
+                         resumed->run_identity + "; now: " + identity +
+                         "); remove it or drop --resume");
       }
     }
   }
@@ -160,16 +148,33 @@ int run_dedup(const Arguments& args) {
     keys_before = resumed->keys_before;
     capacity_note = "from the checkpoint";
   } else if (filter_path && std::filesystem::exists(*filter_path)) {
+    std::vector<std::byte> metadata;
     if (window_wanted) {
       FileState state;
       window.emplace(load_window(*filter_path, &state, backend));
       check_window_matches(window->config(), *window_wanted, *filter_path);
       keys_before = state.keys_inserted;
+      metadata = std::move(state.metadata);
     } else {
-      filter.emplace(CarriedFilter::load(*filter_path, sizing.fpr, backend, nullptr));
+      filter.emplace(CarriedFilter::load(*filter_path, sizing.fpr, backend, &metadata));
       keys_before = filter->keys();
     }
     capacity_note = "loaded from " + *filter_path;
+    // The same command on the same inputs after this run committed (a rerun after a crash
+    // between the state's rename and the end of the process): its work is done.
+    const auto last_run = decode_run_record(metadata);
+    if (last_run && !identity.empty() && last_run->fingerprint == identity) {
+      if (const auto why = outputs_differ(*last_run)) {
+        throw Error(*filter_path + " already holds this run (same command, same inputs), " +
+                    "committed earlier, but " + *why + ": the outputs cannot be computed again " +
+                    "from it; restore " + *filter_path + " as it was before that run");
+      }
+      std::fprintf(stderr,
+                   "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
+                   "are in place and unchanged\n",
+                   filter_path->c_str());
+      return 0;
+    }
   } else if (window_wanted) {
     window.emplace(window_config(*window_wanted, sizing, reader, scan.format, capacity_note),
                    backend);
@@ -195,18 +200,26 @@ int run_dedup(const Arguments& args) {
                        resumed ? resumed->state.counters.records : 0, name);
     if (resumed) filter->set_expected_false_drops(resumed->expected_false_drops);
   }
-  const auto save_state = [&](const std::filesystem::path& path,
-                              std::span<const std::byte> metadata, std::uint64_t keys) {
+  std::vector<std::string> output_paths = {output_path};
+  if (dups_path) output_paths.push_back(*dups_path);
+  // Replaces the carried state, recording this run and the outputs it committed.
+  const auto save_state = [&](std::uint64_t keys) {
+    RunRecord record{identity, {}};
+    for (const std::string& out : output_paths) {
+      if (const auto committed = record_output(out)) record.outputs.push_back(*committed);
+    }
+    const std::vector<std::byte> metadata =
+        record.fingerprint.empty() || record.outputs.size() != output_paths.size()
+            ? std::vector<std::byte>{}
+            : encode_run_record(record);
     if (window) {
-      save(*window, path, {keys, {metadata.begin(), metadata.end()}});
+      save(*window, *filter_path, {keys, metadata});
     } else {
-      filter->save(path, metadata);
+      filter->save(*filter_path, metadata);
     }
   };
 
   ScanState end = resumed ? resumed->state : ScanState{};
-  std::vector<std::string> output_paths = {output_path};
-  if (dups_path) output_paths.push_back(*dups_path);
   const auto save_progress = [&](const ScanState& state, std::uint64_t out_bytes,
                                  std::uint64_t dups_bytes, bool complete) {
     const DedupCheckpoint c{identity,
@@ -231,7 +244,19 @@ int run_dedup(const Arguments& args) {
   // renames (docs/FORMAT.md, "Committing a run").
   if (resumed && resumed->complete) {
     finish_renames(output_paths);
-    if (filter_path) save_state(*filter_path, {}, keys_before + end.counters.flagged);
+    // A completed run's outputs must still be those it wrote: nothing can write them again.
+    const std::uint64_t lengths[2] = {resumed->output_bytes, resumed->dups_bytes};
+    for (std::size_t i = 0; i < output_paths.size(); ++i) {
+      const auto now = record_output(output_paths[i]);
+      if (!now || now->size != lengths[i]) {
+        throw Error("the run in " + *checkpoint_dir + " completed earlier, but " + output_paths[i] +
+                    (now ? " is not the file it wrote (" + std::to_string(now->size) +
+                               " bytes, not " + std::to_string(lengths[i]) + ")"
+                         : " is missing") +
+                    "; remove " + *checkpoint_dir + " to run it again");
+      }
+    }
+    if (filter_path) save_state(keys_before + end.counters.flagged);
   } else {
     const auto staging =
         checkpoint_dir ? OutputFile::Staging::resumable : OutputFile::Staging::temporary;
@@ -262,7 +287,7 @@ int run_dedup(const Arguments& args) {
     }
     if (dups_out) dups_out->commit();
     unique_out.commit();
-    if (filter_path) save_state(*filter_path, {}, keys_before + end.counters.flagged);
+    if (filter_path) save_state(keys_before + end.counters.flagged);
   }
 
   const ScanCounters& c = end.counters;
