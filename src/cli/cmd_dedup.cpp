@@ -18,6 +18,7 @@
 #include "cli/filter_options.hpp"
 #include "cli/run_record.hpp"
 #include "cli/scan_command.hpp"
+#include "cli/state_lock.hpp"
 #include "cli/window_options.hpp"
 #include "file_io.hpp"
 
@@ -79,7 +80,10 @@ int run_dedup(const Arguments& args) {
              "save a resumable checkpoint here periodically (file inputs "
              "and outputs only)")
       .value("checkpoint-every", "N", "records between checkpoints (default 100M)")
-      .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one");
+      .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one")
+      .flag("wait-lock",
+            "when another run holds the --filter file or the checkpoint directory, wait for it "
+            "(default: stop with an error)");
   if (!parser.parse(args)) return 0;
   const auto start_time = std::chrono::steady_clock::now();
   ScanOptions scan = scan_options(parser);
@@ -104,6 +108,12 @@ int run_dedup(const Arguments& args) {
   if (window_wanted && parser.has("on-full")) {
     throw UsageError("--on-full applies to filters; a window forgets old keys instead");
   }
+
+  // The state is locked before it is read, and until it is replaced.
+  std::optional<StateLock> filter_lock;
+  std::optional<StateLock> checkpoint_lock;
+  if (filter_path) filter_lock.emplace(*filter_path, false, parser.has("wait-lock"));
+  if (checkpoint_dir) checkpoint_lock.emplace(*checkpoint_dir, true, parser.has("wait-lock"));
 
   // A resumed run starts from its checkpoint's filter, input position and output lengths.
   const std::string identity = run_fingerprint(args, parser.positionals());

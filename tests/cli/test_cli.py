@@ -485,6 +485,59 @@ def case_commit_faults():
                       ["out", "dups", "f.bbf"], resume_extra=["--resume"])
 
 
+def case_state_locks():
+    """A second run on a --filter file that another run holds stops with a clear message and
+    changes nothing, or with --wait-lock waits for it and then sees its keys; a checkpoint
+    directory is locked the same way."""
+    import fcntl
+    first_keys = b"".join(b"%d\n" % k for k in range(1000))
+    run(["gen", "--count", "3000", "-f", "dec", "--seed", "4", "-o", "in"])
+    write("in2", read("in") + first_keys)
+    # The first run reads a pipe that stays open: it holds the filter until the pipe closes.
+    first = subprocess.Popen([BIN, "dedup", "-f", "dec", "--capacity", "10000", "-o", "out1",
+                              "--filter", "f.bbf", "--stats", "none"],
+                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK)
+    first.stdin.write(first_keys)
+    first.stdin.flush()
+    deadline = time.time() + 20
+    while not os.path.exists(path("f.bbf.lock")) and time.time() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)
+    second = ["dedup", "-f", "dec", "in2", "-o", "out2", "--stats", "none", "--filter", "f.bbf"]
+    proc = run(second, expect_rc=1)
+    check(b"f.bbf is in use by another bulkbloom run" in proc.stderr and
+          b"--wait-lock" in proc.stderr, proc.stderr.decode())
+    check(not os.path.exists(path("out2")), "a refused run wrote its output")
+    waiter = subprocess.Popen([BIN] + second + ["--wait-lock"], stderr=subprocess.PIPE, cwd=WORK)
+    time.sleep(0.5)
+    check(waiter.poll() is None, "--wait-lock did not wait")
+    first.stdin.close()
+    check(first.wait() == 0, first.stderr.read().decode())
+    _, err = waiter.communicate()
+    check(waiter.returncode == 0 and b"waiting" in err, err.decode())
+    # The waiting run loaded the filter after the first run saved it: none of the first run's
+    # keys are new to it.
+    got = set(split_records(read("out2"), "dec"))
+    check(not got & set(split_records(first_keys, "dec")), "the first run's keys leaked")
+
+    # A checkpoint directory another process holds.
+    os.mkdir(path("ck"))
+    holder = os.open(path("ck"), os.O_RDONLY)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    checkpointed = ["dedup", "-f", "dec", "in", "-o", "out3", "--stats", "none", "--checkpoint",
+                    "ck"]
+    proc = run(checkpointed, expect_rc=1)
+    check(b"ck is in use by another bulkbloom run" in proc.stderr, proc.stderr.decode())
+    check(os.listdir(path("ck")) == [] and not os.path.exists(path("out3")), "refused run wrote")
+    waiter = subprocess.Popen([BIN] + checkpointed + ["--wait-lock"], stderr=subprocess.PIPE,
+                              cwd=WORK)
+    time.sleep(0.5)
+    check(waiter.poll() is None, "--wait-lock did not wait for the checkpoint directory")
+    os.close(holder)
+    _, err = waiter.communicate()
+    check(waiter.returncode == 0 and os.path.exists(path("out3")), err.decode())
+
+
 def case_build_query_info_merge():
     run(["gen", "--count", "30000", "-f", "dec", "--seed", "1", "-o", "a"])
     run(["gen", "--count", "30000", "-f", "dec", "--seed", "2", "-o", "b"])

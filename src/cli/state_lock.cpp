@@ -1,0 +1,54 @@
+#include "cli/state_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "cli/errors.hpp"
+
+namespace bulkbloom::cli {
+
+StateLock::StateLock(const std::filesystem::path& path, bool is_directory, bool wait) {
+  std::filesystem::path target = path;
+  if (is_directory) {
+    std::error_code error;
+    std::filesystem::create_directories(path, error);
+    if (error) throw IoError("cannot create directory " + path.string() + ": " + error.message());
+    fd_ = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  } else {
+    target += ".lock";
+    fd_ = open(target.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  }
+  if (fd_ < 0) throw IoError(with_errno("cannot open " + target.string() + " to lock it"));
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int why = errno;
+  if (why != EWOULDBLOCK) {
+    close(fd_);
+    errno = why;
+    throw IoError(with_errno("cannot lock " + target.string()));
+  }
+  const std::string what = path.string() +
+                           " is in use by another bulkbloom run (it holds the lock on " +
+                           target.string() + ")";
+  if (!wait) {
+    close(fd_);
+    throw Error(what + "; wait for it to end, or pass --wait-lock to wait");
+  }
+  std::fprintf(stderr, "bulkbloom: %s; waiting for it\n", what.c_str());
+  while (flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int failure = errno;
+    close(fd_);
+    errno = failure;
+    throw IoError(with_errno("cannot lock " + target.string()));
+  }
+}
+
+StateLock::~StateLock() {
+  close(fd_);  // releases the lock
+}
+
+}  // namespace bulkbloom::cli

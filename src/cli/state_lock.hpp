@@ -1,0 +1,28 @@
+// Exclusive locks on the state a run carries (a --filter file, a checkpoint directory), so that
+// two runs never load the same state and both save over it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace bulkbloom::cli {
+
+/// An exclusive flock() held until destruction. A file replaced by rename cannot carry the lock
+/// (a lock belongs to the old inode), so a filter F is locked through the stable file "F.lock"
+/// beside it, and a checkpoint directory through the directory itself.
+class StateLock {
+ public:
+  /// Locks "<path>.lock" (created if missing) when `path` is a file that gets replaced, or the
+  /// directory `path` itself (created if missing) when `is_directory`. When another process holds
+  /// the lock: with `wait`, says so on stderr and waits; without, throws Error saying who to wait
+  /// for. Throws IoError when the lock file or directory cannot be opened.
+  StateLock(const std::filesystem::path& path, bool is_directory, bool wait);
+  StateLock(const StateLock&) = delete;
+  StateLock& operator=(const StateLock&) = delete;
+  ~StateLock();
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace bulkbloom::cli
