@@ -297,8 +297,13 @@ void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
 std::optional<Checkpoint> load_checkpoint(const std::filesystem::path& dir,
                                           const Options& options) {
   const auto path = dir / kCheckpointFile;
+  // Only a checkpoint known to be absent is "none": a directory that cannot be searched is an
+  // error, or a resumed run would silently start over.
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  const bool exists = std::filesystem::exists(path, error);
+  if (error)
+    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message());
+  if (!exists) return std::nullopt;
   FileState state;
   Filter filter = load(path, &state, options);
   return Checkpoint{std::move(filter), std::move(state.metadata), state.keys_inserted};

@@ -285,8 +285,13 @@ void save_checkpoint(const std::filesystem::path& dir, const WindowedFilter& win
 std::optional<WindowCheckpoint> load_window_checkpoint(const std::filesystem::path& dir,
                                                        const Options& options) {
   const auto path = dir / kCheckpointFile;
+  // Only a checkpoint known to be absent is "none": a directory that cannot be searched is an
+  // error, or a resumed run would silently start over.
   std::error_code error;
-  if (!std::filesystem::exists(path, error)) return std::nullopt;
+  const bool exists = std::filesystem::exists(path, error);
+  if (error)
+    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message());
+  if (!exists) return std::nullopt;
   FileState state;
   WindowedFilter window = load_window(path, &state, options);
   return WindowCheckpoint{std::move(window), std::move(state.metadata), state.keys_inserted};

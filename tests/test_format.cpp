@@ -139,6 +139,14 @@ TEST(Format, CheckpointsKeepFilterAndMetadataTogether) {
   EXPECT_EQ(bytes_of(restored->filter), bytes_of(filter));
 }
 
+TEST(Format, UnsearchableCheckpointDirectoryIsAnErrorNotAnAbsentCheckpoint) {
+  TempDir dir;
+  // A symbolic link to itself: looking inside fails with ELOOP, also for root.
+  const auto loop = dir.path() / "loop";
+  fs::create_symlink(loop, loop);
+  EXPECT_THROW(load_checkpoint(loop), IoError);
+}
+
 // Damaged files. Patches that must get past the header checksum recompute it the way
 // docs/FORMAT.md specifies: XXH3-64 of header bytes 0..87, stored at 88.
 class BadFiles : public testing::Test {

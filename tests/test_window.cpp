@@ -573,6 +573,13 @@ TEST(WindowCheckpoint, KeepsTheWindowAndMetadataTogether) {
   expect_same_generations(restored->window, window);
 }
 
+TEST(WindowCheckpoint, UnsearchableDirectoryIsAnErrorNotAnAbsentCheckpoint) {
+  TempDir dir;
+  const auto loop = dir.path() / "loop";  // a link to itself: ELOOP, also for root
+  std::filesystem::create_symlink(loop, loop);
+  EXPECT_THROW(load_window_checkpoint(loop), IoError);
+}
+
 // Runs the resume worker in `dir` and returns its exit status, killing it with SIGKILL once a
 // checkpoint exists and `kill_after` has passed (never, if negative).
 int run_worker(const fs::path& dir, std::chrono::milliseconds kill_after) {
