@@ -31,6 +31,7 @@ XXH3_state_t* state_of(void* state) {
 struct FaultPlan {
   std::uint64_t point = 0;
   bool kill = false;
+  bool signal = false;  // SIGTERM to itself, then carry on (the handler decides)
 };
 
 FaultPlan fault_plan() {
@@ -40,6 +41,7 @@ FaultPlan fault_plan() {
   char* end = nullptr;
   plan.point = std::strtoull(text, &end, 10);
   plan.kill = std::string(end) == ":kill";
+  plan.signal = std::string(end) == ":signal";
   return plan;
 }
 
@@ -50,6 +52,10 @@ void fault_point(const char* what) {
   static std::atomic<std::uint64_t> reached = 0;
   if (plan.point == 0 || ++reached != plan.point) return;
   if (plan.kill) std::raise(SIGKILL);
+  if (plan.signal) {
+    std::raise(SIGTERM);
+    return;
+  }
   throw IoError(std::string("injected fault at point ") + std::to_string(plan.point) + " (" + what +
                 ")");
 }
@@ -180,7 +186,13 @@ void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::s
     throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
   // A save killed mid-write leaves its temporary file behind; the directory has one writer, so
   // any such file is stale.
-  const std::string stale_prefix = file_name + ".tmp.";
+  remove_stale_saves(dir / file_name);
+}
+
+void remove_stale_saves(const std::filesystem::path& path) {
+  const std::string stale_prefix = path.filename().string() + ".tmp.";
+  const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
+  std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     if (entry.path().filename().string().starts_with(stale_prefix)) {
       std::filesystem::remove(entry.path(), error);

@@ -102,6 +102,11 @@ void write_file_atomically(const std::filesystem::path& path,
 /// Throws IoError.
 void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::string& file_name);
 
+/// Removes the temporary files "<path>.tmp.*" that saves of `path` killed mid-write left. Only
+/// for a file with a single writer (held under a lock): the files of a save in progress would
+/// go too.
+void remove_stale_saves(const std::filesystem::path& path);
+
 /// A filter's bits as host memory: the CPU engine's own, or a copy from a device.
 class HostBits {
  public:
@@ -130,7 +135,8 @@ Filter read_filter_image(const File& file, std::uint64_t offset, std::uint64_t b
 /// A point where a durable write can fail: each write, flush and rename of a file that a run
 /// commits, and each flush of a directory. Test hook: when the environment variable
 /// BULKBLOOM_FAULT_INJECT is "N" or "N:error", the N-th point (from 1) of the process fails as an
-/// I/O error (IoError naming `what`); with "N:kill" the process kills itself with SIGKILL there.
+/// I/O error (IoError naming `what`); with "N:kill" the process kills itself with SIGKILL there,
+/// and with "N:signal" it sends itself SIGTERM and goes on (the handler decides what happens).
 /// Without the variable it does nothing.
 void fault_point(const char* what);
 

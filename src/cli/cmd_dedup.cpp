@@ -112,7 +112,10 @@ int run_dedup(const Arguments& args) {
   // The state is locked before it is read, and until it is replaced.
   std::optional<StateLock> filter_lock;
   std::optional<StateLock> checkpoint_lock;
-  if (filter_path) filter_lock.emplace(*filter_path, false, parser.has("wait-lock"));
+  if (filter_path) {
+    filter_lock.emplace(*filter_path, false, parser.has("wait-lock"));
+    detail::remove_stale_saves(*filter_path);  // left by a killed run: the lock shows it is dead
+  }
   if (checkpoint_dir) checkpoint_lock.emplace(*checkpoint_dir, true, parser.has("wait-lock"));
 
   // A resumed run starts from its checkpoint's filter, input position and output lengths.
@@ -222,6 +225,7 @@ int run_dedup(const Arguments& args) {
         record.fingerprint.empty() || record.outputs.size() != output_paths.size()
             ? std::vector<std::byte>{}
             : encode_run_record(record);
+    const SignalsDeferred deferred;
     if (window) {
       save(*window, *filter_path, {keys, metadata});
     } else {
@@ -240,6 +244,7 @@ int run_dedup(const Arguments& args) {
                             complete,
                             filter ? filter->expected_false_drops() : 0.0};
     const std::vector<std::byte> metadata = encode_checkpoint(c);
+    const SignalsDeferred deferred;
     if (window) {
       save_checkpoint(*checkpoint_dir, *window, {keys_before + state.counters.flagged, metadata});
     } else {

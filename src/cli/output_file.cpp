@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "cli/errors.hpp"
@@ -59,12 +61,25 @@ void unregister_cleanup(int slot) {
   if (slot >= 0) g_cleanup_used[slot] = false;
 }
 
-extern "C" void delete_outputs_and_die(int signal_number) {
+// While a save is in progress (SignalsDeferred), a signal is noted here and acted on when the
+// save is over, so that the save's own temporary file is renamed or removed first.
+std::atomic<int> g_deferring = 0;
+std::atomic<int> g_deferred_signal = 0;
+
+void delete_outputs_and_raise(int signal_number) {
   for (int i = 0; i < kCleanupSlots; ++i) {
     if (g_cleanup_used[i]) unlink(g_cleanup_paths[i]);
   }
   std::signal(signal_number, SIG_DFL);
   std::raise(signal_number);
+}
+
+extern "C" void delete_outputs_and_die(int signal_number) {
+  if (g_deferring > 0) {
+    g_deferred_signal = signal_number;
+    return;
+  }
+  delete_outputs_and_raise(signal_number);
 }
 
 std::string directory_of(const std::string& path) {
@@ -78,7 +93,44 @@ std::string base_name_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The prefix of the temporary names of `path`'s outputs; each is followed by "<pid>-XXXXXX".
+std::string temporary_prefix(const std::string& path) {
+  std::string prefix = ".";
+  prefix += base_name_of(path);
+  prefix += ".bulkbloom-";
+  return prefix;
+}
+
+// Removes the temporary outputs for `path` left by processes that no longer exist (killed
+// with SIGKILL, or by a power loss): the pid in the name proves whose they were.
+void remove_dead_temporaries(const std::string& path) {
+  const std::string prefix = temporary_prefix(path);
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_of(path), error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
+    if (pid <= 0 || *end != '-') continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove(entry.path(), error);
+    }
+  }
+}
+
 }  // namespace
+
+SignalsDeferred::SignalsDeferred() {
+  ++g_deferring;
+}
+
+SignalsDeferred::~SignalsDeferred() {
+  if (--g_deferring == 0) {
+    if (const int signal_number = g_deferred_signal.exchange(0)) {
+      delete_outputs_and_raise(signal_number);
+    }
+  }
+}
 
 std::string with_errno(const std::string& what) {
   return what + ": " + std::strerror(errno);
@@ -120,7 +172,9 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
     written_ = writeback_started_ = writeback_done_ = resume_at;
     return;
   }
-  std::string pattern = directory_of(path_) + "/." + base_name_of(path_) + ".bulkbloom-XXXXXX";
+  remove_dead_temporaries(path_);
+  std::string pattern =
+      directory_of(path_) + "/" + temporary_prefix(path_) + std::to_string(getpid()) + "-XXXXXX";
   cleanup_slot_ = create_registered(pattern, fd_);
   if (fd_ < 0) throw IoError(with_errno("cannot create a temporary file for " + path_));
   owns_fd_ = true;

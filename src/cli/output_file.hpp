@@ -14,7 +14,9 @@ class OutputFile {
  public:
   /// How a regular file is staged before commit().
   enum class Staging {
-    /// A fresh temporary file, deleted on destruction or on SIGINT/SIGTERM unless committed.
+    /// A fresh temporary file ".NAME.bulkbloom-PID-XXXXXX", deleted on destruction or on
+    /// SIGINT/SIGTERM unless committed; those of dead processes are deleted when a new one is
+    /// made.
     temporary,
     /// "<path>.partial", kept when the process dies so that a resumed run can continue it.
     resumable,
@@ -55,6 +57,17 @@ class OutputFile {
   std::uint64_t written_ = 0;
   std::uint64_t writeback_started_ = 0;  // bytes handed to the disk with sync_file_range
   std::uint64_t writeback_done_ = 0;     // bytes known on disk and dropped from the cache
+};
+
+/// While one exists, SIGINT / SIGTERM / SIGHUP wait: the handler notes the signal, and the
+/// last SignalsDeferred to end acts on it (deletes the outputs, dies of it). A save of the carried
+/// state runs under one, so that a signal never leaves its temporary file behind.
+class SignalsDeferred {
+ public:
+  SignalsDeferred();
+  SignalsDeferred(const SignalsDeferred&) = delete;
+  SignalsDeferred& operator=(const SignalsDeferred&) = delete;
+  ~SignalsDeferred();
 };
 
 /// Installs SIGINT / SIGTERM / SIGHUP handlers that delete uncommitted temporary outputs before

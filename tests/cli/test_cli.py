@@ -458,15 +458,25 @@ def case_legacy_filter():
 
 def walk_fault_points(command, reset, outputs, resume_extra=()):
     """Runs `command` with BULKBLOOM_FAULT_INJECT at each fault point in turn (1, 2, ... until a
-    run completes with no point left to fail), as an I/O error and as a SIGKILL, each time from
-    the state `reset()` restores, then reruns the command (plus `resume_extra`) without a fault.
-    The rerun's `outputs` (outputs and state) must equal an uninterrupted run's, byte for byte.
-    Returns {mode: (points, failed runs)}."""
+    run completes with no point left to fail), as an I/O error, a SIGKILL and a SIGTERM, each time
+    from the state `reset()` restores, then reruns the command (plus `resume_extra`) without a
+    fault. The rerun's `outputs` (outputs and state) must equal an uninterrupted run's, byte for
+    byte, and no temporary file may remain (after a SIGKILL, once the rerun is done). Returns
+    {mode: points}."""
     reset()
     run(command)
     reference = [read(name) for name in outputs]
     matrix = {}
-    for mode in ("error", "kill"):
+
+    def debris():
+        """Temporary files of saves and outputs (a checkpoint's .partial outputs are kept on
+        purpose)."""
+        names = os.listdir(WORK)
+        if os.path.isdir(path("ck")):
+            names += os.listdir(path("ck"))
+        return [n for n in names if ".bulkbloom-" in n or ".tmp." in n]
+
+    for mode in ("error", "kill", "signal"):
         point = 0
         while True:
             point += 1
@@ -476,12 +486,15 @@ def walk_fault_points(command, reset, outputs, resume_extra=()):
                                   stderr=subprocess.PIPE)
             if proc.returncode == 0:
                 break  # past the last point: the run never met a fault
-            expected_rc = 1 if mode == "error" else -signal.SIGKILL
+            expected_rc = {"error": 1, "kill": -signal.SIGKILL, "signal": -signal.SIGTERM}[mode]
             check(proc.returncode == expected_rc,
                   f"{mode} at point {point}: exit {proc.returncode}: {proc.stderr.decode()}")
             if mode == "error":
                 check(b"injected fault at point" in proc.stderr, proc.stderr.decode())
+            if mode != "kill":  # only SIGKILL may leave temporary files, for the rerun to remove
+                check(debris() == [], f"{mode} at point {point} left {debris()}")
             run(command + list(resume_extra))
+            check(debris() == [], f"the rerun after {mode} at point {point} left {debris()}")
             got = [read(name) for name in outputs]
             for name, a, b in zip(outputs, got, reference):
                 check(a == b, f"{mode} at point {point}: {name} differs after the rerun")
