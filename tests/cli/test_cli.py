@@ -456,6 +456,33 @@ def case_legacy_filter():
     check(read("again") == b"", "a key of the legacy filter's dump was taken for new")
 
 
+def case_resume_identity():
+    """--resume refuses a checkpoint whose input was replaced by one of the same size and time,
+    and after a completed run checks that the outputs are still the ones it wrote."""
+    run(["gen", "--count", "100000", "--seed", "1", "-o", "in"])
+    command = ["dedup", "in", "-o", "out", "--checkpoint", "ck", "--checkpoint-every", "10000",
+               "--buffer-size", "64K", "--stats", "none", "--resume"]
+    env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")  # dies after a few checkpoints
+    proc = subprocess.run([BIN] + command, cwd=WORK, env=env, stderr=subprocess.PIPE)
+    check(proc.returncode == -signal.SIGKILL and b"complete=0" in read("ck/checkpoint.bbf"),
+          f"the run was not killed mid-way: {proc.returncode}")
+    stat = os.stat(path("in"))
+    run(["gen", "--count", "100000", "--seed", "2", "-o", "in"])  # same size, other keys
+    os.utime(path("in"), ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    proc = run(command, expect_rc=2)
+    check(b"inputs that changed since" in proc.stderr, proc.stderr.decode())
+    check(not os.path.exists(path("out")), "a refused resume wrote its output")
+
+    subprocess.run(["rm", "-rf", path("ck"), path("out.partial")], check=True)
+    run(command)
+    completed = read("out")
+    check(run(command).returncode == 0 and read("out") == completed, "a completed resume changed")
+    os.remove(path("out"))
+    proc = run(command, expect_rc=1)
+    check(b"completed earlier" in proc.stderr and b"out is missing" in proc.stderr,
+          proc.stderr.decode())
+
+
 def walk_fault_points(command, reset, outputs, resume_extra=()):
     """Runs `command` with BULKBLOOM_FAULT_INJECT at each fault point in turn (1, 2, ... until a
     run completes with no point left to fail), as an I/O error, a SIGKILL and a SIGTERM, each time
