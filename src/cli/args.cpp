@@ -138,6 +138,18 @@ std::uint64_t parse_count(std::string_view text, std::string_view what) {
     }
     if (multiplier != 1) digits.remove_suffix(1);
   }
+  // An integer (decimal, or hexadecimal after 0x) is taken exactly: counts and seeds beyond 2^53
+  // must not be rounded through a double.
+  const bool hex = digits.starts_with("0x") || digits.starts_with("0X");
+  std::uint64_t exact = 0;
+  const char* first = digits.data() + (hex ? 2 : 0);
+  const char* last = digits.data() + digits.size();
+  if (const auto [end, ec] = std::from_chars(first, last, exact, hex ? 16 : 10);
+      first != last && end == last) {
+    if (ec != std::errc() || exact > UINT64_MAX / multiplier) throw bad();
+    return exact * multiplier;
+  }
+  if (hex) throw bad();
   double value = 0;
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) throw bad();

@@ -71,15 +71,18 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
                          std::size_t chunk_bytes, InputPosition start)
     : format_(format), start_(start) {
   if (inputs.empty()) inputs.push_back("-");
+  // Each input is checked here, so that a missing one fails before any output exists, but
+  // opened only when its turn comes: thousands of inputs need one descriptor, not thousands.
   for (const std::string& path : inputs) {
     const bool is_stdin = path == "-";
     const std::string name = is_stdin ? "stdin" : path;
-    const int fd = is_stdin ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(with_errno("cannot open input " + name));
-    fds_.push_back(fd);
-    names_.push_back(name);
     struct stat st {};
-    if (fstat(fd, &st) != 0) throw IoError(with_errno("cannot stat input " + name));
+    const int status = is_stdin ? fstat(STDIN_FILENO, &st) : stat(path.c_str(), &st);
+    if (status != 0 || (!is_stdin && access(path.c_str(), R_OK) != 0)) {
+      throw IoError(with_errno("cannot open input " + name));
+    }
+    paths_.push_back(path);
+    names_.push_back(name);
     if (S_ISDIR(st.st_mode)) throw IoError("cannot read input " + name + ": it is a directory");
     regular_.push_back(S_ISREG(st.st_mode));
     if (S_ISREG(st.st_mode)) {
@@ -89,12 +92,11 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
                         " bytes, not a multiple of 8: it is not a u64 file");
       }
       total_bytes_ += static_cast<std::uint64_t>(st.st_size);
-      posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     } else {
       total_known_ = false;
     }
   }
-  if (start_.input > fds_.size()) throw DataError("resume position is past the last input");
+  if (start_.input > paths_.size()) throw DataError("resume position is past the last input");
   if (pipe2(stop_pipe_, O_CLOEXEC) != 0) throw IoError(with_errno("cannot create a pipe"));
   for (int i = 0; i < kChunksInFlight; ++i) {
     auto chunk = std::make_unique<Chunk>();
@@ -115,15 +117,22 @@ ChunkReader::~ChunkReader() {
   thread_.join();
   close(stop_pipe_[0]);
   close(stop_pipe_[1]);
-  for (std::size_t i = 0; i < fds_.size(); ++i) {
-    if (fds_[i] != STDIN_FILENO) close(fds_[i]);
-  }
+}
+
+ChunkReader::OpenInput::OpenInput(const std::string& path, const std::string& name)
+    : fd(path == "-" ? STDIN_FILENO : open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+  if (fd < 0) throw IoError(with_errno("cannot open input " + name));
+}
+
+ChunkReader::OpenInput::~OpenInput() {
+  if (fd != STDIN_FILENO) close(fd);
 }
 
 std::string ChunkReader::sample_first_input(std::size_t limit) const {
-  if (fds_.empty() || !regular_[0]) return {};
+  if (paths_.empty() || !regular_[0]) return {};
+  const OpenInput input(paths_[0], names_[0]);
   std::string sample(limit, '\0');
-  const ssize_t n = pread(fds_[0], sample.data(), limit, 0);
+  const ssize_t n = pread(input.fd, sample.data(), limit, 0);
   sample.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
   return sample;
 }
@@ -136,7 +145,7 @@ std::unique_ptr<Chunk> ChunkReader::take_free_chunk() {
 void ChunkReader::run() {
   try {
     std::unique_ptr<Chunk> current = take_free_chunk();
-    for (std::size_t input = start_.input; current && input < fds_.size(); ++input) {
+    for (std::size_t input = start_.input; current && input < paths_.size(); ++input) {
       read_input(input, input == start_.input ? start_.offset : 0, current);
     }
   } catch (const ReaderStopped&) {
@@ -149,8 +158,10 @@ void ChunkReader::run() {
 
 void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
                              std::unique_ptr<Chunk>& current) {
-  const int fd = fds_[input];
   const std::string& name = names_[input];
+  const OpenInput opened(paths_[input], name);
+  const int fd = opened.fd;
+  if (regular_[input]) posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   if (offset > 0 && lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
     throw IoError(with_errno("cannot seek in " + name + " to resume"));
   }

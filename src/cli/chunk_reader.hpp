@@ -35,8 +35,9 @@ struct Chunk {
   std::span<const std::uint64_t> words() const { return {storage.data(), size / 8}; }
 };
 
-/// Reads inputs in order from `start`. Every input is opened (and checked to be non-empty when
-/// it is a regular file) by the constructor, so a missing file fails before any output exists.
+/// Reads inputs in order from `start`. Every input is checked (readable, and non-empty when it is
+/// a regular file) by the constructor, so a missing file fails before any output exists; each is
+/// opened only while it is read.
 class ChunkReader {
  public:
   /// `inputs` are paths, "-" for stdin. Throws IoError / DataError naming the input.
@@ -65,8 +66,17 @@ class ChunkReader {
   void read_input(std::size_t input, std::uint64_t offset, std::unique_ptr<Chunk>& current);
   std::unique_ptr<Chunk> take_free_chunk();
 
+  // An input's descriptor while it is read (stdin stays open).
+  struct OpenInput {
+    OpenInput(const std::string& path, const std::string& name);
+    OpenInput(const OpenInput&) = delete;
+    OpenInput& operator=(const OpenInput&) = delete;
+    ~OpenInput();
+    int fd;
+  };
+
+  std::vector<std::string> paths_;  // as given, "-" for stdin
   std::vector<std::string> names_;
-  std::vector<int> fds_;
   std::vector<bool> regular_;
   RecordFormat format_;
   InputPosition start_;

@@ -88,7 +88,15 @@ int run_dedup(const Arguments& args) {
   const auto start_time = std::chrono::steady_clock::now();
   ScanOptions scan = scan_options(parser);
   const std::optional<WindowRequest> window_wanted = window_request(parser, scan.format);
-  if (window_wanted) scan.format.time_column = window_wanted->time_column;
+  if (window_wanted) {
+    scan.format.time_column = window_wanted->time_column;
+    if (window_wanted->clock == WindowClock::event_time) {
+      const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+      scan.format.latest_time = now + static_cast<std::int64_t>(window_wanted->max_future);
+    }
+  }
   const Options backend = backend_options(parser);
   const SizingRequest sizing = sizing_request(parser);
   const OnFull on_full = on_full_policy(parser);
@@ -108,6 +116,13 @@ int run_dedup(const Arguments& args) {
   if (window_wanted && parser.has("on-full")) {
     throw UsageError("--on-full applies to filters; a window forgets old keys instead");
   }
+
+  std::vector<NamedPath> named;
+  for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
+  named.push_back({"output", output_path, true});
+  if (dups_path) named.push_back({"--dups file", *dups_path, true});
+  if (filter_path) named.push_back({"--filter file", *filter_path, true});
+  check_paths_distinct(named);
 
   // The state is locked before it is read, and until it is replaced.
   std::optional<StateLock> filter_lock;
@@ -192,7 +207,7 @@ int run_dedup(const Arguments& args) {
     window.emplace(window_config(*window_wanted, sizing, reader, scan.format, capacity_note),
                    backend);
   } else {
-    const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note);
+    const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note, true);
     filter.emplace(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
                    backend);
   }

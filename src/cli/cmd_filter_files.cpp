@@ -36,9 +36,12 @@ int run_build(const Arguments& args) {
   const auto filter_path = parser.get("output");
   if (!filter_path) throw UsageError("build needs -o FILTER, the file to save the filter to");
 
+  std::vector<NamedPath> named = {{"output filter", *filter_path, true}};
+  for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
+  check_paths_distinct(named);
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
   std::string capacity_note;
-  const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note);
+  const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note, true);
   CarriedFilter filter(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
                        backend);
   filter.set_growth(OnFull::grow, reader.total_known() ? estimated_records(reader, scan.format) : 0,
@@ -74,6 +77,11 @@ int run_query(const Arguments& args) {
   const auto filter_path = parser.get("filter");
   if (!filter_path) throw UsageError("query needs --filter FILTER");
 
+  std::vector<NamedPath> named = {{"--filter file", *filter_path, false},
+                                  {"output", parser.get_or("output", "-"), true}};
+  if (const auto unseen = parser.get("unseen")) named.push_back({"--unseen file", *unseen, true});
+  for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
+  check_paths_distinct(named);
   CarriedFilter filter = CarriedFilter::load(*filter_path, kDefaultFpr, backend, nullptr);
   if (!filter.key_format().empty() &&
       RecordFormat::parse(filter.key_format()).integer_keys() != scan.format.integer_keys()) {
@@ -140,7 +148,7 @@ int run_info(const Arguments& args) {
   summary.text("layout", "layout", info.layout.describe());
   summary.text("shape", "", std::string(to_string(info.layout.shape)));
   summary.number("num_blocks", "", static_cast<double>(info.layout.num_blocks));
-  summary.number("seed", "", static_cast<double>(info.layout.seed));
+  summary.integer("seed", "", info.layout.seed);
   summary.text("hash", "", info.layout.hash == KeyHash::xxh64 ? "xxh64" : "identity");
   summary.number("filter_bytes", "", static_cast<double>(info.layout.size_bytes()));
   summary.number("file_bytes", "file bytes", static_cast<double>(info.file_bytes));

@@ -17,6 +17,14 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// The reader of stdout went away (`bulkbloom dedup ... | head`): not a failure to report, but
+/// nothing more can be written, and nothing is committed. The tool exits 141 (128 + SIGPIPE) in
+/// silence, as a program killed by SIGPIPE would.
+class ReaderGone : public Error {
+ public:
+  using Error::Error;
+};
+
 /// "<what>: <strerror(errno)>" for the errno of the call that just failed.
 std::string with_errno(const std::string& what);
 

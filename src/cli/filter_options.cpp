@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 namespace bulkbloom::cli {
 namespace {
@@ -28,7 +29,7 @@ void add_sizing_options(ArgParser& parser) {
              "distinct keys the filter is sized for (default: estimated from the input size)")
       .value("fpr", "P", "false-positive rate at capacity (default 0.001)")
       .value("shape", "S", "block shape sb256, sb256x4, sb512 or sb512x16 (default: smallest)")
-      .value("seed", "N", "XXH64 seed (default 0)")
+      .value("seed", "N", "XXH64 seed, any 64-bit integer, decimal or 0x hex (default 0)")
       .value("index", "I",
              "block index high32 (Parquet's) or full64 (default: high32 unless its uneven block "
              "loads would raise the FPR by over 0.5%, beyond ~10^8 blocks)");
@@ -87,10 +88,20 @@ SizingRequest sizing_request(const ArgParser& parser) {
 }
 
 std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& reader,
-                             const RecordFormat& format, std::string& capacity_note) {
+                             const RecordFormat& format, std::string& capacity_note,
+                             bool can_grow) {
   if (request.capacity) {
     capacity_note = "given";
     return *request.capacity;
+  }
+  if (!reader.total_known() && can_grow) {
+    std::fprintf(stderr,
+                 "bulkbloom: warning: the input's size is unknown (not a regular file): the "
+                 "filter starts sized for %llu keys and grows as the keys come (--capacity N "
+                 "sizes it)\n",
+                 static_cast<unsigned long long>(kPipedCapacity));
+    capacity_note = "default for input of unknown size";
+    return kPipedCapacity;
   }
   if (!reader.total_known()) {
     throw UsageError(

@@ -35,10 +35,17 @@ struct SizingRequest {
 /// Reads and checks the sizing options; throws UsageError.
 SizingRequest sizing_request(const ArgParser& parser);
 
-/// The capacity `request` asks for; without one, the record count of `reader`'s inputs (which
-/// must then all be regular files) is estimated. Sets `capacity_note` to say where it came from.
+/// The capacity `request` asks for; without one, the record count of `reader`'s inputs is
+/// estimated. Inputs of unknown size (pipes) get kPipedCapacity when the filter `can_grow`, and
+/// are a UsageError otherwise (a window cannot grow). Sets `capacity_note` to say where it came
+/// from.
 std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& reader,
-                             const RecordFormat& format, std::string& capacity_note);
+                             const RecordFormat& format, std::string& capacity_note,
+                             bool can_grow = false);
+
+/// The capacity a filter that can grow starts with when nothing tells the input's size (a pipe)
+/// and --capacity is not given: a warning says so.
+inline constexpr std::uint64_t kPipedCapacity = 10'000'000;
 
 /// The layout for `request` at `capacity` keys (from sized_capacity()).
 Layout sized_layout(const SizingRequest& request, std::uint64_t capacity);

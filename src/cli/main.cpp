@@ -3,9 +3,11 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/errors.hpp"
 #include "cli/output_file.hpp"
 
 namespace {
@@ -24,7 +26,10 @@ constexpr const char* kUsage =
     "  gen     write a test dump with duplicates\n"
     "  bench   measure this machine's memory limits and each backend against them\n"
     "\n"
-    "Run 'bulkbloom COMMAND --help' for a command's options.\n";
+    "  help    this text, or with a COMMAND its options\n"
+    "\n"
+    "Run 'bulkbloom COMMAND --help' for a command's options; 'bulkbloom --version' for the "
+    "version.\n";
 
 struct Command {
   const char* name;
@@ -45,7 +50,21 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  const std::string name = argv[1];
+  if (std::string(argv[1]) == "--version" || std::string(argv[1]) == "version") {
+    std::printf("bulkbloom %s\n", BULKBLOOM_VERSION);
+    return 0;
+  }
+  std::string name = argv[1];
+  std::vector<char*> rest(argv + 2, argv + argc);
+  if (name == "help") {
+    if (rest.empty()) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    name = rest.front();  // "help dedup" is "dedup --help"
+    static char help_flag[] = "--help";
+    rest = {help_flag};
+  }
   const Command* command = nullptr;
   for (const Command& c : kCommands) {
     if (name == c.name) command = &c;
@@ -55,9 +74,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   bulkbloom::cli::install_output_signal_handlers();
-  const bulkbloom::cli::Arguments args(argv + 2, argv + argc);
+  const bulkbloom::cli::Arguments args(rest.begin(), rest.end());
   try {
     return command->run(args);
+  } catch (const bulkbloom::cli::ReaderGone&) {
+    return 141;
   } catch (const bulkbloom::cli::UsageError& e) {
     std::fprintf(stderr, "bulkbloom %s: %s\n(see 'bulkbloom %s --help')\n", name.c_str(), e.what(),
                  name.c_str());

@@ -220,6 +220,7 @@ void OutputFile::write(std::string_view bytes) {
     const ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EPIPE && path_ == "-") throw ReaderGone("stdout was closed");
       throw IoError(with_errno("cannot write " + display_));
     }
     p += n;

@@ -100,11 +100,17 @@ void Summary::number(std::string key, std::string label, double value, std::stri
     std::snprintf(buf, sizeof buf, "%.15g", value);
     text = buf;
   }
-  entries_.push_back({std::move(key), std::move(label), std::move(text), true, value});
+  entries_.push_back({std::move(key), std::move(label), std::move(text), true, value, {}});
+}
+
+void Summary::integer(std::string key, std::string label, std::uint64_t value) {
+  std::string digits = std::to_string(value);
+  entries_.push_back(
+      {std::move(key), std::move(label), digits, true, static_cast<double>(value), digits});
 }
 
 void Summary::text(std::string key, std::string label, std::string value) {
-  entries_.push_back({std::move(key), std::move(label), std::move(value), false, 0.0});
+  entries_.push_back({std::move(key), std::move(label), std::move(value), false, 0.0, {}});
 }
 
 void Summary::print(bool json, std::FILE* to) const {
@@ -116,7 +122,9 @@ void Summary::print(bool json, std::FILE* to) const {
       out += '"';
       out += e.key;
       out += "\": ";
-      if (e.is_number) {
+      if (!e.exact.empty()) {
+        out += e.exact;
+      } else if (e.is_number) {
         char buf[40];
         std::snprintf(buf, sizeof buf, "%.15g", std::isfinite(e.value) ? e.value : -1.0);
         out += buf;

@@ -43,6 +43,8 @@ class Summary {
  public:
   /// A count or measure, printed as a JSON number.
   void number(std::string key, std::string label, double value, std::string text = {});
+  /// An integer printed exactly, also in JSON (an identity such as a seed, beyond 2^53).
+  void integer(std::string key, std::string label, std::uint64_t value);
   /// A string value.
   void text(std::string key, std::string label, std::string value);
   /// Writes "label: text" lines, or one JSON object on one line when `json`.
@@ -53,6 +55,7 @@ class Summary {
     std::string key, label, text;
     bool is_number;
     double value;
+    std::string exact;  // JSON text of an exact integer, else empty
   };
   std::vector<Entry> entries_;
 };

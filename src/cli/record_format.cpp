@@ -160,6 +160,7 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
     }
     std::optional<std::int64_t> time;
     bool bad_time = false;
+    bool future_time = false;
     if (good && format.time_column != 0) {
       std::string_view field;
       const bool has_field = format.kind == FormatKind::csv
@@ -167,7 +168,8 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
                                  : tsv_field(line, format.time_column, field);
       time = has_field ? parse_event_time(trim_blanks(field)) : std::nullopt;
       bad_time = !time;
-      good = !bad_time;
+      future_time = time && *time > format.latest_time;
+      good = !bad_time && !future_time;
     }
     if (!good) {
       if (!skip_bad) {
@@ -179,6 +181,11 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
         const std::string problem =
             bad_time ? "no event time (seconds or ISO-8601) in column " +
                            std::to_string(format.time_column)
+            : future_time
+                ? "event time " + std::to_string(*time) + " is after " +
+                      std::to_string(format.latest_time) +
+                      ", now plus --max-future: it would move the window's clock past the "
+                      "records to come"
             : format.integer_keys() ? "not a " + format.name() + " integer"
             : open_quote
                 ? "a quoted field is not closed on its line (fields that span lines are not "

@@ -24,6 +24,8 @@ struct RecordFormat {
   FormatKind kind = FormatKind::u64;
   unsigned column = 0;       ///< 1-based key column for csv and tsv.
   unsigned time_column = 0;  ///< 1-based event-time column for csv and tsv; 0 for none.
+  /// Event times above this are bad records (a bound on the window's clock).
+  std::int64_t latest_time = INT64_MAX;
 
   /// Parses a format name; throws UsageError listing the accepted names.
   static RecordFormat parse(std::string_view name);

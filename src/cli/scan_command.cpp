@@ -1,6 +1,9 @@
 #include "cli/scan_command.hpp"
 
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <filesystem>
 
 namespace bulkbloom::cli {
 namespace {
@@ -8,7 +11,31 @@ namespace {
 constexpr std::uint64_t kMinChunkBytes = 4096;
 constexpr std::uint64_t kMaxChunkBytes = std::uint64_t{1} << 30;
 
+// What makes two names the same file: device and inode if it exists, else its absolute path.
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    return "inode " + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  }
+  std::error_code error;
+  return "path " +
+         std::filesystem::weakly_canonical(std::filesystem::absolute(path), error).string();
+}
+
 }  // namespace
+
+void check_paths_distinct(const std::vector<NamedPath>& paths) {
+  std::vector<std::string> ids;
+  for (const NamedPath& p : paths)
+    ids.push_back(p.path == "-" ? std::string() : file_identity(p.path));
+  for (std::size_t i = 0; i < paths.size(); ++i) {
+    for (std::size_t j = i + 1; j < paths.size(); ++j) {
+      if (ids[i].empty() || ids[i] != ids[j] || !(paths[i].written || paths[j].written)) continue;
+      throw UsageError(paths[j].path + " is both the " + paths[i].role + " and the " +
+                       paths[j].role + ": writing one would destroy the other");
+    }
+  }
+}
 
 void add_scan_options(ArgParser& parser) {
   parser.value("format", "FMT", "u64 (default), lines, dec, hex, csv:N, tsv:N", 'f')

@@ -7,12 +7,25 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "cli/args.hpp"
 #include "cli/progress.hpp"
 #include "cli/record_scan.hpp"
 
 namespace bulkbloom::cli {
+
+/// A file a command names, and its role ("input", "output", "--dups file", ...).
+struct NamedPath {
+  std::string role;
+  std::string path;
+  bool written;  ///< The command writes or replaces it.
+};
+
+/// Throws UsageError when a file the command writes is also another of `paths` (the same file
+/// under any name: same device and inode, or for files not yet there the same absolute path),
+/// before any work starts. "-" (stdin, stdout) is skipped.
+void check_paths_distinct(const std::vector<NamedPath>& paths);
 
 /// Declares --format, --skip-bad, --stats and --buffer-size.
 void add_scan_options(ArgParser& parser);

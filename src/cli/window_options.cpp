@@ -30,13 +30,16 @@ void add_window_options(ArgParser& parser) {
              "generations of a window (default 4): keys are forgotten after window x G/(G-1)")
       .value("lateness", "DURATION",
              "how far an event time may trail the latest one seen while repeats within the "
-             "window are still dropped (default 0)");
+             "window are still dropped (default 0)")
+      .value("max-future", "DURATION",
+             "an event time later than now plus this is bad input, as it would pin the "
+             "window's clock (default 1d)");
 }
 
 std::optional<WindowRequest> window_request(const ArgParser& parser, const RecordFormat& format) {
   const bool by_time = parser.has("window"), by_records = parser.has("window-records");
   if (!by_time && !by_records) {
-    for (const char* name : {"time-field", "generations", "lateness"}) {
+    for (const char* name : {"time-field", "generations", "lateness", "max-future"}) {
       if (parser.has(name)) {
         throw UsageError(std::string("--") + name + " needs --window or --window-records");
       }
@@ -56,8 +59,9 @@ std::optional<WindowRequest> window_request(const ArgParser& parser, const Recor
   }
   request.generations = static_cast<std::uint32_t>(generations);
   if (by_records) {
-    if (parser.has("time-field") || parser.has("lateness")) {
-      throw UsageError("--time-field and --lateness belong to --window, not --window-records");
+    if (parser.has("time-field") || parser.has("lateness") || parser.has("max-future")) {
+      throw UsageError(
+          "--time-field, --lateness and --max-future belong to --window, not --window-records");
     }
     request.length = *parser.get_count("window-records");
     if (request.length == 0) throw UsageError("--window-records must be at least 1");
@@ -68,6 +72,7 @@ std::optional<WindowRequest> window_request(const ArgParser& parser, const Recor
   if (parser.has("lateness") && parser.get_or("lateness", "") != "0") {
     request.lateness = duration_option(parser, "lateness");
   }
+  if (parser.has("max-future")) request.max_future = duration_option(parser, "max-future");
   const auto column = parser.get_count("time-field");
   if (!column) throw UsageError("--window needs --time-field N, the event-time column");
   if (*column == 0 || *column > 1'000'000) {

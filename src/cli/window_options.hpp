@@ -25,6 +25,9 @@ struct WindowRequest {
   std::uint32_t generations = 4;
   std::uint64_t lateness = 0;  ///< Seconds (event time only).
   unsigned time_column = 0;    ///< 1-based event-time column (event time only).
+  /// Event times later than the wall clock at the start plus this are bad input (event time
+  /// only): one such time would move the clock past every record to come (docs/WINDOW.md).
+  std::uint64_t max_future = 86'400;
 };
 
 /// The window the options ask for, or nothing without --window / --window-records.

@@ -302,7 +302,8 @@ def case_usage_errors():
                           (["dedup", "--frobnicate", "in"], "unknown option '--frobnicate'"),
                           (["dedup", "--capacity", "lots", "in"], "is not a count"),
                           (["dedup", "--fpr", "2", "in"], "must be in (0, 1), got 2"),
-                          (["dedup", "-f", "lines", "-"], "give --capacity")]:
+                          (["dedup", "-f", "csv:1", "--window", "1h", "--time-field", "2",
+                            "-"], "give --capacity")]:
         err = expect_failure(args, message, rc=2, input_bytes=b"x\n")
         check("--help" in err, "usage errors should point at --help")
     proc = run(["frobnicate"], expect_rc=2)
@@ -327,7 +328,14 @@ def case_closed_stdout():
     proc.stdout.close()  # the reader goes away before anything is written
     err = proc.stderr.read()
     rc = proc.wait()
-    check(rc == 1 and b"Broken pipe" in err, f"exit {rc}, stderr {err!r}")
+    # As `... | head` does: quiet, and the status a SIGPIPE death gives (nothing was committed).
+    check(rc == 141 and err == b"", f"exit {rc}, stderr {err!r}")
+    # A run that carries a filter commits nothing when its reader goes away.
+    proc = subprocess.Popen([BIN, "dedup", "in", "--filter", "f.bbf"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=WORK)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    check(proc.wait() == 141 and not os.path.exists(path("f.bbf")), f"stderr {err!r}")
 
 
 def case_interrupt_leaves_nothing():
@@ -607,6 +615,88 @@ def case_state_locks():
     os.close(holder)
     _, err = waiter.communicate()
     check(waiter.returncode == 0 and os.path.exists(path("out3")), err.decode())
+
+
+def case_exact_numbers():
+    """Seeds are 64-bit identities: taken exactly (decimal or hex, up to 2^64 - 1), saved exactly
+    and printed exactly, also in JSON."""
+    run(["gen", "--count", "1000", "-f", "dec", "-o", "in"])
+    for text, value in [("18446744073709551615", 2**64 - 1), ("9007199254740993", 2**53 + 1),
+                        ("0xfedcba9876543211", 0xfedcba9876543211)]:
+        run(["build", "-f", "dec", "in", "-o", "f.bbf", "--seed", text, "--stats", "none"])
+        info = json.loads(run(["info", "--json", "f.bbf"]).stdout)
+        check(info["seed"] == value, f"--seed {text}: info says {info['seed']}")
+    err = run(["build", "-f", "dec", "in", "-o", "f.bbf", "--seed", "18446744073709551616"],
+              expect_rc=2).stderr
+    check(b"is not a count" in err, err.decode())
+
+
+def case_path_collisions():
+    """A file a command writes may not be another file it names: caught before any work."""
+    run(["gen", "--count", "1000", "-f", "dec", "-o", "in"])
+    run(["build", "-f", "dec", "in", "-o", "f.bbf", "--stats", "none"])
+    before = {name: read(name) for name in ("in", "f.bbf")}
+    os.symlink("in", path("alias"))
+    for args, message in [
+            (["dedup", "-f", "dec", "in", "-o", "x", "--dups", "x"], "x is both the output and"),
+            (["dedup", "-f", "dec", "in", "-o", "f.bbf", "--filter", "f.bbf"], "f.bbf is both"),
+            (["dedup", "-f", "dec", "in", "-o", "in"], "in is both the input and the output"),
+            (["dedup", "-f", "dec", "in", "-o", "alias"], "alias is both the input"),
+            (["query", "-f", "dec", "in", "--filter", "f.bbf", "-o", "f.bbf"], "f.bbf is both"),
+            (["build", "-f", "dec", "in", "-o", "in"], "in is both")]:
+        err = run(args, expect_rc=2).stderr
+        check(message.encode() in err, f"{args}: {err.decode()}")
+        for name, data in before.items():
+            check(read(name) == data, f"{args} changed {name}")
+    check(not os.path.exists(path("x")), "an output was written")
+
+
+def case_piped_default_capacity():
+    """From a pipe without --capacity the filter starts at a default size, says so, and grows."""
+    run(["gen", "--count", "300000", "-f", "dec", "--dup-fraction", "0.2", "-o", "in"])
+    proc = run(["dedup", "-f", "dec", "-o", "out", "--stats", "json", "--fpr", "0.01"],
+               input_bytes=read("in"))
+    check(b"grows as the keys come" in proc.stderr, proc.stderr.decode())
+    check_dedup_output(read("in"), read("out"), None, "dec", stats_of(proc))
+
+
+def case_many_inputs():
+    """More inputs than the process may have open files: each is opened only while read."""
+    import resource
+    names = []
+    for i in range(600):
+        names.append(write(f"in{i}", b"%d\n%d\n" % (i, i % 7)))
+    limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+    proc = subprocess.run([BIN, "dedup", "-f", "dec", "-o", "out", "--stats", "none"] + names,
+                          cwd=WORK, preexec_fn=limit, stderr=subprocess.PIPE)
+    check(proc.returncode == 0, proc.stderr.decode())
+    expected = exact_dedup(b"".join(read(f"in{i}") for i in range(600)).splitlines(True), "dec")
+    check(split_records(read("out"), "dec") == expected, "wrong output from many inputs")
+
+
+def case_window_future_time():
+    """One event time far in the future is bad input: it stops the run, or under --skip-bad is
+    skipped and counted, and does not pin the clock (later keys are still forgotten)."""
+    now = int(time.time())
+    rows = [(b"a", now - 20 * 3600), (b"x", now + 10 * 86400), (b"b", now - 10 * 3600),
+            (b"b", now - 2 * 3600)]
+    write("in.csv", b"".join(b"%s,%d\n" % row for row in rows))
+    common = ["dedup", "-f", "csv:1", "--window", "1h", "--time-field", "2", "in.csv",
+              "--capacity", "100"]
+    err = run(common + ["-o", "out"], expect_rc=1).stderr
+    check(b"in.csv:2: event time" in err and b"--max-future" in err, err.decode())
+    proc = run(common + ["-o", "out", "--skip-bad", "--stats", "json"])
+    check(read("out") == b"a,%d\nb,%d\nb,%d\n" % (rows[0][1], rows[2][1], rows[3][1]),
+          f"the future time pinned the clock: {read('out')!r}")
+    check(stats_of(proc)["bad_records_skipped"] == 1, "the future record was not counted")
+    run(common + ["-o", "out", "--max-future", "30d"])  # allowed when the bound says so
+
+
+def case_version_and_help():
+    proc = run(["--version"])
+    check(proc.stdout.startswith(b"bulkbloom ") and proc.stdout.count(b".") == 2, proc.stdout)
+    check(b"dedup" in run(["help"]).stdout, "help lists no commands")
+    check(b"--capacity" in run(["help", "dedup"]).stdout, "help dedup shows no options")
 
 
 def case_build_query_info_merge():
