@@ -136,6 +136,12 @@ Header decode_header(const std::byte* header, std::uint64_t total_bytes,
                std::to_string(layout.size_bytes()) + " payload bytes, the header says " +
                std::to_string(h.payload_bytes));
   }
+  if (h.info.metadata_bytes <= (std::uint64_t{1} << 62) &&
+      kHeaderBytes + h.info.metadata_bytes > total_bytes &&
+      h.info.payload_offset == round_up(kHeaderBytes + h.info.metadata_bytes, kPayloadAlignment)) {
+    throw fail("truncated: " + std::to_string(total_bytes) + " bytes, but the header and its " +
+               std::to_string(h.info.metadata_bytes) + " metadata bytes need more");
+  }
   if (h.info.metadata_bytes > total_bytes ||
       h.info.payload_offset != round_up(kHeaderBytes + h.info.metadata_bytes, kPayloadAlignment)) {
     throw fail("bad payload offset " + std::to_string(h.info.payload_offset) + " for " +

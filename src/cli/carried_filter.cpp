@@ -273,8 +273,10 @@ CarriedFilter CarriedFilter::load(const std::filesystem::path& path, double defa
     // keys it holds (its saved count misses those it took for repeats once full).
     sizing.promise = default_fpr;
     Generation& only = generations.front();
-    only.keys = std::max(only.keys,
-                         static_cast<std::uint64_t>(std::llround(only.filter.estimated_count())));
+    const double estimate = only.filter.estimated_count();  // infinite when saturated
+    only.keys = std::max(only.keys, std::isfinite(estimate)
+                                        ? static_cast<std::uint64_t>(std::llround(estimate))
+                                        : only.filter.layout().size_bytes() * 8);
     sizing.generations.emplace_back(capacity_at(only.filter.layout(), default_fpr),
                                     generation_target(default_fpr, 0));
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "cli/errors.hpp"
@@ -68,8 +69,8 @@ ReadResult read_some(int fd, bool regular, int stop_fd, char* buffer, std::size_
 }  // namespace
 
 ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
-                         std::size_t chunk_bytes, InputPosition start)
-    : format_(format), start_(start) {
+                         std::size_t chunk_bytes, InputPosition start, bool skip_empty)
+    : format_(format), start_(start), skip_empty_(skip_empty) {
   if (inputs.empty()) inputs.push_back("-");
   // Each input is checked here, so that a missing one fails before any output exists, but
   // opened only when its turn comes: thousands of inputs need one descriptor, not thousands.
@@ -86,7 +87,9 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
     if (S_ISDIR(st.st_mode)) throw IoError("cannot read input " + name + ": it is a directory");
     regular_.push_back(S_ISREG(st.st_mode));
     if (S_ISREG(st.st_mode)) {
-      if (st.st_size == 0) throw DataError("input " + name + " is empty");
+      if (st.st_size == 0 && !skip_empty_) throw DataError("input " + name + " is empty");
+      if (st.st_size == 0)
+        std::fprintf(stderr, "bulkbloom: skipping empty input %s\n", name.c_str());
       if (format_.kind == FormatKind::u64 && st.st_size % 8 != 0) {
         throw DataError("input " + name + " has " + std::to_string(st.st_size) +
                         " bytes, not a multiple of 8: it is not a u64 file");
@@ -191,7 +194,9 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
           last ? static_cast<std::size_t>(static_cast<const char*>(last) - current->bytes()) + 1
                : 0;
     }
-    if (at_end && total_read == 0 && offset == 0) throw DataError("input " + name + " is empty");
+    if (at_end && total_read == 0 && offset == 0 && !skip_empty_) {
+      throw DataError("input " + name + " is empty");
+    }
     if (boundary == 0) {
       if (at_end) return;
       // One record longer than the buffer: grow it; there is no line-length limit.

@@ -41,8 +41,9 @@ struct Chunk {
 class ChunkReader {
  public:
   /// `inputs` are paths, "-" for stdin. Throws IoError / DataError naming the input.
+  /// With `skip_empty` (--skip-bad), an empty input is skipped with a note on stderr instead.
   ChunkReader(std::vector<std::string> inputs, RecordFormat format, std::size_t chunk_bytes,
-              InputPosition start = {});
+              InputPosition start = {}, bool skip_empty = false);
   ChunkReader(const ChunkReader&) = delete;
   ChunkReader& operator=(const ChunkReader&) = delete;
   ~ChunkReader();
@@ -80,6 +81,7 @@ class ChunkReader {
   std::vector<bool> regular_;
   RecordFormat format_;
   InputPosition start_;
+  bool skip_empty_;
   bool total_known_ = true;
   std::uint64_t total_bytes_ = 0;
 

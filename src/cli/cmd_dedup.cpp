@@ -165,7 +165,7 @@ int run_dedup(const Arguments& args) {
   }
 
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes,
-                     resumed ? resumed->state.position : InputPosition{});
+                     resumed ? resumed->state.position : InputPosition{}, scan.skip_bad);
   if (checkpoint_dir && !reader.total_known()) {
     throw UsageError("--checkpoint needs file inputs: stdin cannot be re-read after a restart");
   }

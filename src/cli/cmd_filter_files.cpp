@@ -2,6 +2,8 @@
 // merge several.
 #include <bulkbloom/format.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -39,7 +41,7 @@ int run_build(const Arguments& args) {
   std::vector<NamedPath> named = {{"output filter", *filter_path, true}};
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   check_paths_distinct(named);
-  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
+  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes, {}, scan.skip_bad);
   std::string capacity_note;
   const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note, true);
   CarriedFilter filter(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
@@ -90,7 +92,7 @@ int run_query(const Arguments& args) {
                  "from %s keys: matches are only false positives\n",
                  filter_path->c_str(), filter.key_format().c_str(), scan.format.name().c_str());
   }
-  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes);
+  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes, {}, scan.skip_bad);
   OutputFile seen_out(parser.get_or("output", "-"));
   std::optional<OutputFile> unseen_out;
   if (const auto unseen = parser.get("unseen")) unseen_out.emplace(*unseen);
@@ -177,7 +179,13 @@ int run_merge(const Arguments& args) {
     merged.merge(load(parser.positionals()[i]));
   }
   // The saved count of a union is not the sum of the parts' counts; the bits estimate it.
-  const auto keys = static_cast<std::uint64_t>(merged.estimated_count());
+  // A saturated union estimates to infinity: its count is then at least every part's.
+  std::uint64_t keys = 0;
+  for (const std::string& part : parser.positionals())
+    keys = std::max(keys, read_info(part).keys_inserted);
+  if (std::isfinite(merged.estimated_count())) {
+    keys = std::max(keys, static_cast<std::uint64_t>(merged.estimated_count()));
+  }
   save(merged, *out, {keys, {}});
   std::fprintf(stderr, "merged %zu filters into %s: %s, about %llu distinct keys\n",
                parser.positionals().size(), out->c_str(), merged.layout().describe().c_str(),

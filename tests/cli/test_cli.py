@@ -293,6 +293,11 @@ def case_skip_bad():
     proc = run(["dedup", "-f", "dec", "bad.dec", "--skip-bad", "-o", "out", "--stats", "json"])
     check(read("out") == b"1\n2\n", f"got {read('out')!r}")
     check(stats_of(proc)["bad_records_skipped"] == 2, "bad records not counted")
+    # --skip-bad also skips empty inputs, with a note.
+    write("empty", b"")
+    proc = run(["dedup", "-f", "dec", "empty", "bad.dec", "empty", "--skip-bad", "-o", "out"])
+    check(read("out") == b"1\n2\n" and b"skipping empty input empty" in proc.stderr,
+          proc.stderr.decode())
 
 
 def case_usage_errors():
@@ -489,6 +494,11 @@ def case_resume_identity():
     proc = run(command, expect_rc=1)
     check(b"completed earlier" in proc.stderr and b"out is missing" in proc.stderr,
           proc.stderr.decode())
+    # A checkpoint cut short is diagnosed as such.
+    with open(path("ck/checkpoint.bbf"), "r+b") as f:
+        f.truncate(150)
+    proc = run(command, expect_rc=1)
+    check(b"truncated" in proc.stderr, proc.stderr.decode())
 
 
 def walk_fault_points(command, reset, outputs, resume_extra=()):
@@ -690,6 +700,16 @@ def case_window_future_time():
           f"the future time pinned the clock: {read('out')!r}")
     check(stats_of(proc)["bad_records_skipped"] == 1, "the future record was not counted")
     run(common + ["-o", "out", "--max-future", "30d"])  # allowed when the bound says so
+
+
+def case_merge_saturated():
+    """The union of saturated filters (every bit set: tests/cli/data/legacy_saturated.bbf, from
+    an older bulkbloom) keeps a key count, not 0."""
+    saturated = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data",
+                             "legacy_saturated.bbf")
+    run(["merge", saturated, saturated, "-o", "m.bbf"])
+    info = json.loads(run(["info", "--json", "m.bbf"]).stdout)
+    check(info["keys_inserted"] >= 86, f"saved count {info['keys_inserted']}")
 
 
 def case_version_and_help():
