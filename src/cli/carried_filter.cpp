@@ -28,6 +28,9 @@ constexpr std::byte kFilterMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byt
 constexpr std::byte kGrownMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
                                       std::byte{'G'},  std::byte{'R'}, std::byte{'O'},
                                       std::byte{'W'},  std::byte{'\n'}};
+constexpr std::byte kWindowMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
+                                       std::byte{'W'},  std::byte{'I'}, std::byte{'N'},
+                                       std::byte{'D'},  std::byte{'\n'}};
 constexpr std::uint32_t kGrownVersion = 1;
 constexpr std::uint64_t kGrownHeaderBytes = 64;
 constexpr std::uint64_t kTableEntryBytes = 16;
@@ -160,12 +163,24 @@ std::uint64_t images_start(std::size_t generations, std::uint64_t metadata_bytes
 
 }  // namespace
 
-bool is_grown_filter_file(const std::filesystem::path& path) {
+namespace {
+
+bool starts_with_magic(const std::filesystem::path& path, const std::byte (&expected)[8]) {
   const File file(path, O_RDONLY);
-  if (file.regular_file_size() < sizeof kGrownMagic) return false;
-  std::byte magic[sizeof kGrownMagic];
+  if (file.regular_file_size() < sizeof expected) return false;
+  std::byte magic[sizeof expected];
   file.read_exactly(magic, sizeof magic, 0);
-  return std::memcmp(magic, kGrownMagic, sizeof magic) == 0;
+  return std::memcmp(magic, expected, sizeof magic) == 0;
+}
+
+}  // namespace
+
+bool is_grown_filter_file(const std::filesystem::path& path) {
+  return starts_with_magic(path, kGrownMagic);
+}
+
+bool is_window_file(const std::filesystem::path& path) {
+  return starts_with_magic(path, kWindowMagic);
 }
 
 double generation_target(double promise, std::size_t index) {

@@ -126,6 +126,8 @@ class CarriedFilter {
 
 /// True if the file at `path` is a grown filter file (several generations).
 bool is_grown_filter_file(const std::filesystem::path& path);
+/// True if the file at `path` is a window file (docs/FORMAT.md, "Window files").
+bool is_window_file(const std::filesystem::path& path);
 
 /// The target rate of generation `index` of a filter promising `promise`: 3/4 of the promise
 /// for the first, a quarter of the one before for each later one, so that their sum (a bound on

@@ -1,6 +1,7 @@
 // Subcommands on saved filters: build one from a dump, query a dump against one, describe one,
 // merge several.
 #include <bulkbloom/format.hpp>
+#include <bulkbloom/window.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -139,6 +140,23 @@ int run_info(const Arguments& args) {
     summary.text("key_format", "key format", filter.key_format());
     summary.print(parser.has("json"), stdout);
     if (!parser.has("json")) std::printf("%s\n", filter.describe_generations().c_str());
+    return 0;
+  }
+  if (is_window_file(path)) {
+    FileState state;
+    const WindowedFilter window = load_window(path, &state);
+    Summary summary;
+    summary.text("file", "file", path);
+    summary.text("kind", "kind", "sliding window");
+    summary.text("window", "window", window.config().describe());
+    summary.integer("records_seen", "records seen", window.records_seen());
+    if (const auto clock = window.clock_time()) {
+      summary.number("clock_time", "clock (event time)", static_cast<double>(*clock));
+    }
+    summary.integer("rotations", "rotations", window.rotations());
+    summary.integer("keys_inserted", "keys inserted (saved count)", state.keys_inserted);
+    summary.number("current_fpr", "current false-positive rate", window.current_fpr());
+    summary.print(parser.has("json"), stdout);
     return 0;
   }
   const FileInfo info = read_info(path);

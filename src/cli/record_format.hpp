@@ -24,6 +24,9 @@ struct RecordFormat {
   FormatKind kind = FormatKind::u64;
   unsigned column = 0;       ///< 1-based key column for csv and tsv.
   unsigned time_column = 0;  ///< 1-based event-time column for csv and tsv; 0 for none.
+  /// csv / tsv: the first line of each input is a header: never hashed, and the first input's
+  /// is written once at the top of each output.
+  bool header = false;
   /// Event times above this are bad records (a bound on the window's clock).
   std::int64_t latest_time = INT64_MAX;
 

@@ -170,8 +170,9 @@ void split_u64_records(std::span<const std::uint64_t> keys, const std::uint8_t* 
 void split_text_records(std::string_view text, const ParsedRecords& parsed,
                         const std::uint8_t* flags, OutputBatch& batch, bool want_flagged,
                         bool want_unflagged) {
-  if (want_flagged) batch.flagged.reserve(text.size() + 1);
-  if (want_unflagged) batch.unflagged.reserve(text.size() + 1);
+  // After what the batch may hold already (a header line).
+  if (want_flagged) batch.flagged.reserve(batch.flagged.size + text.size() + 1);
+  if (want_unflagged) batch.unflagged.reserve(batch.unflagged.size + text.size() + 1);
   for (std::size_t i = 0; i < parsed.begins.size(); ++i) {
     ByteBuffer& dest = flags[i] ? batch.flagged : batch.unflagged;
     if (!(flags[i] ? want_flagged : want_unflagged)) continue;
@@ -199,11 +200,30 @@ ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettin
       state.next_line = 1;
     }
     std::span<const std::uint64_t> int_keys;
+    // A header line opens each input (--header): not a record; the first input's is written.
+    std::string_view text = chunk->text();
+    std::string_view header;
+    if (settings.format.header && chunk->position.offset == 0) {
+      const std::size_t newline = text.find('\n');
+      header = text.substr(0, newline == std::string_view::npos ? text.size() : newline + 1);
+      text.remove_prefix(header.size());
+      state.next_line += 1;
+    }
+    auto batch = writer.take();
+    if (!header.empty() && current_input == 0) {
+      for (ByteBuffer* out : {want_flagged ? &batch->flagged : nullptr,
+                              want_unflagged ? &batch->unflagged : nullptr}) {
+        if (out == nullptr) continue;
+        out->reserve(header.size() + 1);
+        out->append(header.data(), header.size());
+        if (header.back() != '\n') out->append("\n", 1);
+      }
+    }
     if (settings.format.kind == FormatKind::u64) {
       int_keys = chunk->words();
     } else {
-      parse_text_records(settings.format, chunk->text(), reader.input_name(current_input),
-                         state.next_line, settings.skip_bad, parsed);
+      parse_text_records(settings.format, text, reader.input_name(current_input), state.next_line,
+                         settings.skip_bad, parsed);
       int_keys = parsed.int_keys;
       state.next_line += parsed.lines;
       state.counters.skipped_bad += parsed.skipped_bad;
@@ -214,11 +234,10 @@ ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettin
     state.counters.records += count;
     state.counters.bytes += chunk->size;
 
-    auto batch = writer.take();
     if (settings.format.kind == FormatKind::u64) {
       split_u64_records(int_keys, flags.data(), *batch, want_flagged, want_unflagged);
     } else {
-      split_text_records(chunk->text(), parsed, flags.data(), *batch, want_flagged, want_unflagged);
+      split_text_records(text, parsed, flags.data(), *batch, want_flagged, want_unflagged);
     }
     state.position = {current_input, chunk->position.offset + chunk->size};
     reader.recycle(std::move(chunk));

@@ -39,7 +39,10 @@ void check_paths_distinct(const std::vector<NamedPath>& paths) {
 
 void add_scan_options(ArgParser& parser) {
   parser.value("format", "FMT", "u64 (default), lines, dec, hex, csv:N, tsv:N", 'f')
-      .flag("skip-bad", "skip and count malformed records instead of stopping")
+      .flag("skip-bad", "skip and count malformed records, and empty inputs, instead of stopping")
+      .flag("header",
+            "csv/tsv: the first line of each input is a header, not a record: the first "
+            "input's goes once to the top of each output")
       .value("stats", "KIND", "final summary on stderr: text (default), json or none")
       .value("buffer-size", "BYTES",
              "read chunk size (default 2M; buffers in flight take about 6x this)");
@@ -49,6 +52,12 @@ ScanOptions scan_options(const ArgParser& parser) {
   ScanOptions options;
   options.format = RecordFormat::parse(parser.get_or("format", "u64"));
   options.skip_bad = parser.has("skip-bad");
+  if (parser.has("header")) {
+    if (options.format.kind != FormatKind::csv && options.format.kind != FormatKind::tsv) {
+      throw UsageError("--header applies to csv:N and tsv:N inputs, not " + options.format.name());
+    }
+    options.format.header = true;
+  }
   const std::string stats = parser.get_or("stats", "text");
   if (stats == "text") {
     options.stats = ScanOptions::Stats::text;

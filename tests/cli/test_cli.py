@@ -712,6 +712,19 @@ def case_merge_saturated():
     check(info["keys_inserted"] >= 86, f"saved count {info['keys_inserted']}")
 
 
+def case_csv_header():
+    """--header: each input's first line is not a record (never hashed, never a duplicate); the
+    first input's is written once at the top of each output."""
+    write("a.csv", b"id,name\n1,x\n2,y\n1,z\n")
+    write("b.csv", b"id,name\n2,w\n3,v\nid,name\n")
+    run(["dedup", "-f", "csv:1", "--header", "a.csv", "b.csv", "-o", "out", "--dups", "dups",
+         "--buffer-size", "8K"])
+    check(read("out") == b"id,name\n1,x\n2,y\n3,v\nid,name\n", f"out: {read('out')!r}")
+    check(read("dups") == b"id,name\n1,z\n2,w\n", f"dups: {read('dups')!r}")
+    err = run(["dedup", "--header", "a.csv", "-o", "out"], expect_rc=2).stderr
+    check(b"--header applies to csv" in err, err.decode())
+
+
 def case_version_and_help():
     proc = run(["--version"])
     check(proc.stdout.startswith(b"bulkbloom ") and proc.stdout.count(b".") == 2, proc.stdout)
@@ -913,6 +926,16 @@ def case_window_errors():
          "--filter", "w.bbw", "--stats", "none", "-o", "out"])
     expect_failure(["dedup", "-f", "csv:1", "in.csv", "--window", "2h", "--time-field", "2",
                     "--filter", "w.bbw"], "holds another window", rc=2)
+
+
+def case_info_window_file():
+    """info reads the window files dedup --window --filter writes."""
+    write("in.csv", b"".join(b"k%d,%d\n" % (i % 50, 1000 + i) for i in range(200)))
+    run(["dedup", "-f", "csv:1", "--window", "1h", "--time-field", "2", "in.csv", "--filter",
+         "w.bbw", "-o", "out", "--stats", "none"])
+    info = json.loads(run(["info", "--json", "w.bbw"]).stdout)
+    check(info["kind"] == "sliding window" and info["records_seen"] == 200 and
+          info["clock_time"] == 1199 and "event_time window 3600" in info["window"], f"{info}")
 
 
 def case_window_kill_resume():
