@@ -14,6 +14,7 @@
 #include "cli/carried_filter.hpp"
 #include "cli/commands.hpp"
 #include "cli/dedup_checkpoint.hpp"
+#include "cli/dedup_state.hpp"
 #include "cli/errors.hpp"
 #include "cli/filter_options.hpp"
 #include "cli/run_record.hpp"
@@ -26,7 +27,6 @@ namespace bulkbloom::cli {
 namespace {
 
 constexpr std::uint64_t kDefaultCheckpointEvery = 100'000'000;
-constexpr const char* kCheckpointFile = "checkpoint.bbf";
 
 // Completes a run whose records were all processed before it was killed: the partial outputs
 // only wait for their rename (already done if they are gone).
@@ -46,16 +46,6 @@ OnFull on_full_policy(const ArgParser& parser) {
   if (policy == "grow") return OnFull::grow;
   if (policy == "error") return OnFull::error;
   throw UsageError("--on-full: unknown policy '" + policy + "': expected grow or error");
-}
-
-// The checkpoint in `dir`, or nothing if there is none; an unreadable directory is an error,
-// not an absent checkpoint.
-bool checkpoint_exists(const std::filesystem::path& file) {
-  std::error_code error;
-  const bool exists = std::filesystem::exists(file, error);
-  if (error)
-    throw IoError("cannot look for a checkpoint at " + file.string() + ": " + error.message());
-  return exists;
 }
 
 }  // namespace
@@ -133,26 +123,15 @@ int run_dedup(const Arguments& args) {
   }
   if (checkpoint_dir) checkpoint_lock.emplace(*checkpoint_dir, true, parser.has("wait-lock"));
 
-  // A resumed run starts from its checkpoint's filter, input position and output lengths.
+  // A resumed run starts from its checkpoint's state, input position and output lengths.
   const std::string identity = run_fingerprint(args, parser.positionals());
-  std::optional<CarriedFilter> filter;
-  std::optional<WindowedFilter> window;
+  std::unique_ptr<DedupState> state;
   std::optional<DedupCheckpoint> resumed;
   if (checkpoint_dir && parser.has("resume")) {
     std::vector<std::byte> metadata;
-    bool found = false;
-    if (window_wanted) {
-      if (auto saved = load_window_checkpoint(*checkpoint_dir, backend)) {
-        window.emplace(std::move(saved->window));
-        metadata = std::move(saved->metadata);
-        found = true;
-      }
-    } else if (const auto file = std::filesystem::path(*checkpoint_dir) / kCheckpointFile;
-               checkpoint_exists(file)) {
-      filter.emplace(CarriedFilter::load(file, sizing.fpr, backend, &metadata));
-      found = true;
-    }
-    if (found) {
+    state = load_checkpoint_state(*checkpoint_dir, window_wanted.has_value(), sizing.fpr, backend,
+                                  metadata);
+    if (state) {
       resumed = decode_checkpoint(metadata, *checkpoint_dir);
       if (resumed->run_identity != identity) {
         throw UsageError("the checkpoint in " + *checkpoint_dir +
@@ -171,21 +150,22 @@ int run_dedup(const Arguments& args) {
   }
   std::string capacity_note;
   std::uint64_t keys_before = 0;
-  // Exactly one of the two holds the dedup state.
   if (resumed) {
     keys_before = resumed->keys_before;
     capacity_note = "from the checkpoint";
   } else if (filter_path && std::filesystem::exists(*filter_path)) {
     std::vector<std::byte> metadata;
     if (window_wanted) {
-      FileState state;
-      window.emplace(load_window(*filter_path, &state, backend));
-      check_window_matches(window->config(), *window_wanted, *filter_path);
-      keys_before = state.keys_inserted;
-      metadata = std::move(state.metadata);
+      FileState saved;
+      WindowedFilter window = load_window(*filter_path, &saved, backend);
+      check_window_matches(window.config(), *window_wanted, *filter_path);
+      keys_before = saved.keys_inserted;
+      metadata = std::move(saved.metadata);
+      state = window_state(std::move(window));
     } else {
-      filter.emplace(CarriedFilter::load(*filter_path, sizing.fpr, backend, &metadata));
-      keys_before = filter->keys();
+      CarriedFilter filter = CarriedFilter::load(*filter_path, sizing.fpr, backend, &metadata);
+      keys_before = filter.keys();
+      state = filter_state(std::move(filter));
     }
     capacity_note = "loaded from " + *filter_path;
     // The same command on the same inputs after this run committed (a rerun after a crash
@@ -204,30 +184,17 @@ int run_dedup(const Arguments& args) {
       return 0;
     }
   } else if (window_wanted) {
-    window.emplace(window_config(*window_wanted, sizing, reader, scan.format, capacity_note),
-                   backend);
+    state = window_state(WindowedFilter(
+        window_config(*window_wanted, sizing, reader, scan.format, capacity_note), backend));
   } else {
     const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note, true);
-    filter.emplace(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
-                   backend);
+    state = filter_state(CarriedFilter(sized_layout(sizing, capacity), capacity, sizing.fpr,
+                                       scan.format.name(), backend));
   }
-  if (filter) {
-    const std::string name = filter_path ? "filter " + *filter_path : std::string("the filter");
-    if (filter->loaded_past_promise()) {
-      const std::string problem =
-          name + " was already past its false-positive rate when loaded: its bits give " +
-          std::to_string(filter->current_fpr()) + " (promised " +
-          std::to_string(filter->promised_fpr()) + ")";
-      if (on_full == OnFull::error) throw Error(problem);
-      std::fprintf(stderr,
-                   "bulkbloom dedup: warning: %s; new keys are wrongly dropped at that rate "
-                   "whatever it grows (rebuild it from the data it was made from)\n",
-                   problem.c_str());
-    }
-    filter->set_growth(on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
-                       resumed ? resumed->state.counters.records : 0, name);
-    if (resumed) filter->set_expected_false_drops(resumed->expected_false_drops);
-  }
+  state->start_run({on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
+                    resumed ? resumed->state.counters.records : 0,
+                    resumed ? resumed->expected_false_drops : 0.0,
+                    filter_path ? "filter " + *filter_path : std::string("the filter")});
   std::vector<std::string> output_paths = {output_path};
   if (dups_path) output_paths.push_back(*dups_path);
   // Replaces the carried state, recording this run and the outputs it committed.
@@ -241,31 +208,22 @@ int run_dedup(const Arguments& args) {
             ? std::vector<std::byte>{}
             : encode_run_record(record);
     const SignalsDeferred deferred;
-    if (window) {
-      save(*window, *filter_path, {keys, metadata});
-    } else {
-      filter->save(*filter_path, metadata);
-    }
+    state->save(*filter_path, metadata, keys);
   };
 
   ScanState end = resumed ? resumed->state : ScanState{};
-  const auto save_progress = [&](const ScanState& state, std::uint64_t out_bytes,
+  const auto save_progress = [&](const ScanState& at, std::uint64_t out_bytes,
                                  std::uint64_t dups_bytes, bool complete) {
     const DedupCheckpoint c{identity,
-                            state,
+                            at,
                             out_bytes,
                             dups_bytes,
                             keys_before,
                             complete,
-                            filter ? filter->expected_false_drops() : 0.0};
-    const std::vector<std::byte> metadata = encode_checkpoint(c);
+                            state->expected_false_drops(at.counters.flagged)};
     const SignalsDeferred deferred;
-    if (window) {
-      save_checkpoint(*checkpoint_dir, *window, {keys_before + state.counters.flagged, metadata});
-    } else {
-      detail::prepare_checkpoint_directory(*checkpoint_dir, kCheckpointFile);
-      filter->save(std::filesystem::path(*checkpoint_dir) / kCheckpointFile, metadata);
-    }
+    state->save_checkpoint(*checkpoint_dir, encode_checkpoint(c),
+                           keys_before + at.counters.flagged);
   };
   // The commit: every output is flushed under its temporary name, then renamed into place, and
   // the carried state (filter or window) is replaced last. A crash before that last rename
@@ -303,12 +261,12 @@ int run_dedup(const Arguments& args) {
     };
     if (checkpoint_dir) {
       settings.checkpoint_every = checkpoint_every;
-      settings.on_checkpoint = [&](const ScanState& state) {
+      settings.on_checkpoint = [&](const ScanState& at) {
         const auto [out_bytes, dups_bytes] = output_lengths();
-        save_progress(state, out_bytes, dups_bytes, false);
+        save_progress(at, out_bytes, dups_bytes, false);
       };
     }
-    end = window ? run_scan(*window, reader, settings) : run_scan(*filter, reader, settings);
+    end = run_scan(*state, reader, settings);
     unique_out.sync();
     if (dups_out) dups_out->sync();
     if (checkpoint_dir) {
@@ -326,37 +284,10 @@ int run_dedup(const Arguments& args) {
   summary.number("unique_written", "unique written", static_cast<double>(c.flagged));
   summary.number("duplicates_dropped", "duplicates dropped",
                  static_cast<double>(c.records - c.flagged));
-  // A window's false-positive rate stays near its current one (it cycles with the rotations).
-  const double wrongly_dropped = window ? window->current_fpr() * static_cast<double>(c.flagged)
-                                        : filter->expected_false_drops();
-  char line[160];
-  std::snprintf(line, sizeof line, "%.1f (%s)", wrongly_dropped,
-                window ? "the window's false-positive rate now"
-                       : "the filter's false-positive rate over the run");
-  summary.number("expected_wrongly_dropped", "expected unique wrongly dropped", wrongly_dropped,
-                 line);
-  if (filter) {
-    const double fpr = filter->current_fpr();
-    std::snprintf(line, sizeof line, "%.3g from the bits (promised %.3g)", fpr,
-                  filter->promised_fpr());
-    summary.number("final_fpr", "false-positive rate now", fpr, line);
-    summary.number("promised_fpr", "", filter->promised_fpr());
-    summary.number("generations", "", static_cast<double>(filter->generation_count()));
-    summary.number("growths", "", static_cast<double>(filter->growths()));
-    if (filter->growths() > 0) {
-      summary.text("", "filter grew",
-                   std::to_string(filter->growths()) +
-                       " time(s) in this run to stay under its "
-                       "rate: " +
-                       std::to_string(filter->generation_count()) +
-                       " generation(s), the newest sized for " +
-                       std::to_string(filter->newest_capacity()) + " keys");
-    }
-  }
+  state->describe(summary, c.flagged);
   summary.text("capacity_source", "", capacity_note);
-  if (window) summary.text("window", "window", window->config().describe());
-  print_scan_summary(summary, window ? window->generation(0) : filter->newest(), c, start_time,
-                     scan, resumed ? resumed->state.counters : ScanCounters{});
+  print_scan_summary(summary, state->shown_filter(), c, start_time, scan,
+                     resumed ? resumed->state.counters : ScanCounters{});
   return 0;
 }
 

@@ -133,18 +133,6 @@ std::uint64_t apply(FilterType& filter, ScanAction action, const ParsedRecords& 
   return filter.insert_if_absent(std::span<const std::string_view>(parsed.byte_keys), flags);
 }
 
-std::uint64_t apply_window(WindowedFilter& window, const ParsedRecords& parsed,
-                           std::span<const std::uint64_t> int_keys, std::span<std::uint8_t> flags) {
-  const std::span<const std::string_view> byte_keys(parsed.byte_keys);
-  if (window.config().clock == WindowClock::records) {
-    return byte_keys.empty() ? window.insert_if_absent(int_keys, flags)
-                             : window.insert_if_absent(byte_keys, flags);
-  }
-  const std::span<const std::int64_t> times(parsed.times);
-  return byte_keys.empty() ? window.insert_if_absent(int_keys, times, flags)
-                           : window.insert_if_absent(byte_keys, times, flags);
-}
-
 // Copies the u64 records whose flag is `keep` into `out`, in order, without branches.
 void copy_u64_records_flagged(std::span<const std::uint64_t> keys, const std::uint8_t* flags,
                               std::uint8_t keep, ByteBuffer& out) {
@@ -269,9 +257,9 @@ ScanState run_scan(CarriedFilter& filter, ChunkReader& reader, const ScanSetting
       reader, settings);
 }
 
-ScanState run_scan(WindowedFilter& window, ChunkReader& reader, const ScanSettings& settings) {
+ScanState run_scan(DedupState& state, ChunkReader& reader, const ScanSettings& settings) {
   return scan_with([&](const ParsedRecords& parsed, auto int_keys,
-                       auto flags) { return apply_window(window, parsed, int_keys, flags); },
+                       auto flags) { return state.dedup(parsed, int_keys, flags); },
                    reader, settings);
 }
 

@@ -10,6 +10,7 @@
 
 #include "cli/carried_filter.hpp"
 #include "cli/chunk_reader.hpp"
+#include "cli/dedup_state.hpp"
 #include "cli/output_file.hpp"
 #include "cli/record_format.hpp"
 
@@ -60,8 +61,8 @@ inline constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
 /// reader, the parser, the filter or the writes throw.
 ScanState run_scan(CarriedFilter& filter, ChunkReader& reader, const ScanSettings& settings);
 
-/// run_scan() through a sliding window (insert_if_absent only): with an event-time window the
-/// format must have a time column, whose values are the records' times.
-ScanState run_scan(WindowedFilter& window, ChunkReader& reader, const ScanSettings& settings);
+/// run_scan() through a dedup state (a filter or a window; insert_if_absent only): with an
+/// event-time window the format must have a time column, whose values are the records' times.
+ScanState run_scan(DedupState& state, ChunkReader& reader, const ScanSettings& settings);
 
 }  // namespace bulkbloom::cli

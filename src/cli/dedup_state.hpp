@@ -1,0 +1,71 @@
+// What a dedup run carries from record to record and from run to run — a growing filter or a
+// sliding window — behind one interface, so that the command and the scan never ask which.
+#pragma once
+
+#include <bulkbloom/window.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli/carried_filter.hpp"
+#include "cli/progress.hpp"
+#include "cli/record_format.hpp"
+
+namespace bulkbloom::cli {
+
+/// The dedup state of a run: it decides which records are new, saves itself (to the --filter
+/// file or a checkpoint) and describes itself in the summary.
+class DedupState {
+ public:
+  virtual ~DedupState() = default;
+
+  /// How the run goes on from here: what a filter does when full, the records the run is
+  /// expected to bring and how many a resumed run had done, the false drops expected so far.
+  struct RunPlan {
+    OnFull on_full = OnFull::grow;
+    std::uint64_t expected_records = 0;
+    std::uint64_t records_done = 0;
+    double expected_false_drops = 0.0;
+    std::string name;  ///< "filter F" or "the filter", for messages
+  };
+  /// Applies `plan`; a filter loaded past its promised rate is reported here (a warning, or
+  /// under OnFull::error an Error).
+  virtual void start_run(const RunPlan& plan) = 0;
+
+  /// Dedups one chunk's keys in order (`int_keys` or parsed.byte_keys, with parsed.times for an
+  /// event-time window): flags[i] = 1 for a record to keep. Returns the number of 1s.
+  virtual std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
+                              std::span<std::uint8_t> flags) = 0;
+  /// Replaces `path` atomically with the state, `metadata` and the key count `keys`.
+  virtual void save(const std::filesystem::path& path, std::span<const std::byte> metadata,
+                    std::uint64_t keys) const = 0;
+  /// Saves a checkpoint of the state into directory `dir`.
+  virtual void save_checkpoint(const std::filesystem::path& dir,
+                               std::span<const std::byte> metadata, std::uint64_t keys) const = 0;
+  /// Never-seen records expected to have been wrongly dropped, `kept` records having been kept.
+  virtual double expected_false_drops(std::uint64_t kept) const = 0;
+  /// Adds the state's own lines to the summary: the expected false drops and how they are
+  /// reckoned, the rate now, growth or window.
+  virtual void describe(Summary& summary, std::uint64_t kept) const = 0;
+  /// The filter whose layout and implementation the summary shows.
+  virtual const Filter& shown_filter() const = 0;
+};
+
+/// A growing filter as a dedup state.
+std::unique_ptr<DedupState> filter_state(CarriedFilter filter);
+/// A sliding window as a dedup state.
+std::unique_ptr<DedupState> window_state(WindowedFilter window);
+
+/// The checkpoint in `dir` (a window's when `window`, else a filter's), with its metadata, or
+/// null if there is none. A directory that cannot be searched is an IoError. `default_fpr` is
+/// what a filter checkpoint of an older bulkbloom promises.
+std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& dir, bool window,
+                                                  double default_fpr, const Options& options,
+                                                  std::vector<std::byte>& metadata);
+
+}  // namespace bulkbloom::cli
