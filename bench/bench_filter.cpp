@@ -101,7 +101,10 @@ struct SizeState {
         capacity(size.bytes * 8 / kBitsPerKey),
         probe(size.bytes) {
     for (unsigned t = 1; t <= kMaxThreads; ++t) limits.push_back(probe.measure(t));
-    loaded = std::make_unique<Filter>(layout);
+    // On the CPU whatever the machine: its bytes are copied from host memory (view().data()).
+    bulkbloom::Options on_cpu;
+    on_cpu.backend = bulkbloom::Backend::cpu;
+    loaded = std::make_unique<Filter>(layout, on_cpu);
     constexpr std::size_t kChunk = std::size_t{1} << 24;
     for (std::uint64_t first = 0; first < capacity; first += kChunk) {
       const auto count =

@@ -33,12 +33,14 @@ if(BULKBLOOM_TOP_LEVEL AND BULKBLOOM_WITH_CUDA AND BULKBLOOM_CCACHE
   set(CMAKE_CUDA_COMPILER_LAUNCHER ${BULKBLOOM_CCACHE})
 endif()
 
-# Adds the CUDA engine to `target` when the backend is built.
+# Adds the CUDA engine to `target`: its host side (plain C++, built everywhere so that the tests
+# can run it against a fake runtime) and, when the backend is built, the CUDA runtime and kernels.
 function(bulkbloom_add_cuda_backend target)
+  target_sources(${target} PRIVATE src/cuda/device_engine.cpp)
   if(NOT BULKBLOOM_WITH_CUDA)
     return()
   endif()
-  target_sources(${target} PRIVATE src/cuda/cuda_engine.cu)
+  target_sources(${target} PRIVATE src/cuda/cuda_device.cu)
   if(BULKBLOOM_CUDA_ARCHITECTURES)
     set_property(TARGET ${target} PROPERTY CUDA_ARCHITECTURES ${BULKBLOOM_CUDA_ARCHITECTURES})
   endif()

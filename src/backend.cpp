@@ -43,7 +43,7 @@ const std::vector<Entry>& registry() {
     std::string why;
     const std::string arch = cuda_device_arch(&why);
     if (arch.empty()) {
-      list.push_back({{"cuda", Backend::cuda, false, "no CUDA device was found (" + why + ")"}});
+      list.push_back({{"cuda", Backend::cuda, false, why}});
     } else {
       list.push_back({{"cuda/" + arch, Backend::cuda, true, ""}});
     }
@@ -168,8 +168,18 @@ std::unique_ptr<Engine> make_engine(const Layout& layout, const Options& options
     // calling thread: each of its lookups is one call to the device.
     static const auto host = std::make_shared<const HostSide>(
         HostSide{registry().front().cpu.host, std::make_shared<ThreadPool>(1)});
-    std::unique_ptr<Engine> engine =
-        make_cuda_engine(layout, entry.info.name.substr(std::string_view("cuda/").size()));
+    std::unique_ptr<Engine> engine;
+    if (options.backend == Backend::automatic && options.implementation.empty() &&
+        forced_implementation().empty()) {
+      // Chosen, not asked for: the CPU takes the filter when the device has too little free
+      // memory for it.
+      std::string why;
+      engine = make_cuda_engine_if_usable(layout, &why);
+      if (engine == nullptr)
+        return make_cpu(find("cpu"), layout, options, HostBuffer(layout.size_bytes()));
+    } else {
+      engine = make_cuda_engine(layout, entry.info.name.substr(std::string_view("cuda/").size()));
+    }
     engine->set_host(host);
     return engine;
   }

@@ -10,7 +10,6 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <unordered_map>
 
 #include "cuda_user_kernel.hpp"
 #include "test_support.hpp"
@@ -88,17 +87,6 @@ std::vector<std::pair<std::string, std::vector<std::uint64_t>>> key_sets() {
   return sets;
 }
 
-// A batch packed with copies of hot keys (each on many warps at once) among distinct cold keys.
-std::vector<std::uint64_t> hot_key_batch(std::size_t hot, std::size_t copies, std::size_t cold,
-                                         std::uint64_t seed) {
-  std::vector<std::uint64_t> batch = random_keys(cold, seed);
-  const auto hot_keys = random_keys(hot, seed + 1);
-  for (std::size_t c = 0; c < copies; ++c)
-    batch.insert(batch.end(), hot_keys.begin(), hot_keys.end());
-  std::shuffle(batch.begin(), batch.end(), std::mt19937_64(seed));
-  return batch;
-}
-
 class Cuda : public testing::TestWithParam<Shape> {
  protected:
   void SetUp() override {
@@ -151,67 +139,34 @@ TEST_P(Cuda, ContainsGivesTheOracleFlags) {
   EXPECT_EQ(std::count(gpu_flags.begin() + 50000, gpu_flags.end(), 1), 20000);
 }
 
-// True if the filter `before` plus every key of `batch` except `key` sets all of `key`'s bits:
-// then a GPU may call `key` present although the sequential loop calls it new (DESIGN §3).
-bool covered_by_others(const Layout& layout, const std::vector<std::byte>& before,
-                       const std::vector<std::uint64_t>& batch, std::uint64_t key) {
-  Filter others(layout, on_scalar());
-  others.copy_bytes_from(before);
-  const FilterRef ref = others.view();
-  const auto block = [&](std::uint64_t k) {
-    return detail::block_of(ref.hash(k), static_cast<std::uint32_t>(layout.num_blocks));
-  };
-  for (std::uint64_t k : batch) {
-    if (k != key && block(k) == block(key)) others.insert(k);
-  }
-  return others.contains(key);
-}
-
-TEST_P(Cuda, InsertIfAbsentHasZeroLeaksOnHotKeys) {
-  // 64 hot keys, 2000 copies each, among 100000 cold keys; the filter starts with 20000 keys.
+TEST_P(Cuda, InsertIfAbsentGivesTheSequentialLoopsFlagsOnHotKeys) {
+  // 64 hot keys, 2000 copies each (in many warps at once), among 100000 cold keys; the filter
+  // starts with 20000 keys. Every flag is the sequential loop's (DESIGN §3: exact everywhere).
   const auto batch = hot_key_batch(64, 2000, 100000, 4);
   const auto preload = random_keys(20000, 5);
   Filter gpu(layout(8191), on_cuda()), cpu(layout(8191), on_scalar());
   gpu.insert(preload);
   cpu.insert(preload);
-  const auto before = bytes_of(cpu);
-
   std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
-  const std::uint64_t gpu_count = gpu.insert_if_absent(batch, gpu_new);
-  const std::uint64_t cpu_count = cpu.insert_if_absent(batch, cpu_new);
-  EXPECT_EQ(gpu_count, std::uint64_t(std::count(gpu_new.begin(), gpu_new.end(), 1)));
+  EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), cpu.insert_if_absent(batch, cpu_new));
+  EXPECT_EQ(gpu_new, cpu_new);
   EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
-
-  std::unordered_map<std::uint64_t, int> gpu_times_new, cpu_times_new;
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    gpu_times_new[batch[i]] += gpu_new[i];
-    cpu_times_new[batch[i]] += cpu_new[i];
-  }
-  std::size_t differences = 0;
-  for (const auto& [key, times] : gpu_times_new) {
-    ASSERT_LE(times, 1) << "key " << key << " was reported new " << times << " times";
-    if (times != cpu_times_new[key]) {
-      ++differences;
-      EXPECT_TRUE(covered_by_others(gpu.layout(), before, batch, key))
-          << "key " << key << " differs from the sequential loop but is no false positive";
-    }
-  }
-  // Such differences are false positives: about FPR x new keys, far from the hot keys' copies.
-  const double expected = gpu.expected_fpr(gpu_times_new.size() + preload.size()) *
-                          static_cast<double>(gpu_times_new.size());
-  RecordProperty("differences", static_cast<int>(differences));
-  std::printf("%s: %zu flags differ from the sequential loop (model: about %.1f)\n",
-              std::string(to_string(GetParam())).c_str(), differences, expected);
-  EXPECT_LE(double(differences), 4 * expected + 16);
-
   // The same keys again, in a second batch: none is new.
   EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), 0u);
 }
 
-TEST_P(Cuda, WindowMatchesTheCpuWindowUpToFalsePositives) {
-  // A records window rotating every 100 records, fed in batches of 1000: the generations' bytes
-  // equal the CPU's, and a GPU flag is 1 only where the CPU's (exact, leak-free) flag is, so the
-  // window on the GPU leaks nothing either.
+TEST_P(Cuda, InsertIfAbsentInOneBlockGivesTheOraclesFalsePositives) {
+  // One block: later keys find their bits set by earlier ones; the GPU must agree on which.
+  const auto batch = hot_key_batch(4, 50, 400, 17);
+  Filter gpu(layout(1), on_cuda()), cpu(layout(1), on_scalar());
+  std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+  EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), cpu.insert_if_absent(batch, cpu_new));
+  EXPECT_EQ(gpu_new, cpu_new);
+}
+
+TEST_P(Cuda, WindowMatchesTheCpuWindow) {
+  // A records window rotating every 100 records, fed in batches of 1000: flags and the
+  // generations' bytes equal the CPU's.
   WindowConfig config;
   config.window = 300;
   config.generations = 4;
@@ -219,24 +174,17 @@ TEST_P(Cuda, WindowMatchesTheCpuWindowUpToFalsePositives) {
   WindowedFilter gpu(config, on_cuda()), cpu(config, on_scalar());
   ASSERT_TRUE(gpu.implementation().starts_with("cuda/sm_")) << gpu.implementation();
   const auto stream = hot_key_batch(64, 300, 60000, 8);
-  std::size_t differences = 0;
   for (std::size_t at = 0; at < stream.size(); at += 1000) {
     const auto batch =
         std::span(stream).subspan(at, std::min<std::size_t>(1000, stream.size() - at));
     std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
     gpu.insert_if_absent(batch, gpu_new);
     cpu.insert_if_absent(batch, cpu_new);
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      ASSERT_LE(gpu_new[i], cpu_new[i]) << "record " << at + i << " is new on the GPU only";
-      differences += cpu_new[i] - gpu_new[i];
-    }
+    ASSERT_EQ(gpu_new, cpu_new) << "batch at " << at;
   }
   for (std::uint32_t age = 0; age < config.generations; ++age) {
     EXPECT_EQ(bytes_of(gpu.generation(age)), bytes_of(cpu.generation(age))) << "age " << age;
   }
-  std::printf("%s window: %zu flags differ from the CPU\n",
-              std::string(to_string(GetParam())).c_str(), differences);
-  EXPECT_LE(differences, stream.size() / 100);
 }
 
 TEST_P(Cuda, CopiesWithinOneWarpResolveInKeyOrder) {
@@ -252,7 +200,7 @@ TEST_P(Cuda, CopiesWithinOneWarpResolveInKeyOrder) {
   EXPECT_EQ(gpu_new, cpu_new);
 }
 
-TEST_P(Cuda, ConcurrentStreamsStillHaveZeroLeaks) {
+TEST_P(Cuda, CallsOnTwoStreamsAnswerInIssueOrder) {
   const auto batch = hot_key_batch(32, 4000, 50000, 6);
   Filter gpu(layout(8191), on_cuda());
   DeviceArray<std::uint64_t> keys(batch);
@@ -261,22 +209,19 @@ TEST_P(Cuda, ConcurrentStreamsStillHaveZeroLeaks) {
   cudaStream_t streams[2];
   for (auto& s : streams)
     ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  cuda::insert_if_absent(gpu, keys.get(), batch.size(), first.get(), count.get(), streams[0]);
-  cuda::insert_if_absent(gpu, keys.get(), batch.size(), second.get(), count.get(), streams[1]);
+  cuda::insert_if_absent_async(gpu, keys.get(), batch.size(), first.get(), count.get(), streams[0]);
+  cuda::insert_if_absent_async(gpu, keys.get(), batch.size(), second.get(), count.get(),
+                               streams[1]);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   for (auto& s : streams) cudaStreamDestroy(s);
 
-  const auto a = first.to_host(), b = second.to_host();
-  std::unordered_map<std::uint64_t, int> times_new;
-  std::uint64_t flagged = 0;
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    times_new[batch[i]] += a[i] + b[i];
-    flagged += a[i] + b[i];
-  }
-  for (const auto& [key, times] : times_new) ASSERT_LE(times, 1) << "key " << key;
-  EXPECT_EQ(count.to_host()[0], flagged);
   Filter cpu(layout(8191), on_scalar());
-  cpu.insert(batch);
+  std::vector<std::uint8_t> cpu_first(batch.size()), cpu_second(batch.size());
+  const std::uint64_t cpu_count =
+      cpu.insert_if_absent(batch, cpu_first) + cpu.insert_if_absent(batch, cpu_second);
+  EXPECT_EQ(first.to_host(), cpu_first);
+  EXPECT_EQ(second.to_host(), cpu_second);
+  EXPECT_EQ(count.to_host()[0], cpu_count);
   EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
 }
 
@@ -288,7 +233,6 @@ TEST_P(Cuda, DevicePointersMatchHostSpans) {
   DeviceArray<std::uint8_t> d_flags(probes.size());
   cuda::insert(gpu, d_inserted.get(), inserted.size());
   cuda::contains(gpu, d_probes.get(), probes.size(), d_flags.get());
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cpu.insert(inserted);
   std::vector<std::uint8_t> cpu_flags(probes.size());
   cpu.contains(probes, cpu_flags);
@@ -383,6 +327,9 @@ TEST_P(Cuda, BadDeviceCallsAreClearErrors) {
   expect_invalid([&] { cuda::contains(gpu, keys.get(), 100, host_flags.data()); },
                  "not device memory");
   expect_invalid([&] { cuda::insert_if_absent(gpu, keys.get(), 100, nullptr); }, "null");
+  const auto* misaligned =
+      reinterpret_cast<const std::uint64_t*>(reinterpret_cast<const std::byte*>(keys.get()) + 4);
+  expect_invalid([&] { cuda::insert(gpu, misaligned, 10); }, "aligned");
   expect_invalid([&] { cuda::insert(gpu, keys.get(), cuda::kMaxDeviceBatch + 1); }, "4294967295");
   expect_invalid(
       [&] { cuda::insert_if_absent(gpu, keys.get(), std::uint64_t{1} << 33, flags.get()); },
@@ -391,7 +338,6 @@ TEST_P(Cuda, BadDeviceCallsAreClearErrors) {
   expect_invalid([&] { cuda::insert(cpu, keys.get(), 100); }, "CUDA backend");
   // Nothing above reached the device, so it still works.
   cuda::insert(gpu, keys.get(), 100);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_TRUE(gpu.contains(0));
 }
 

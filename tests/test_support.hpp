@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <bulkbloom/bulkbloom.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,19 @@ inline std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t seed)
   std::vector<std::uint64_t> keys(n);
   for (auto& k : keys) k = rng.next();
   return keys;
+}
+
+/// `cold` distinct keys and `copies` copies of each of `hot` other keys, shuffled: hot keys
+/// whose copies sit in every SIMD vector, thread, warp and pipeline chunk at once.
+inline std::vector<std::uint64_t> hot_key_batch(std::size_t hot, std::size_t copies,
+                                                std::size_t cold, std::uint64_t seed) {
+  std::vector<std::uint64_t> batch = random_keys(cold, seed);
+  const auto hot_keys = random_keys(hot, seed + 1);
+  for (std::size_t c = 0; c < copies; ++c) {
+    batch.insert(batch.end(), hot_keys.begin(), hot_keys.end());
+  }
+  std::shuffle(batch.begin(), batch.end(), std::mt19937_64(seed));
+  return batch;
 }
 
 /// The filter's bytes.

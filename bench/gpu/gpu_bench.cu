@@ -5,6 +5,7 @@
 // Timing: CUDA events around each kernel on the default stream; each figure is the median of
 // several repetitions after one warm-up. Keys live in device memory unless the row says "host".
 #include <cuda_runtime.h>
+#include <thrust/system/cuda/execution_policy.h>
 #include <bulkbloom/bulkbloom.hpp>
 #include <bulkbloom/cuda.hpp>
 
@@ -18,12 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "cuda/exact_insert_if_absent.hpp"
 #include "cuda/kernels.cuh"
-#include "sorted_insert_if_absent.cuh"
 
 namespace bulkbloom::bench {
 namespace {
 
+namespace gpu = detail::gpu;
 using detail::GeometrySb256;
 using detail::KeyMode;
 
@@ -80,32 +82,6 @@ __global__ void random_atomic_limit(std::byte* buffer, std::uint32_t num_blocks,
   unsigned long long* lanes = gpu::block_lanes<G>(buffer, detail::block_of(h, num_blocks));
   for (int l = 0; l < gpu::Lanes<G>::kCount; ++l)
     atomicOr(lanes + l, 1ull << ((h >> (6 * l)) & 63));
-}
-
-// Adds the number of 1 flags to *count.
-__global__ void count_flags(const std::uint8_t* flags, std::uint32_t n, unsigned long long* count) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  const int ones = __syncthreads_count(i < n && flags[i] != 0);
-  if (threadIdx.x == 0 && ones != 0) atomicAdd(count, static_cast<unsigned long long>(ones));
-}
-
-// Adds the number of 64-bit lanes where a and b differ to *count.
-__global__ void count_differences(const unsigned long long* a, const unsigned long long* b,
-                                  std::uint64_t lanes, unsigned long long* count) {
-  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  unsigned long long local = 0;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < lanes;
-       i += stride) {
-    local += a[i] != b[i];
-  }
-  if (local != 0) atomicAdd(count, local);
-}
-
-unsigned long long read_and_reset(unsigned long long* counter) {
-  unsigned long long value = 0;
-  check(cudaMemcpy(&value, counter, sizeof(value), cudaMemcpyDeviceToHost), "cudaMemcpy");
-  check(cudaMemset(counter, 0, sizeof(value)), "cudaMemset");
-  return value;
 }
 
 // Median milliseconds of `reps` runs of `body` (after one warm-up), `before` run untimed first.
@@ -215,18 +191,16 @@ void bench_filter(const char* name, std::uint64_t filter_bytes, const std::uint6
        1e-3);
   report(name, "contains", contains, "random block read limit", read_limit);
 
-  const std::uint64_t lock_bits =
-      std::clamp<std::uint64_t>(std::bit_ceil(layout.num_blocks), 32, std::uint64_t{1} << 23);
-  unsigned int* lock_words = device_alloc<unsigned int>(lock_bits / 32);
-  check(cudaMemset(lock_words, 0, lock_bits / 8), "cudaMemset");
-  const gpu::LockTable locks{lock_words, static_cast<std::uint32_t>(lock_bits - 1)};
-  const auto time_if_absent = [&](auto read_first, bool repeats) {
+  // Exact insert_if_absent (the library's algorithm), scratch allocated once outside the timing.
+  std::uint32_t* scratch = device_alloc<std::uint32_t>(2 * std::size_t{fill_keys_n});
+  const detail::exact::Scratch arrays{scratch, scratch + fill_keys_n};
+  const auto time_if_absent = [&](bool repeats) {
     return median_ms(
         reps,
         [&] {
-          gpu::insert_if_absent_kernel<G, decltype(read_first)::value>
-              <<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
-                  layout, bits, locks, keys, fill_keys_n, KeyMode::hash_with_layout, flags, sink);
+          detail::exact::insert_if_absent<G>(thrust::cuda::par_nosync.on(nullptr), layout, bits,
+                                             keys, fill_keys_n, KeyMode::hash_with_layout, flags,
+                                             nullptr, arrays);
         },
         [&] {
           clear();
@@ -236,55 +210,11 @@ void bench_filter(const char* name, std::uint64_t filter_bytes, const std::uint6
           }
         });
   };
-  const double fresh_read_first = fill_keys_n / (time_if_absent(std::true_type{}, false) * 1e-3);
-  const double fresh_lock = fill_keys_n / (time_if_absent(std::false_type{}, false) * 1e-3);
-  const double again_read_first = fill_keys_n / (time_if_absent(std::true_type{}, true) * 1e-3);
-  const double again_lock = fill_keys_n / (time_if_absent(std::false_type{}, true) * 1e-3);
-  report(name, "insert_if_absent new, read+lock [default]", fresh_read_first, "contains", contains);
-  report(name, "insert_if_absent new, lock always", fresh_lock, "contains", contains);
-  report(name, "insert_if_absent repeats, read+lock", again_read_first, "contains", contains);
-  report(name, "insert_if_absent repeats, lock always", again_lock, "contains", contains);
-
-  // The sort-by-block scheme, timed the same way, then checked against the lock scheme: the same
-  // bytes, and new-key counts that differ only by false positives.
-  SortedInsertIfAbsent sorted(fill_keys_n);
-  const auto time_sorted = [&](bool repeats) {
-    return median_ms(
-        reps, [&] { sorted.run<G>(layout, bits, keys, fill_keys_n, flags); },
-        [&] {
-          clear();
-          if (repeats) {
-            gpu::insert_kernel<G, true><<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
-                layout, bits, keys, fill_keys_n, KeyMode::hash_with_layout);
-          }
-        });
-  };
-  report(name, "insert_if_absent new, sort by block", fill_keys_n / (time_sorted(false) * 1e-3),
+  report(name, "insert_if_absent new (exact)", fill_keys_n / (time_if_absent(false) * 1e-3),
          "contains", contains);
-  report(name, "insert_if_absent repeats, sort by block", fill_keys_n / (time_sorted(true) * 1e-3),
+  report(name, "insert_if_absent repeats (exact)", fill_keys_n / (time_if_absent(true) * 1e-3),
          "contains", contains);
-  std::byte* lock_result = device_alloc<std::byte>(filter_bytes);
-  clear();
-  read_and_reset(sink);
-  gpu::insert_if_absent_kernel<G, true><<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
-      layout, bits, locks, keys, fill_keys_n, KeyMode::hash_with_layout, flags, sink);
-  const unsigned long long lock_new = read_and_reset(sink);
-  check(cudaMemcpy(lock_result, bits, filter_bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
-  clear();
-  sorted.run<G>(layout, bits, keys, fill_keys_n, flags);
-  count_flags<<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(flags, fill_keys_n, sink);
-  const unsigned long long sorted_new = read_and_reset(sink);
-  count_differences<<<1024, 256>>>(reinterpret_cast<const unsigned long long*>(lock_result),
-                                   reinterpret_cast<const unsigned long long*>(bits),
-                                   filter_bytes / 8, sink);
-  const unsigned long long differing_lanes = read_and_reset(sink);
-  std::printf(
-      "  check: lock scheme %llu new keys, sort scheme %llu (exact sequential answer), "
-      "filter bytes %s\n",
-      lock_new, sorted_new, differing_lanes == 0 ? "equal" : "DIFFER");
-  if (differing_lanes != 0) std::exit(1);
-  cudaFree(lock_result);
-  cudaFree(lock_words);
+  cudaFree(scratch);
   cudaFree(sink);
 }
 

@@ -6,33 +6,55 @@
 #include <memory>
 #include <string>
 
+#include "cuda/device_runtime.hpp"
 #include "engine.hpp"
 
 namespace bulkbloom::detail {
 
-/// An engine whose bits are in GPU memory. Besides the host-span calls of Engine it runs bulk
-/// calls on keys already in device memory, queued on a caller's stream (a cudaStream_t).
+/// An engine whose bits are in GPU memory. All its device work runs on one stream of its own, in
+/// the order the host issued it; every host-span call returns when its work is done. The
+/// device-pointer calls also take a caller's stream: their work waits for what was queued on that
+/// stream before, and work queued there afterwards waits for them. With `wait` they return when
+/// their work is done, else as soon as it is queued.
 class CudaEngine : public Engine {
  public:
-  virtual void insert_device(const std::uint64_t* keys, std::uint32_t n, void* stream) = 0;
+  virtual void insert_device(const std::uint64_t* keys, std::uint32_t n, void* stream,
+                             bool wait) = 0;
   virtual void contains_device(const std::uint64_t* keys, std::uint32_t n, std::uint8_t* out,
-                               void* stream) const = 0;
+                               void* stream, bool wait) const = 0;
   virtual void insert_if_absent_device(const std::uint64_t* keys, std::uint32_t n,
-                                       std::uint8_t* is_new, std::uint64_t* new_count,
-                                       void* stream) = 0;
+                                       std::uint8_t* is_new, std::uint64_t* new_count, void* stream,
+                                       bool wait) = 0;
 };
+
+/// Keys per chunk of the host-span pipeline: 64 MiB of keys per copy, large enough that a copy
+/// runs at full link speed, small enough that two slots of pinned and device buffers stay modest.
+inline constexpr std::uint32_t kDefaultChunkKeys = std::uint32_t{1} << 23;
+
+/// The engine over any runtime (the real CUDA one, or the tests' fake), for the filter on
+/// `device`, named `name` in implementation(), streaming host spans in chunks of `chunk_keys`
+/// (rounded down to a power of two).
+std::unique_ptr<CudaEngine> make_device_engine(const Layout& layout, std::string name, int device,
+                                               std::unique_ptr<DeviceRuntime> runtime,
+                                               std::uint32_t chunk_keys = kDefaultChunkKeys);
 
 /// Number of CUDA devices; 0 when there is none or no usable driver. `why` (if not null) gets
 /// CUDA's explanation when the answer is 0.
 int cuda_device_count(std::string* why = nullptr);
 
-/// The current device's architecture, "sm_XY", or "" when there is no device (`why`, if not null,
-/// then gets the reason).
+/// The current device's architecture, "sm_XY", if the CUDA backend can run there, else "" with
+/// the reason in `why` (if not null): no device, older than compute capability 8.0, no kernel
+/// image of this build that loads, prohibited, or taken by another process.
 std::string cuda_device_arch(std::string* why = nullptr);
 
 /// A CUDA engine on the current device. `arch` is "" or the device's "sm_XY". Throws
-/// BackendUnavailable when no device is present or `arch` names another one, AllocationError
-/// when the filter does not fit in device memory.
+/// BackendUnavailable when no usable device is present (cuda_device_arch) or `arch` names another
+/// one, AllocationError when the filter does not fit in device memory.
 std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::string& arch);
+
+/// For Backend::automatic: a CUDA engine on the current device, or null with the reason in `why`
+/// when cuda_device_arch() finds none usable or the device has too little free memory for the
+/// filter and its pipeline.
+std::unique_ptr<CudaEngine> make_cuda_engine_if_usable(const Layout& layout, std::string* why);
 
 }  // namespace bulkbloom::detail

@@ -39,22 +39,39 @@ detail::CudaEngine& cuda_engine(const Filter& filter) {
 
 }  // namespace
 
-void insert(Filter& filter, const std::uint64_t* keys, std::uint64_t n, Stream stream) {
+void insert(Filter& filter, const std::uint64_t* keys, std::uint64_t n) {
   check_batch(n);
-  cuda_engine(filter).insert_device(keys, static_cast<std::uint32_t>(n), stream);
+  cuda_engine(filter).insert_device(keys, static_cast<std::uint32_t>(n), nullptr, true);
 }
 
-void contains(const Filter& filter, const std::uint64_t* keys, std::uint64_t n, std::uint8_t* out,
-              Stream stream) {
+void insert_async(Filter& filter, const std::uint64_t* keys, std::uint64_t n, Stream stream) {
   check_batch(n);
-  cuda_engine(filter).contains_device(keys, static_cast<std::uint32_t>(n), out, stream);
+  cuda_engine(filter).insert_device(keys, static_cast<std::uint32_t>(n), stream, false);
+}
+
+void contains(const Filter& filter, const std::uint64_t* keys, std::uint64_t n, std::uint8_t* out) {
+  check_batch(n);
+  cuda_engine(filter).contains_device(keys, static_cast<std::uint32_t>(n), out, nullptr, true);
+}
+
+void contains_async(const Filter& filter, const std::uint64_t* keys, std::uint64_t n,
+                    std::uint8_t* out, Stream stream) {
+  check_batch(n);
+  cuda_engine(filter).contains_device(keys, static_cast<std::uint32_t>(n), out, stream, false);
 }
 
 void insert_if_absent(Filter& filter, const std::uint64_t* keys, std::uint64_t n,
-                      std::uint8_t* is_new, std::uint64_t* new_count, Stream stream) {
+                      std::uint8_t* is_new, std::uint64_t* new_count) {
   check_batch(n);
   cuda_engine(filter).insert_if_absent_device(keys, static_cast<std::uint32_t>(n), is_new,
-                                              new_count, stream);
+                                              new_count, nullptr, true);
+}
+
+void insert_if_absent_async(Filter& filter, const std::uint64_t* keys, std::uint64_t n,
+                            std::uint8_t* is_new, std::uint64_t* new_count, Stream stream) {
+  check_batch(n);
+  cuda_engine(filter).insert_if_absent_device(keys, static_cast<std::uint32_t>(n), is_new,
+                                              new_count, stream, false);
 }
 
 }  // namespace bulkbloom::cuda

@@ -1,0 +1,585 @@
+// The CUDA backend's logic on the CPU, no GPU needed (DESIGN §3, §6):
+// - the exact insert_if_absent algorithm, the same source the GPU runs, on Thrust's sequential
+//   host policy, against the scalar oracle on adversarial batches;
+// - the CUDA engine's host side against a fake CUDA runtime that runs each stream's work late and
+//   in random order, as non-blocking streams may, and can fail an allocation or a call.
+#include <gtest/gtest.h>
+#include <thrust/system/cpp/execution_policy.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+
+#include "bulkbloom/error.hpp"
+#include "cuda/cuda_engine.hpp"
+#include "cuda/exact_insert_if_absent.hpp"
+#include "test_support.hpp"
+
+namespace bulkbloom {
+// Names shapes in test listings (found by argument-dependent lookup).
+void PrintTo(Shape shape, std::ostream* os) {
+  *os << to_string(shape);
+}
+}  // namespace bulkbloom
+
+namespace bulkbloom::test {
+namespace {
+
+using detail::CombineOp;
+using detail::KeyMode;
+
+constexpr Shape kShapes[] = {Shape::sb256, Shape::sb256x4, Shape::sb512, Shape::sb512x16};
+
+Options on_scalar() {
+  Options o;
+  o.implementation = "cpu/scalar";
+  return o;
+}
+
+struct Batch {
+  std::string name;
+  std::uint64_t num_blocks;
+  std::vector<std::uint64_t> preload;
+  std::vector<std::uint64_t> keys;
+};
+
+// DESIGN §6's adversarial batches, each with a filter size that makes it bite.
+std::vector<Batch> adversarial_batches() {
+  std::vector<Batch> batches;
+  batches.push_back({"empty", 64, {}, {}});
+  batches.push_back({"one_key", 64, {}, {42}});
+  batches.push_back({"all_equal", 64, {}, std::vector<std::uint64_t>(5000, 0xabcdefull)});
+  batches.push_back({"hot_keys", 509, random_keys(2000, 9), hot_key_batch(16, 300, 3000, 10)});
+  // Every key in one block: false positives inside the batch, which must be the oracle's.
+  batches.push_back({"one_block", 1, {}, random_keys(300, 11)});
+  batches.push_back({"few_blocks", 3, {}, hot_key_batch(5, 40, 200, 12)});
+  for (std::size_t n : {1023, 1024, 1025, 4095, 4097}) {
+    batches.push_back({"n" + std::to_string(n), 257, random_keys(500, 13), random_keys(n, n)});
+  }
+  // Keys the filter already holds, mixed with their own copies and new keys.
+  auto present = random_keys(3000, 14);
+  auto mixed = present;
+  const auto fresh = random_keys(3000, 15);
+  mixed.insert(mixed.end(), fresh.begin(), fresh.end());
+  mixed.insert(mixed.end(), fresh.begin(), fresh.begin() + 1000);
+  std::shuffle(mixed.begin(), mixed.end(), std::mt19937_64(16));
+  batches.push_back({"already_present", 1021, present, mixed});
+  std::vector<std::uint64_t> sequential(6000);
+  std::iota(sequential.begin(), sequential.end(), 0);
+  batches.push_back({"sequential", 131, {}, sequential});
+  return batches;
+}
+
+class ExactOnHost : public testing::TestWithParam<Shape> {};
+
+TEST_P(ExactOnHost, GivesTheSequentialLoopsFlagsAndBytes) {
+  for (const KeyHash hash : {KeyHash::xxh64, KeyHash::identity}) {
+    for (const Batch& batch : adversarial_batches()) {
+      const Layout layout{GetParam(), batch.num_blocks, hash, 3};
+      Filter oracle(layout, on_scalar());
+      oracle.insert(batch.preload);
+      std::vector<std::byte> bits = bytes_of(oracle);
+
+      std::vector<std::uint8_t> expected(batch.keys.size()), got(batch.keys.size(), 7);
+      const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
+      const auto n = static_cast<std::uint32_t>(batch.keys.size());
+      std::vector<std::uint32_t> sort_keys(n), positions(n);
+      std::uint64_t count = 5;  // added to, not overwritten
+      detail::with_geometry(layout.shape, [&]<typename G>(G) {
+        detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits.data(), batch.keys.data(),
+                                           n, KeyMode::hash_with_layout, got.data(), &count,
+                                           {sort_keys.data(), positions.data()});
+      });
+      EXPECT_EQ(got, expected) << batch.name;
+      EXPECT_EQ(count, 5 + expected_count) << batch.name;
+      EXPECT_EQ(bits, bytes_of(oracle)) << batch.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ExactOnHost, testing::ValuesIn(kShapes));
+
+// The sort keys and positions fit 32 bits for every batch a device call takes (n < 2^32), and
+// Thrust's counting iterator measures such ranges without overflow.
+static_assert(std::is_same_v<std::uint32_t, decltype(detail::exact::kSettled)> ||
+              std::is_same_v<const std::uint32_t, decltype(detail::exact::kSettled)>);
+static_assert(
+    sizeof(std::iterator_traits<thrust::counting_iterator<std::uint32_t>>::difference_type) >= 8);
+
+// ---------------------------------------------------------------------------------------------
+// A fake CUDA runtime: device memory is host memory, kernels run the same per-key code on the
+// host, and each stream's queued work runs late, in stream order, interleaved at random with
+// other streams' work. Faults can be injected.
+
+class FakeRuntime final : public detail::DeviceRuntime {
+ public:
+  struct Stats {
+    int live_allocations = 0;
+    int live_streams_and_events = 0;
+    int wrong_device = 0;  // work queued while another device was current
+    int freed_with_pending_work = 0;
+    int deadlocks = 0;
+  };
+
+  // Each call may run up to `eagerness` queued ops before returning; 0 runs everything only when
+  // a synchronisation forces it, the latest and most shuffled order.
+  FakeRuntime(std::uint64_t seed, int device)
+      : rng_(seed), eagerness_(static_cast<int>(seed % 3)), current_device_(device) {}
+
+  // Shared, so that a test can read them after the engine has destroyed the runtime.
+  std::shared_ptr<Stats> shared_stats = std::make_shared<Stats>();
+  Stats& stats = *shared_stats;
+  int engine_device = 0;
+  int fail_allocation_at = -1;  // the n-th allocation from now (0: the next) fails
+  int fail_copy_at = -1;        // the n-th copy from now fails
+
+  std::size_t pending() const {
+    std::size_t total = 0;
+    for (const auto& [stream, queue] : queues_) total += queue.size();
+    return total;
+  }
+
+  int current_device() override { return current_device_; }
+  void set_device(int device) override { current_device_ = device; }
+
+  void* allocate_device(std::size_t bytes, const char* what) override {
+    return allocate(bytes, what, device_);
+  }
+  void free_device(void* p) noexcept override { release(p, device_); }
+  void* allocate_pinned(std::size_t bytes, const char* what) override {
+    return allocate(bytes, what, pinned_);
+  }
+  void free_pinned(void* p) noexcept override { release(p, pinned_); }
+  detail::PointerKind pointer_kind(const void* p) override {
+    if (inside(p, device_)) return detail::PointerKind::device;
+    if (inside(p, pinned_)) return detail::PointerKind::host_mapped;
+    return detail::PointerKind::unknown;
+  }
+
+  detail::StreamHandle create_stream() override {
+    auto* s = reinterpret_cast<detail::StreamHandle>(++next_handle_);
+    queues_[s];
+    ++stats.live_streams_and_events;
+    return s;
+  }
+  void destroy_stream(detail::StreamHandle s) noexcept override {
+    queues_.erase(s);
+    --stats.live_streams_and_events;
+  }
+  detail::EventHandle create_event() override {
+    auto* e = reinterpret_cast<detail::EventHandle>(++next_handle_);
+    events_[e];
+    ++stats.live_streams_and_events;
+    return e;
+  }
+  void destroy_event(detail::EventHandle e) noexcept override {
+    events_.erase(e);
+    --stats.live_streams_and_events;
+  }
+  void record(detail::EventHandle e, detail::StreamHandle s) override {
+    Event& event = events_.at(e);
+    const std::uint64_t generation = ++event.recorded;
+    enqueue(s, [&event, generation] { event.completed = std::max(event.completed, generation); });
+  }
+  void wait(detail::StreamHandle s, detail::EventHandle e) override {
+    const Event& event = events_.at(e);
+    const std::uint64_t generation = event.recorded;
+    enqueue(s, {}, [&event, generation] { return event.completed >= generation; });
+  }
+  void synchronize(detail::EventHandle e) override {
+    const Event& event = events_.at(e);
+    const std::uint64_t generation = event.recorded;
+    while (event.completed < generation) {
+      if (!step()) throw_deadlock();
+    }
+  }
+  void synchronize_stream(detail::StreamHandle s) override {
+    while (!queues_[s].empty()) {
+      if (!step()) throw_deadlock();
+    }
+  }
+  void drain(detail::StreamHandle s) noexcept override {
+    while (!queues_[s].empty()) {
+      if (!step()) {
+        ++stats.deadlocks;
+        return;
+      }
+    }
+  }
+
+  void copy(void* dst, const void* src, std::size_t bytes, detail::StreamHandle s) override {
+    if (fail_copy_at >= 0 && fail_copy_at-- == 0) {
+      throw DeviceError("CUDA call cudaMemcpyAsync failed (injected by the test)");
+    }
+    enqueue(s, [=] { std::memcpy(dst, src, bytes); });
+  }
+  void zero(void* dst, std::size_t bytes, detail::StreamHandle s) override {
+    enqueue(s, [=] { std::memset(dst, 0, bytes); });
+  }
+
+  void insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::uint32_t n,
+              KeyMode mode, detail::StreamHandle s) override {
+    enqueue(s, [=] {
+      const FilterRef ref(bits, layout);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        ref.insert_hash(detail::exact::hash_of(layout, keys[i], mode));
+      }
+    });
+  }
+  void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* keys,
+                std::uint32_t n, KeyMode mode, std::uint8_t* out, detail::StreamHandle s) override {
+    enqueue(s, [=] {
+      const FilterRef ref(const_cast<std::byte*>(bits), layout);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        out[i] = ref.contains_hash(detail::exact::hash_of(layout, keys[i], mode)) ? 1 : 0;
+      }
+    });
+  }
+  void insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                        std::uint32_t n, KeyMode mode, std::uint8_t* is_new,
+                        std::uint64_t* new_count, detail::StreamHandle s) override {
+    enqueue(s, [=] {
+      std::vector<std::uint32_t> sort_keys(n), positions(n);
+      detail::with_geometry(layout.shape, [&]<typename G>(G) {
+        detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits, keys, n, mode, is_new,
+                                           new_count, {sort_keys.data(), positions.data()});
+      });
+    });
+  }
+  void combine(std::byte* bits, const std::byte* other, std::uint64_t bytes, CombineOp op,
+               detail::StreamHandle s) override {
+    enqueue(s, [=] {
+      for (std::uint64_t i = 0; i < bytes; ++i) {
+        bits[i] = op == CombineOp::bit_or ? bits[i] | other[i] : bits[i] & other[i];
+      }
+    });
+  }
+  void popcount(const Layout& layout, const std::byte* bits, std::uint64_t* partials,
+                detail::StreamHandle s) override {
+    enqueue(s, [=] {
+      std::fill(partials, partials + detail::kReductionPartials, 0);
+      for (std::uint64_t i = 0; i < layout.size_bytes(); ++i) {
+        partials[i % detail::kReductionPartials] +=
+            std::popcount(std::to_integer<unsigned>(bits[i]));
+      }
+    });
+  }
+  void fpr_sum(const Layout& layout, const std::byte* bits, double* partials,
+               detail::StreamHandle s) override {
+    enqueue(s, [=] {
+      std::fill(partials, partials + detail::kReductionPartials, 0.0);
+      detail::with_geometry(layout.shape, [&]<typename G>(G) {
+        const auto* words = reinterpret_cast<const typename G::Word*>(bits);
+        for (std::uint64_t b = 0; b < layout.num_blocks; ++b) {
+          double p = 1.0;
+          for (int w = 0; w < G::kWords; ++w) {
+            p *= std::popcount(words[b * G::kWords + w]) / double(G::kWordBits);
+          }
+          partials[b % detail::kReductionPartials] += p;
+        }
+      });
+    });
+  }
+
+  // Runs queued work until every stream is empty (as a device-wide synchronisation would).
+  void run_all() {
+    while (pending() != 0) {
+      if (!step()) throw_deadlock();
+    }
+  }
+
+ private:
+  struct Event {
+    std::uint64_t recorded = 0;
+    std::uint64_t completed = 0;
+  };
+  struct Op {
+    std::function<void()> run;
+    std::function<bool()> ready;  // empty: always ready
+  };
+  using Allocations = std::map<const std::byte*, std::size_t>;
+
+  void* allocate(std::size_t bytes, const char* what, Allocations& where) {
+    if (fail_allocation_at >= 0 && fail_allocation_at-- == 0) {
+      throw AllocationError(std::string("cannot allocate memory for ") + what +
+                            " (injected by the test)");
+    }
+    // Aligned for the widest word, as cudaMalloc's memory is.
+    auto* p = static_cast<std::byte*>(
+        ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{256}));
+    where[p] = bytes;
+    ++stats.live_allocations;
+    return p;
+  }
+  void release(void* p, Allocations& where) {
+    if (pending() != 0) ++stats.freed_with_pending_work;
+    where.erase(static_cast<std::byte*>(p));
+    ::operator delete (p, std::align_val_t{256});
+    --stats.live_allocations;
+  }
+  static bool inside(const void* p, const Allocations& where) {
+    const auto* b = static_cast<const std::byte*>(p);
+    auto it = where.upper_bound(b);
+    if (it == where.begin()) return false;
+    --it;
+    return b < it->first + std::max<std::size_t>(it->second, 1);
+  }
+
+  void enqueue(detail::StreamHandle s, std::function<void()> run,
+               std::function<bool()> ready = {}) {
+    if (current_device_ != engine_device) ++stats.wrong_device;
+    queues_[s].push_back({std::move(run), std::move(ready)});
+    // Some earlier work may run now, in any stream, or not yet.
+    for (int i = std::uniform_int_distribution<int>(0, eagerness_)(rng_); i > 0; --i) step();
+  }
+
+  // Runs the first op of a random stream whose first op can run; false if none can.
+  bool step() {
+    std::vector<std::deque<Op>*> runnable;
+    for (auto& [stream, queue] : queues_) {
+      if (!queue.empty() && (!queue.front().ready || queue.front().ready())) {
+        runnable.push_back(&queue);
+      }
+    }
+    if (runnable.empty()) return false;
+    auto& queue =
+        *runnable[std::uniform_int_distribution<std::size_t>(0, runnable.size() - 1)(rng_)];
+    Op op = std::move(queue.front());
+    queue.pop_front();
+    if (op.run) op.run();
+    return true;
+  }
+
+  [[noreturn]] void throw_deadlock() {
+    ++stats.deadlocks;
+    throw std::logic_error("fake CUDA runtime: a synchronisation waits for work that cannot run");
+  }
+
+  std::mt19937_64 rng_;
+  int eagerness_;
+  int current_device_;
+  std::uintptr_t next_handle_ = 0x1000;
+  std::map<detail::StreamHandle, std::deque<Op>> queues_;
+  std::map<detail::EventHandle, Event> events_;
+  Allocations device_;
+  Allocations pinned_;
+};
+
+// An engine on "device 1" over a fake runtime while the caller's current device is 0, with tiny
+// pipeline chunks so that batches span many of them.
+struct FakeEngine {
+  FakeEngine(const Layout& layout, std::uint64_t seed, std::uint32_t chunk_keys = 512) {
+    auto owned = std::make_unique<FakeRuntime>(seed, 0);
+    fake = owned.get();
+    fake->engine_device = 1;
+    engine = detail::make_device_engine(layout, "cuda/fake", 1, std::move(owned), chunk_keys);
+  }
+  FakeRuntime* fake;
+  std::unique_ptr<detail::CudaEngine> engine;
+};
+
+std::vector<std::byte> engine_bytes(const detail::Engine& engine, const Layout& layout) {
+  std::vector<std::byte> out(layout.size_bytes());
+  engine.copy_bytes_to(out);
+  return out;
+}
+
+class FakeCuda : public testing::TestWithParam<std::uint64_t> {
+ protected:
+  Layout layout_{Shape::sb512, 1021, KeyHash::xxh64, 0};
+};
+
+TEST_P(FakeCuda, HostSpanCallsGiveTheOraclesAnswersAcrossChunks) {
+  FakeEngine gpu(layout_, GetParam());
+  Filter cpu(layout_, on_scalar());
+  const auto inserted = random_keys(3000, 1);
+  gpu.engine->insert(inserted, KeyMode::hash_with_layout);
+  cpu.insert(inserted);
+  EXPECT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu));
+
+  // Hot keys whose copies fall in different chunks: each chunk must see the ones before it.
+  const auto batch = hot_key_batch(20, 150, 4000, GetParam());
+  std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+  EXPECT_EQ(gpu.engine->insert_if_absent(batch, KeyMode::hash_with_layout, gpu_new),
+            cpu.insert_if_absent(batch, cpu_new));
+  EXPECT_EQ(gpu_new, cpu_new);
+
+  auto probes = random_keys(5000, 2);
+  probes.insert(probes.end(), batch.begin(), batch.begin() + 2000);
+  std::vector<std::uint8_t> gpu_has(probes.size(), 9), cpu_has(probes.size());
+  gpu.engine->contains(probes, KeyMode::hash_with_layout, gpu_has);
+  cpu.contains(probes, cpu_has);
+  EXPECT_EQ(gpu_has, cpu_has);
+
+  EXPECT_EQ(gpu.engine->popcount(), cpu.popcount());
+  EXPECT_NEAR(gpu.engine->current_fpr(), cpu.current_fpr(), 1e-12);
+  EXPECT_EQ(gpu.fake->pending(), 0u) << "a call returned before its work was done";
+  EXPECT_EQ(gpu.fake->stats.wrong_device, 0) << "work queued while another device was current";
+  EXPECT_EQ(gpu.fake->current_device(), 0) << "the caller's device was not restored";
+}
+
+TEST_P(FakeCuda, ClearFollowedAtOnceByInsertsKeepsTheInserts) {
+  FakeEngine gpu(layout_, GetParam());
+  const auto first = random_keys(2000, 3), second = random_keys(300, 4);
+  Filter cpu(layout_, on_scalar());
+  cpu.insert(second);
+  // As a window rotates: many rounds of clear() then at once a batch of one chunk, so that a
+  // clear() not ordered before the next kernel shows in some round.
+  for (int round = 0; round < 20; ++round) {
+    gpu.engine->insert(first, KeyMode::hash_with_layout);
+    gpu.engine->clear();
+    gpu.engine->insert(second, KeyMode::hash_with_layout);
+    ASSERT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu)) << "round " << round;
+  }
+  gpu.engine->clear();
+  std::vector<std::uint8_t> is_new(first.size());
+  EXPECT_EQ(gpu.engine->insert_if_absent(first, KeyMode::hash_with_layout, is_new), first.size());
+}
+
+TEST_P(FakeCuda, WholeFilterCallsMatchTheOracle) {
+  FakeEngine gpu(layout_, GetParam());
+  Filter cpu(layout_, on_scalar()), other(layout_, on_scalar());
+  const auto keys = random_keys(4000, 5);
+  other.insert(std::span(keys).subspan(1000));
+  cpu.insert(std::span(keys).first(2000));
+  gpu.engine->copy_bytes_from(bytes_of(cpu));
+  const auto other_bytes = bytes_of(other);
+  gpu.engine->combine(other_bytes, CombineOp::bit_or);
+  cpu.merge(other);
+  EXPECT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu));
+  gpu.engine->combine(other_bytes, CombineOp::bit_and);
+  cpu.intersect(other);
+  EXPECT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu));
+  EXPECT_EQ(gpu.engine->popcount(), cpu.popcount());
+}
+
+TEST_P(FakeCuda, DeviceCallsRunInIssueOrderWhateverTheirStreams) {
+  FakeEngine gpu(layout_, GetParam());
+  FakeRuntime& fake = *gpu.fake;
+  // "Device memory" of the fake: the engine accepts only pointers it knows.
+  const auto batch = hot_key_batch(10, 100, 2000, GetParam() + 7);
+  const std::size_t n = batch.size();
+  auto* keys = static_cast<std::uint64_t*>(fake.allocate_device(n * 8, "keys"));
+  auto* flags = static_cast<std::uint8_t*>(fake.allocate_device(2 * n, "flags"));
+  auto* count = static_cast<std::uint64_t*>(fake.allocate_device(8, "count"));
+  std::memcpy(keys, batch.data(), n * 8);
+  *count = 0;
+  const detail::StreamHandle streams[2] = {fake.create_stream(), fake.create_stream()};
+  gpu.engine->insert_if_absent_device(keys, static_cast<std::uint32_t>(n), flags, count, streams[0],
+                                      false);
+  gpu.engine->insert_if_absent_device(keys, static_cast<std::uint32_t>(n), flags + n, count,
+                                      streams[1], false);
+  fake.synchronize_stream(streams[0]);
+  fake.synchronize_stream(streams[1]);
+
+  Filter cpu(layout_, on_scalar());
+  std::vector<std::uint8_t> cpu_first(n), cpu_second(n);
+  const std::uint64_t cpu_count =
+      cpu.insert_if_absent(batch, cpu_first) + cpu.insert_if_absent(batch, cpu_second);
+  EXPECT_EQ(std::vector<std::uint8_t>(flags, flags + n), cpu_first);
+  EXPECT_EQ(std::vector<std::uint8_t>(flags + n, flags + 2 * n), cpu_second);
+  EXPECT_EQ(*count, cpu_count);
+  // A host-span call after them sees their bits.
+  EXPECT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu));
+  for (auto s : streams) fake.destroy_stream(s);
+  fake.free_device(keys);
+  fake.free_device(flags);
+  fake.free_device(count);
+}
+
+TEST_P(FakeCuda, FailedGrowthLeavesAUsableEngine) {
+  const auto small = random_keys(100, 6), big = random_keys(5000, 7);
+  for (int failing = 0; failing < 8; ++failing) {
+    FakeEngine gpu(layout_, GetParam(), 4096);
+    Filter cpu(layout_, on_scalar());
+    gpu.engine->insert(small, KeyMode::hash_with_layout);
+    cpu.insert(small);
+    gpu.fake->fail_allocation_at = failing;  // one of the 8 buffers of two grown slots
+    EXPECT_THROW(gpu.engine->insert(big, KeyMode::hash_with_layout), AllocationError);
+    EXPECT_EQ(gpu.fake->pending(), 0u);
+    gpu.fake->fail_allocation_at = -1;
+    // Small and big calls work afterwards (no slot is left half-allocated).
+    std::vector<std::uint8_t> gpu_has(small.size()), cpu_has(small.size());
+    gpu.engine->contains(small, KeyMode::hash_with_layout, gpu_has);
+    cpu.contains(small, cpu_has);
+    EXPECT_EQ(gpu_has, cpu_has) << "allocation " << failing;
+    gpu.engine->insert(big, KeyMode::hash_with_layout);
+    cpu.insert(big);
+    EXPECT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu)) << "allocation " << failing;
+    const auto stats = gpu.fake->shared_stats;
+    gpu.engine.reset();
+    EXPECT_EQ(stats->live_allocations, 0) << "allocation " << failing;
+    EXPECT_EQ(stats->live_streams_and_events, 0) << "allocation " << failing;
+  }
+}
+
+TEST_P(FakeCuda, AThrowMidLoopWaitsForBothSlotsFirst) {
+  const auto batch = hot_key_batch(8, 50, 6000, GetParam());
+  for (int failing : {1, 4, 9}) {
+    FakeEngine gpu(layout_, GetParam());
+    gpu.fake->fail_copy_at = failing;
+    std::vector<std::uint8_t> is_new(batch.size());
+    EXPECT_THROW(gpu.engine->insert_if_absent(batch, KeyMode::hash_with_layout, is_new),
+                 DeviceError);
+    // Nothing still reads or writes a staging buffer that the next call would reuse.
+    EXPECT_EQ(gpu.fake->pending(), 0u) << "copy " << failing;
+    EXPECT_EQ(gpu.fake->stats.freed_with_pending_work, 0);
+    gpu.engine->clear();
+    Filter cpu(layout_, on_scalar());
+    std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+    gpu.engine->insert_if_absent(batch, KeyMode::hash_with_layout, gpu_new);
+    cpu.insert_if_absent(batch, cpu_new);
+    EXPECT_EQ(gpu_new, cpu_new) << "copy " << failing;
+  }
+}
+
+TEST_P(FakeCuda, DevicePointersAreChecked) {
+  FakeEngine gpu(layout_, GetParam());
+  FakeRuntime& fake = *gpu.fake;
+  auto* keys = static_cast<std::uint64_t*>(fake.allocate_device(800, "keys"));
+  auto* flags = static_cast<std::uint8_t*>(fake.allocate_device(100, "flags"));
+  std::vector<std::uint64_t> host_keys(100);
+  const auto misaligned =
+      reinterpret_cast<const std::uint64_t*>(reinterpret_cast<const std::byte*>(keys) + 4);
+  EXPECT_THROW(gpu.engine->insert_device(misaligned, 10, nullptr, true), std::invalid_argument);
+  EXPECT_THROW(gpu.engine->insert_device(host_keys.data(), 10, nullptr, true),
+               std::invalid_argument);
+  EXPECT_THROW(gpu.engine->contains_device(keys, 10, nullptr, nullptr, true),
+               std::invalid_argument);
+  auto* count_misaligned = reinterpret_cast<std::uint64_t*>(flags + 1);
+  EXPECT_THROW(
+      gpu.engine->insert_if_absent_device(keys, 10, flags, count_misaligned, nullptr, true),
+      std::invalid_argument);
+  EXPECT_EQ(fake.pending(), 0u);
+  // Synchronous calls return with their work done.
+  std::memset(keys, 0, 800);
+  gpu.engine->contains_device(keys, 100, flags, nullptr, true);
+  EXPECT_EQ(fake.pending(), 0u);
+  fake.free_device(keys);
+  fake.free_device(flags);
+}
+
+TEST_P(FakeCuda, ConstructionFailureReleasesEverything) {
+  for (int failing = 0; failing < 2; ++failing) {
+    auto owned = std::make_unique<FakeRuntime>(GetParam(), 0);
+    owned->engine_device = 1;
+    owned->fail_allocation_at = failing;
+    const auto stats = owned->shared_stats;
+    EXPECT_THROW(detail::make_device_engine(layout_, "cuda/fake", 1, std::move(owned)),
+                 AllocationError);
+    EXPECT_EQ(stats->live_allocations, 0) << "allocation " << failing;
+    EXPECT_EQ(stats->live_streams_and_events, 0) << "allocation " << failing;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, FakeCuda, testing::Range<std::uint64_t>(1, 7));
+
+}  // namespace
+}  // namespace bulkbloom::test
