@@ -1,28 +1,80 @@
 #!/usr/bin/env bash
-# The GPU check: on a machine with an NVIDIA GPU (no network needed), configures a Release build
-# with the CUDA backend, builds it, runs the test suite (the GPU tests included) and the GPU
-# benchmark, and prints the benchmark's summary table last. Between them: compute-sanitizer's
-# memcheck on a few GPU tests, and mutation checks (bench/gpu_mutations.sh) showing that the GPU
-# tests fail when the kernels are broken. Meant to finish within 8 minutes on
-# an H200 with 16 cores.
+# The GPU check: one unattended run on a machine with an NVIDIA GPU and no network. Within one
+# global deadline (540 s) it configures a Release build with the CUDA backend, builds the GPU
+# targets, then runs, most valuable first: the GPU tests (each with its own timeout), the GPU
+# benchmark table, compute-sanitizer memcheck and racecheck on a few GPU tests, mutation checks
+# (bench/gpu_mutations.sh: the GPU tests must fail on broken kernels), and the whole test suite
+# with the CUDA backend as the default. Every log and a summary go to OUT_DIR; a short table of
+# the steps is printed last. A step the deadline leaves no time for says SKIPPED.
 #
-# usage: bench/gpu_check.sh [DEPS_DIR] [LOG_DIR]
-#   DEPS_DIR  folder of .deb files from bench/fetch_gpu_deps.sh (default .deps); they are unpacked
-#             into a private temporary prefix, never into /. Absent or empty: the system's packages.
-#   LOG_DIR   where to copy the logs (default build/gpu-check)
-set -euo pipefail
+# usage: bench/gpu_check.sh [--rehearse] OUT_DIR [DEPS_DIR]
+#   OUT_DIR   folder for every log and summary.txt (created)
+#   DEPS_DIR  folder of .deb files from bench/fetch_gpu_deps.sh (default .deps/gpu); they are
+#             unpacked into a private prefix, never into /. Absent or empty: the system's packages.
+#   --rehearse  on a machine without a GPU: unpack, configure and build exactly as the real run
+#             does, check that every mutation still applies, and skip the steps that need a GPU,
+#             so that a defect of this script never costs GPU time (ctest runs this).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-deps_dir=${1:-.deps}
-build_dir=build/gpu-check
-log_dir=${2:-$build_dir}
+rehearse=no
+if [[ ${1:-} == --rehearse ]]; then
+  rehearse=yes
+  shift
+fi
+out=${1:?usage: bench/gpu_check.sh [--rehearse] OUT_DIR [DEPS_DIR]}
+deps_dir=${2:-.deps/gpu}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+build_dir=${GPU_CHECK_BUILD_DIR:-build/gpu-check}
 jobs=$(nproc)
 started=$(date +%s)
-say() { echo "[gpu_check +$(($(date +%s) - started))s] $*"; }
+deadline=$((started + ${GPU_CHECK_SECONDS:-540}))
+summary=$out/summary.txt
+: >"$summary"
+say() { echo "[gpu_check +$(($(date +%s) - started))s] $*" | tee -a "$out/gpu_check.log"; }
+left() { echo $((deadline - $(date +%s))); }
+results=()
+result() { # step verdict detail
+  results+=("$(printf '%-22s %-8s %s' "$1" "$2" "$3")")
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$summary"
+}
+# Runs "$@" with at most `limit` seconds, and never past the deadline minus `reserve` seconds.
+# Returns 124 when there was no time to start it.
+bounded() {
+  local limit=$1 reserve=$2
+  shift 2
+  local budget=$(($(left) - reserve))
+  ((budget > limit)) && budget=$limit
+  ((budget < 5)) && return 124
+  timeout -k 5 "$budget" "$@"
+}
+# False, recording the step SKIPPED, when the deadline leaves under `reserve` + 5 seconds.
+time_for() { # step reserve
+  (($(left) - $2 >= 5)) && return 0
+  result "$1" SKIPPED "no time left before the deadline"
+  return 1
+}
+finish() {
+  say "done in $(($(date +%s) - started)) s; logs in $out"
+  echo
+  [[ -f $out/gpu_bench.log ]] && sed -n '/== summary/,$p' "$out/gpu_bench.log"
+  echo
+  printf '%s\n' "${results[@]}"
+  local failed=0
+  for r in "${results[@]}"; do [[ $r == *" FAILED "* ]] && failed=1; done
+  exit $failed
+}
 
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-say "machine: $(nproc) cores; $(nvcc --version | tail -1); $(cmake --version | head -1)"
-say "host compiler: $(c++ --version 2>/dev/null | head -1 || echo none)"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+{
+  echo "machine: $(nproc) cores, $(uname -r)"
+  nvcc --version | tail -2
+  cmake --version | head -1
+  c++ --version 2>/dev/null | head -1
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1
+  command -v compute-sanitizer || echo "compute-sanitizer: not found"
+} >"$out/environment.log" 2>&1
+cat "$out/environment.log"
 
 configure_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBULKBLOOM_CUDA=ON)
 if compgen -G "$deps_dir/*.deb" >/dev/null; then
@@ -41,73 +93,122 @@ if compgen -G "$deps_dir/*.deb" >/dev/null; then
   configure_args+=(-Dhwy_DIR="$libdir/cmake/hwy" -DGTest_DIR="$libdir/cmake/GTest"
                    -Dbenchmark_DIR="$libdir/cmake/benchmark"
                    -DCMAKE_INCLUDE_PATH="$prefix/usr/include")
-  say "dependencies unpacked from $deps_dir into $prefix"
+  result dependencies ok "$(ls "$deps_dir"/*.deb | wc -l) .deb files unpacked from $deps_dir"
+else
+  result dependencies ok "no .deb files in $deps_dir: the system's packages"
 fi
 
-mkdir -p "$log_dir"
 say "configure"
-cmake -S . -B "$build_dir" "${configure_args[@]}" >"$log_dir/configure.log" 2>&1 ||
-  { tail -40 "$log_dir/configure.log"; exit 1; }
-grep -E "CUDA backend|CUDA compiler" "$log_dir/configure.log" || true
+if ! bounded 120 0 cmake -S . -B "$build_dir" "${configure_args[@]}" >"$out/configure.log" 2>&1; then
+  tail -30 "$out/configure.log"
+  result configure FAILED "see configure.log"
+  finish
+fi
+grep -E "CUDA backend|CUDA compiler identification" "$out/configure.log"
+result configure ok "$build_dir"
 
-say "build"
+say "build the GPU targets"
 # The GPU targets first: a failure elsewhere (other components) must not hide GPU results.
-gpu_targets=(bulkbloom bulkbloom_cuda_tests bulkbloom_gpu_bench)
-cmake --build "$build_dir" -j "$jobs" --target "${gpu_targets[@]}" >"$log_dir/build.log" 2>&1 ||
-  { tail -60 "$log_dir/build.log"; exit 1; }
-if ! cmake --build "$build_dir" -j "$jobs" >>"$log_dir/build.log" 2>&1; then
-  say "WARNING: building everything failed (see $log_dir/build.log); continuing with GPU targets"
-  tail -20 "$log_dir/build.log"
+gpu_targets=(bulkbloom_cuda_tests bulkbloom_cuda_host_tests bulkbloom_gpu_bench)
+if ! bounded 300 60 cmake --build "$build_dir" -j "$jobs" --target "${gpu_targets[@]}" \
+  >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log"
+  result build FAILED "see build.log"
+  finish
+fi
+result build ok "${gpu_targets[*]}"
+
+gpu=yes
+gpu_why=""
+if [[ $rehearse == yes ]]; then
+  gpu=no
+  gpu_why="rehearsal"
+elif ! nvidia-smi -L >/dev/null 2>&1; then
+  gpu=no
+  gpu_why="nvidia-smi finds no GPU"
+fi
+skip_gpu_steps() {
+  for step in gpu-tests benchmark memcheck racecheck mutations whole-suite; do
+    result "$step" SKIPPED "$gpu_why"
+  done
+}
+
+# The mutations' edits must still apply to the sources; checked without building in a rehearsal.
+if [[ $rehearse == yes ]]; then
+  if bench/gpu_mutations.sh --dry-run "$out/mutations-work" "$out/mutations.log" >>"$out/mutations.log" 2>&1; then
+    result mutation-edits ok "every edit applies"
+  else
+    result mutation-edits FAILED "see mutations.log"
+  fi
+fi
+if [[ $gpu == no ]]; then
+  skip_gpu_steps
+  finish
 fi
 
-say "GPU tests"
-gpu_tests_ok=yes
-timeout 180 "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 2>&1 | tee "$log_dir/gpu_tests.log" ||
-  gpu_tests_ok=no
-# Without a device every GPU test skips (one no-device test runs instead): that is no GPU result.
-if grep -q "no CUDA device" "$log_dir/gpu_tests.log"; then
-  say "NO USABLE GPU: the GPU tests skipped; nothing below measures a GPU"
-  gpu_tests_ok=skipped
+say "GPU tests (60 s each)"
+if ! time_for gpu-tests 240; then
+  :
+elif bounded 150 240 ctest --test-dir "$build_dir" -R '^Shapes/Cuda\.|^CudaBackend\.' -j 4 \
+  --timeout 60 --output-on-failure --output-junit "$out/gpu_tests.xml" >"$out/gpu_tests.log" 2>&1; then
+  result gpu-tests ok "$(grep -E 'tests passed' "$out/gpu_tests.log")"
+else
+  result gpu-tests FAILED "$(grep -E 'tests passed|Timeout|Failed' "$out/gpu_tests.log" | head -3 | tr '\n' ' ')"
 fi
-# Out-of-bounds and misaligned accesses, on a few small GPU tests (compute-sanitizer slows
-# kernels many times over). Skipped where the tool is missing or no device is usable.
-memcheck_ok=skipped
-if [[ $gpu_tests_ok != skipped ]] && command -v compute-sanitizer >/dev/null; then
-  say "compute-sanitizer memcheck"
-  memcheck_ok=yes
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 \
-    --gtest_filter='*ContainsGivesTheOracleFlags/sb512:*UserKernels*/sb512x16:*CopiesWithinOneWarp*/sb256x4:*ConcurrentStreams*/sb512' \
-    >"$log_dir/memcheck.log" 2>&1 || memcheck_ok=no
-  tail -3 "$log_dir/memcheck.log"
-elif [[ $gpu_tests_ok != skipped ]]; then
-  say "compute-sanitizer not found: memcheck not run"
-fi
-say "whole test suite (default backend: CUDA when a device is present)"
-suite_ok=yes
-timeout 150 ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
-  -E '^Shapes/Cuda\.|^CudaBackend\.' >"$log_dir/ctest.log" 2>&1 || suite_ok=no
-tail -5 "$log_dir/ctest.log"
-
-# GPU_CHECK_MUTATIONS=0 skips this step (about a minute and a half on an H200 machine).
-mutations_ok=skipped
-if [[ $gpu_tests_ok != skipped && ${GPU_CHECK_MUTATIONS:-1} != 0 ]]; then
-  say "mutations: can the GPU tests fail?"
-  mutations_ok=yes
-  timeout 150 bench/gpu_mutations.sh "$build_dir/mutations" "$log_dir/mutations.log" \
-    "${configure_args[@]}" || mutations_ok=no
+if grep -q "no CUDA device" "$out/gpu_tests.log"; then
+  gpu_why="the GPU tests found no usable device"
+  say "NO USABLE GPU: nothing below measures a GPU"
+  skip_gpu_steps
+  finish
 fi
 
 say "GPU benchmark"
-bench_ok=yes
-timeout 180 "$build_dir/bench/gpu/bulkbloom_gpu_bench" >"$log_dir/gpu_bench.log" 2>&1 || bench_ok=no
-sed -n '/== summary/q;p' "$log_dir/gpu_bench.log"
+if ! time_for benchmark 150; then
+  :
+elif bounded 150 150 "$build_dir/bench/gpu/bulkbloom_gpu_bench" >"$out/gpu_bench.log" 2>&1; then
+  result benchmark ok "table at the end of gpu_bench.log"
+else
+  result benchmark FAILED "exit $? (see gpu_bench.log)"
+fi
 
-verdict() { [[ $1 == yes ]] && echo "$2" || { [[ $1 == skipped ]] && echo SKIPPED || echo FAILED; }; }
-say "done: GPU tests $(verdict $gpu_tests_ok passed), test suite $(verdict $suite_ok passed)," \
-  "memcheck $(verdict $memcheck_ok clean), mutations $(verdict $mutations_ok caught)," \
-  "benchmark $(verdict $bench_ok ran)"
-echo
-sed -n '/== summary/,$p' "$log_dir/gpu_bench.log"
-[[ $gpu_tests_ok == yes && $suite_ok == yes && $memcheck_ok != no && $mutations_ok != no &&
-  $bench_ok == yes ]]
+# Out-of-bounds and misaligned accesses, then shared-memory races, on a few small GPU tests
+# (compute-sanitizer slows kernels many times over).
+sanitized='*ContainsGivesTheOracleFlags/sb512:*UserKernels*/sb512x16:*InOneBlock*/sb256x4:*TwoStreams*/sb512'
+for tool in memcheck racecheck; do
+  if ! command -v compute-sanitizer >/dev/null; then
+    result "$tool" SKIPPED "compute-sanitizer not found"
+    continue
+  fi
+  say "compute-sanitizer $tool"
+  if ! time_for "$tool" 90; then
+    :
+  elif bounded 60 90 compute-sanitizer --tool "$tool" --error-exitcode 1 \
+    "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 --gtest_filter="$sanitized" \
+    >"$out/$tool.log" 2>&1; then
+    result "$tool" ok "$(tail -1 "$out/$tool.log")"
+  else
+    result "$tool" FAILED "$(tail -1 "$out/$tool.log")"
+  fi
+done
+
+say "mutations: can the GPU tests fail?"
+if ! time_for mutations 60; then
+  :
+elif bounded 150 60 bench/gpu_mutations.sh "$build_dir/mutations" "$out/mutations.log" \
+  "${configure_args[@]}" >"$out/mutations.out" 2>&1; then
+  result mutations ok "$(grep -c caught "$out/mutations.out") caught"
+else
+  result mutations FAILED "$(grep -E 'SURVIVED|did not apply' "$out/mutations.out" | head -2 | tr '\n' ' ')"
+fi
+
+say "whole test suite (default backend: CUDA)"
+if ! time_for whole-suite 5; then
+  :
+elif bounded 600 5 cmake --build "$build_dir" -j "$jobs" >>"$out/build.log" 2>&1 &&
+  bounded 600 5 ctest --test-dir "$build_dir" -j "$jobs" --timeout 120 --output-on-failure \
+    -E '^Shapes/Cuda\.|^CudaBackend\.' >"$out/ctest.log" 2>&1; then
+  result whole-suite ok "$(grep -E 'tests passed' "$out/ctest.log")"
+else
+  result whole-suite FAILED "$(grep -E 'tests passed|tests failed' "$out/ctest.log" 2>/dev/null | head -1)"
+fi
+finish
