@@ -47,6 +47,10 @@ function(bulkbloom_add_cuda_backend target)
   target_compile_definitions(${target} PRIVATE BULKBLOOM_HAVE_CUDA=1)
   # CMake 3.25 knows no C++20 flag for nvcc (CUDA_STANDARD 20 fails there), so pass it directly.
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Xcompiler=-Wall>)
+  # A register spill or any local memory in a kernel (ours or Thrust's sort) fails the build, so
+  # every build checks what -Xptxas -v would show.
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-spills,-warn-lmem-usage,-Werror>)
   # Static, so a consumer needs no CUDA runtime library of a matching version at run time; the
   # installed package config finds CUDAToolkit for this target.
   target_link_libraries(${target} PRIVATE CUDA::cudart_static)

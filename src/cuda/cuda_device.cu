@@ -23,6 +23,15 @@ using gpu::kThreadsPerBlock;
 // slots of streamed keys and flags, the sort's arrays and its temporary storage for one chunk.
 constexpr std::uint64_t kWorkingBytes = std::uint64_t{512} << 20;
 
+// Index arithmetic at the largest device batch (bulkbloom::cuda::kMaxDeviceBatch, 2^32 - 1 keys,
+// one thread each): the grid fits CUDA's limit, and the last thread's 32-bit index
+// blockIdx.x * kThreadsPerBlock + threadIdx.x does not wrap.
+constexpr std::uint64_t kMaxDeviceKeys = (std::uint64_t{1} << 32) - 1;
+constexpr std::uint64_t kMaxGrid = (kMaxDeviceKeys + kThreadsPerBlock - 1) / kThreadsPerBlock;
+static_assert(kMaxGrid <= 0x7fffffffu, "the largest batch needs more blocks than a grid holds");
+static_assert(kMaxGrid * kThreadsPerBlock - 1 <= 0xffffffffu,
+              "the last thread's index of the largest batch wraps in 32 bits");
+
 std::string error_text(cudaError_t err) {
   return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
 }
