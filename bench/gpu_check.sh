@@ -78,7 +78,9 @@ cat "$out/environment.log"
 
 configure_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBULKBLOOM_CUDA=ON)
 if compgen -G "$deps_dir/*.deb" >/dev/null; then
-  prefix=$(mktemp -d /tmp/bulkbloom-deps.XXXXXX)
+  # At a fixed place beside the build, so that a second run rebuilds nothing.
+  prefix=$(mkdir -p "$build_dir-deps" && cd "$build_dir-deps" && pwd)
+  rm -rf "${prefix:?}"/*
   for deb in "$deps_dir"/*.deb; do
     if command -v dpkg-deb >/dev/null; then
       dpkg-deb -x "$deb" "$prefix"
@@ -135,7 +137,8 @@ skip_gpu_steps() {
 
 # The mutations' edits must still apply to the sources; checked without building in a rehearsal.
 if [[ $rehearse == yes ]]; then
-  if bench/gpu_mutations.sh --dry-run "$out/mutations-work" "$out/mutations.log" >>"$out/mutations.log" 2>&1; then
+  if bench/gpu_mutations.sh --dry-run "$build_dir/mutations" "$out/mutations.log" \
+    >>"$out/mutations.log" 2>&1; then
     result mutation-edits ok "every edit applies"
   else
     result mutation-edits FAILED "see mutations.log"
