@@ -229,7 +229,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
     enqueue(s, [=] {
       const FilterRef ref(bits, layout);
       for (std::uint32_t i = 0; i < n; ++i) {
-        ref.insert_hash(detail::exact::hash_of(layout, keys[i], mode));
+        ref.insert_hash(detail::gpu::hash_key(layout, keys[i], mode));
       }
     });
   }
@@ -238,7 +238,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
     enqueue(s, [=] {
       const FilterRef ref(const_cast<std::byte*>(bits), layout);
       for (std::uint32_t i = 0; i < n; ++i) {
-        out[i] = ref.contains_hash(detail::exact::hash_of(layout, keys[i], mode)) ? 1 : 0;
+        out[i] = ref.contains_hash(detail::gpu::hash_key(layout, keys[i], mode)) ? 1 : 0;
       }
     });
   }

@@ -26,6 +26,7 @@
 #include "bulkbloom/detail/block_math.hpp"
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/layout.hpp"
+#include "cuda/key_placement.hpp"
 #include "engine.hpp"
 
 namespace bulkbloom::detail::exact {
@@ -38,15 +39,6 @@ struct Scratch {
   std::uint32_t* sort_keys;
   std::uint32_t* positions;
 };
-
-BULKBLOOM_HOST_DEVICE inline std::uint64_t hash_of(const Layout& layout, std::uint64_t key,
-                                                   KeyMode mode) {
-  return mode == KeyMode::prehashed ? key : FilterRef(nullptr, layout).hash(key);
-}
-
-BULKBLOOM_HOST_DEVICE inline std::uint32_t block_index(const Layout& layout, std::uint64_t hash) {
-  return layout.block_of(hash);
-}
 
 template <typename G>
 BULKBLOOM_HOST_DEVICE typename G::Word* block_words(std::byte* bits, std::uint32_t block) {
@@ -91,8 +83,8 @@ struct SettleRepeats {
   Scratch scratch;
 
   BULKBLOOM_HOST_DEVICE void operator()(std::uint32_t i) const {
-    const std::uint64_t hash = hash_of(layout, keys[i], mode);
-    const std::uint32_t block = block_index(layout, hash);
+    const std::uint64_t hash = gpu::hash_key(layout, keys[i], mode);
+    const std::uint32_t block = gpu::block_index(layout, hash);
     const bool repeat = covers<G>(block_words<G>(bits, block), G::pattern(hash));
     if (repeat) is_new[i] = 0;
     scratch.sort_keys[i] = repeat ? kSettled : block;
@@ -121,7 +113,7 @@ struct ApplyRun {
     std::uint64_t fresh_keys = 0;
     for (std::uint32_t s = t; s < n && scratch.sort_keys[s] == block; ++s) {
       const std::uint32_t i = scratch.positions[s];
-      const auto pattern = G::pattern(hash_of(layout, keys[i], mode));
+      const auto pattern = G::pattern(gpu::hash_key(layout, keys[i], mode));
       const bool fresh = !covers<G>(now, pattern);
       is_new[i] = fresh ? 1 : 0;
       fresh_keys += fresh ? 1 : 0;

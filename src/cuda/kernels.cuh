@@ -15,6 +15,7 @@
 #include "bulkbloom/detail/block_math.hpp"
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/layout.hpp"
+#include "cuda/key_placement.hpp"
 #include "engine.hpp"
 
 namespace bulkbloom::detail::gpu {
@@ -28,15 +29,6 @@ struct Lanes {
   static constexpr int kCount = G::kBlockBytes / 8;
   unsigned long long lane[kCount];
 };
-
-__device__ __forceinline__ std::uint64_t hash_key(const Layout& layout, std::uint64_t key,
-                                                  KeyMode mode) {
-  return mode == KeyMode::prehashed ? key : FilterRef(nullptr, layout).hash(key);
-}
-
-__device__ __forceinline__ std::uint32_t block_index(const Layout& layout, std::uint64_t hash) {
-  return layout.block_of(hash);
-}
 
 /// The block's bit pattern for `hash`, packed into 64-bit lanes (little-endian, as in memory).
 template <typename G>
