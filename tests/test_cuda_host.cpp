@@ -71,6 +71,15 @@ std::vector<Batch> adversarial_batches() {
   mixed.insert(mixed.end(), fresh.begin(), fresh.begin() + 1000);
   std::shuffle(mixed.begin(), mixed.end(), std::mt19937_64(16));
   batches.push_back({"already_present", 1021, present, mixed});
+  // Identity-hashed, these sit where the two block indices part: high32 puts each in block 0
+  // or 1 of 3, full64 (which also weighs the low half) in the next block.
+  std::vector<std::uint64_t> boundary;
+  for (std::uint64_t i = 0; i < 200; ++i) {
+    boundary.push_back((std::uint64_t{0x55555555} << 32) | (0xffffffffu - i));
+    boundary.push_back((std::uint64_t{0xaaaaaaaa} << 32) | (0xffffffffu - i));
+  }
+  boundary.insert(boundary.end(), boundary.begin(), boundary.begin() + 100);
+  batches.push_back({"index_boundary", 3, {}, boundary});
   std::vector<std::uint64_t> sequential(6000);
   std::iota(sequential.begin(), sequential.end(), 0);
   batches.push_back({"sequential", 131, {}, sequential});
@@ -81,25 +90,27 @@ class ExactOnHost : public testing::TestWithParam<Shape> {};
 
 TEST_P(ExactOnHost, GivesTheSequentialLoopsFlagsAndBytes) {
   for (const KeyHash hash : {KeyHash::xxh64, KeyHash::identity}) {
-    for (const Batch& batch : adversarial_batches()) {
-      const Layout layout{GetParam(), batch.num_blocks, hash, 3};
-      Filter oracle(layout, on_scalar());
-      oracle.insert(batch.preload);
-      std::vector<std::byte> bits = bytes_of(oracle);
+    for (const BlockIndex index : {BlockIndex::high32, BlockIndex::full64}) {
+      for (const Batch& batch : adversarial_batches()) {
+        const Layout layout{GetParam(), batch.num_blocks, hash, 3, index};
+        Filter oracle(layout, on_scalar());
+        oracle.insert(batch.preload);
+        std::vector<std::byte> bits = bytes_of(oracle);
 
-      std::vector<std::uint8_t> expected(batch.keys.size()), got(batch.keys.size(), 7);
-      const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
-      const auto n = static_cast<std::uint32_t>(batch.keys.size());
-      std::vector<std::uint32_t> sort_keys(n), positions(n);
-      std::uint64_t count = 5;  // added to, not overwritten
-      detail::with_geometry(layout.shape, [&]<typename G>(G) {
-        detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits.data(), batch.keys.data(),
-                                           n, KeyMode::hash_with_layout, got.data(), &count,
-                                           {sort_keys.data(), positions.data()});
-      });
-      EXPECT_EQ(got, expected) << batch.name;
-      EXPECT_EQ(count, 5 + expected_count) << batch.name;
-      EXPECT_EQ(bits, bytes_of(oracle)) << batch.name;
+        std::vector<std::uint8_t> expected(batch.keys.size()), got(batch.keys.size(), 7);
+        const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
+        const auto n = static_cast<std::uint32_t>(batch.keys.size());
+        std::vector<std::uint32_t> sort_keys(n), positions(n);
+        std::uint64_t count = 5;  // added to, not overwritten
+        detail::with_geometry(layout.shape, [&]<typename G>(G) {
+          detail::exact::insert_if_absent<G>(
+              thrust::cpp::par, layout, bits.data(), batch.keys.data(), n,
+              KeyMode::hash_with_layout, got.data(), &count, {sort_keys.data(), positions.data()});
+        });
+        EXPECT_EQ(got, expected) << batch.name;
+        EXPECT_EQ(count, 5 + expected_count) << batch.name;
+        EXPECT_EQ(bits, bytes_of(oracle)) << batch.name;
+      }
     }
   }
 }
