@@ -7,12 +7,17 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "bulkbloom/shard.hpp"
 
 #include "backend.hpp"
 #include "file_io.hpp"
 #include "filter_access.hpp"
+#include "shard_file.hpp"
+#include "shard_math.hpp"
 
 static_assert(std::endian::native == std::endian::little,
               "the file format stores little-endian words as they sit in memory");
@@ -40,7 +45,7 @@ enum HeaderField : std::size_t {
   kHashAt = 17,
   kIndexAt = 18,
   kReserved8At = 19,
-  kReserved32At = 20,
+  kNumShardsAt = 20,
   kNumBlocksAt = 24,
   kSeedAt = 32,
   kKeysInsertedAt = 40,
@@ -48,7 +53,8 @@ enum HeaderField : std::size_t {
   kPayloadOffsetAt = 56,
   kPayloadBytesAt = 64,
   kDataChecksumAt = 72,
-  kReserved64At = 80,
+  kShardBeginAt = 80,
+  kShardEndAt = 84,
   kHeaderChecksumAt = 88,
 };
 
@@ -64,7 +70,9 @@ std::uint64_t header_checksum(const std::byte* header) {
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
 
-HeaderBytes encode_header(const Layout& layout, const FileState& state,
+// `num_shards` 0: a whole filter; else the payload is shard `shard` of that many.
+HeaderBytes encode_header(const Layout& layout, std::uint32_t shard, std::uint32_t num_shards,
+                          std::uint64_t payload_bytes, const FileState& state,
                           std::uint64_t payload_offset, std::uint64_t data_checksum) {
   HeaderBytes bytes{};
   std::byte* header = bytes.data();
@@ -74,15 +82,53 @@ HeaderBytes encode_header(const Layout& layout, const FileState& state,
   put<std::uint8_t>(header, kShapeAt, static_cast<std::uint8_t>(layout.shape));
   put<std::uint8_t>(header, kHashAt, static_cast<std::uint8_t>(layout.hash));
   put<std::uint8_t>(header, kIndexAt, static_cast<std::uint8_t>(layout.index));
+  if (num_shards != 0) {
+    const BlockSpan blocks = shard_blocks(layout.num_blocks, shard, num_shards);
+    put<std::uint32_t>(header, kNumShardsAt, num_shards);
+    put<std::uint32_t>(header, kShardBeginAt, static_cast<std::uint32_t>(blocks.begin));
+    put<std::uint32_t>(header, kShardEndAt, static_cast<std::uint32_t>(blocks.end));
+  }
   put<std::uint64_t>(header, kNumBlocksAt, layout.num_blocks);
   put<std::uint64_t>(header, kSeedAt, layout.seed);
   put<std::uint64_t>(header, kKeysInsertedAt, state.keys_inserted);
   put<std::uint64_t>(header, kMetadataBytesAt, state.metadata.size());
   put<std::uint64_t>(header, kPayloadOffsetAt, payload_offset);
-  put<std::uint64_t>(header, kPayloadBytesAt, layout.size_bytes());
+  put<std::uint64_t>(header, kPayloadBytesAt, payload_bytes);
   put<std::uint64_t>(header, kDataChecksumAt, data_checksum);
   put<std::uint64_t>(header, kHeaderChecksumAt, header_checksum(header));
   return bytes;
+}
+
+// Reads the shard fields into `info` (all zero: a whole filter) and returns how many blocks the
+// payload holds. The block range must be exactly that of the recorded shard of the recorded count.
+template <typename Fail>
+std::uint64_t decode_shard(const std::byte* header, FileInfo& info, const Fail& fail) {
+  const std::uint64_t num_blocks = info.layout.num_blocks;
+  info.num_shards = get<std::uint32_t>(header, kNumShardsAt);
+  const BlockSpan recorded{get<std::uint32_t>(header, kShardBeginAt),
+                           get<std::uint32_t>(header, kShardEndAt)};
+  if (info.num_shards == 0) {
+    if (recorded.begin != 0 || recorded.end != 0) {
+      throw fail("a whole filter's header (num_shards 0) has a shard block range [" +
+                 std::to_string(recorded.begin) + ", " + std::to_string(recorded.end) +
+                 "); those fields are reserved (0) in whole-filter files");
+    }
+    return num_blocks;
+  }
+  if (info.num_shards > num_blocks || recorded.begin >= num_blocks) {
+    throw fail("bad shard: " + std::to_string(info.num_shards) + " shards, first block " +
+               std::to_string(recorded.begin) + ", for " + std::to_string(num_blocks) + " blocks");
+  }
+  info.shard = shard_of_block(recorded.begin, num_blocks, info.num_shards);
+  const BlockSpan expected = shard_blocks(num_blocks, info.shard, info.num_shards);
+  if (!(recorded == expected)) {
+    throw fail("bad shard block range [" + std::to_string(recorded.begin) + ", " +
+               std::to_string(recorded.end) + "): shard " + std::to_string(info.shard) + " of " +
+               std::to_string(info.num_shards) + " over " + std::to_string(num_blocks) +
+               " blocks is [" + std::to_string(expected.begin) + ", " +
+               std::to_string(expected.end) + ")");
+  }
+  return expected.size();
 }
 
 // Validates everything the header alone can tell, against the source's total size, before any
@@ -109,9 +155,7 @@ Header decode_header(const std::byte* header, std::uint64_t total_bytes,
     throw fail("header checksum mismatch: the header is corrupt");
   }
   if (get<std::uint32_t>(header, kHeaderBytesAt) != kHeaderBytes ||
-      get<std::uint8_t>(header, kReserved8At) != 0 ||
-      get<std::uint32_t>(header, kReserved32At) != 0 ||
-      get<std::uint64_t>(header, kReserved64At) != 0) {
+      get<std::uint8_t>(header, kReserved8At) != 0) {
     throw fail("header fields reserved in version 1 are not zero");
   }
   Layout& layout = h.info.layout;
@@ -131,10 +175,13 @@ Header decode_header(const std::byte* header, std::uint64_t total_bytes,
   h.info.file_bytes = total_bytes;
   h.payload_bytes = get<std::uint64_t>(header, kPayloadBytesAt);
   h.data_checksum = get<std::uint64_t>(header, kDataChecksumAt);
-  if (h.payload_bytes != layout.size_bytes()) {
-    throw fail("header and payload disagree: the layout needs " +
-               std::to_string(layout.size_bytes()) + " payload bytes, the header says " +
-               std::to_string(h.payload_bytes));
+  const std::uint64_t payload_blocks = decode_shard(header, h.info, fail);
+  const std::uint64_t needed =
+      payload_blocks * static_cast<std::uint64_t>(block_bytes(layout.shape));
+  if (h.payload_bytes != needed) {
+    throw fail("header and payload disagree: " + std::to_string(payload_blocks) +
+               " blocks of the layout need " + std::to_string(needed) +
+               " payload bytes, the header says " + std::to_string(h.payload_bytes));
   }
   if (h.info.metadata_bytes <= (std::uint64_t{1} << 62) &&
       kHeaderBytes + h.info.metadata_bytes > total_bytes &&
@@ -167,7 +214,9 @@ void check_data_checksum(const Header& h, std::uint64_t actual, const std::strin
 }
 
 // Header and metadata plus the zero padding up to the payload, ready to write.
-std::vector<std::byte> file_prefix(const Layout& layout, const FileState& state,
+// `num_shards` 0: a whole filter; else the payload is shard `shard` of that many.
+std::vector<std::byte> file_prefix(const Layout& layout, std::uint32_t shard,
+                                   std::uint32_t num_shards, const FileState& state,
                                    std::span<const std::byte> payload) {
   DataChecksum checksum;
   checksum.update(state.metadata.data(), state.metadata.size());
@@ -175,7 +224,8 @@ std::vector<std::byte> file_prefix(const Layout& layout, const FileState& state,
   const std::uint64_t payload_offset =
       round_up(kHeaderBytes + state.metadata.size(), kPayloadAlignment);
   std::vector<std::byte> prefix(payload_offset);
-  const HeaderBytes header = encode_header(layout, state, payload_offset, checksum.digest());
+  const HeaderBytes header = encode_header(layout, shard, num_shards, payload.size(), state,
+                                           payload_offset, checksum.digest());
   std::copy(header.begin(), header.end(), prefix.begin());
   std::copy(state.metadata.begin(), state.metadata.end(), prefix.begin() + kHeaderBytes);
   return prefix;
@@ -207,6 +257,79 @@ void fill_state(FileState* state, const Header& header, std::vector<std::byte> m
 
 constexpr const char* kCheckpointFile = "checkpoint.bbf";
 
+// How a reader takes a file's payload: as a whole filter, or as a shard's bits.
+enum class ReadAs : std::uint8_t { whole_filter, shard };
+
+// The layout of the filter that a file's payload is read into: the file's own layout for a whole
+// filter (a shard's file holds one only as shard 0 of 1), the shard's local layout for a shard.
+Layout payload_layout(const Header& header, ReadAs read_as, const std::string& source) {
+  const FileInfo& info = header.info;
+  if (read_as == ReadAs::shard) {
+    return detail::local_layout(
+        info.layout,
+        header.payload_bytes / static_cast<std::uint64_t>(block_bytes(info.layout.shape)));
+  }
+  if (info.num_shards > 1) {
+    throw FormatError(source + ": holds shard " + std::to_string(info.shard) + " of " +
+                      std::to_string(info.num_shards) + " of " + info.layout.describe() +
+                      ", not a whole filter; read it as a shard (load_shard, map_shard)");
+  }
+  return info.layout;
+}
+
+// Writes the file image of `bits` with the header of `layout`; `num_shards` 0: a whole filter,
+// else the bits are shard `shard` of that many.
+void write_image(File& out, const Filter& bits, const Layout& layout, std::uint32_t shard,
+                 std::uint32_t num_shards, const FileState& state) {
+  const HostBits host(bits);
+  out.write_all(file_prefix(layout, shard, num_shards, state, host.bytes()));
+  out.write_all(host.bytes());
+}
+
+// Where a file's payload belongs (a whole filter is shard 0 of 1), into `place` if not null.
+void fill_place(detail::PayloadPlace* place, const FileInfo& info) {
+  if (place == nullptr) return;
+  *place = {info.layout, info.shard, std::max<std::uint32_t>(info.num_shards, 1)};
+}
+
+// Reads the image of `bytes` bytes at `offset` of `file`, fully verified.
+Filter read_image(const File& file, std::uint64_t offset, std::uint64_t bytes,
+                  const std::string& source, FileState* state, const Options& options,
+                  ReadAs read_as, detail::PayloadPlace* place) {
+  std::byte header_bytes[kHeaderBytes] = {};
+  file.read_exactly(header_bytes, std::min(bytes, kHeaderBytes), offset);
+  const Header header = decode_header(header_bytes, bytes, source);
+  std::vector<std::byte> metadata(header.info.metadata_bytes);
+  file.read_exactly(metadata.data(), metadata.size(), offset + kHeaderBytes);
+  Filter filter(payload_layout(header, read_as, source), options);
+  DataChecksum checksum;
+  checksum.update(metadata);
+  detail::read_filter_bits(file, offset + header.info.payload_offset, filter, checksum);
+  check_data_checksum(header, checksum.digest(), source);
+  fill_state(state, header, std::move(metadata));
+  fill_place(place, header.info);
+  return filter;
+}
+
+Filter map_file(const std::filesystem::path& path, FileState* state, const MapOptions& options,
+                ReadAs read_as, detail::PayloadPlace* place) {
+  OpenedFile opened = open_filter_file(path);
+  const Header& header = opened.header;
+  const Layout layout = payload_layout(header, read_as, path.string());
+  auto engine = detail::make_engine_over_file(layout, options.options, opened.file.fd(),
+                                              header.info.payload_offset);
+  if (options.verify) {
+    DataChecksum checksum;
+    checksum.update(opened.metadata.data(), opened.metadata.size());
+    checksum.update(engine->host_bytes(), header.payload_bytes);
+    check_data_checksum(header, checksum.digest(), path.string());
+  }
+  Filter filter = detail::FilterAccess::make(layout, std::move(engine));
+  fill_state(state, header, std::move(opened.metadata));
+  fill_place(place, header.info);
+  return filter;
+}
+
 }  // namespace
 
 namespace detail {
@@ -216,25 +339,31 @@ std::uint64_t filter_image_bytes(const Layout& layout, std::uint64_t metadata_by
 }
 
 void write_filter_image(File& out, const Filter& filter, const FileState& state) {
-  const HostBits bits(filter);
-  out.write_all(file_prefix(filter.layout(), state, bits.bytes()));
-  out.write_all(bits.bytes());
+  write_image(out, filter, filter.layout(), 0, 0, state);
 }
 
 Filter read_filter_image(const File& file, std::uint64_t offset, std::uint64_t bytes,
                          const std::string& source, FileState* state, const Options& options) {
-  std::byte header_bytes[kHeaderBytes] = {};
-  file.read_exactly(header_bytes, std::min(bytes, kHeaderBytes), offset);
-  const Header header = decode_header(header_bytes, bytes, source);
-  std::vector<std::byte> metadata(header.info.metadata_bytes);
-  file.read_exactly(metadata.data(), metadata.size(), offset + kHeaderBytes);
-  Filter filter(header.info.layout, options);
-  DataChecksum checksum;
-  checksum.update(metadata);
-  detail::read_filter_bits(file, offset + header.info.payload_offset, filter, checksum);
-  check_data_checksum(header, checksum.digest(), source);
-  fill_state(state, header, std::move(metadata));
-  return filter;
+  return read_image(file, offset, bytes, source, state, options, ReadAs::whole_filter, nullptr);
+}
+
+void save_payload(const Filter& bits, const PayloadPlace& place, const std::filesystem::path& path,
+                  const FileState& state) {
+  write_file_atomically(path, [&](File& out) {
+    write_image(out, bits, place.layout, place.shard, place.num_shards, state);
+  });
+}
+
+Filter load_payload(const std::filesystem::path& path, FileState* state, const Options& options,
+                    PayloadPlace& place) {
+  const File file(path, O_RDONLY);
+  return read_image(file, 0, file.regular_file_size(), path.string(), state, options, ReadAs::shard,
+                    &place);
+}
+
+Filter map_payload(const std::filesystem::path& path, FileState* state, const MapOptions& options,
+                   PayloadPlace& place) {
+  return map_file(path, state, options, ReadAs::shard, &place);
 }
 
 }  // namespace detail
@@ -255,24 +384,12 @@ FileInfo read_info(const std::filesystem::path& path) {
 }
 
 Filter map(const std::filesystem::path& path, FileState* state, const MapOptions& options) {
-  OpenedFile opened = open_filter_file(path);
-  const Header& header = opened.header;
-  auto engine = detail::make_engine_over_file(header.info.layout, options.options, opened.file.fd(),
-                                              header.info.payload_offset);
-  if (options.verify) {
-    DataChecksum checksum;
-    checksum.update(opened.metadata.data(), opened.metadata.size());
-    checksum.update(engine->host_bytes(), header.payload_bytes);
-    check_data_checksum(header, checksum.digest(), path.string());
-  }
-  Filter filter = detail::FilterAccess::make(header.info.layout, std::move(engine));
-  fill_state(state, header, std::move(opened.metadata));
-  return filter;
+  return map_file(path, state, options, ReadAs::whole_filter, nullptr);
 }
 
 std::vector<std::byte> serialize(const Filter& filter, const FileState& state) {
   const HostBits bits(filter);
-  std::vector<std::byte> image = file_prefix(filter.layout(), state, bits.bytes());
+  std::vector<std::byte> image = file_prefix(filter.layout(), 0, 0, state, bits.bytes());
   image.insert(image.end(), bits.bytes().begin(), bits.bytes().end());
   return image;
 }
@@ -288,7 +405,7 @@ Filter deserialize(std::span<const std::byte> image, FileState* state, const Opt
   checksum.update(metadata.data(), metadata.size());
   checksum.update(payload.data(), payload.size());
   check_data_checksum(header, checksum.digest(), source);
-  Filter filter(header.info.layout, options);
+  Filter filter(payload_layout(header, ReadAs::whole_filter, source), options);
   filter.copy_bytes_from(payload);
   fill_state(state, header, std::vector<std::byte>(metadata.begin(), metadata.end()));
   return filter;

@@ -8,4 +8,5 @@
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/format.hpp"
 #include "bulkbloom/layout.hpp"
+#include "bulkbloom/shard.hpp"
 #include "bulkbloom/window.hpp"

@@ -44,6 +44,10 @@ struct FileInfo {
   std::uint64_t metadata_bytes = 0;  ///< Length of FileState::metadata.
   std::uint64_t payload_offset = 0;  ///< Byte offset of the filter bits in the file.
   std::uint64_t file_bytes = 0;      ///< Total file size.
+  /// For a shard's file (bulkbloom/shard.hpp): how many shards the filter is cut into, and which
+  /// of them the payload holds. 0 and 0 for a whole filter's file.
+  std::uint32_t num_shards = 0;
+  std::uint32_t shard = 0;  ///< Which shard, in [0, num_shards).
 };
 
 /// The current (and newest readable) format version.
@@ -54,7 +58,8 @@ inline constexpr std::uint32_t kFormatVersion = 1;
 /// any moment leaves either the old file or the new one. Throws IoError.
 void save(const Filter& filter, const std::filesystem::path& path, const FileState& state = {});
 
-/// Reads and fully verifies a filter file onto the backend chosen by `options`.
+/// Reads and fully verifies a filter file onto the backend chosen by `options`. A shard's file
+/// reads only as load_shard() (bulkbloom/shard.hpp), unless it is shard 0 of 1.
 /// Throws FormatError for a bad file, IoError when it cannot be read.
 Filter load(const std::filesystem::path& path, FileState* state = nullptr,
             const Options& options = {});
