@@ -250,7 +250,7 @@ TEST(Shards, InsertAndByteKeysMatchTheOneFilterOnEveryImplementation) {
     Options options;
     options.implementation = impl;
     options.threads = 2;
-    const Layout layout{Shape::sb256, 3001, KeyHash::xxh64, 0, BlockIndex::full64};
+    const Layout layout{Shape::sb256, 3001, KeyHash::xxh64, 77, BlockIndex::full64};
     Filter whole(layout, options);
     whole.insert(keys);
     std::vector<std::uint8_t> want_new(views.size());
@@ -326,10 +326,13 @@ TEST(Shards, MoreShardsThanBlocksAreRefused) {
 
 TEST(Shards, KeysOfAnotherShardAreRefusedBeforeAnythingChanges) {
   const Layout layout{Shape::sb512, 1000};
-  const auto keys = random_keys(200000, 5);  // several chunks
+  const auto keys = random_keys(320000, 5);
+  // About 80000 keys of shard 1: more than one chunk, so the wrong key comes after a chunk of
+  // good ones.
   const Routed routed = route(layout, keys, 4);
   FilterShard shard(layout, 1, 4);
   std::vector<std::uint64_t> batch = routed.keys[1];
+  ASSERT_GT(batch.size(), std::size_t{65536});
   const std::uint64_t stranger = routed.keys[3].front();
   batch.push_back(stranger);  // last, in the batch's last chunk
   const std::string where = "key " + std::to_string(stranger) + " at position " +
