@@ -34,9 +34,10 @@ namespace {
 
 using detail::KeyMode;
 
-// Keys are hashed and moved to their local blocks this many at a time, so that a batch goes to
-// the engine in pieces large enough for its threads.
-constexpr std::size_t kChunk = std::size_t{1} << 16;
+// Keys are hashed and moved to their local blocks this many at a time (8 MiB of hashes), so that
+// a batch goes to the engine in pieces large enough for its threads, and a batch of up to this
+// many keys is checked and applied after one hashing pass.
+constexpr std::size_t kChunk = std::size_t{1} << 20;
 
 std::string range_text(BlockSpan blocks) {
   return "[" + std::to_string(blocks.begin) + ", " + std::to_string(blocks.end) + ")";

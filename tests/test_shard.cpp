@@ -291,15 +291,19 @@ TEST(Shards, InsertAndByteKeysMatchTheOneFilterOnEveryImplementation) {
 }
 
 TEST(Shards, ShardOfAgreesWithTheBlockOfEachKey) {
-  const auto keys = keys_with_repeats(100003, 4);  // more than one routing chunk
+  const auto keys = keys_with_repeats((std::size_t{1} << 20) + 4099, 4);  // two routing chunks
   for (BlockIndex index : kBothIndexes) {
     const Layout layout{Shape::sb512, 12345, KeyHash::xxh64, 9, index};
     for (std::uint32_t num_shards : kShardCounts) {
+      std::vector<std::uint32_t> owner_of_block(layout.num_blocks);
+      for (std::uint64_t b = 0; b < layout.num_blocks; ++b) {
+        owner_of_block[b] = shard_by_search(b, layout.num_blocks, num_shards);
+      }
       std::vector<std::uint32_t> owner(keys.size());
       shard_of(layout, keys, num_shards, owner);
       for (std::size_t i = 0; i < keys.size(); ++i) {
         const std::uint32_t block = layout.block_of(detail::xxh64_u64(keys[i], layout.seed));
-        ASSERT_EQ(owner[i], shard_by_search(block, layout.num_blocks, num_shards)) << i;
+        ASSERT_EQ(owner[i], owner_of_block[block]) << i;
       }
     }
   }
@@ -326,13 +330,13 @@ TEST(Shards, MoreShardsThanBlocksAreRefused) {
 
 TEST(Shards, KeysOfAnotherShardAreRefusedBeforeAnythingChanges) {
   const Layout layout{Shape::sb512, 1000};
-  const auto keys = random_keys(320000, 5);
-  // About 80000 keys of shard 1: more than one chunk, so the wrong key comes after a chunk of
-  // good ones.
+  const auto keys = random_keys(4400000, 5);
+  // About 1.1 million keys of shard 1: more than one chunk (2^20 keys), so the wrong key comes
+  // after a chunk of good ones.
   const Routed routed = route(layout, keys, 4);
   FilterShard shard(layout, 1, 4);
   std::vector<std::uint64_t> batch = routed.keys[1];
-  ASSERT_GT(batch.size(), std::size_t{65536});
+  ASSERT_GT(batch.size(), std::size_t{1} << 20);
   const std::uint64_t stranger = routed.keys[3].front();
   batch.push_back(stranger);  // last, in the batch's last chunk
   const std::string where = "key " + std::to_string(stranger) + " at position " +
