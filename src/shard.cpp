@@ -1,4 +1,4 @@
-// Shards (DESIGN §8): a shard's bits are an ordinary Filter of the shard's blocks, made through the
+// Shards (DESIGN §9): a shard's bits are an ordinary Filter of the shard's blocks, made through the
 // backend registry like any filter, and fed each key's hash moved into its local block
 // (shard_math.hpp). Nothing here touches a bit itself: the engines do, with their own kernels.
 #include "bulkbloom/shard.hpp"
@@ -116,17 +116,16 @@ void shard_of_impl(const Layout& layout, std::span<const Key> keys, std::uint32_
   }
 }
 
-// A filter's bits as writable host memory, for copies of block ranges: the CPU engine's own
-// memory, or a staging copy that is written back to a device when the work is done.
+// Hands `work` a filter's bits as writable host memory to fill completely with copies of block
+// ranges: the CPU engine's own memory, or a staging buffer copied to a device afterwards.
 template <typename Work>
-void with_writable_bytes(Filter& filter, bool keep_contents, Work&& work) {
+void with_writable_bytes(Filter& filter, Work&& work) {
   const std::byte* host = detail::FilterAccess::engine(filter).host_bytes();
   if (host != nullptr) {
     work(std::span<std::byte>(const_cast<std::byte*>(host), filter.layout().size_bytes()));
     return;
   }
   std::vector<std::byte> staging(filter.layout().size_bytes());
-  if (keep_contents) filter.copy_bytes_to(staging);
   work(std::span<std::byte>(staging));
   filter.copy_bytes_from(staging);
 }
@@ -323,7 +322,7 @@ Filter concat(std::span<const FilterShard> shards, const Options& options) {
   Filter filter(sorted.front()->layout(), options);
   const std::uint64_t block_bytes =
       static_cast<std::uint64_t>(bulkbloom::block_bytes(filter.layout().shape));
-  with_writable_bytes(filter, false, [&](std::span<std::byte> bytes) {
+  with_writable_bytes(filter, [&](std::span<std::byte> bytes) {
     for (const FilterShard* shard : sorted) {
       shard->copy_bytes_to(bytes.subspan(shard->blocks().begin * block_bytes, shard->size_bytes()));
     }
@@ -348,7 +347,7 @@ std::vector<FilterShard> reshard(std::span<const FilterShard> shards, std::uint3
   for (std::uint32_t j = 0; j < num_shards; ++j) {
     FilterShard& shard = result.emplace_back(layout, j, num_shards, options);
     const BlockSpan want = shard.blocks();
-    with_writable_bytes(ShardAccess::bits(shard), false, [&](std::span<std::byte> bytes) {
+    with_writable_bytes(ShardAccess::bits(shard), [&](std::span<std::byte> bytes) {
       // The old shards overlapping `want`, from the one holding its first block on.
       for (std::uint32_t i = shard_of_block(want.begin, layout.num_blocks, old_count);
            i < old_count && sorted[i]->blocks().begin < want.end; ++i) {

@@ -1,4 +1,4 @@
-// The per-key arithmetic of shards (DESIGN §8): the shard of a block, and a key's hash moved into
+// The per-key arithmetic of shards (DESIGN §9): the shard of a block, and a key's hash moved into
 // the blocks of its shard so that the shard's bits can live in an ordinary filter of their own.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Shards (DESIGN §8): the routing arithmetic against its definition, and shards against the one
+// Shards (DESIGN §9): the routing arithmetic against its definition, and shards against the one
 // filter they are cut from, byte for byte and flag for flag, in memory and through files.
 #include <bulkbloom/shard.hpp>
 

@@ -1,5 +1,5 @@
 /// @file
-/// Shards (DESIGN §8): one filter cut into S block ranges that live in different processes and
+/// Shards (DESIGN §9): one filter cut into S block ranges that live in different processes and
 /// give, together, exactly the answers and the bytes of the one filter.
 ///
 /// S shards of a layout with B blocks split the blocks as [floor(i*B/S), floor((i+1)*B/S)) for
@@ -38,7 +38,7 @@ struct BlockSpan {
 BlockSpan shard_blocks(std::uint64_t num_blocks, std::uint32_t shard, std::uint32_t num_shards);
 
 /// The shard of `num_shards` over `num_blocks` blocks whose range holds `block`:
-/// ((block + 1) * num_shards - 1) / num_blocks, exact in 64-bit arithmetic (DESIGN §8).
+/// ((block + 1) * num_shards - 1) / num_blocks, exact in 64-bit arithmetic (DESIGN §9).
 /// The caller guarantees 1 <= num_shards <= num_blocks < 2^32 and block < num_blocks.
 constexpr std::uint32_t shard_of_block(std::uint64_t block, std::uint64_t num_blocks,
                                        std::uint32_t num_shards) {
