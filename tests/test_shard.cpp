@@ -289,6 +289,49 @@ TEST(Shards, InsertAndByteKeysMatchTheOneFilterOnEveryImplementation) {
   }
 }
 
+// The smallest 64-bit hash that `layout` sends to `block` (block < num_blocks).
+std::uint64_t first_hash_of_block(const Layout& layout, std::uint64_t block) {
+  __extension__ using U128 = unsigned __int128;
+  const std::uint64_t blocks = layout.num_blocks;
+  return layout.index == BlockIndex::high32
+             ? static_cast<std::uint64_t>(((U128{block} << 32) + blocks - 1) / blocks) << 32
+             : static_cast<std::uint64_t>(((U128{block} << 64) + blocks - 1) / blocks);
+}
+
+// Keys that are hashes (key_hash identity) on both sides of every shard boundary, and the
+// extremes 0 and 2^64 - 1: each goes to the shard the whole filter's block says, and sets the
+// bits it sets there.
+TEST(Shards, HashesAtShardBoundariesGoWhereTheWholeFilterPutsThem) {
+  for (BlockIndex index : kBothIndexes) {
+    const Layout layout{Shape::sb256, 100003, KeyHash::identity, 0, index};
+    for (std::uint32_t num_shards : {7u, 64u}) {
+      SCOPED_TRACE(std::string(to_string(index)) + " S=" + std::to_string(num_shards));
+      std::vector<std::uint64_t> keys = {0, ~0ull};
+      for (std::uint32_t s = 1; s < num_shards; ++s) {
+        const std::uint64_t first =
+            first_hash_of_block(layout, shard_blocks(100003, s, num_shards).begin);
+        ASSERT_EQ(shard_of_block(layout.block_of(first), 100003, num_shards), s);
+        ASSERT_EQ(shard_of_block(layout.block_of(first - 1), 100003, num_shards), s - 1);
+        keys.insert(keys.end(), {first, first - 1, first + 1, first - 2});
+      }
+      Filter whole(layout);
+      std::vector<std::uint8_t> want(keys.size());
+      whole.insert_if_absent(keys, want);
+      const Routed routed = route(layout, keys, num_shards);
+      std::vector<FilterShard> shards;
+      std::vector<std::uint8_t> got(keys.size(), 7);
+      for (std::uint32_t s = 0; s < num_shards; ++s) {
+        FilterShard& shard = shards.emplace_back(layout, s, num_shards);
+        std::vector<std::uint8_t> flags(routed.keys[s].size());
+        shard.insert_if_absent(routed.keys[s], flags);
+        for (std::size_t i = 0; i < flags.size(); ++i) got[routed.positions[s][i]] = flags[i];
+      }
+      EXPECT_EQ(got, want);
+      EXPECT_EQ(concatenated_bytes(shards), bytes_of(whole));
+    }
+  }
+}
+
 TEST(Shards, ShardOfAgreesWithTheBlockOfEachKey) {
   const auto keys = keys_with_repeats((std::size_t{1} << 20) + 4099, 4);  // two routing chunks
   for (BlockIndex index : kBothIndexes) {
