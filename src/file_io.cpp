@@ -60,10 +60,6 @@ void fault_point(const char* what) {
                 ")");
 }
 
-std::uint64_t header_checksum(const std::byte* header, std::size_t checksum_at) {
-  return XXH3_64bits(header, checksum_at);
-}
-
 DataChecksum::DataChecksum() : state_(XXH3_createState()) {
   if (state_ == nullptr) throw AllocationError("cannot allocate a checksum state");
   XXH3_64bits_reset(state_of(state_));
@@ -179,7 +175,8 @@ void write_file_atomically(const std::filesystem::path& path,
   sync_directory(path.parent_path());
 }
 
-void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::string& file_name) {
+void save_checkpoint_file(const std::filesystem::path& dir, const std::string& file_name,
+                          const std::function<void(const std::filesystem::path&)>& save) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
@@ -187,6 +184,18 @@ void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::s
   // A save killed mid-write leaves its temporary file behind; the directory has one writer, so
   // any such file is stale.
   remove_stale_saves(dir / file_name);
+  save(dir / file_name);
+}
+
+std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem::path& dir,
+                                                          const std::string& file_name) {
+  auto path = dir / file_name;
+  std::error_code error;
+  const bool exists = std::filesystem::exists(path, error);
+  if (error)
+    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message());
+  if (!exists) return std::nullopt;
+  return path;
 }
 
 void remove_stale_saves(const std::filesystem::path& path) {

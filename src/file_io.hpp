@@ -1,6 +1,6 @@
-// File helpers shared by the filter format (format.cpp) and the window format (window_file.cpp):
-// little-endian field access, owned descriptors, the streaming data checksum, atomic replacement
-// of a file, and moving a filter's bits between a file and its engine.
+// File helpers shared by the file kinds (format.cpp, window_file.cpp, the CLI's grown filter):
+// owned descriptors, the streaming data checksum, atomic replacement of a file, the checkpoint
+// file of a directory, and moving a filter's bits between a file and its engine.
 #pragma once
 
 #include <sys/types.h>
@@ -10,28 +10,16 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "bulkbloom/filter.hpp"
 #include "bulkbloom/format.hpp"
+#include "file_header.hpp"
 
 namespace bulkbloom::detail {
-
-/// Stores `value` at byte `at` of a header (the host is little-endian, as the formats are).
-template <typename T>
-void put(std::byte* header, std::size_t at, T value) {
-  std::memcpy(header + at, &value, sizeof value);
-}
-
-/// Reads the value at byte `at` of a header.
-template <typename T>
-T get(const std::byte* header, std::size_t at) {
-  T value;
-  std::memcpy(&value, header + at, sizeof value);
-  return value;
-}
 
 inline std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
   return (v + to - 1) / to * to;
@@ -39,9 +27,6 @@ inline std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
 
 /// Filter payloads start at multiples of this, so that files can be mapped.
 inline constexpr std::uint64_t kPayloadAlignment = 4096;
-
-/// XXH3-64 (seed 0) of the header bytes before its checksum field at `checksum_at`.
-std::uint64_t header_checksum(const std::byte* header, std::size_t checksum_at);
 
 /// Streaming XXH3-64 (seed 0): the formats' data checksum.
 class DataChecksum {
@@ -97,10 +82,16 @@ void sync_directory(const std::filesystem::path& dir);
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(File&)>& write);
 
-/// Creates checkpoint directory `dir` and its parents if missing, and removes the temporary files
-/// that a killed save of `file_name` left there (a checkpoint directory has a single writer).
-/// Throws IoError.
-void prepare_checkpoint_directory(const std::filesystem::path& dir, const std::string& file_name);
+/// Saves checkpoint `file_name` in `dir` with `save` (an atomic save of the path it is given),
+/// after creating `dir` and its parents if missing and removing the temporary files that a killed
+/// save left there (a checkpoint directory has a single writer). Throws IoError.
+void save_checkpoint_file(const std::filesystem::path& dir, const std::string& file_name,
+                          const std::function<void(const std::filesystem::path&)>& save);
+
+/// The path of checkpoint `file_name` in `dir`, or nullopt when it is known to be absent. A
+/// directory that cannot be searched is an IoError, or a resumed run would silently start over.
+std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem::path& dir,
+                                                          const std::string& file_name);
 
 /// Removes the temporary files "<path>.tmp.*" that saves of `path` killed mid-write left. Only
 /// for a file with a single writer (held under a lock): the files of a save in progress would

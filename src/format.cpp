@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -19,13 +18,11 @@
 #include "shard_file.hpp"
 #include "shard_math.hpp"
 
-static_assert(std::endian::native == std::endian::little,
-              "the file format stores little-endian words as they sit in memory");
-
 namespace bulkbloom {
 namespace {
 
 using detail::DataChecksum;
+using detail::Field;
 using detail::File;
 using detail::get;
 using detail::HostBits;
@@ -33,40 +30,32 @@ using detail::kPayloadAlignment;
 using detail::put;
 using detail::round_up;
 
-constexpr std::byte kMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'}, std::byte{'L'},
-                                 std::byte{'O'},  std::byte{'O'}, std::byte{'M'}, std::byte{'\n'}};
 constexpr std::uint64_t kHeaderBytes = 96;
+constexpr detail::HeaderCodec kCodec{detail::kFilterMagic, kFormatVersion, kHeaderBytes,
+                                     "bulkbloom filter", "format"};
 
-// Field offsets inside the 96-byte header.
-enum HeaderField : std::size_t {
-  kVersionAt = 8,
-  kHeaderBytesAt = 12,
-  kShapeAt = 16,
-  kHashAt = 17,
-  kIndexAt = 18,
-  kReserved8At = 19,
-  kNumShardsAt = 20,
-  kNumBlocksAt = 24,
-  kSeedAt = 32,
-  kKeysInsertedAt = 40,
-  kMetadataBytesAt = 48,
-  kPayloadOffsetAt = 56,
-  kPayloadBytesAt = 64,
-  kDataChecksumAt = 72,
-  kShardBeginAt = 80,
-  kShardEndAt = 84,
-  kHeaderChecksumAt = 88,
-};
+// The fields after the frame (magic, version, header_bytes) of the 96-byte header; the header
+// checksum is its last 8 bytes.
+constexpr Field<std::uint8_t> kShape{16};
+constexpr Field<std::uint8_t> kHash{17};
+constexpr Field<std::uint8_t> kIndex{18};
+constexpr detail::Reserved kReserved19{19, 20};
+constexpr Field<std::uint32_t> kNumShards{20};
+constexpr Field<std::uint64_t> kNumBlocks{24};
+constexpr Field<std::uint64_t> kSeed{32};
+constexpr Field<std::uint64_t> kKeysInserted{40};
+constexpr Field<std::uint64_t> kMetadataBytes{48};
+constexpr Field<std::uint64_t> kPayloadOffset{56};
+constexpr Field<std::uint64_t> kPayloadBytes{64};
+constexpr Field<std::uint64_t> kDataChecksum{72};
+constexpr Field<std::uint32_t> kShardBegin{80};
+constexpr Field<std::uint32_t> kShardEnd{84};
 
 struct Header {
   FileInfo info;
   std::uint64_t payload_bytes = 0;
   std::uint64_t data_checksum = 0;
 };
-
-std::uint64_t header_checksum(const std::byte* header) {
-  return detail::header_checksum(header, kHeaderChecksumAt);
-}
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
 
@@ -76,26 +65,24 @@ HeaderBytes encode_header(const Layout& layout, std::uint32_t shard, std::uint32
                           std::uint64_t payload_offset, std::uint64_t data_checksum) {
   HeaderBytes bytes{};
   std::byte* header = bytes.data();
-  std::memcpy(header, kMagic, sizeof kMagic);
-  put<std::uint32_t>(header, kVersionAt, kFormatVersion);
-  put<std::uint32_t>(header, kHeaderBytesAt, kHeaderBytes);
-  put<std::uint8_t>(header, kShapeAt, static_cast<std::uint8_t>(layout.shape));
-  put<std::uint8_t>(header, kHashAt, static_cast<std::uint8_t>(layout.hash));
-  put<std::uint8_t>(header, kIndexAt, static_cast<std::uint8_t>(layout.index));
+  kCodec.start(header);
+  put(header, kShape, static_cast<std::uint8_t>(layout.shape));
+  put(header, kHash, static_cast<std::uint8_t>(layout.hash));
+  put(header, kIndex, static_cast<std::uint8_t>(layout.index));
   if (num_shards != 0) {
     const BlockSpan blocks = shard_blocks(layout.num_blocks, shard, num_shards);
-    put<std::uint32_t>(header, kNumShardsAt, num_shards);
-    put<std::uint32_t>(header, kShardBeginAt, static_cast<std::uint32_t>(blocks.begin));
-    put<std::uint32_t>(header, kShardEndAt, static_cast<std::uint32_t>(blocks.end));
+    put(header, kNumShards, num_shards);
+    put(header, kShardBegin, static_cast<std::uint32_t>(blocks.begin));
+    put(header, kShardEnd, static_cast<std::uint32_t>(blocks.end));
   }
-  put<std::uint64_t>(header, kNumBlocksAt, layout.num_blocks);
-  put<std::uint64_t>(header, kSeedAt, layout.seed);
-  put<std::uint64_t>(header, kKeysInsertedAt, state.keys_inserted);
-  put<std::uint64_t>(header, kMetadataBytesAt, state.metadata.size());
-  put<std::uint64_t>(header, kPayloadOffsetAt, payload_offset);
-  put<std::uint64_t>(header, kPayloadBytesAt, payload_bytes);
-  put<std::uint64_t>(header, kDataChecksumAt, data_checksum);
-  put<std::uint64_t>(header, kHeaderChecksumAt, header_checksum(header));
+  put(header, kNumBlocks, layout.num_blocks);
+  put(header, kSeed, layout.seed);
+  put(header, kKeysInserted, state.keys_inserted);
+  put(header, kMetadataBytes, state.metadata.size());
+  put(header, kPayloadOffset, payload_offset);
+  put(header, kPayloadBytes, payload_bytes);
+  put(header, kDataChecksum, data_checksum);
+  kCodec.seal(header);
   return bytes;
 }
 
@@ -104,9 +91,8 @@ HeaderBytes encode_header(const Layout& layout, std::uint32_t shard, std::uint32
 template <typename Fail>
 std::uint64_t decode_shard(const std::byte* header, FileInfo& info, const Fail& fail) {
   const std::uint64_t num_blocks = info.layout.num_blocks;
-  info.num_shards = get<std::uint32_t>(header, kNumShardsAt);
-  const BlockSpan recorded{get<std::uint32_t>(header, kShardBeginAt),
-                           get<std::uint32_t>(header, kShardEndAt)};
+  info.num_shards = get(header, kNumShards);
+  const BlockSpan recorded{get(header, kShardBegin), get(header, kShardEnd)};
   if (info.num_shards == 0) {
     if (recorded.begin != 0 || recorded.end != 0) {
       throw fail("a whole filter's header (num_shards 0) has a shard block range [" +
@@ -135,46 +121,29 @@ std::uint64_t decode_shard(const std::byte* header, FileInfo& info, const Fail& 
 // size in it is trusted for an allocation or a read.
 Header decode_header(const std::byte* header, std::uint64_t total_bytes,
                      const std::string& source) {
-  auto fail = [&](const std::string& problem) -> FormatError {
-    return FormatError(source + ": " + problem);
-  };
-  if (total_bytes < kHeaderBytes) {
-    throw fail("truncated: " + std::to_string(total_bytes) + " bytes, but the header alone is " +
-               std::to_string(kHeaderBytes));
-  }
-  if (std::memcmp(header, kMagic, sizeof kMagic) != 0) {
-    throw fail("not a bulkbloom filter (bad magic bytes)");
-  }
+  auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
   Header h;
-  h.info.version = get<std::uint32_t>(header, kVersionAt);
-  if (h.info.version == 0 || h.info.version > kFormatVersion) {
-    throw fail("format version " + std::to_string(h.info.version) +
-               " is not supported: this bulkbloom reads version " + std::to_string(kFormatVersion));
-  }
-  if (get<std::uint64_t>(header, kHeaderChecksumAt) != header_checksum(header)) {
-    throw fail("header checksum mismatch: the header is corrupt");
-  }
-  if (get<std::uint32_t>(header, kHeaderBytesAt) != kHeaderBytes ||
-      get<std::uint8_t>(header, kReserved8At) != 0) {
+  h.info.version = kCodec.check_frame(header, total_bytes, source);
+  if (!kCodec.reserved_are_zero(header, {kReserved19})) {
     throw fail("header fields reserved in version 1 are not zero");
   }
   Layout& layout = h.info.layout;
-  layout.shape = static_cast<Shape>(get<std::uint8_t>(header, kShapeAt));
-  layout.hash = static_cast<KeyHash>(get<std::uint8_t>(header, kHashAt));
-  layout.index = static_cast<BlockIndex>(get<std::uint8_t>(header, kIndexAt));
-  layout.num_blocks = get<std::uint64_t>(header, kNumBlocksAt);
-  layout.seed = get<std::uint64_t>(header, kSeedAt);
+  layout.shape = static_cast<Shape>(get(header, kShape));
+  layout.hash = static_cast<KeyHash>(get(header, kHash));
+  layout.index = static_cast<BlockIndex>(get(header, kIndex));
+  layout.num_blocks = get(header, kNumBlocks);
+  layout.seed = get(header, kSeed);
   try {
     layout.validate();
   } catch (const std::invalid_argument& e) {
     throw fail(std::string("bad layout: ") + e.what());
   }
-  h.info.keys_inserted = get<std::uint64_t>(header, kKeysInsertedAt);
-  h.info.metadata_bytes = get<std::uint64_t>(header, kMetadataBytesAt);
-  h.info.payload_offset = get<std::uint64_t>(header, kPayloadOffsetAt);
+  h.info.keys_inserted = get(header, kKeysInserted);
+  h.info.metadata_bytes = get(header, kMetadataBytes);
+  h.info.payload_offset = get(header, kPayloadOffset);
   h.info.file_bytes = total_bytes;
-  h.payload_bytes = get<std::uint64_t>(header, kPayloadBytesAt);
-  h.data_checksum = get<std::uint64_t>(header, kDataChecksumAt);
+  h.payload_bytes = get(header, kPayloadBytes);
+  h.data_checksum = get(header, kDataChecksum);
   const std::uint64_t payload_blocks = decode_shard(header, h.info, fail);
   const std::uint64_t needed =
       payload_blocks * static_cast<std::uint64_t>(block_bytes(layout.shape));
@@ -413,22 +382,16 @@ Filter deserialize(std::span<const std::byte> image, FileState* state, const Opt
 
 void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
                      const FileState& state) {
-  detail::prepare_checkpoint_directory(dir, kCheckpointFile);
-  save(filter, dir / kCheckpointFile, state);
+  detail::save_checkpoint_file(
+      dir, kCheckpointFile, [&](const std::filesystem::path& path) { save(filter, path, state); });
 }
 
 std::optional<Checkpoint> load_checkpoint(const std::filesystem::path& dir,
                                           const Options& options) {
-  const auto path = dir / kCheckpointFile;
-  // Only a checkpoint known to be absent is "none": a directory that cannot be searched is an
-  // error, or a resumed run would silently start over.
-  std::error_code error;
-  const bool exists = std::filesystem::exists(path, error);
-  if (error)
-    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message());
-  if (!exists) return std::nullopt;
+  const auto path = detail::find_checkpoint_file(dir, kCheckpointFile);
+  if (!path) return std::nullopt;
   FileState state;
-  Filter filter = load(path, &state, options);
+  Filter filter = load(*path, &state, options);
   return Checkpoint{std::move(filter), std::move(state.metadata), state.keys_inserted};
 }
 

@@ -50,6 +50,7 @@ struct WindowAccess {
 namespace {
 
 using detail::DataChecksum;
+using detail::Field;
 using detail::File;
 using detail::get;
 using detail::kPayloadAlignment;
@@ -57,37 +58,32 @@ using detail::put;
 using detail::round_up;
 using detail::WindowAccess;
 
-constexpr std::byte kWindowMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
-                                       std::byte{'W'},  std::byte{'I'}, std::byte{'N'},
-                                       std::byte{'D'},  std::byte{'\n'}};
 constexpr std::uint32_t kWindowVersion = 1;
 constexpr std::uint64_t kHeaderBytes = 128;
+constexpr detail::HeaderCodec kCodec{detail::kWindowMagic, kWindowVersion, kHeaderBytes,
+                                     "bulkbloom window file", "window format"};
 constexpr const char* kCheckpointFile = "window.bbw";
 
-// Field offsets inside the 128-byte header.
-enum HeaderField : std::size_t {
-  kVersionAt = 8,
-  kHeaderBytesAt = 12,
-  kShapeAt = 16,
-  kHashAt = 17,
-  kClockAt = 18,
-  kStartedAt = 19,
-  kGenerationsAt = 20,
-  kNumBlocksAt = 24,
-  kSeedAt = 32,
-  kWindowAt = 40,
-  kLatenessAt = 48,
-  kNewestEpochAt = 56,
-  kClockTimeAt = 64,
-  kRecordsSeenAt = 72,
-  kRotationsAt = 80,
-  kKeysInsertedAt = 88,
-  kMetadataBytesAt = 96,
-  kDataChecksumAt = 104,
-  kIndexAt = 112,
-  kReservedAt = 113,
-  kHeaderChecksumAt = 120,
-};
+// The fields after the frame (magic, version, header_bytes) of the 128-byte header; the header
+// checksum is its last 8 bytes.
+constexpr Field<std::uint8_t> kShape{16};
+constexpr Field<std::uint8_t> kHash{17};
+constexpr Field<std::uint8_t> kClock{18};
+constexpr Field<std::uint8_t> kStarted{19};
+constexpr Field<std::uint32_t> kGenerations{20};
+constexpr Field<std::uint64_t> kNumBlocks{24};
+constexpr Field<std::uint64_t> kSeed{32};
+constexpr Field<std::uint64_t> kWindow{40};
+constexpr Field<std::uint64_t> kLateness{48};
+constexpr Field<std::int64_t> kNewestEpoch{56};
+constexpr Field<std::int64_t> kClockTime{64};
+constexpr Field<std::uint64_t> kRecordsSeen{72};
+constexpr Field<std::uint64_t> kRotations{80};
+constexpr Field<std::uint64_t> kKeysInserted{88};
+constexpr Field<std::uint64_t> kMetadataBytes{96};
+constexpr Field<std::uint64_t> kDataChecksum{104};
+constexpr Field<std::uint8_t> kIndex{112};
+constexpr detail::Reserved kReserved{113, 120};
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
 
@@ -108,27 +104,25 @@ HeaderBytes encode_header(const WindowConfig& config, const WindowAccess::Clock&
                           const FileState& state, std::uint64_t data_checksum) {
   HeaderBytes bytes{};
   std::byte* h = bytes.data();
-  std::copy(std::begin(kWindowMagic), std::end(kWindowMagic), h);
-  put<std::uint32_t>(h, kVersionAt, kWindowVersion);
-  put<std::uint32_t>(h, kHeaderBytesAt, kHeaderBytes);
-  put<std::uint8_t>(h, kShapeAt, static_cast<std::uint8_t>(config.generation.shape));
-  put<std::uint8_t>(h, kHashAt, static_cast<std::uint8_t>(config.generation.hash));
-  put<std::uint8_t>(h, kIndexAt, static_cast<std::uint8_t>(config.generation.index));
-  put<std::uint8_t>(h, kClockAt, static_cast<std::uint8_t>(config.clock));
-  put<std::uint8_t>(h, kStartedAt, clock.started ? 1 : 0);
-  put<std::uint32_t>(h, kGenerationsAt, config.generations);
-  put<std::uint64_t>(h, kNumBlocksAt, config.generation.num_blocks);
-  put<std::uint64_t>(h, kSeedAt, config.generation.seed);
-  put<std::uint64_t>(h, kWindowAt, config.window);
-  put<std::uint64_t>(h, kLatenessAt, config.lateness);
-  put<std::int64_t>(h, kNewestEpochAt, clock.newest_epoch);
-  put<std::int64_t>(h, kClockTimeAt, clock.clock_time);
-  put<std::uint64_t>(h, kRecordsSeenAt, clock.records_seen);
-  put<std::uint64_t>(h, kRotationsAt, clock.rotations);
-  put<std::uint64_t>(h, kKeysInsertedAt, state.keys_inserted);
-  put<std::uint64_t>(h, kMetadataBytesAt, state.metadata.size());
-  put<std::uint64_t>(h, kDataChecksumAt, data_checksum);
-  put<std::uint64_t>(h, kHeaderChecksumAt, detail::header_checksum(h, kHeaderChecksumAt));
+  kCodec.start(h);
+  put(h, kShape, static_cast<std::uint8_t>(config.generation.shape));
+  put(h, kHash, static_cast<std::uint8_t>(config.generation.hash));
+  put(h, kIndex, static_cast<std::uint8_t>(config.generation.index));
+  put(h, kClock, static_cast<std::uint8_t>(config.clock));
+  put(h, kStarted, clock.started ? 1 : 0);
+  put(h, kGenerations, config.generations);
+  put(h, kNumBlocks, config.generation.num_blocks);
+  put(h, kSeed, config.generation.seed);
+  put(h, kWindow, config.window);
+  put(h, kLateness, config.lateness);
+  put(h, kNewestEpoch, clock.newest_epoch);
+  put(h, kClockTime, clock.clock_time);
+  put(h, kRecordsSeen, clock.records_seen);
+  put(h, kRotations, clock.rotations);
+  put(h, kKeysInserted, state.keys_inserted);
+  put(h, kMetadataBytes, state.metadata.size());
+  put(h, kDataChecksum, data_checksum);
+  kCodec.seal(h);
   return bytes;
 }
 
@@ -156,55 +150,38 @@ bool clock_is_reachable(const WindowConfig& config, const WindowAccess::Clock& c
 // Validates everything the header alone can tell, against the file's size, before any size in
 // it is trusted for an allocation or a read.
 Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::string& source) {
-  auto fail = [&](const std::string& problem) { return FormatError(source + ": " + problem); };
-  if (total_bytes < kHeaderBytes) {
-    throw fail("truncated: " + std::to_string(total_bytes) + " bytes, but the header alone is " +
-               std::to_string(kHeaderBytes));
-  }
-  if (!std::equal(std::begin(kWindowMagic), std::end(kWindowMagic), h)) {
-    throw fail("not a bulkbloom window file (bad magic bytes)");
-  }
-  const auto version = get<std::uint32_t>(h, kVersionAt);
-  if (version == 0 || version > kWindowVersion) {
-    throw fail("window format version " + std::to_string(version) +
-               " is not supported: this bulkbloom reads version " + std::to_string(kWindowVersion));
-  }
-  if (get<std::uint64_t>(h, kHeaderChecksumAt) != detail::header_checksum(h, kHeaderChecksumAt)) {
-    throw fail("header checksum mismatch: the header is corrupt");
-  }
-  const auto started = get<std::uint8_t>(h, kStartedAt);
-  if (get<std::uint32_t>(h, kHeaderBytesAt) != kHeaderBytes || started > 1 ||
-      std::any_of(h + kReservedAt, h + kHeaderChecksumAt,
-                  [](std::byte b) { return b != std::byte{0}; })) {
+  auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
+  kCodec.check_frame(h, total_bytes, source);
+  const auto started = get(h, kStarted);
+  if (!kCodec.reserved_are_zero(h, {kReserved}) || started > 1) {
     throw fail("header size, started flag or reserved field has a value version 1 never writes");
   }
   Header header;
   WindowConfig& config = header.config;
-  config.clock = static_cast<WindowClock>(get<std::uint8_t>(h, kClockAt));
-  config.generations = get<std::uint32_t>(h, kGenerationsAt);
-  config.window = get<std::uint64_t>(h, kWindowAt);
-  config.lateness = get<std::uint64_t>(h, kLatenessAt);
-  config.generation.shape = static_cast<Shape>(get<std::uint8_t>(h, kShapeAt));
-  config.generation.hash = static_cast<KeyHash>(get<std::uint8_t>(h, kHashAt));
-  config.generation.index = static_cast<BlockIndex>(get<std::uint8_t>(h, kIndexAt));
-  config.generation.num_blocks = get<std::uint64_t>(h, kNumBlocksAt);
-  config.generation.seed = get<std::uint64_t>(h, kSeedAt);
+  config.clock = static_cast<WindowClock>(get(h, kClock));
+  config.generations = get(h, kGenerations);
+  config.window = get(h, kWindow);
+  config.lateness = get(h, kLateness);
+  config.generation.shape = static_cast<Shape>(get(h, kShape));
+  config.generation.hash = static_cast<KeyHash>(get(h, kHash));
+  config.generation.index = static_cast<BlockIndex>(get(h, kIndex));
+  config.generation.num_blocks = get(h, kNumBlocks);
+  config.generation.seed = get(h, kSeed);
   try {
     config.validate();
   } catch (const std::invalid_argument& e) {
     throw fail(std::string("bad window configuration: ") + e.what());
   }
-  header.clock = {started == 1, get<std::int64_t>(h, kNewestEpochAt),
-                  get<std::int64_t>(h, kClockTimeAt), get<std::uint64_t>(h, kRecordsSeenAt),
-                  get<std::uint64_t>(h, kRotationsAt)};
+  header.clock = {started == 1, get(h, kNewestEpoch), get(h, kClockTime), get(h, kRecordsSeen),
+                  get(h, kRotations)};
   if (!clock_is_reachable(config, header.clock)) {
     throw fail("the clock state (newest period " + std::to_string(header.clock.newest_epoch) +
                ", time " + std::to_string(header.clock.clock_time) + ", records " +
                std::to_string(header.clock.records_seen) + ") cannot occur with this window");
   }
-  header.keys_inserted = get<std::uint64_t>(h, kKeysInsertedAt);
-  header.metadata_bytes = get<std::uint64_t>(h, kMetadataBytesAt);
-  header.data_checksum = get<std::uint64_t>(h, kDataChecksumAt);
+  header.keys_inserted = get(h, kKeysInserted);
+  header.metadata_bytes = get(h, kMetadataBytes);
+  header.data_checksum = get(h, kDataChecksum);
   if (header.metadata_bytes > total_bytes) {
     throw fail("metadata of " + std::to_string(header.metadata_bytes) +
                " bytes does not fit in the file");
@@ -278,22 +255,16 @@ WindowedFilter load_window(const std::filesystem::path& path, FileState* state,
 
 void save_checkpoint(const std::filesystem::path& dir, const WindowedFilter& window,
                      const FileState& state) {
-  detail::prepare_checkpoint_directory(dir, kCheckpointFile);
-  save(window, dir / kCheckpointFile, state);
+  detail::save_checkpoint_file(
+      dir, kCheckpointFile, [&](const std::filesystem::path& path) { save(window, path, state); });
 }
 
 std::optional<WindowCheckpoint> load_window_checkpoint(const std::filesystem::path& dir,
                                                        const Options& options) {
-  const auto path = dir / kCheckpointFile;
-  // Only a checkpoint known to be absent is "none": a directory that cannot be searched is an
-  // error, or a resumed run would silently start over.
-  std::error_code error;
-  const bool exists = std::filesystem::exists(path, error);
-  if (error)
-    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message());
-  if (!exists) return std::nullopt;
+  const auto path = detail::find_checkpoint_file(dir, kCheckpointFile);
+  if (!path) return std::nullopt;
   FileState state;
-  WindowedFilter window = load_window(path, &state, options);
+  WindowedFilter window = load_window(*path, &state, options);
   return WindowCheckpoint{std::move(window), std::move(state.metadata), state.keys_inserted};
 }
 

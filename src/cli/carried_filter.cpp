@@ -18,35 +18,25 @@ namespace {
 
 using detail::File;
 using detail::get;
+using detail::kGrownMagic;
 using detail::kPayloadAlignment;
+using detail::kWindowMagic;
 using detail::put;
 using detail::round_up;
 
-constexpr std::byte kFilterMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
-                                       std::byte{'L'},  std::byte{'O'}, std::byte{'O'},
-                                       std::byte{'M'},  std::byte{'\n'}};
-constexpr std::byte kGrownMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
-                                      std::byte{'G'},  std::byte{'R'}, std::byte{'O'},
-                                      std::byte{'W'},  std::byte{'\n'}};
-constexpr std::byte kWindowMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
-                                       std::byte{'W'},  std::byte{'I'}, std::byte{'N'},
-                                       std::byte{'D'},  std::byte{'\n'}};
-constexpr std::uint32_t kGrownVersion = 1;
 constexpr std::uint64_t kGrownHeaderBytes = 64;
+constexpr detail::HeaderCodec kGrownCodec{kGrownMagic, 1, kGrownHeaderBytes,
+                                          "bulkbloom grown filter", "grown filter format"};
 constexpr std::uint64_t kTableEntryBytes = 16;
 
-// Field offsets inside the 64-byte header of a grown filter file.
-enum GrownField : std::size_t {
-  kVersionAt = 8,
-  kHeaderBytesAt = 12,
-  kGenerationsAt = 16,
-  kReserved32At = 20,
-  kKeysInsertedAt = 24,
-  kMetadataBytesAt = 32,
-  kDataChecksumAt = 40,
-  kReserved64At = 48,
-  kHeaderChecksumAt = 56,
-};
+// The fields after the frame (magic, version, header_bytes) of the 64-byte header of a grown
+// filter file; the header checksum is its last 8 bytes.
+constexpr detail::Field<std::uint32_t> kGenerations{16};
+constexpr detail::Reserved kReserved20{20, 24};
+constexpr detail::Field<std::uint64_t> kKeysInserted{24};
+constexpr detail::Field<std::uint64_t> kMetadataBytes{32};
+constexpr detail::Field<std::uint64_t> kDataChecksum{40};
+constexpr detail::Reserved kReserved48{48, 56};
 
 // The sizing record: text lines before the caller's bytes in a carried filter's metadata.
 constexpr std::string_view kSizingMagic = "bulkbloom-carried-filter 1\n";
@@ -221,21 +211,12 @@ CarriedFilter CarriedFilter::load(const std::filesystem::path& path, double defa
   } else {
     const std::byte* h = header.data();
     const auto fail = [&](const std::string& problem) {
-      return FormatError(source + ": " + problem);
+      return detail::format_error(source, problem);
     };
-    if (size < kGrownHeaderBytes) throw fail("truncated: the header alone is 64 bytes");
-    const auto version = get<std::uint32_t>(h, kVersionAt);
-    if (version == 0 || version > kGrownVersion) {
-      throw fail("grown filter format version " + std::to_string(version) +
-                 " is not supported: this bulkbloom reads version 1");
-    }
-    if (get<std::uint64_t>(h, kHeaderChecksumAt) != detail::header_checksum(h, kHeaderChecksumAt)) {
-      throw fail("header checksum mismatch: the header is corrupt");
-    }
-    const auto count = get<std::uint32_t>(h, kGenerationsAt);
-    const auto metadata_bytes = get<std::uint64_t>(h, kMetadataBytesAt);
-    if (get<std::uint32_t>(h, kHeaderBytesAt) != kGrownHeaderBytes ||
-        get<std::uint32_t>(h, kReserved32At) != 0 || get<std::uint64_t>(h, kReserved64At) != 0) {
+    kGrownCodec.check_frame(h, size, source);
+    const auto count = get(h, kGenerations);
+    const auto metadata_bytes = get(h, kMetadataBytes);
+    if (!kGrownCodec.reserved_are_zero(h, {kReserved20, kReserved48})) {
       throw fail("header fields reserved in version 1 are not zero");
     }
     if (count < 2 || count > kMaxGenerations) {
@@ -247,7 +228,7 @@ CarriedFilter CarriedFilter::load(const std::filesystem::path& path, double defa
     file.read_exactly(table_and_metadata.data(), table_and_metadata.size(), kGrownHeaderBytes);
     detail::DataChecksum checksum;
     checksum.update(table_and_metadata);
-    if (checksum.digest() != get<std::uint64_t>(h, kDataChecksumAt)) {
+    if (checksum.digest() != get(h, kDataChecksum)) {
       throw fail("data checksum mismatch: the generation table or metadata is corrupt");
     }
     std::vector<std::uint64_t> sizes;
@@ -330,14 +311,12 @@ void CarriedFilter::save(const std::filesystem::path& path,
   detail::DataChecksum checksum;
   checksum.update(table, kTableEntryBytes * where.size() + metadata.size());
   std::byte* h = prefix.data();
-  std::memcpy(h, kGrownMagic, sizeof kGrownMagic);
-  put<std::uint32_t>(h, kVersionAt, kGrownVersion);
-  put<std::uint32_t>(h, kHeaderBytesAt, kGrownHeaderBytes);
-  put<std::uint32_t>(h, kGenerationsAt, static_cast<std::uint32_t>(generations_.size()));
-  put<std::uint64_t>(h, kKeysInsertedAt, keys());
-  put<std::uint64_t>(h, kMetadataBytesAt, metadata.size());
-  put<std::uint64_t>(h, kDataChecksumAt, checksum.digest());
-  put<std::uint64_t>(h, kHeaderChecksumAt, detail::header_checksum(h, kHeaderChecksumAt));
+  kGrownCodec.start(h);
+  put(h, kGenerations, static_cast<std::uint32_t>(generations_.size()));
+  put(h, kKeysInserted, keys());
+  put(h, kMetadataBytes, metadata.size());
+  put(h, kDataChecksum, checksum.digest());
+  kGrownCodec.seal(h);
   detail::write_file_atomically(path, [&](File& out) {
     out.write_all(prefix);
     for (std::size_t i = 0; i < generations_.size(); ++i) {

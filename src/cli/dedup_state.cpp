@@ -44,8 +44,9 @@ class FilterState final : public DedupState {
 
   void save_checkpoint(const std::filesystem::path& dir, std::span<const std::byte> metadata,
                        std::uint64_t) const override {
-    detail::prepare_checkpoint_directory(dir, kFilterCheckpointFile);
-    filter_.save(dir / kFilterCheckpointFile, metadata);
+    detail::save_checkpoint_file(
+        dir, kFilterCheckpointFile,
+        [&](const std::filesystem::path& path) { filter_.save(path, metadata); });
   }
 
   double expected_false_drops(std::uint64_t) const override {
@@ -145,14 +146,9 @@ std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& d
     metadata = std::move(saved->metadata);
     return window_state(std::move(saved->window));
   }
-  const auto file = dir / kFilterCheckpointFile;
-  std::error_code error;
-  const bool exists = std::filesystem::exists(file, error);
-  if (error) {
-    throw IoError("cannot look for a checkpoint at " + file.string() + ": " + error.message());
-  }
-  if (!exists) return nullptr;
-  return filter_state(CarriedFilter::load(file, default_fpr, options, &metadata));
+  const auto file = detail::find_checkpoint_file(dir, kFilterCheckpointFile);
+  if (!file) return nullptr;
+  return filter_state(CarriedFilter::load(*file, default_fpr, options, &metadata));
 }
 
 }  // namespace bulkbloom::cli
