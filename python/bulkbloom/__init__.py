@@ -1,0 +1,594 @@
+"""bulkbloom: blocked Bloom filters for billions of keys, on numpy and Arrow batches at C++ speed.
+
+>>> import numpy as np, bulkbloom
+>>> f = bulkbloom.Filter(1_000_000, 0.001)
+>>> ids = np.array([7, 42, 7, 99, 42], dtype=np.uint64)
+>>> ids[f.insert_if_absent(ids)]
+array([ 7, 42, 99], dtype=uint64)
+
+Keys
+    A bulk call (``insert``, ``contains``, ``insert_if_absent``) takes a batch: a 1-D numpy
+    integer array (``uint64`` and ``int64`` used in place; a negative ``int64`` key is its
+    two's-complement 64-bit pattern, so ``-1`` and ``2**64 - 1`` are one key), any object with
+    the buffer protocol or ``__dlpack__`` (host memory), a pyarrow integer, string or binary array
+    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list.
+    Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
+    ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
+    filter built here and one built by ``bulkbloom build`` are byte for byte the same.
+
+Threads
+    Bulk calls release the GIL and are cut into chunks of ``chunk_keys`` keys; a call on a filter
+    waits for another thread's call on the same filter to finish its chunk. Ctrl-C
+    (KeyboardInterrupt) is honoured between chunks: the chunks done stay applied, none is left
+    half done.
+
+Errors
+    ``ValueError`` for bad parameters and malformed batches, ``TypeError`` for keys of the wrong
+    type, ``FormatError`` for a damaged or foreign file, ``IoError`` (an ``OSError``) when the
+    operating system fails a call, ``BackendUnavailable`` for a backend this build or machine
+    lacks, ``MemoryError`` when the filter's memory cannot be had.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any, Iterable, NamedTuple, Optional, Union
+
+import numpy as np
+
+from . import _core, _keys
+from ._core import BackendUnavailable, Error, FormatError, IoError
+
+__all__ = [
+    "Filter",
+    "WindowedFilter",
+    "Layout",
+    "WindowConfig",
+    "Error",
+    "FormatError",
+    "IoError",
+    "BackendUnavailable",
+    "available_implementations",
+    "chunk_keys",
+]
+__version__ = "0.1.0"
+
+#: Keys per chunk of a bulk call (the GIL is released per chunk; Ctrl-C is seen between chunks).
+chunk_keys: int = _core.chunk_keys
+
+PathLike = Union[str, "os.PathLike[str]"]
+#: What a bulk call takes: see "Keys" in the module's documentation.
+Keys = Any
+
+
+def available_implementations() -> list[str]:
+    """Names of every CPU implementation this build can run on this machine, best first."""
+    return _core.available_implementations()
+
+
+class Layout(NamedTuple):
+    """A filter's bit layout: block shape, block count, key hash and seed (DESIGN §1)."""
+
+    shape: str
+    num_blocks: int
+    hash: str
+    seed: int
+    size_bytes: int
+    description: str
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class WindowConfig(NamedTuple):
+    """A window's clock, length T, generations G, lateness L and the layout of each generation."""
+
+    clock: str
+    window: int
+    generations: int
+    lateness: int
+    period: int
+    forget_after: int
+    memory_bytes: int
+    generation: Layout
+    description: str
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def _flags(count: int) -> np.ndarray:
+    return np.empty(count, dtype=np.bool_)
+
+
+def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: Any) -> int:
+    """Runs a bulk call piece by piece, each writing its slice of `out`; sums what they return."""
+    total = 0
+    start = 0
+    for piece in pieces:
+        length = _keys.piece_length(piece)
+        args = () if out is None else (out[start : start + length].view(np.uint8),)
+        if isinstance(piece, _keys.U64Piece):
+            result = on_u64(piece.keys, *args)
+        else:
+            result = on_bytes(piece.offsets, piece.data, *args)
+        total += result or 0
+        start += length
+    return total
+
+
+class _Saved:
+    """What filters and windows share: the C++ object, and the caller's ``keys_inserted`` counter
+    and ``metadata`` bytes that files store beside the bits."""
+
+    __slots__ = ("_core", "keys_inserted", "metadata", "__weakref__")
+
+    _core: Any
+    keys_inserted: int
+    metadata: bytes
+
+    @classmethod
+    def _wrap(cls, core: Any, keys_inserted: int = 0, metadata: bytes = b"") -> Any:
+        self = cls.__new__(cls)
+        self._core = core
+        self.keys_inserted = keys_inserted
+        self.metadata = metadata
+        return self
+
+    @property
+    def implementation(self) -> str:
+        """The running implementation, e.g. ``"cpu/AVX3_ZEN4"``, ``"cpu/scalar"``, ``"cuda/sm_90"``."""
+        return self._core.implementation
+
+    def save(self, path: PathLike) -> None:
+        """Writes it (with ``keys_inserted`` and ``metadata``) to ``path`` in the project's file
+        format, atomically: a crash leaves the old file or the new one."""
+        self._core.save(os.fspath(path), self.keys_inserted, bytes(self.metadata))
+
+
+class Filter(_Saved):
+    """A blocked Bloom filter over 64-bit integer or byte-string keys.
+
+    ``Filter(capacity, fpr)`` is the smallest filter (over all block shapes) whose modelled
+    false-positive rate after ``capacity`` distinct keys is at most ``fpr``. A key that was
+    inserted is always reported present; one that was not is reported present with about that
+    probability.
+
+    ``backend`` is ``"auto"`` (CUDA when built and a GPU is present, else the CPU), ``"cpu"`` or
+    ``"cuda"``; ``implementation`` forces one (``"cpu/scalar"``, ``"cpu/AVX2"``, ...; empty: the
+    best, or the environment variable ``BULKBLOOM_IMPL``); ``threads`` is the worker count of
+    bulk calls (0: the library's default, one per hardware thread where that measured faster).
+    Every choice gives the same answers and bytes.
+
+    ``keys_inserted`` and ``metadata`` are the caller's counter and bytes that ``save()`` stores
+    with the bits (the command line stores the number of distinct keys it inserted) and that
+    ``load()`` gives back; the filter itself does not change them.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        capacity: int,
+        fpr: float = 0.001,
+        *,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> None:
+        self._core = _core.Filter.for_capacity(
+            _count(capacity, "capacity"), float(fpr), backend, implementation, threads
+        )
+        self.keys_inserted = 0
+        self.metadata = b""
+
+    @classmethod
+    def from_layout(
+        cls,
+        shape: str,
+        num_blocks: int,
+        seed: int = 0,
+        hash: str = "xxh64",
+        *,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> "Filter":
+        """An empty filter of an explicit layout: ``shape`` is ``"sb256"`` (Parquet's split
+        block), ``"sb256x4"``, ``"sb512"`` or ``"sb512x16"``; ``hash`` is ``"xxh64"`` or
+        ``"identity"`` (keys that are already uniform 64-bit hashes)."""
+        core = _core.Filter(
+            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), backend,
+            implementation, threads,
+        )
+        return cls._wrap(core)
+
+    # -- what it is ---------------------------------------------------------------------------
+
+    @property
+    def layout(self) -> Layout:
+        """The filter's layout."""
+        return Layout(**self._core.layout)
+
+    @property
+    def threads(self) -> int:
+        """Worker threads used by bulk calls."""
+        return self._core.threads
+
+    def __repr__(self) -> str:
+        return f"<bulkbloom.Filter {self.layout.description} on {self.implementation}>"
+
+    # -- single keys --------------------------------------------------------------------------
+
+    def add(self, key: Union[int, str, bytes]) -> None:
+        """Inserts one key (an int in [-2**63, 2**64), a str or bytes)."""
+        value = _keys.scalar_key(key)
+        if isinstance(value, int):
+            self._core.insert_one(value)
+        else:
+            piece = _keys.bytes_piece(value)
+            self._core.insert_bytes(piece.offsets, piece.data)
+
+    def __contains__(self, key: Union[int, str, bytes]) -> bool:
+        value = _keys.scalar_key(key)
+        if isinstance(value, int):
+            return self._core.contains_one(value)
+        piece = _keys.bytes_piece(value)
+        out = _flags(1)
+        self._core.contains_bytes(piece.offsets, piece.data, out.view(np.uint8))
+        return bool(out[0])
+
+    # -- batches ------------------------------------------------------------------------------
+
+    def insert(self, keys: Keys) -> None:
+        """Inserts every key of a batch."""
+        _run_pieces(_keys.key_pieces(keys), None, self._core.insert, self._core.insert_bytes)
+
+    def contains(self, keys: Keys) -> np.ndarray:
+        """A bool array: True where the key may be present (never False for an inserted key)."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
+        return out
+
+    def insert_if_absent(self, keys: Keys) -> np.ndarray:
+        """The dedup primitive: inserts each key and returns a bool array, True where the key was
+        absent before (counting earlier keys of the batch), exactly as the loop
+        ``new = key not in f; f.add(key)`` would. A repeated key is reported new at most once.
+        ``keys[f.insert_if_absent(keys)]`` is the batch without its repeats."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(
+            pieces, out, self._core.insert_if_absent, self._core.insert_if_absent_bytes
+        )
+        return out
+
+    def update(self, *iterables: Iterable[Any]) -> None:
+        """Inserts the keys of each argument: a batch as insert() takes, or any iterable of keys
+        (read in batches of ``chunk_keys``)."""
+        for keys in iterables:
+            if _is_batch(keys):
+                self.insert(keys)
+                continue
+            iterator = iter(keys)
+            while batch := list(itertools.islice(iterator, chunk_keys)):
+                self.insert(batch)
+
+    # -- set operations -----------------------------------------------------------------------
+
+    def __ior__(self, other: "Filter") -> "Filter":
+        self._core.merge(_same_kind(other, "|="))
+        return self
+
+    def __or__(self, other: "Filter") -> "Filter":
+        result = self.copy()
+        result |= other
+        return result
+
+    def __iand__(self, other: "Filter") -> "Filter":
+        self._core.intersect(_same_kind(other, "&="))
+        return self
+
+    def __and__(self, other: "Filter") -> "Filter":
+        result = self.copy()
+        result &= other
+        return result
+
+    def copy(self) -> "Filter":
+        """An independent copy (same layout, bits, backend and options)."""
+        return Filter._wrap(self._core.copy(), self.keys_inserted, self.metadata)
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: dict) -> "Filter":
+        return self.copy()
+
+    def clear(self) -> None:
+        """Clears every bit."""
+        self._core.clear()
+
+    # -- what it holds ------------------------------------------------------------------------
+
+    def estimated_count(self) -> float:
+        """Estimated number of distinct keys inserted, from the fraction of set bits."""
+        return self._core.estimated_count()
+
+    def current_fpr(self) -> float:
+        """The false-positive rate as the filter is now (from the bits of each block)."""
+        return self._core.current_fpr()
+
+    def expected_fpr(self, n: int) -> float:
+        """The modelled false-positive rate after ``n`` distinct keys."""
+        return self._core.expected_fpr(_count(n, "n"))
+
+    def popcount(self) -> int:
+        """Number of set bits."""
+        return self._core.popcount()
+
+    # -- persistence --------------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "Filter":
+        """Reads and fully verifies a filter file (``FormatError`` if it is damaged)."""
+        return cls._wrap(*_core.Filter.load(os.fspath(path), backend, implementation, threads))
+
+    @classmethod
+    def map(
+        cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
+    ) -> "Filter":
+        """Maps a filter file into memory without copying it (pages are read on first touch).
+        Inserts change only this process's copy of the touched pages, never the file.
+        ``verify=False`` skips reading every page for the checksum."""
+        return cls._wrap(*_core.Filter.map(os.fspath(path), verify, implementation, threads))
+
+    def to_bytes(self) -> bytes:
+        """The bytes ``save()`` would write."""
+        return self._core.serialize(self.keys_inserted, bytes(self.metadata))
+
+    @classmethod
+    def from_bytes(
+        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "Filter":
+        """A filter from the bytes of a filter file (any buffer: bytes, memoryview, numpy)."""
+        image = _byte_buffer(data)
+        return cls._wrap(*_core.Filter.deserialize(image, backend, implementation, threads))
+
+    def __reduce__(self) -> tuple:
+        # Through the file format: a pickled filter answers identically in any process.
+        return (Filter.from_bytes, (self.to_bytes(),))
+
+    def to_parquet_bytes(self) -> bytes:
+        """The Parquet split-block Bloom filter of this filter (Thrift header + bitset), for an
+        ``sb256``, ``xxh64``, seed-0 filter (``ValueError`` otherwise)."""
+        return self._core.to_parquet()
+
+    @classmethod
+    def from_parquet_bytes(
+        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "Filter":
+        """A filter from a Parquet split-block Bloom filter (header followed by the bitset)."""
+        core = _core.Filter.from_parquet(_byte_buffer(data), backend, implementation, threads)
+        return cls._wrap(core)
+
+
+class WindowedFilter(_Saved):
+    """Sliding-window dedup: a record is dropped if its key arrived within the last ``window``
+    clock units, and forgotten some time after (``config.forget_after``), in bounded memory.
+
+    A ring of ``generations`` filters; every record, new or dropped, is inserted into the newest
+    and the oldest is cleared each ``config.period`` (docs/WINDOW.md has the exact rules). The
+    clock is ``"records"`` (the count of records processed) or ``"event_time"`` (the records' own
+    integer times: pass ``times`` to ``insert_if_absent``). Build one with ``for_records`` or
+    ``for_event_time`` (sized from a false-positive rate), or explicitly with the constructor.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        clock: str,
+        window: int,
+        shape: str,
+        num_blocks: int,
+        *,
+        generations: int = 4,
+        lateness: int = 0,
+        seed: int = 0,
+        hash: str = "xxh64",
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> None:
+        self._core = _core.WindowedFilter(
+            clock, _count(window, "window"), _count(generations, "generations"),
+            _count(lateness, "lateness"), shape, _count(num_blocks, "num_blocks"), hash,
+            _count(seed, "seed"), backend, implementation, threads,
+        )
+        self.keys_inserted = 0
+        self.metadata = b""
+
+    @classmethod
+    def for_records(
+        cls,
+        window_records: int,
+        fpr: float = 0.001,
+        *,
+        generations: int = 4,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> "WindowedFilter":
+        """A window over the last ``window_records`` records whose false-positive rate stays at
+        or under ``fpr`` when full."""
+        core = _core.WindowedFilter.for_records(
+            _count(window_records, "window_records"), float(fpr),
+            _count(generations, "generations"), backend, implementation, threads,
+        )
+        return cls._wrap(core)
+
+    @classmethod
+    def for_event_time(
+        cls,
+        records_per_unit: float,
+        window: int,
+        fpr: float = 0.001,
+        *,
+        generations: int = 4,
+        lateness: int = 0,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> "WindowedFilter":
+        """An event-time window of length ``window`` (any unit, e.g. seconds) for at most
+        ``records_per_unit`` records per unit, at false-positive rate ``fpr``; records may trail
+        the largest time seen by up to ``lateness``."""
+        core = _core.WindowedFilter.for_event_time(
+            float(records_per_unit), _count(window, "window"), float(fpr),
+            _count(generations, "generations"), _count(lateness, "lateness"), backend,
+            implementation, threads,
+        )
+        return cls._wrap(core)
+
+    @property
+    def config(self) -> WindowConfig:
+        """The window's configuration."""
+        values = self._core.config
+        values["generation"] = Layout(**values["generation"])
+        return WindowConfig(**values)
+
+    @property
+    def records_seen(self) -> int:
+        """Records processed so far (new and dropped)."""
+        return self._core.records_seen
+
+    @property
+    def clock_time(self) -> Optional[int]:
+        """Event-time clock: the largest time seen, or None before the first record."""
+        return self._core.clock_time
+
+    @property
+    def rotations(self) -> int:
+        """Generations cleared so far by rotation."""
+        return self._core.rotations
+
+    def __repr__(self) -> str:
+        return f"<bulkbloom.WindowedFilter {self.config.description} on {self.implementation}>"
+
+    def insert_if_absent(self, keys: Keys, times: Any = None) -> np.ndarray:
+        """Dedups a batch in order: True where no generation held the key. Every key is inserted
+        into the newest generation. ``times`` (event-time windows only, required there) gives each
+        record's time: integers, or datetime64 (taken in seconds)."""
+        pieces = _keys.key_pieces(keys)
+        count = sum(map(_keys.piece_length, pieces))
+        all_times = _keys.event_times(times, count)
+        out = _flags(count)
+        start = 0
+        for piece in pieces:
+            length = _keys.piece_length(piece)
+            piece_times = None if all_times is None else all_times[start : start + length]
+            flags = out[start : start + length].view(np.uint8)
+            if isinstance(piece, _keys.U64Piece):
+                self._core.insert_if_absent(piece.keys, piece_times, flags)
+            else:
+                self._core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
+            start += length
+        return out
+
+    def contains(self, keys: Keys) -> np.ndarray:
+        """A bool array: True where some generation may hold the key. A pure read."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
+        return out
+
+    def __contains__(self, key: Union[int, str, bytes]) -> bool:
+        value = _keys.scalar_key(key)
+        batch = (
+            _keys.U64Piece(np.array([value], dtype=np.uint64))
+            if isinstance(value, int)
+            else _keys.bytes_piece(value)
+        )
+        out = _flags(1)
+        _run_pieces([batch], out, self._core.contains, self._core.contains_bytes)
+        return bool(out[0])
+
+    def advance_to(self, time: int) -> None:
+        """Event-time clock: moves the clock to ``time`` with no record (an idle source's
+        progress), rotating as due. Earlier times change nothing."""
+        self._core.advance_to(int(time))
+
+    def current_fpr(self) -> float:
+        """The window's false-positive rate as it is now."""
+        return self._core.current_fpr()
+
+    def expected_fpr(self, keys_per_generation: int) -> float:
+        """The modelled false-positive rate when each generation holds this many keys."""
+        return self._core.expected_fpr(_count(keys_per_generation, "keys_per_generation"))
+
+    @classmethod
+    def load(
+        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "WindowedFilter":
+        """Reads and fully verifies a window file."""
+        return cls._wrap(
+            *_core.WindowedFilter.load(os.fspath(path), backend, implementation, threads)
+        )
+
+    def save_checkpoint(self, directory: PathLike) -> None:
+        """Saves a checkpoint into ``directory`` (created if missing): the window,
+        ``keys_inserted`` and ``metadata`` (e.g. a source offset) in one atomically written
+        file, so they always belong to the same moment."""
+        self._core.save_checkpoint(os.fspath(directory), self.keys_inserted, bytes(self.metadata))
+
+    @classmethod
+    def load_checkpoint(
+        cls,
+        directory: PathLike,
+        *,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> Optional["WindowedFilter"]:
+        """The latest checkpoint in ``directory``, or None if none was ever completed there;
+        resuming from it and replaying the records after it gives the answers an uninterrupted
+        run would have given."""
+        found = _core.WindowedFilter.load_checkpoint(
+            os.fspath(directory), backend, implementation, threads
+        )
+        return None if found is None else cls._wrap(*found)
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float)):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError(f"{name} must be a whole number, not {value}")
+        value = int(value)
+    if not 0 <= int(value) <= _keys.MASK64:
+        raise ValueError(f"{name} must be in [0, 2**64), not {value}")
+    return int(value)
+
+
+def _same_kind(other: Any, operation: str) -> Any:
+    if not isinstance(other, Filter):
+        raise TypeError(f"{operation} needs a bulkbloom.Filter, not {type(other).__name__}")
+    return other._core
+
+
+def _byte_buffer(data: Any) -> np.ndarray:
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(f"expected bytes or a buffer, not {type(data).__name__}") from None
+    return np.frombuffer(view.cast("B") if view.format != "B" else view, dtype=np.uint8)
+
+
+def _is_batch(keys: Any) -> bool:
+    if isinstance(keys, np.ndarray) or hasattr(keys, "__dlpack__"):
+        return True
+    pa = _keys._pyarrow()
+    return pa is not None and isinstance(keys, (pa.Array, pa.ChunkedArray))

@@ -1,0 +1,236 @@
+"""Turns the key batches users hold into the two layouts the C++ core takes, without a Python loop.
+
+A batch becomes one or more *pieces*: a contiguous uint64 array (integer keys; int64 and smaller
+signed keys are taken as their two's-complement 64-bit pattern), or Arrow-style byte strings
+(offsets + data, hashed as bytes like the command line's ``lines`` keys). A contiguous,
+aligned, native-endian 64-bit integer array and the buffers of an Arrow integer, string or binary
+array are used in place; other layouts are converted once, by numpy or pyarrow.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, List, NamedTuple, Optional, Union
+
+import numpy as np
+
+MASK64 = (1 << 64) - 1
+
+
+class U64Piece(NamedTuple):
+    keys: np.ndarray  # uint64, 1-D, C-contiguous
+
+
+class BytesPiece(NamedTuple):
+    offsets: np.ndarray  # int32 or int64, one more than the keys
+    data: np.ndarray  # uint8
+
+
+Piece = Union[U64Piece, BytesPiece]
+
+
+def piece_length(piece: Piece) -> int:
+    return len(piece.keys) if isinstance(piece, U64Piece) else len(piece.offsets) - 1
+
+
+def _pyarrow() -> Any:
+    # Only an already imported pyarrow can have made the argument, so never import it here.
+    return sys.modules.get("pyarrow")
+
+
+def key_pieces(keys: Any) -> List[Piece]:
+    """The pieces of a batch of keys, in order."""
+    if isinstance(keys, np.ndarray):
+        return [_numpy_piece(keys)]
+    pa = _pyarrow()
+    if pa is not None:
+        if isinstance(keys, pa.ChunkedArray):
+            return [_arrow_piece(pa, chunk) for chunk in keys.chunks]
+        if isinstance(keys, pa.Array):
+            return [_arrow_piece(pa, keys)]
+    if isinstance(keys, (str, bytes, bytearray)):
+        raise TypeError(
+            "a bulk call takes an array of keys, not a single "
+            f"{type(keys).__name__}: use add() / `in`, or pass [key]"
+        )
+    if hasattr(keys, "__dlpack__"):
+        try:
+            array = np.from_dlpack(keys)
+        except (BufferError, RuntimeError, TypeError) as error:
+            raise ValueError(f"keys must be in host memory: {error}") from None
+        return [_numpy_piece(array)]
+    if isinstance(keys, (list, tuple)):
+        return [_sequence_piece(keys)]
+    try:
+        view = memoryview(keys)
+    except TypeError:
+        view = None
+    array = np.asarray(view if view is not None else keys)
+    if array.ndim == 0:
+        raise TypeError(
+            "keys must be a batch (array, list, Arrow array), not a single "
+            f"{type(keys).__name__}: use add() / `in` for one key"
+        )
+    return [_numpy_piece(array)]
+
+
+def _sequence_piece(keys: Union[list, tuple]) -> Piece:
+    # A list is Python objects already; its types are checked once (map runs in C) so that numpy
+    # never turns a mix of ints and strs into strs.
+    kinds = set(map(type, keys))
+    if not kinds:
+        return U64Piece(np.zeros(0, dtype=np.uint64))
+    if kinds <= {str}:
+        return _joined_bytes(list(map(str.encode, keys)))
+    if kinds <= {bytes}:
+        return _joined_bytes(keys)
+    if all(issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds):
+        try:
+            return _numpy_piece(np.asarray(keys))
+        except (OverflowError, TypeError):
+            # Beyond int64 and below 0 in one list: each int's 64-bit pattern.
+            return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
+    names = ", ".join(sorted(k.__name__ for k in kinds))
+    raise TypeError(f"keys must all be int, or all str, or all bytes; got {names}")
+
+
+def _joined_bytes(keys: List[bytes]) -> BytesPiece:
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=offsets[1:])
+    return BytesPiece(offsets, np.frombuffer(b"".join(keys), dtype=np.uint8))
+
+
+def _numpy_piece(array: np.ndarray) -> Piece:
+    if array.ndim != 1:
+        raise ValueError(f"keys must be a 1-D array, not {array.ndim}-D of shape {array.shape}")
+    if len(array) == 0:
+        return U64Piece(np.zeros(0, dtype=np.uint64))
+    kind = array.dtype.kind
+    if kind in "iu":
+        if array.dtype.itemsize != 8:
+            # Widening keeps each key's value: a signed key sign-extends, as its int64 would.
+            array = array.astype(np.int64 if kind == "i" else np.uint64)
+        elif not array.dtype.isnative:
+            array = array.astype(array.dtype.newbyteorder("="))
+        if not (array.flags.c_contiguous and array.flags.aligned):
+            array = np.ascontiguousarray(array)
+            if not array.flags.aligned:
+                array = array.copy()
+        return U64Piece(array.view(np.uint64))
+    if kind == "S":
+        return _fixed_width_bytes(array)
+    if kind == "U":
+        return _fixed_width_bytes(np.char.encode(array, "utf-8"))
+    if kind == "O":
+        return _object_piece(array)
+    raise TypeError(
+        f"keys must be integers, str or bytes; got an array of {array.dtype} "
+        "(convert floats or bools explicitly)"
+    )
+
+
+def _fixed_width_bytes(array: np.ndarray) -> BytesPiece:
+    # numpy's fixed-width bytes end at the first trailing NUL; the key is what Python sees.
+    width = array.dtype.itemsize
+    lengths = np.char.str_len(array).astype(np.int64)
+    offsets = np.zeros(len(array) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if width == 0 or len(array) == 0:
+        return BytesPiece(offsets, np.zeros(0, dtype=np.uint8))
+    raw = np.ascontiguousarray(array).view(np.uint8).reshape(len(array), width)
+    keep = np.arange(width) < lengths[:, None]
+    return BytesPiece(offsets, raw[keep])
+
+
+def _object_piece(array: np.ndarray) -> Piece:
+    pa = _pyarrow()
+    if pa is None:
+        try:
+            import pyarrow as pa  # noqa: F811  (only objects need it)
+        except ImportError:
+            raise TypeError(
+                "an object array of keys needs pyarrow to be read without a Python loop; "
+                "pass a str/bytes/integer numpy array, or install pyarrow"
+            ) from None
+    try:
+        converted = pa.array(array)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
+        raise TypeError(f"keys must all be int, str or bytes: {error}") from None
+    return _arrow_piece(pa, converted)
+
+
+def _arrow_piece(pa: Any, array: Any) -> Piece:
+    kind = array.type
+    if array.null_count:
+        raise ValueError(f"keys contain {array.null_count} nulls; a key must have a value")
+    if pa.types.is_dictionary(kind):
+        return _arrow_piece(pa, array.dictionary_decode())
+    if pa.types.is_integer(kind):
+        if kind.bit_width != 64:
+            signed = pa.types.is_signed_integer(kind)
+            return _numpy_piece(array.to_numpy().astype(np.int64 if signed else np.uint64))
+        values = array.buffers()[1]
+        keys = np.frombuffer(values, dtype=np.uint64, count=len(array), offset=array.offset * 8)
+        return _numpy_piece(keys)
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        return _arrow_bytes(array, np.int32)
+    if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+        return _arrow_bytes(array, np.int64)
+    if str(kind) in ("string_view", "binary_view"):
+        return _arrow_bytes(array.cast(pa.large_binary()), np.int64)
+    raise TypeError(f"keys must be an Arrow integer, string or binary array, not {kind}")
+
+
+def _arrow_bytes(array: Any, offset_type: Any) -> BytesPiece:
+    _, offsets_buffer, data_buffer = array.buffers()[:3]
+    if offsets_buffer is None:  # an empty array may carry no offsets
+        return BytesPiece(np.zeros(1, dtype=offset_type), np.zeros(0, dtype=np.uint8))
+    offsets = np.frombuffer(offsets_buffer, dtype=offset_type)
+    offsets = offsets[array.offset : array.offset + len(array) + 1]
+    data = (
+        np.zeros(0, dtype=np.uint8)
+        if data_buffer is None
+        else np.frombuffer(data_buffer, dtype=np.uint8)
+    )
+    return BytesPiece(offsets, data)
+
+
+def scalar_key(key: Any) -> Union[int, bytes]:
+    """One key: an int as its 64-bit pattern, or str / bytes as bytes."""
+    if isinstance(key, (bool, np.bool_)):
+        raise TypeError("a key must be an int, str or bytes, not bool")
+    if isinstance(key, (int, np.integer)):
+        value = int(key)
+        if not -(1 << 63) <= value <= MASK64:
+            raise ValueError(f"integer key {value} does not fit in 64 bits")
+        return value & MASK64
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError(f"a key must be an int, str or bytes, not {type(key).__name__}")
+
+
+def bytes_piece(key: bytes) -> BytesPiece:
+    return BytesPiece(
+        np.array([0, len(key)], dtype=np.int64), np.frombuffer(key, dtype=np.uint8)
+    )
+
+
+def event_times(times: Any, count: int) -> Optional[np.ndarray]:
+    """Event times as a contiguous int64 array of `count` values (datetime64 in seconds)."""
+    if times is None:
+        return None
+    pa = _pyarrow()
+    if pa is not None and isinstance(times, (pa.Array, pa.ChunkedArray)):
+        times = times.to_numpy()
+    array = np.asarray(times)
+    if array.ndim != 1:
+        raise ValueError(f"times must be a 1-D array, not {array.ndim}-D")
+    if array.dtype.kind == "M":
+        array = array.astype("datetime64[s]").view(np.int64)
+    elif array.dtype.kind not in "iu":
+        raise TypeError(f"times must be integers or datetime64, not {array.dtype}")
+    if len(array) != count:
+        raise ValueError(f"{len(array)} times for {count} keys")
+    return np.ascontiguousarray(array, dtype=np.int64)

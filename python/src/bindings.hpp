@@ -1,0 +1,115 @@
+// What the filter and window bindings share: array types, option parsing, byte-string keys and
+// the chunked, GIL-free loop every bulk call runs in.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <bulkbloom/filter.hpp>
+#include <bulkbloom/format.hpp>
+#include <bulkbloom/layout.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bulkbloom::python {
+
+namespace nb = nanobind;
+
+/// A 1-D contiguous host array of 64-bit keys (the Python layer views int64 keys as uint64).
+using KeyArray = nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// A 1-D contiguous host array of event times.
+using TimeArray = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// A 1-D contiguous host byte buffer: byte-string data, or a serialised filter.
+using ByteArray = nb::ndarray<const std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// A 1-D contiguous host array of 32- or 64-bit Arrow offsets (dtype checked at run time).
+using OffsetArray = nb::ndarray<nb::ro, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+/// Where a bulk call writes its 0/1 answers (a numpy bool array viewed as uint8).
+using FlagArray = nb::ndarray<std::uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+/// Keys per chunk of a bulk call: the GIL is released for a chunk and KeyboardInterrupt is checked
+/// between chunks, so an interrupted call leaves every finished chunk applied and no chunk half
+/// done. Large enough that the library still splits a chunk across its threads.
+inline constexpr std::size_t kChunkKeys = std::size_t{1} << 20;
+
+/// Options from the Python keywords: backend "auto" / "cpu" / "cuda", implementation, threads.
+Options make_options(const std::string& backend, const std::string& implementation,
+                     unsigned threads);
+
+/// A layout from the Python keywords; throws std::invalid_argument for a bad shape or hash name.
+Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
+                   std::uint64_t seed);
+
+/// The layout as a dict (shape, num_blocks, hash, seed, size_bytes, description).
+nb::dict layout_dict(const Layout& layout);
+
+/// The caller's bytes saved with a filter or window file.
+FileState file_state(std::uint64_t keys_inserted, const nb::bytes& metadata);
+
+/// Copies the caller's metadata bytes into a Python bytes object.
+nb::bytes to_bytes(std::span<const std::byte> bytes);
+
+/// Raises ValueError unless `out` has `count` elements.
+void require_length(const FlagArray& out, std::size_t count, const char* what);
+
+/// Byte-string keys in Arrow's layout: key i is data[offsets[i], offsets[i + 1]). The offsets are
+/// checked (non-decreasing, inside the data) before any key is used, and each chunk's
+/// string_views are built in one reused buffer.
+class ByteKeys {
+ public:
+  ByteKeys(const OffsetArray& offsets, const ByteArray& data);
+
+  /// Number of keys.
+  std::size_t size() const { return count_; }
+  /// Raises ValueError naming the first bad offset. Call without the GIL.
+  void validate() const;
+  /// The keys [begin, end) as string_views (valid until the next call).
+  std::span<const std::string_view> chunk(std::size_t begin, std::size_t end);
+
+ private:
+  std::uint64_t offset(std::size_t i) const;
+
+  const void* offsets_;
+  bool wide_;  // int64 offsets (large_string / large_binary), else int32
+  std::size_t count_;
+  const char* data_;
+  std::size_t data_size_;
+  std::vector<std::string_view> views_;
+};
+
+/// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`
+/// held, checking for KeyboardInterrupt (and other signal handlers' exceptions) between chunks.
+/// The lock is never held while the GIL is being taken back, so no two threads can deadlock.
+template <typename Body>
+void in_chunks(std::mutex& mutex, std::size_t count, Body&& body) {
+  std::size_t begin = 0;
+  do {
+    const std::size_t end = std::min(count, begin + kChunkKeys);
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard lock(mutex);
+      body(begin, end);
+    }
+    begin = end;
+    if (begin < count && PyErr_CheckSignals() != 0) throw nb::python_error();
+  } while (begin < count);
+}
+
+/// Runs `body()` with the GIL released and `mutex` held (calls that are not split into chunks).
+template <typename Body>
+auto locked(std::mutex& mutex, Body&& body) {
+  nb::gil_scoped_release release;
+  std::lock_guard lock(mutex);
+  return body();
+}
+
+void bind_filter(nb::module_& m);
+void bind_window(nb::module_& m);
+
+}  // namespace bulkbloom::python

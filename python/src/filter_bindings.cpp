@@ -1,0 +1,310 @@
+// bulkbloom._core.Filter: a Filter with a lock. The C++ Filter lets no two calls run on one filter
+// at once (even contains() uses per-filter scratch), so every call takes the filter's mutex,
+// after releasing the GIL.
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <bulkbloom/format.hpp>
+
+#include <filesystem>
+#include <tuple>
+
+#include "bindings.hpp"
+
+namespace bulkbloom::python {
+namespace {
+
+struct PyFilter {
+  PyFilter(Filter f, Options o) : filter(std::move(f)), options(std::move(o)) {}
+
+  Filter filter;
+  Options options;  // what copies and loaded images are made with
+  std::mutex mutex;
+};
+
+using Loaded = std::tuple<PyFilter*, std::uint64_t, nb::bytes>;
+
+Loaded loaded(Filter filter, const Options& options, const FileState& state) {
+  return {new PyFilter(std::move(filter), options), state.keys_inserted, to_bytes(state.metadata)};
+}
+
+std::span<const std::byte> as_bytes(const ByteArray& image) {
+  return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
+}
+
+void insert_keys(PyFilter& self, const KeyArray& keys) {
+  const std::uint64_t* data = keys.data();
+  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
+    self.filter.insert(std::span(data + begin, end - begin));
+  });
+}
+
+void contains_keys(PyFilter& self, const KeyArray& keys, FlagArray out) {
+  require_length(out, keys.shape(0), "contains");
+  const std::uint64_t* data = keys.data();
+  std::uint8_t* flags = out.data();
+  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
+    self.filter.contains(std::span(data + begin, end - begin),
+                         std::span(flags + begin, end - begin));
+  });
+}
+
+std::uint64_t insert_if_absent_keys(PyFilter& self, const KeyArray& keys, FlagArray out) {
+  require_length(out, keys.shape(0), "insert_if_absent");
+  const std::uint64_t* data = keys.data();
+  std::uint8_t* flags = out.data();
+  std::uint64_t fresh = 0;
+  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
+    fresh += self.filter.insert_if_absent(std::span(data + begin, end - begin),
+                                          std::span(flags + begin, end - begin));
+  });
+  return fresh;
+}
+
+ByteKeys checked_keys(const OffsetArray& offsets, const ByteArray& data) {
+  ByteKeys keys(offsets, data);
+  nb::gil_scoped_release release;
+  keys.validate();
+  return keys;
+}
+
+void insert_bytes(PyFilter& self, const OffsetArray& offsets, const ByteArray& data) {
+  ByteKeys keys = checked_keys(offsets, data);
+  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
+    self.filter.insert(keys.chunk(begin, end));
+  });
+}
+
+void contains_bytes(PyFilter& self, const OffsetArray& offsets, const ByteArray& data,
+                    FlagArray out) {
+  ByteKeys keys = checked_keys(offsets, data);
+  require_length(out, keys.size(), "contains");
+  std::uint8_t* flags = out.data();
+  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
+    self.filter.contains(keys.chunk(begin, end), std::span(flags + begin, end - begin));
+  });
+}
+
+std::uint64_t insert_if_absent_bytes(PyFilter& self, const OffsetArray& offsets,
+                                     const ByteArray& data, FlagArray out) {
+  ByteKeys keys = checked_keys(offsets, data);
+  require_length(out, keys.size(), "insert_if_absent");
+  std::uint8_t* flags = out.data();
+  std::uint64_t fresh = 0;
+  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
+    fresh +=
+        self.filter.insert_if_absent(keys.chunk(begin, end), std::span(flags + begin, end - begin));
+  });
+  return fresh;
+}
+
+// Set operations lock both filters (in an order std::scoped_lock makes deadlock-free); a filter
+// combined with itself is left as it is, which is what OR and AND with itself give.
+template <typename Op>
+void combine(PyFilter& self, PyFilter& other, Op op) {
+  if (&self == &other) return;
+  nb::gil_scoped_release release;
+  std::scoped_lock lock(self.mutex, other.mutex);
+  op(self.filter, other.filter);
+}
+
+PyFilter* copy_of(PyFilter& self) {
+  return locked(self.mutex, [&] {
+    Filter copy(self.filter.layout(), self.options);
+    std::vector<std::byte> bytes(self.filter.layout().size_bytes());
+    self.filter.copy_bytes_to(bytes);
+    copy.copy_bytes_from(bytes);
+    return new PyFilter(std::move(copy), self.options);
+  });
+}
+
+}  // namespace
+
+void bind_filter(nb::module_& m) {
+  nb::class_<PyFilter>(m, "Filter", "A blocked Bloom filter (see bulkbloom.Filter).")
+      .def(
+          "__init__",
+          [](PyFilter* self, const std::string& shape, std::uint64_t num_blocks,
+             const std::string& hash, std::uint64_t seed, const std::string& backend,
+             const std::string& implementation, unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            const Layout layout = make_layout(shape, num_blocks, hash, seed);
+            new (self) PyFilter(Filter(layout, options), options);
+          },
+          nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
+          nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          "An empty filter with an explicit layout.")
+      .def_static(
+          "for_capacity",
+          [](std::uint64_t capacity, double fpr, const std::string& backend,
+             const std::string& implementation, unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            return new PyFilter(Filter::for_capacity(capacity, fpr, options), options);
+          },
+          nb::arg("capacity"), nb::arg("fpr"), nb::arg("backend"), nb::arg("implementation"),
+          nb::arg("threads"), nb::rv_policy::take_ownership,
+          "The smallest filter whose modelled FPR at `capacity` keys is at most `fpr`.")
+      .def_static(
+          "load",
+          [](const std::filesystem::path& path, const std::string& backend,
+             const std::string& implementation, unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            FileState state;
+            Filter filter = [&] {
+              nb::gil_scoped_release release;
+              return load(path, &state, options);
+            }();
+            return loaded(std::move(filter), options, state);
+          },
+          nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads and verifies a filter file: (filter, keys_inserted, metadata).")
+      .def_static(
+          "map",
+          [](const std::filesystem::path& path, bool verify, const std::string& implementation,
+             unsigned threads) {
+            MapOptions map_options;
+            map_options.verify = verify;
+            map_options.options = make_options("cpu", implementation, threads);
+            FileState state;
+            Filter filter = [&] {
+              nb::gil_scoped_release release;
+              return map(path, &state, map_options);
+            }();
+            return loaded(std::move(filter), map_options.options, state);
+          },
+          nb::arg("path"), nb::arg("verify"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Maps a filter file without copying (private mapping): (filter, keys_inserted, "
+          "metadata).")
+      .def_static(
+          "deserialize",
+          [](const ByteArray& image, const std::string& backend, const std::string& implementation,
+             unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            FileState state;
+            Filter filter = [&] {
+              nb::gil_scoped_release release;
+              return deserialize(as_bytes(image), &state, options);
+            }();
+            return loaded(std::move(filter), options, state);
+          },
+          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads a byte image of a filter file: (filter, keys_inserted, metadata).")
+      .def_static(
+          "from_parquet",
+          [](const ByteArray& bytes, const std::string& backend, const std::string& implementation,
+             unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            nb::gil_scoped_release release;
+            return new PyFilter(from_parquet(as_bytes(bytes), options), options);
+          },
+          nb::arg("bytes"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads a Parquet split-block Bloom filter (Thrift header followed by the bitset).")
+      .def_prop_ro(
+          "layout", [](PyFilter& self) { return layout_dict(self.filter.layout()); },
+          "The layout as a dict.")
+      .def_prop_ro(
+          "implementation", [](PyFilter& self) { return self.filter.implementation(); },
+          "The running implementation, e.g. \"cpu/AVX3_ZEN4\".")
+      .def_prop_ro(
+          "threads", [](PyFilter& self) { return self.filter.threads(); },
+          "Worker threads used by bulk calls.")
+      .def("insert", &insert_keys, nb::arg("keys").noconvert(), "Inserts uint64 keys.")
+      .def("contains", &contains_keys, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
+           "Writes 1 to out[i] if keys[i] may be present.")
+      .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
+           nb::arg("out").noconvert(),
+           "Inserts each key; out[i] = 1 if it was absent before. Returns the number of 1s.")
+      .def("insert_bytes", &insert_bytes, nb::arg("offsets").noconvert(),
+           nb::arg("data").noconvert(), "Inserts byte-string keys given as Arrow offsets + data.")
+      .def("contains_bytes", &contains_bytes, nb::arg("offsets").noconvert(),
+           nb::arg("data").noconvert(), nb::arg("out").noconvert(),
+           "contains() for byte-string keys.")
+      .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
+           nb::arg("data").noconvert(), nb::arg("out").noconvert(),
+           "insert_if_absent() for byte-string keys.")
+      .def(
+          "insert_one",
+          [](PyFilter& self, std::uint64_t key) {
+            locked(self.mutex, [&] { self.filter.insert(key); });
+          },
+          nb::arg("key"), "Inserts one key.")
+      .def(
+          "contains_one",
+          [](PyFilter& self, std::uint64_t key) {
+            return locked(self.mutex, [&] { return self.filter.contains(key); });
+          },
+          nb::arg("key"), "True if the key may be present.")
+      .def(
+          "insert_if_absent_one",
+          [](PyFilter& self, std::uint64_t key) {
+            return locked(self.mutex, [&] { return self.filter.insert_if_absent(key); });
+          },
+          nb::arg("key"), "Inserts one key; true if it was absent.")
+      .def(
+          "merge",
+          [](PyFilter& self, PyFilter& other) {
+            combine(self, other, [](Filter& a, const Filter& b) { a.merge(b); });
+          },
+          nb::arg("other"), "Sets this filter to the union with `other`.")
+      .def(
+          "intersect",
+          [](PyFilter& self, PyFilter& other) {
+            combine(self, other, [](Filter& a, const Filter& b) { a.intersect(b); });
+          },
+          nb::arg("other"), "Sets this filter to the bitwise AND with `other`.")
+      .def(
+          "clear", [](PyFilter& self) { locked(self.mutex, [&] { self.filter.clear(); }); },
+          "Clears every bit.")
+      .def("copy", &copy_of, nb::rv_policy::take_ownership, "An independent copy.")
+      .def(
+          "popcount",
+          [](PyFilter& self) { return locked(self.mutex, [&] { return self.filter.popcount(); }); },
+          "Number of set bits.")
+      .def(
+          "estimated_count",
+          [](PyFilter& self) {
+            return locked(self.mutex, [&] { return self.filter.estimated_count(); });
+          },
+          "Estimated number of distinct keys inserted.")
+      .def(
+          "current_fpr",
+          [](PyFilter& self) {
+            return locked(self.mutex, [&] { return self.filter.current_fpr(); });
+          },
+          "False-positive rate of the filter as it is now.")
+      .def(
+          "expected_fpr",
+          [](PyFilter& self, std::uint64_t n) { return self.filter.expected_fpr(n); }, nb::arg("n"),
+          "Modelled false-positive rate after n distinct keys.")
+      .def(
+          "save",
+          [](PyFilter& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
+             const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            locked(self.mutex, [&] { save(self.filter, path, state); });
+          },
+          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
+          "Writes the filter file atomically (temporary file, fsync, rename).")
+      .def(
+          "serialize",
+          [](PyFilter& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            const auto image = locked(self.mutex, [&] { return serialize(self.filter, state); });
+            return to_bytes(image);
+          },
+          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.")
+      .def(
+          "to_parquet",
+          [](PyFilter& self) {
+            const auto image = locked(self.mutex, [&] { return to_parquet(self.filter); });
+            return to_bytes(image);
+          },
+          "The Parquet split-block Bloom filter (sb256, xxh64, seed 0 only).");
+}
+
+}  // namespace bulkbloom::python

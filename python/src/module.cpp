@@ -1,0 +1,176 @@
+// The bulkbloom._core extension: exception types, the shared helpers, and the module itself.
+// The public Python API (bulkbloom/__init__.py) turns numpy, Arrow, buffer and DLPack inputs
+// into the plain arrays these bindings take.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <bulkbloom/error.hpp>
+#include <bulkbloom/format.hpp>
+
+#include <new>
+
+#include "bindings.hpp"
+
+namespace bulkbloom::python {
+
+Options make_options(const std::string& backend, const std::string& implementation,
+                     unsigned threads) {
+  Options options;
+  if (backend == "auto") {
+    options.backend = Backend::automatic;
+  } else if (backend == "cpu") {
+    options.backend = Backend::cpu;
+  } else if (backend == "cuda") {
+    options.backend = Backend::cuda;
+  } else {
+    throw std::invalid_argument("backend must be \"auto\", \"cpu\" or \"cuda\", not \"" + backend +
+                                "\"");
+  }
+  options.implementation = implementation;
+  options.threads = threads;
+  return options;
+}
+
+Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
+                   std::uint64_t seed) {
+  Layout layout;
+  layout.shape = parse_shape(shape);
+  layout.num_blocks = num_blocks;
+  if (hash == "xxh64") {
+    layout.hash = KeyHash::xxh64;
+  } else if (hash == "identity") {
+    layout.hash = KeyHash::identity;
+  } else {
+    throw std::invalid_argument("hash must be \"xxh64\" or \"identity\", not \"" + hash + "\"");
+  }
+  layout.seed = seed;
+  layout.validate();
+  return layout;
+}
+
+nb::dict layout_dict(const Layout& layout) {
+  nb::dict d;
+  d["shape"] = std::string(to_string(layout.shape));
+  d["num_blocks"] = layout.num_blocks;
+  d["hash"] = layout.hash == KeyHash::xxh64 ? "xxh64" : "identity";
+  d["seed"] = layout.seed;
+  d["size_bytes"] = layout.size_bytes();
+  d["description"] = layout.describe();
+  return d;
+}
+
+FileState file_state(std::uint64_t keys_inserted, const nb::bytes& metadata) {
+  FileState state;
+  state.keys_inserted = keys_inserted;
+  const auto* begin = static_cast<const std::byte*>(metadata.data());
+  state.metadata.assign(begin, begin + metadata.size());
+  return state;
+}
+
+nb::bytes to_bytes(std::span<const std::byte> bytes) {
+  return nb::bytes(bytes.data(), bytes.size());
+}
+
+void require_length(const FlagArray& out, std::size_t count, const char* what) {
+  if (out.shape(0) != count)
+    throw std::invalid_argument(std::string(what) + ": the output has " +
+                                std::to_string(out.shape(0)) + " elements for " +
+                                std::to_string(count) + " keys");
+}
+
+ByteKeys::ByteKeys(const OffsetArray& offsets, const ByteArray& data)
+    : offsets_(offsets.data()),
+      wide_(offsets.dtype() == nb::dtype<std::int64_t>()),
+      count_(offsets.shape(0) == 0 ? 0 : offsets.shape(0) - 1),
+      data_(reinterpret_cast<const char*>(data.data())),
+      data_size_(data.shape(0)) {
+  if (!wide_ && offsets.dtype() != nb::dtype<std::int32_t>())
+    throw std::invalid_argument("byte-string offsets must be int32 or int64");
+  if (offsets.shape(0) == 0) throw std::invalid_argument("byte-string offsets are empty");
+}
+
+std::uint64_t ByteKeys::offset(std::size_t i) const {
+  return wide_ ? static_cast<std::uint64_t>(static_cast<const std::int64_t*>(offsets_)[i])
+               : static_cast<std::uint64_t>(static_cast<const std::int32_t*>(offsets_)[i]);
+}
+
+void ByteKeys::validate() const {
+  // A negative offset becomes a huge unsigned one, so one comparison catches it too.
+  for (std::size_t i = 0; i <= count_; ++i) {
+    const std::uint64_t at = offset(i);
+    if (at > data_size_ || (i > 0 && at < offset(i - 1)))
+      throw std::invalid_argument("byte-string offset " + std::to_string(i) +
+                                  " is out of order or past the data (" +
+                                  std::to_string(data_size_) + " bytes)");
+  }
+}
+
+std::span<const std::string_view> ByteKeys::chunk(std::size_t begin, std::size_t end) {
+  views_.resize(end - begin);
+  for (std::size_t i = begin; i < end; ++i) {
+    const std::uint64_t from = offset(i);
+    views_[i - begin] = std::string_view(data_ + from, offset(i + 1) - from);
+  }
+  return views_;
+}
+
+namespace {
+
+void translate_exception(const std::exception_ptr& p, void* payload) {
+  auto* types = static_cast<PyObject**>(payload);
+  try {
+    std::rethrow_exception(p);
+  } catch (const FormatError& e) {
+    PyErr_SetString(types[0], e.what());
+  } catch (const IoError& e) {
+    PyErr_SetString(types[1], e.what());
+  } catch (const BackendUnavailable& e) {
+    PyErr_SetString(types[2], e.what());
+  } catch (const AllocationError& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
+  } catch (const Error& e) {
+    PyErr_SetString(types[3], e.what());
+  }
+}
+
+}  // namespace
+
+}  // namespace bulkbloom::python
+
+NB_MODULE(_core, m) {
+  namespace nb = nanobind;
+  using namespace bulkbloom::python;
+  m.doc() = "bulkbloom's C++ core; use the bulkbloom package, not this module.";
+
+  // Exception types: Error is the base; FormatError is also a ValueError, IoError an OSError.
+  static PyObject* types[4];
+  types[3] = PyErr_NewExceptionWithDoc("bulkbloom.Error", "Base of bulkbloom's own errors.",
+                                       PyExc_Exception, nullptr);
+  nb::object format_bases = nb::make_tuple(nb::handle(types[3]), nb::handle(PyExc_ValueError));
+  types[0] = PyErr_NewExceptionWithDoc(
+      "bulkbloom.FormatError",
+      "A file or byte image is not a valid bulkbloom filter (truncated, corrupt, wrong magic, "
+      "newer version, ...).",
+      format_bases.ptr(), nullptr);
+  nb::object io_bases = nb::make_tuple(nb::handle(types[3]), nb::handle(PyExc_OSError));
+  types[1] = PyErr_NewExceptionWithDoc("bulkbloom.IoError",
+                                       "An operating-system I/O call failed; the message names "
+                                       "the path, the call and the reason.",
+                                       io_bases.ptr(), nullptr);
+  types[2] = PyErr_NewExceptionWithDoc(
+      "bulkbloom.BackendUnavailable",
+      "The requested backend or implementation is not available in this build or machine.",
+      types[3], nullptr);
+  m.attr("Error") = nb::handle(types[3]);
+  m.attr("FormatError") = nb::handle(types[0]);
+  m.attr("IoError") = nb::handle(types[1]);
+  m.attr("BackendUnavailable") = nb::handle(types[2]);
+  nb::register_exception_translator(translate_exception, types);
+
+  m.def("available_implementations", &bulkbloom::available_implementations,
+        "Names of every CPU implementation this build can run on this machine, best first.");
+  m.attr("chunk_keys") = kChunkKeys;
+
+  bind_filter(m);
+  bind_window(m);
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what bulkbloom's build needs on Debian 12 or Ubuntu 24.04, skipping what is already
+# there: as root, or through sudo otherwise. The README's commands and CI (.ci/run) all start here.
+#
+#   bash scripts/install-deps.sh            the C++ library, the command-line tool and their tests
+#   bash scripts/install-deps.sh --python   also .venv, a virtual environment with the Python
+#                                           package's build and test requirements from PyPI
+#                                           (python/requirements-dev.txt)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_python=0
+case "${1:-}" in
+  "") ;;
+  --python) with_python=1 ;;
+  *) echo "usage: $0 [--python]" >&2; exit 2 ;;
+esac
+
+as_root() {
+  if ((EUID == 0)); then "$@"; else sudo "$@"; fi
+}
+
+# python3-pip: bench/fetch_arrow.sh downloads pyarrow's C++ libraries with it.
+packages=(cmake ninja-build g++ ccache python3 python3-pip libhwy-dev libxxhash-dev libgtest-dev
+          libbenchmark-dev)
+# The module's build needs Python's headers; Debian's Python needs python3-venv for a venv.
+((with_python)) && packages+=(python3-dev python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+if ((with_python)); then
+  # A virtual environment, so that neither a system Python that forbids pip installs (PEP 668)
+  # nor the packages of another Python stand in the way.
+  if [[ ! -x .venv/bin/python ]]; then
+    python3 -m venv .venv
+  fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    -r python/requirements-dev.txt
+fi

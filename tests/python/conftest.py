@@ -1,0 +1,42 @@
+"""Shared fixtures: the command-line tool to compare against, and key batches."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def cli() -> Path:
+    """The bulkbloom command-line tool: $BULKBLOOM_CLI (CI sets it, and then it must exist), else
+    build/release/bulkbloom, else `bulkbloom` on PATH."""
+    given = os.environ.get("BULKBLOOM_CLI")
+    if given:
+        path = Path(given)
+        assert path.is_file(), f"BULKBLOOM_CLI={given} does not exist"
+        return path
+    for candidate in (REPO / "build/release/bulkbloom", shutil.which("bulkbloom")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    pytest.skip("no bulkbloom command-line tool: build it (cmake --build --preset release)")
+
+
+def run_cli(cli: Path, *args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(cli), *args], capture_output=True, text=True)
+    assert result.returncode == 0, f"bulkbloom {' '.join(args)} failed:\n{result.stderr}"
+    return result
+
+
+@pytest.fixture
+def keys() -> np.ndarray:
+    """100,000 uint64 keys with repeats, 0 and 2**64 - 1 among them."""
+    rng = np.random.default_rng(19)
+    keys = rng.integers(0, 2**64, size=80_000, dtype=np.uint64)
+    keys = np.concatenate([keys, keys[:20_000], np.array([0, 2**64 - 1], dtype=np.uint64)])
+    rng.shuffle(keys)
+    return keys

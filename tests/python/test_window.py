@@ -1,0 +1,110 @@
+"""WindowedFilter: the per-record rule of docs/WINDOW.md exactly, its two guarantees, and
+checkpoint / resume giving the answers of an uninterrupted run."""
+
+import numpy as np
+import pytest
+
+import bulkbloom
+
+
+def reference_records_window(w, keys):
+    """The per-record loop of docs/WINDOW.md with plain filters, for a records clock."""
+    config = w.config
+    layout = config.generation
+    ring = [bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed, layout.hash)
+            for _ in range(config.generations)]  # ring[0] is the newest
+    newest_period = 0
+    flags = []
+    for n, key in enumerate(keys.tolist()):
+        period = n // config.period
+        for _ in range(min(period - newest_period, config.generations)):
+            oldest = ring.pop()
+            oldest.clear()
+            ring.insert(0, oldest)
+        newest_period = max(newest_period, period)
+        flags.append(not any(key in g for g in ring))
+        ring[0].add(key)
+    return np.array(flags)
+
+
+def test_records_window_is_the_per_record_loop_for_any_batch_split():
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 400, size=6_000, dtype=np.uint64)
+    w = bulkbloom.WindowedFilter("records", 300, "sb512", 16, generations=4)
+    expected = reference_records_window(w, keys)
+    for splits in ([], [1, 99, 100, 101, 3000], list(range(0, 6000, 97))):
+        w = bulkbloom.WindowedFilter("records", 300, "sb512", 16, generations=4)
+        got = np.concatenate([w.insert_if_absent(part) for part in np.split(keys, splits)])
+        assert (got == expected).all(), splits
+        assert w.records_seen == len(keys)
+        assert w.rotations == (len(keys) - 1) // w.config.period  # record n is in period n // P
+
+
+def test_repeats_within_the_window_are_dropped_and_old_keys_forgotten():
+    w = bulkbloom.WindowedFilter.for_records(1000, 0.0001, generations=4)
+    period, forget = w.config.period, w.config.forget_after
+    filler = iter(range(10**9, 2 * 10**9))
+
+    def advance(records):
+        w.insert_if_absent(np.fromiter(filler, dtype=np.uint64, count=records))
+
+    assert w.insert_if_absent([7])[0]
+    advance(999)  # key 7 is now 1000 records old: within T
+    assert not w.insert_if_absent([7])[0]
+    advance(forget)  # quiet for G·P records: forgotten
+    assert 7 not in w
+    assert w.insert_if_absent([7])[0]
+    assert period * 4 == forget
+
+
+def test_event_time_window():
+    w = bulkbloom.WindowedFilter.for_event_time(100, 3600, 0.001, lateness=60)
+    assert w.clock_time is None
+    assert w.insert_if_absent(["a", "b"], times=[1000, 1000]).all()
+    assert not w.insert_if_absent(["a"], times=np.array([4600]))[0]  # exactly T later: dropped
+    assert not w.insert_if_absent(["b"], times=[4590])[0]  # late but within lateness
+    assert w.clock_time == 4600
+    w.advance_to(4600 + w.config.forget_after)
+    assert "a" not in w and "b" not in w
+    dates = np.array(["2024-01-01T00:00:00", "2024-01-01T00:30:00"], dtype="datetime64[s]")
+    assert w.insert_if_absent([1, 1], times=dates).tolist() == [True, False]
+    assert w.clock_time == int(dates[1].astype(np.int64))
+    assert 0 <= w.current_fpr() < 1 and w.expected_fpr(100) > 0
+
+
+def test_checkpoint_and_resume_give_the_uninterrupted_answers(tmp_path):
+    rng = np.random.default_rng(9)
+    keys = rng.integers(0, 5_000, size=40_000, dtype=np.uint64)
+    times = np.cumsum(rng.integers(0, 3, size=len(keys)))
+
+    def window():
+        return bulkbloom.WindowedFilter.for_event_time(20, 2_000, 0.001, generations=3)
+
+    whole = window()
+    expected = whole.insert_if_absent(keys, times)
+    assert bulkbloom.WindowedFilter.load_checkpoint(tmp_path / "cp") is None
+
+    first = window()
+    head = first.insert_if_absent(keys[:17_000], times[:17_000])
+    first.keys_inserted = 17_000
+    first.metadata = b"offset 17000"
+    first.save_checkpoint(tmp_path / "cp")
+    first.insert_if_absent(keys[17_000:20_000], times[17_000:20_000])  # lost in a crash
+
+    resumed = bulkbloom.WindowedFilter.load_checkpoint(tmp_path / "cp")
+    assert (resumed.keys_inserted, resumed.metadata) == (17_000, b"offset 17000")
+    assert resumed.records_seen == 17_000
+    tail = resumed.insert_if_absent(keys[17_000:], times[17_000:])
+    assert (np.concatenate([head, tail]) == expected).all()
+
+    whole.save(tmp_path / "whole.bbw")
+    resumed.save(tmp_path / "resumed.bbw")
+    resumed.keys_inserted, resumed.metadata = 0, b""
+    resumed.save(tmp_path / "resumed.bbw")
+    assert (tmp_path / "whole.bbw").read_bytes() == (tmp_path / "resumed.bbw").read_bytes()
+    loaded = bulkbloom.WindowedFilter.load(tmp_path / "whole.bbw")
+    assert loaded.config == whole.config and loaded.clock_time == whole.clock_time
+    assert (loaded.contains(keys) == whole.contains(keys)).all()
+    with pytest.raises(bulkbloom.FormatError):
+        (tmp_path / "bad.bbw").write_bytes(b"x" * 200)
+        bulkbloom.WindowedFilter.load(tmp_path / "bad.bbw")
