@@ -207,3 +207,24 @@ def test_pickle_round_trip_across_processes(tmp_path, keys):
     assert bytes.fromhex(out.stdout) == f.to_bytes()
     assert (np.load(tmp_path / "answers.npy") == f.contains(probe)).all()
     assert pickle.loads(pickle.dumps(f)).to_bytes() == f.to_bytes()
+
+
+def test_calls_longer_than_a_chunk_answer_as_short_ones():
+    rng = np.random.default_rng(4)
+    count = 2 * bulkbloom.chunk_keys + 12_345
+    keys = rng.integers(0, count // 2, size=count, dtype=np.uint64)  # repeats across chunks
+    whole = bulkbloom.Filter(count, 0.001)
+    is_new = whole.insert_if_absent(keys)
+    pieces = bulkbloom.Filter(count, 0.001)
+    expected = np.concatenate([pieces.insert_if_absent(p) for p in np.array_split(keys, 40)])
+    assert (is_new == expected).all()
+    assert whole.to_bytes() == pieces.to_bytes()
+    probe = rng.integers(0, count, size=count, dtype=np.uint64)
+    assert (whole.contains(probe) == np.concatenate(
+        [whole.contains(p) for p in np.array_split(probe, 40)])).all()
+    text = pa.array(np.char.mod("k%d", keys[: bulkbloom.chunk_keys + 999] % 50_000))
+    text_whole, text_pieces = bulkbloom.Filter(60_000, 0.001), bulkbloom.Filter(60_000, 0.001)
+    flags = text_whole.insert_if_absent(text)
+    expected = np.concatenate([text_pieces.insert_if_absent(text.slice(at, 100_000))
+                               for at in range(0, len(text), 100_000)])
+    assert (flags == expected).all() and text_whole.to_bytes() == text_pieces.to_bytes()

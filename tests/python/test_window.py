@@ -108,3 +108,21 @@ def test_checkpoint_and_resume_give_the_uninterrupted_answers(tmp_path):
     with pytest.raises(bulkbloom.FormatError):
         (tmp_path / "bad.bbw").write_bytes(b"x" * 200)
         bulkbloom.WindowedFilter.load(tmp_path / "bad.bbw")
+
+
+def test_event_time_calls_longer_than_a_chunk_answer_as_short_ones():
+    rng = np.random.default_rng(12)
+    count = bulkbloom.chunk_keys + 300_000
+    keys = rng.integers(0, 200_000, size=count, dtype=np.uint64)
+    times = np.sort(rng.integers(0, 10_000, size=count))
+
+    def window():
+        return bulkbloom.WindowedFilter.for_event_time(200, 600, 0.01, generations=3)
+
+    whole, pieces = window(), window()
+    flags = whole.insert_if_absent(keys, times)
+    splits = range(0, count, 250_000)
+    expected = np.concatenate([pieces.insert_if_absent(keys[a : a + 250_000], times[a : a + 250_000])
+                               for a in splits])
+    assert (flags == expected).all()
+    assert whole.rotations == pieces.rotations > 0

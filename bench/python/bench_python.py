@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""bulkbloom from Python beside the Python Bloom filters users would pick instead (rbloom,
+fastbloom-rs, pybloom-live, pyprobables) and exact dedup (set, numpy.unique,
+pandas.drop_duplicates), on the same keys, in one run.
+
+    .venv/bin/python -m pip install -r bench/python/requirements.txt
+    .venv/bin/python bench/python/bench_python.py [--keys 10M] [--slow-keys 1M] [--big 1e8]
+
+Keys: 64-bit integers below 2**63 (fastbloom-rs takes int64) of which 10% repeat an earlier one;
+the probe is half keys that were inserted, half keys that were not. Every filter is sized for the
+key count at 0.1% false positives; bulkbloom runs on one thread unless the row says otherwise.
+Each case runs in its own process: keys/s is the count over the fastest of --repeats runs, memory
+is the peak resident memory the operation added to the process (the keys, already loaded, not
+counted; for a probe, nothing is built, so the build's figure is the structure's size). Each
+package gets its fastest documented way in: batch calls where it has them, else a Python loop over
+a list prepared beforehand (not timed). The pure-Python packages run on --slow-keys keys.
+
+Then the batch comparison: the same insert / contains / insert_if_absent calls on --batch-keys
+batches from Python and from C++ (bulkbloom_batch_call, built from the same library), and, with
+--big, bulkbloom's insert_if_absent against numpy.unique on one array of that many keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+FPR = 0.001
+
+
+def make_keys(count: int, with_probe: bool = True, seed: int = 19) -> tuple:
+    """`count` keys of which 10% repeat an earlier one, and a probe of as many (or None)."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 2**63, size=count, dtype=np.uint64)
+    repeats = rng.choice(count, size=count // 10, replace=False)
+    keys[repeats] = keys[rng.integers(0, count - count // 10, size=len(repeats))]
+    if not with_probe:
+        return keys, None
+    probe = rng.integers(0, 2**63, size=count, dtype=np.uint64)
+    present = rng.choice(count, size=count // 2, replace=False)
+    probe[present] = keys[present]
+    return keys, probe
+
+
+def as_list(array):
+    return [] if array is None else array.tolist()
+
+
+# -- the cases: prepare(keys, probe) -> state (untimed); op(state) -> result (timed) ------------
+
+
+def bulkbloom_case(threads):
+    import bulkbloom
+
+    def prepare(op, keys, probe):
+        f = bulkbloom.Filter(len(keys), FPR, threads=threads)
+        if op == "probe":
+            f.insert(keys)
+        return f, keys, probe
+
+    ops = {
+        "build": lambda s: s[0].insert(s[1]),
+        "probe": lambda s: s[0].contains(s[2]),
+        "dedup": lambda s: s[1][s[0].insert_if_absent(s[1])],
+    }
+    return prepare, ops
+
+
+def rbloom_case():
+    import rbloom
+
+    def prepare(op, keys, probe):
+        bloom = rbloom.Bloom(len(keys), FPR)
+        if op == "probe":
+            bloom.update(keys.tolist())
+        return bloom, keys.tolist(), as_list(probe)
+
+    def dedup(s):
+        bloom, keys, _ = s
+        out = []
+        for k in keys:  # no batch test-and-insert: the documented loop
+            if k not in bloom:
+                bloom.add(k)
+                out.append(k)
+        return out
+
+    ops = {
+        "build": lambda s: s[0].update(s[1]),
+        "probe": lambda s: list(map(s[0].__contains__, s[2])),
+        "dedup": dedup,
+    }
+    return prepare, ops
+
+
+def fastbloom_case():
+    from fastbloom_rs import BloomFilter
+
+    def prepare(op, keys, probe):
+        bloom = BloomFilter(len(keys), FPR)
+        if op == "probe":
+            bloom.add_int_batch(keys.tolist())
+        return bloom, keys.tolist(), as_list(probe)
+
+    def dedup(s):
+        bloom, keys, _ = s
+        out = []
+        for k in keys:  # contains_int_batch cannot see repeats within its batch
+            if not bloom.contains_int(k):
+                bloom.add_int(k)
+                out.append(k)
+        return out
+
+    ops = {
+        "build": lambda s: s[0].add_int_batch(s[1]),
+        "probe": lambda s: s[0].contains_int_batch(s[2]),
+        "dedup": dedup,
+    }
+    return prepare, ops
+
+
+def pybloom_live_case():
+    from pybloom_live import BloomFilter
+
+    def prepare(op, keys, probe):
+        bloom = BloomFilter(capacity=len(keys), error_rate=FPR)
+        if op == "probe":
+            for k in keys.tolist():
+                bloom.add(k)
+        return bloom, keys.tolist(), as_list(probe)
+
+    def build(s):
+        for k in s[1]:
+            s[0].add(k)
+
+    ops = {
+        "build": build,
+        "probe": lambda s: list(map(s[0].__contains__, s[2])),
+        # add() returns whether the key was there: the test-and-insert in one call.
+        "dedup": lambda s: [k for k in s[1] if not s[0].add(k)],
+    }
+    return prepare, ops
+
+
+def pyprobables_case():
+    from probables import BloomFilter
+
+    def prepare(op, keys, probe):
+        bloom = BloomFilter(est_elements=len(keys), false_positive_rate=FPR)
+        keys_text, probe_text = list(map(str, keys.tolist())), list(map(str, as_list(probe)))
+        if op == "probe":
+            for k in keys_text:
+                bloom.add(k)
+        return bloom, keys_text, probe_text
+
+    def build(s):
+        for k in s[1]:
+            s[0].add(k)
+
+    def dedup(s):
+        bloom, keys, _ = s
+        out = []
+        for k in keys:
+            if not bloom.check(k):
+                bloom.add(k)
+                out.append(k)
+        return out
+
+    ops = {"build": build, "probe": lambda s: list(map(s[0].check, s[2])), "dedup": dedup}
+    return prepare, ops
+
+
+def set_case():
+    def prepare(op, keys, probe):
+        keys_list = keys.tolist()
+        return (set(keys_list) if op == "probe" else None), keys_list, as_list(probe)
+
+    ops = {
+        "build": lambda s: set(s[1]),
+        "probe": lambda s: list(map(s[0].__contains__, s[2])),
+        "dedup": lambda s: list(dict.fromkeys(s[1])),  # insertion-ordered: first sightings
+    }
+    return prepare, ops
+
+
+def numpy_case():
+    def prepare(op, keys, probe):
+        return None, keys, probe
+
+    ops = {"probe": lambda s: np.isin(s[2], s[1]), "dedup": lambda s: np.unique(s[1])}
+    return prepare, ops
+
+
+def pandas_case():
+    import pandas as pd
+
+    def prepare(op, keys, probe):
+        return None, pd.Series(keys), pd.Series(probe)
+
+    ops = {"probe": lambda s: s[2].isin(s[1]), "dedup": lambda s: s[1].drop_duplicates()}
+    return prepare, ops
+
+
+CASES = {
+    "bulkbloom (1 thread)": (lambda: bulkbloom_case(1), "numpy uint64 array"),
+    "bulkbloom (2 threads)": (lambda: bulkbloom_case(0), "numpy uint64 array"),
+    "rbloom": (rbloom_case, "list; update() to build, a loop to test"),
+    "fastbloom-rs": (fastbloom_case, "list; *_int_batch calls, a loop to dedup"),
+    "pybloom-live": (pybloom_live_case, "list, a loop (pure Python)"),
+    "pyprobables": (pyprobables_case, "list of str, a loop (pure Python)"),
+    "set / dict.fromkeys": (set_case, "list (exact)"),
+    "numpy isin / unique": (numpy_case, "numpy array (exact; unique sorts)"),
+    "pandas isin / drop_duplicates": (pandas_case, "Series (exact)"),
+}
+SLOW = {"pybloom-live", "pyprobables"}
+
+
+# -- one case in its own process ------------------------------------------------------------------
+
+
+def resident_kib(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def run_case(name: str, op: str, count: int, repeats: int) -> dict:
+    prepare, ops = CASES[name][0]()
+    keys, probe = make_keys(count, with_probe=op == "probe")
+    best, peak = float("inf"), 0
+    for _ in range(repeats):
+        state = prepare(op, keys, probe)
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # resets the peak (VmHWM) to what is resident now
+        before = resident_kib("VmRSS")
+        start = time.perf_counter()
+        result = ops[op](state)
+        best = min(best, time.perf_counter() - start)
+        peak = max(peak, resident_kib("VmHWM") - before)
+        del result, state
+    return {"seconds": best, "peak_bytes": peak * 1024, "keys": count}
+
+
+def in_subprocess(*args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+# -- batch calls from Python and C++ --------------------------------------------------------------
+
+
+def python_batches(keys_path: str, batch: int, repeats: int) -> dict:
+    import bulkbloom
+
+    keys = np.fromfile(keys_path, dtype=np.uint64)
+    batches = [keys[at : at + batch] for at in range(0, len(keys), batch)]
+    results = {}
+    for op in ("insert", "contains", "insert_if_absent"):
+        best = float("inf")
+        for _ in range(repeats):
+            f = bulkbloom.Filter(len(keys), FPR, threads=1)
+            if op == "contains":
+                f.insert(keys)
+            call = getattr(f, op)
+            start = time.perf_counter()
+            for b in batches:
+                call(b)
+            best = min(best, time.perf_counter() - start)
+        results[op] = best
+    return results
+
+
+def cpp_batches(keys_path: str, batch: int, repeats: int) -> dict:
+    builds = sorted(glob.glob(str(REPO / "build/python/*/build.ninja")))
+    if not builds:
+        raise RuntimeError("no build/python/*: run `pip install .` (or scripts/test.sh) first")
+    build_dir = Path(builds[-1]).parent
+    subprocess.run(["cmake", "--build", str(build_dir), "--target", "bulkbloom_batch_call"],
+                   check=True, capture_output=True)
+    out = subprocess.run([str(build_dir / "python/bulkbloom_batch_call"), keys_path, str(batch),
+                          str(repeats)], check=True, capture_output=True, text=True)
+    return {line.split()[0]: float(line.split()[1]) for line in out.stdout.splitlines()}
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def rate(result: dict | None) -> str:
+    if result is None:
+        return "—"
+    per_second = result["keys"] / result["seconds"]
+    return f"{per_second / 1e6:,.2f} M/s" if per_second >= 1e6 else f"{per_second / 1e3:,.0f} k/s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--keys", type=float, default=10e6)
+    parser.add_argument("--slow-keys", type=float, default=1e6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-keys", type=int, default=65536)
+    parser.add_argument("--big", type=float, default=0, help="also dedup this many keys vs np.unique")
+    parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--case", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--batches", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.case:
+        name, op, count, repeats = args.case
+        print(json.dumps(run_case(name, op, int(count), int(repeats))))
+        return
+    if args.batches:
+        side, path, batch, repeats = args.batches
+        run = python_batches if side == "python" else cpp_batches
+        print(json.dumps(run(path, int(batch), int(repeats))))
+        return
+
+    import bulkbloom
+
+    count, slow = int(args.keys), int(args.slow_keys)
+    names = args.only.split(",") if args.only else list(CASES)
+    print(f"bulkbloom {bulkbloom.__version__} on {bulkbloom.Filter(10, 0.1).implementation}; "
+          f"{count:,} keys ({slow:,} for pure-Python packages); fastest of {args.repeats}; "
+          f"python {sys.version.split()[0]}\n")
+    print("| package | keys given as | build | probe | dedup | memory (build; dedup) |")
+    print("|---|---|---|---|---|---|")
+    table = {}
+    for name in names:
+        n = slow if name in SLOW else count
+        repeats = 1 if name in SLOW else args.repeats
+        ops = CASES[name][0]()[1]
+        row = {op: (in_subprocess("--case", name, op, str(n), str(repeats)) if op in ops else None)
+               for op in ("build", "probe", "dedup")}
+        table[name] = row
+        memory = "; ".join(mib(row[op]["peak_bytes"]) if row[op] else "—"
+                           for op in ("build", "dedup"))
+        keys_note = CASES[name][1] + ("" if n == count else f", {n:,} keys")
+        print(f"| {name} | {keys_note} | {rate(row['build'])} | {rate(row['probe'])} | "
+              f"{rate(row['dedup'])} | {memory} |", flush=True)
+
+    ours = table.get("bulkbloom (1 thread)")
+    others = [n for n in names if n in ("rbloom", "fastbloom-rs", "pybloom-live", "pyprobables")]
+    if ours and others:
+        print("\nbulkbloom (1 thread) over the fastest other Bloom filter package, per operation:")
+        for op in ("build", "probe", "dedup"):
+            speeds = {n: table[n][op]["keys"] / table[n][op]["seconds"] for n in others}
+            best = max(speeds, key=speeds.get)
+            ratio = ours[op]["keys"] / ours[op]["seconds"] / speeds[best]
+            print(f"  {op}: {ratio:,.1f}x ({best})")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "keys.u64")
+        make_keys(count, with_probe=False)[0].tofile(path)
+        py = in_subprocess("--batches", "python", path, str(args.batch_keys), str(args.repeats))
+        cpp = in_subprocess("--batches", "cpp", path, str(args.batch_keys), str(args.repeats))
+    print(f"\n{args.batch_keys:,}-key batches over {count:,} keys, one thread: Python / C++ time")
+    for op in py:
+        print(f"  {op}: {py[op] / cpp[op]:.3f} (Python {count / py[op] / 1e6:,.1f} M keys/s, "
+              f"C++ {count / cpp[op] / 1e6:,.1f} M keys/s)")
+
+    if args.big:
+        big = int(args.big)
+        ours_big = in_subprocess("--case", "bulkbloom (1 thread)", "dedup", str(big), "1")
+        np_big = in_subprocess("--case", "numpy isin / unique", "dedup", str(big), "1")
+        print(f"\n{big:,} keys dedup'd: bulkbloom (1 thread) {ours_big['seconds']:.2f} s, "
+              f"{mib(ours_big['peak_bytes'])}; np.unique {np_big['seconds']:.2f} s, "
+              f"{mib(np_big['peak_bytes'])}: {np_big['seconds'] / ours_big['seconds']:.2f}x the "
+              f"speed in {ours_big['peak_bytes'] / np_big['peak_bytes']:.2f} of the memory")
+
+
+if __name__ == "__main__":
+    main()
