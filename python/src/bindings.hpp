@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -83,11 +84,19 @@ class ByteKeys {
   std::vector<std::string_view> views_;
 };
 
+/// A shared_mutex taken for reading, as a lockable: calls that only read a filter run at once.
+struct ReadLock {
+  std::shared_mutex& mutex;
+  void lock() { mutex.lock_shared(); }
+  bool try_lock() { return mutex.try_lock_shared(); }
+  void unlock() { mutex.unlock_shared(); }
+};
+
 /// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`
 /// held, checking for KeyboardInterrupt (and other signal handlers' exceptions) between chunks.
 /// The lock is never held while the GIL is being taken back, so no two threads can deadlock.
-template <typename Body>
-void in_chunks(std::mutex& mutex, std::size_t count, Body&& body) {
+template <typename Mutex, typename Body>
+void in_chunks(Mutex& mutex, std::size_t count, Body&& body) {
   std::size_t begin = 0;
   do {
     const std::size_t end = std::min(count, begin + kChunkKeys);
@@ -102,8 +111,8 @@ void in_chunks(std::mutex& mutex, std::size_t count, Body&& body) {
 }
 
 /// Runs `body()` with the GIL released and `mutex` held (calls that are not split into chunks).
-template <typename Body>
-auto locked(std::mutex& mutex, Body&& body) {
+template <typename Mutex, typename Body>
+auto locked(Mutex& mutex, Body&& body) {
   nb::gil_scoped_release release;
   std::lock_guard lock(mutex);
   return body();

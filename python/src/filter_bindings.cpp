@@ -1,6 +1,6 @@
-// bulkbloom._core.Filter: a Filter with a lock. The C++ Filter lets no two calls run on one filter
-// at once (even contains() uses per-filter scratch), so every call takes the filter's mutex,
-// after releasing the GIL.
+// bulkbloom._core.Filter: a Filter with a lock. The C++ Filter's const calls may run at once, a
+// write only alone (a write meeting another on a cache line would lose bits), so calls that read
+// take the lock shared and writes take it exclusive, after releasing the GIL.
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -20,7 +20,8 @@ struct PyFilter {
 
   Filter filter;
   Options options;  // what copies and loaded images are made with
-  std::mutex mutex;
+  std::shared_mutex mutex;
+  ReadLock reading{mutex};
 };
 
 using Loaded = std::tuple<PyFilter*, std::uint64_t, nb::bytes>;
@@ -44,7 +45,7 @@ void contains_keys(PyFilter& self, const KeyArray& keys, FlagArray out) {
   require_length(out, keys.shape(0), "contains");
   const std::uint64_t* data = keys.data();
   std::uint8_t* flags = out.data();
-  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
+  in_chunks(self.reading, keys.shape(0), [&](std::size_t begin, std::size_t end) {
     self.filter.contains(std::span(data + begin, end - begin),
                          std::span(flags + begin, end - begin));
   });
@@ -81,7 +82,7 @@ void contains_bytes(PyFilter& self, const OffsetArray& offsets, const ByteArray&
   ByteKeys keys = checked_keys(offsets, data);
   require_length(out, keys.size(), "contains");
   std::uint8_t* flags = out.data();
-  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
+  in_chunks(self.reading, keys.size(), [&](std::size_t begin, std::size_t end) {
     self.filter.contains(keys.chunk(begin, end), std::span(flags + begin, end - begin));
   });
 }
@@ -105,12 +106,12 @@ template <typename Op>
 void combine(PyFilter& self, PyFilter& other, Op op) {
   if (&self == &other) return;
   nb::gil_scoped_release release;
-  std::scoped_lock lock(self.mutex, other.mutex);
+  std::scoped_lock lock(self.mutex, other.reading);
   op(self.filter, other.filter);
 }
 
 PyFilter* copy_of(PyFilter& self) {
-  return locked(self.mutex, [&] {
+  return locked(self.reading, [&] {
     Filter copy(self.filter.layout(), self.options);
     std::vector<std::byte> bytes(self.filter.layout().size_bytes());
     self.filter.copy_bytes_to(bytes);
@@ -236,7 +237,7 @@ void bind_filter(nb::module_& m) {
       .def(
           "contains_one",
           [](PyFilter& self, std::uint64_t key) {
-            return locked(self.mutex, [&] { return self.filter.contains(key); });
+            return locked(self.reading, [&] { return self.filter.contains(key); });
           },
           nb::arg("key"), "True if the key may be present.")
       .def(
@@ -263,18 +264,20 @@ void bind_filter(nb::module_& m) {
       .def("copy", &copy_of, nb::rv_policy::take_ownership, "An independent copy.")
       .def(
           "popcount",
-          [](PyFilter& self) { return locked(self.mutex, [&] { return self.filter.popcount(); }); },
+          [](PyFilter& self) {
+            return locked(self.reading, [&] { return self.filter.popcount(); });
+          },
           "Number of set bits.")
       .def(
           "estimated_count",
           [](PyFilter& self) {
-            return locked(self.mutex, [&] { return self.filter.estimated_count(); });
+            return locked(self.reading, [&] { return self.filter.estimated_count(); });
           },
           "Estimated number of distinct keys inserted.")
       .def(
           "current_fpr",
           [](PyFilter& self) {
-            return locked(self.mutex, [&] { return self.filter.current_fpr(); });
+            return locked(self.reading, [&] { return self.filter.current_fpr(); });
           },
           "False-positive rate of the filter as it is now.")
       .def(
@@ -286,7 +289,7 @@ void bind_filter(nb::module_& m) {
           [](PyFilter& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
              const nb::bytes& metadata) {
             const FileState state = file_state(keys_inserted, metadata);
-            locked(self.mutex, [&] { save(self.filter, path, state); });
+            locked(self.reading, [&] { save(self.filter, path, state); });
           },
           nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
           "Writes the filter file atomically (temporary file, fsync, rename).")
@@ -294,14 +297,14 @@ void bind_filter(nb::module_& m) {
           "serialize",
           [](PyFilter& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
             const FileState state = file_state(keys_inserted, metadata);
-            const auto image = locked(self.mutex, [&] { return serialize(self.filter, state); });
+            const auto image = locked(self.reading, [&] { return serialize(self.filter, state); });
             return to_bytes(image);
           },
           nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.")
       .def(
           "to_parquet",
           [](PyFilter& self) {
-            const auto image = locked(self.mutex, [&] { return to_parquet(self.filter); });
+            const auto image = locked(self.reading, [&] { return to_parquet(self.filter); });
             return to_bytes(image);
           },
           "The Parquet split-block Bloom filter (sb256, xxh64, seed 0 only).");

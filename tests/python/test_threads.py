@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 
@@ -58,15 +59,28 @@ def test_readers_and_writers_at_once():
 def test_bulk_calls_release_the_gil():
     keys = np.arange(20_000_000, dtype=np.uint64)
     f = bulkbloom.Filter(len(keys), 0.01, implementation="cpu/scalar", threads=1)
+    started = threading.Event()
+
+    def insert():
+        started.set()
+        f.insert(keys)
+
     spins = 0
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(f.insert, keys)
-        while not future.done():
-            spins += 1  # runs only while the call does not hold the GIL
-        future.result()
-    # Holding the GIL, the call would let this loop run between its start and end at most a few
-    # times (the interpreter's switch interval is 5 ms, the call's length hundreds of them).
-    assert spins > 1000
+    # Forced switches between Python threads every 50 ms only, so that this thread runs during
+    # the call only if the call itself lets go of the GIL.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.05)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            future = pool.submit(insert)
+            started.wait()
+            while not future.done():
+                spins += 1
+            future.result()
+    finally:
+        sys.setswitchinterval(interval)
+    # Holding the GIL, the call would let this loop run only before it starts or after it ends.
+    assert spins > 100_000
 
 
 def test_keyboard_interrupt_between_chunks_leaves_whole_chunks(tmp_path):
@@ -96,3 +110,23 @@ def test_keyboard_interrupt_between_chunks_leaves_whole_chunks(tmp_path):
     words = out.stdout.split()
     assert words[0] == "interrupted", out.stdout
     assert 0 <= int(words[1]) < 24 and words[2] == "True", out.stdout
+
+
+
+def test_four_writers_on_a_small_filter_lose_no_key():
+    # Four threads dedup their own keys again and again into one filter, so that their writes
+    # meet on the same cache lines. Each key is reported new at most once
+    # (the first time, unless a false positive hid it) and is present at the end: no write of one
+    # thread may overwrite another's.
+    rng = np.random.default_rng(13)
+    own_keys = [rng.integers(0, 2**64, size=250_000, dtype=np.uint64) for _ in range(4)]
+    f = bulkbloom.Filter.from_layout("sb512", 1 << 16, threads=1)
+
+    def dedup(keys):
+        return sum(f.insert_if_absent(keys).astype(np.int64) for _ in range(20))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        times_new = list(pool.map(dedup, own_keys))
+    for keys, counts in zip(own_keys, times_new):
+        assert counts.max() <= 1
+        assert f.contains(keys).all()
