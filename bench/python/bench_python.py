@@ -309,13 +309,20 @@ def rate(result: dict | None) -> str:
     return f"{per_second / 1e6:,.2f} M/s" if per_second >= 1e6 else f"{per_second / 1e3:,.0f} k/s"
 
 
+def count_arg(text: str) -> int:
+    """10M, 64K, 1e8 or a plain number."""
+    scale = {"K": 1e3, "M": 1e6, "G": 1e9}.get(text[-1:].upper(), 1)
+    return int(float(text[:-1] if scale != 1 else text) * scale)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--keys", type=float, default=10e6)
-    parser.add_argument("--slow-keys", type=float, default=1e6)
+    parser.add_argument("--keys", type=count_arg, default=10_000_000)
+    parser.add_argument("--slow-keys", type=count_arg, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-keys", type=int, default=65536)
-    parser.add_argument("--big", type=float, default=0, help="also dedup this many keys vs np.unique")
+    parser.add_argument("--big", type=count_arg, default=0,
+                        help="also dedup this many keys against np.unique")
     parser.add_argument("--only", help="comma-separated case names")
     parser.add_argument("--case", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--batches", nargs=4, help=argparse.SUPPRESS)
