@@ -68,12 +68,14 @@ def available_implementations() -> list[str]:
 
 
 class Layout(NamedTuple):
-    """A filter's bit layout: block shape, block count, key hash and seed (DESIGN §1)."""
+    """A filter's bit layout: block shape, block count, key hash, seed and block index
+    (DESIGN §1)."""
 
     shape: str
     num_blocks: int
     hash: str
     seed: int
+    index: str
     size_bytes: int
     description: str
 
@@ -190,6 +192,7 @@ class Filter(_Saved):
         num_blocks: int,
         seed: int = 0,
         hash: str = "xxh64",
+        index: str = "high32",
         *,
         backend: str = "auto",
         implementation: str = "",
@@ -197,9 +200,10 @@ class Filter(_Saved):
     ) -> "Filter":
         """An empty filter of an explicit layout: ``shape`` is ``"sb256"`` (Parquet's split
         block), ``"sb256x4"``, ``"sb512"`` or ``"sb512x16"``; ``hash`` is ``"xxh64"`` or
-        ``"identity"`` (keys that are already uniform 64-bit hashes)."""
+        ``"identity"`` (keys that are already uniform 64-bit hashes); ``index`` is ``"high32"``
+        (Parquet's block index) or ``"full64"`` (even block loads beyond ~10^8 blocks)."""
         core = _core.Filter(
-            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), backend,
+            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), index, backend,
             implementation, threads,
         )
         return cls._wrap(core)
@@ -398,6 +402,7 @@ class WindowedFilter(_Saved):
         lateness: int = 0,
         seed: int = 0,
         hash: str = "xxh64",
+        index: str = "high32",
         backend: str = "auto",
         implementation: str = "",
         threads: int = 0,
@@ -405,7 +410,7 @@ class WindowedFilter(_Saved):
         self._core = _core.WindowedFilter(
             clock, _count(window, "window"), _count(generations, "generations"),
             _count(lateness, "lateness"), shape, _count(num_blocks, "num_blocks"), hash,
-            _count(seed, "seed"), backend, implementation, threads,
+            _count(seed, "seed"), index, backend, implementation, threads,
         )
         self.keys_inserted = 0
         self.metadata = b""

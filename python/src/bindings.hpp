@@ -45,9 +45,9 @@ Options make_options(const std::string& backend, const std::string& implementati
 
 /// A layout from the Python keywords; throws std::invalid_argument for a bad shape or hash name.
 Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
-                   std::uint64_t seed);
+                   std::uint64_t seed, const std::string& index);
 
-/// The layout as a dict (shape, num_blocks, hash, seed, size_bytes, description).
+/// The layout as a dict (shape, num_blocks, hash, seed, index, size_bytes, description).
 nb::dict layout_dict(const Layout& layout);
 
 /// The caller's bytes saved with a filter or window file.

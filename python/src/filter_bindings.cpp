@@ -127,14 +127,14 @@ void bind_filter(nb::module_& m) {
       .def(
           "__init__",
           [](PyFilter* self, const std::string& shape, std::uint64_t num_blocks,
-             const std::string& hash, std::uint64_t seed, const std::string& backend,
-             const std::string& implementation, unsigned threads) {
+             const std::string& hash, std::uint64_t seed, const std::string& index,
+             const std::string& backend, const std::string& implementation, unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            const Layout layout = make_layout(shape, num_blocks, hash, seed);
+            const Layout layout = make_layout(shape, num_blocks, hash, seed, index);
             new (self) PyFilter(Filter(layout, options), options);
           },
           nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
-          nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::arg("index"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           "An empty filter with an explicit layout.")
       .def_static(
           "for_capacity",

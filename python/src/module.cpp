@@ -32,7 +32,7 @@ Options make_options(const std::string& backend, const std::string& implementati
 }
 
 Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
-                   std::uint64_t seed) {
+                   std::uint64_t seed, const std::string& index) {
   Layout layout;
   layout.shape = parse_shape(shape);
   layout.num_blocks = num_blocks;
@@ -44,6 +44,7 @@ Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std
     throw std::invalid_argument("hash must be \"xxh64\" or \"identity\", not \"" + hash + "\"");
   }
   layout.seed = seed;
+  layout.index = parse_block_index(index);
   layout.validate();
   return layout;
 }
@@ -54,6 +55,7 @@ nb::dict layout_dict(const Layout& layout) {
   d["num_blocks"] = layout.num_blocks;
   d["hash"] = layout.hash == KeyHash::xxh64 ? "xxh64" : "identity";
   d["seed"] = layout.seed;
+  d["index"] = std::string(to_string(layout.index));
   d["size_bytes"] = layout.size_bytes();
   d["description"] = layout.describe();
   return d;

@@ -124,19 +124,20 @@ void bind_window(nb::module_& m) {
           [](PyWindow* self, const std::string& clock, std::uint64_t window,
              std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
              std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
-             const std::string& backend, const std::string& implementation, unsigned threads) {
+             const std::string& index, const std::string& backend,
+             const std::string& implementation, unsigned threads) {
             WindowConfig config;
             config.clock = parse_clock(clock);
             config.window = window;
             config.generations = generations;
             config.lateness = lateness;
-            config.generation = make_layout(shape, num_blocks, hash, seed);
+            config.generation = make_layout(shape, num_blocks, hash, seed, index);
             new (self)
                 PyWindow(WindowedFilter(config, make_options(backend, implementation, threads)));
           },
           nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
           nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
-          nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::arg("index"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           "An empty window with an explicit configuration.")
       .def_static(
           "for_records",

@@ -77,6 +77,8 @@ def test_bad_parameters():
         bulkbloom.Filter.from_layout("sb512", 2**32)
     with pytest.raises(ValueError, match="hash"):
         bulkbloom.Filter.from_layout("sb512", 10, hash="md5")
+    with pytest.raises(ValueError, match="high32"):
+        bulkbloom.Filter.from_layout("sb512", 10, index="low16")
     with pytest.raises(ValueError, match="backend"):
         bulkbloom.Filter(100, 0.01, backend="tpu")
     with pytest.raises(bulkbloom.BackendUnavailable):

@@ -158,8 +158,9 @@ def test_estimates_and_layout():
     assert abs(f.estimated_count() - 100_000) < 2_000
     assert 0 < f.current_fpr() < f.expected_fpr(1_000_000)
     assert str(f.layout) == f.layout.description
-    g = bulkbloom.Filter.from_layout("sb256", 10, seed=3, hash="identity")
-    assert tuple(g.layout)[:5] == ("sb256", 10, "identity", 3, 320)
+    g = bulkbloom.Filter.from_layout("sb256", 10, seed=3, hash="identity", index="full64")
+    assert tuple(g.layout)[:6] == ("sb256", 10, "identity", 3, "full64", 320)
+    assert bulkbloom.Filter.from_bytes(g.to_bytes()).layout == g.layout
     assert f.implementation in ["cpu/" + n.split("/", 1)[1] for n in
                                 bulkbloom.available_implementations()] or \
         f.implementation.startswith("cuda")

@@ -11,7 +11,8 @@ def reference_records_window(w, keys):
     """The per-record loop of docs/WINDOW.md with plain filters, for a records clock."""
     config = w.config
     layout = config.generation
-    ring = [bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed, layout.hash)
+    ring = [bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed, layout.hash,
+                                         layout.index)
             for _ in range(config.generations)]  # ring[0] is the newest
     newest_period = 0
     flags = []
