@@ -14,7 +14,7 @@ Keys
     or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
-    filter built here and one built by ``bulkbloom build`` are byte for byte the same.
+    filter built here has the bits of the one ``bulkbloom build`` makes of the same keys.
 
 Threads
     Bulk calls release the GIL and are cut into chunks of ``chunk_keys`` keys; a call on a filter

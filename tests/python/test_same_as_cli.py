@@ -12,10 +12,18 @@ CAPACITY = 100_000
 
 
 def cli_build(cli, tmp_path, keys_file, *format_args):
+    """The file `bulkbloom build` writes, and the filter it holds."""
     out = tmp_path / "cli.bbf"
     run_cli(cli, "build", str(keys_file), "-o", str(out), "--capacity", str(CAPACITY),
             *format_args)
-    return out.read_bytes()
+    return out.read_bytes(), bulkbloom.Filter.load(out)
+
+
+def same_layout(cli_filter, **options):
+    """An empty filter of the CLI filter's layout (the CLI sizes its first generation itself)."""
+    layout = cli_filter.layout
+    return bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed, layout.hash,
+                                        layout.index, **options)
 
 
 def saved_bytes(tmp_path, f, name="py.bbf"):
@@ -27,23 +35,25 @@ def saved_bytes(tmp_path, f, name="py.bbf"):
 def test_u64_build_file_is_byte_for_byte_the_clis(cli, tmp_path, keys):
     keys_file = tmp_path / "keys.u64"
     keys.astype("<u8").tofile(keys_file)
-    expected = cli_build(cli, tmp_path, keys_file)
+    expected, cli_filter = cli_build(cli, tmp_path, keys_file)
+    metadata = cli_filter.metadata
 
-    f = bulkbloom.Filter(CAPACITY, 0.001)
+    f = same_layout(cli_filter)
     f.keys_inserted = int(f.insert_if_absent(keys).sum())  # the CLI saves its distinct-key count
+    f.metadata = metadata  # and its sizing, in its own encoding
     assert saved_bytes(tmp_path, f) == expected
     assert f.to_bytes() == expected
 
     # Every way in gives the same bits: insert(), int64 views, Arrow, every implementation.
     for implementation in bulkbloom.available_implementations():
         for threads in (1, 2):
-            g = bulkbloom.Filter(CAPACITY, 0.001, implementation=implementation, threads=threads)
+            g = same_layout(cli_filter, implementation=implementation, threads=threads)
             g.insert(keys.view(np.int64))
-            g.keys_inserted = f.keys_inserted
+            g.keys_inserted, g.metadata = f.keys_inserted, metadata
             assert g.to_bytes() == expected, (implementation, threads)
-    h = bulkbloom.Filter(CAPACITY, 0.001)
+    h = same_layout(cli_filter)
     h.insert(pa.chunked_array([pa.array(keys[:1000]), pa.array(keys[1000:])]))
-    h.keys_inserted = f.keys_inserted
+    h.keys_inserted, h.metadata = f.keys_inserted, metadata
     assert h.to_bytes() == expected
 
     loaded = bulkbloom.Filter.load(tmp_path / "cli.bbf")
@@ -57,7 +67,8 @@ def test_lines_keys_hash_as_bytes_like_the_cli(cli, tmp_path):
     words += ["", "x", "tab\there"]
     keys_file = tmp_path / "keys.txt"
     keys_file.write_bytes(("\n".join(words) + "\n").encode())
-    expected = cli_build(cli, tmp_path, keys_file, "-f", "lines")
+    expected, cli_filter = cli_build(cli, tmp_path, keys_file, "-f", "lines")
+    metadata = cli_filter.metadata
 
     distinct = len(set(words))
     batches = {
@@ -76,15 +87,15 @@ def test_lines_keys_hash_as_bytes_like_the_cli(cli, tmp_path):
         ),
     }
     for name, batch in batches.items():
-        f = bulkbloom.Filter(CAPACITY, 0.001)
+        f = same_layout(cli_filter)
         is_new = f.insert_if_absent(batch)
         assert int(is_new.sum()) == distinct, name
-        f.keys_inserted = distinct
+        f.keys_inserted, f.metadata = distinct, metadata
         assert f.to_bytes() == expected, name
-    single = bulkbloom.Filter(CAPACITY, 0.001)
+    single = same_layout(cli_filter)
     for w in set(words):
         single.add(w)
-    single.keys_inserted = distinct
+    single.keys_inserted, single.metadata = distinct, metadata
     assert single.to_bytes() == expected
     assert all(w in single for w in words[:100]) and all(w.encode() in single for w in words[:100])
 
@@ -94,7 +105,7 @@ def test_dedup_output_is_the_clis(cli, tmp_path, keys):
     keys.astype("<u8").tofile(keys_file)
     run_cli(cli, "dedup", str(keys_file), "-o", str(tmp_path / "unique.u64"),
             "--capacity", str(CAPACITY))
-    f = bulkbloom.Filter(CAPACITY, 0.001)
+    f = same_layout(cli_build(cli, tmp_path, keys_file)[1])  # dedup sizes as build does
     unique = keys[f.insert_if_absent(keys)]
     assert unique.astype("<u8").tobytes() == (tmp_path / "unique.u64").read_bytes()
     # No repeat gets through; only false positives are dropped, at about the modelled rate.
