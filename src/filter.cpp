@@ -191,4 +191,12 @@ void Filter::copy_bytes_from(std::span<const std::byte> in) {
   engine_->copy_bytes_from(in);
 }
 
+Backend parse_backend(std::string_view name) {
+  if (name == "auto") return Backend::automatic;
+  if (name == "cpu") return Backend::cpu;
+  if (name == "cuda") return Backend::cuda;
+  throw std::invalid_argument("unknown backend '" + std::string(name) +
+                              "': expected auto, cpu or cuda");
+}
+
 }  // namespace bulkbloom

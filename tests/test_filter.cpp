@@ -339,6 +339,18 @@ TEST(FilterApi, ImplementationAndThreadsAreInspectable) {
   EXPECT_EQ(pinned.threads(), 3u);
 }
 
+TEST(FilterApi, BackendNamesParseAndUnknownOnesAreNamed) {
+  EXPECT_EQ(parse_backend("auto"), Backend::automatic);
+  EXPECT_EQ(parse_backend("cpu"), Backend::cpu);
+  EXPECT_EQ(parse_backend("cuda"), Backend::cuda);
+  try {
+    parse_backend("gpu");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "unknown backend 'gpu': expected auto, cpu or cuda");
+  }
+}
+
 TEST(FilterApi, CudaWithoutTheBackendIsAClearError) {
   Options options;
   options.backend = Backend::cuda;

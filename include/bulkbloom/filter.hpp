@@ -27,6 +27,10 @@ enum class Backend : std::uint8_t {
   cuda,       ///< Device memory of the current CUDA device.
 };
 
+/// Parses a backend name as the command line and Python take it: "auto", "cpu" or "cuda".
+/// Throws std::invalid_argument naming the accepted names.
+Backend parse_backend(std::string_view name);
+
 /// How a Filter picks and runs its implementation.
 struct Options {
   /// Backend to use.

@@ -16,16 +16,7 @@ namespace bulkbloom::python {
 Options make_options(const std::string& backend, const std::string& implementation,
                      unsigned threads) {
   Options options;
-  if (backend == "auto") {
-    options.backend = Backend::automatic;
-  } else if (backend == "cpu") {
-    options.backend = Backend::cpu;
-  } else if (backend == "cuda") {
-    options.backend = Backend::cuda;
-  } else {
-    throw std::invalid_argument("backend must be \"auto\", \"cpu\" or \"cuda\", not \"" + backend +
-                                "\"");
-  }
+  options.backend = parse_backend(backend);
   options.implementation = implementation;
   options.threads = threads;
   return options;

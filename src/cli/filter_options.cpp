@@ -45,15 +45,10 @@ void add_backend_options(ArgParser& parser) {
 
 Options backend_options(const ArgParser& parser) {
   Options options;
-  const std::string backend = parser.get_or("backend", "auto");
-  if (backend == "auto") {
-    options.backend = Backend::automatic;
-  } else if (backend == "cpu") {
-    options.backend = Backend::cpu;
-  } else if (backend == "cuda") {
-    options.backend = Backend::cuda;
-  } else {
-    throw UsageError("--backend: unknown backend '" + backend + "': expected auto, cpu or cuda");
+  try {
+    options.backend = parse_backend(parser.get_or("backend", "auto"));
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--backend: ") + e.what());
   }
   if (const auto threads = parser.get_count("threads")) {
     if (*threads > 4096) {

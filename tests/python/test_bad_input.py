@@ -79,7 +79,7 @@ def test_bad_parameters():
         bulkbloom.Filter.from_layout("sb512", 10, hash="md5")
     with pytest.raises(ValueError, match="high32"):
         bulkbloom.Filter.from_layout("sb512", 10, index="low16")
-    with pytest.raises(ValueError, match="backend"):
+    with pytest.raises(ValueError, match="unknown backend 'tpu': expected auto, cpu or cuda"):
         bulkbloom.Filter(100, 0.01, backend="tpu")
     with pytest.raises(bulkbloom.BackendUnavailable):
         bulkbloom.Filter(100, 0.01, implementation="cpu/NOPE")
