@@ -16,6 +16,13 @@ Keys
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
     filter built here has the bits of the one ``bulkbloom build`` makes of the same keys.
 
+Shards
+    A filter can be cut into S block ranges that live in different processes (DESIGN §9):
+    ``shard_of(layout, keys, S)`` routes each key to its shard, a ``FilterShard`` answers for the
+    keys it owns, and ``split``, ``concat`` and ``reshard`` copy bytes between one filter and S
+    shards. The shards' bytes, concatenated, are byte for byte the one filter built from the same
+    keys, so every answer is the same. ``bulkbloom.spark`` builds on them.
+
 Threads
     Bulk calls release the GIL and are cut into chunks of ``chunk_keys`` keys; a call on a filter
     waits for another thread's call on the same filter to finish its chunk. Ctrl-C
@@ -45,6 +52,11 @@ __all__ = [
     "WindowedFilter",
     "Layout",
     "WindowConfig",
+    "FilterShard",
+    "shard_of",
+    "split",
+    "concat",
+    "reshard",
     "Error",
     "FormatError",
     "IoError",
@@ -81,6 +93,22 @@ class Layout(NamedTuple):
 
     def __str__(self) -> str:
         return self.description
+
+    @classmethod
+    def for_capacity(cls, capacity: int, fpr: float = 0.001) -> "Layout":
+        """The layout ``Filter(capacity, fpr)`` has, without allocating the filter."""
+        return cls(**_core.layout_for_capacity(_count(capacity, "capacity"), float(fpr)))
+
+    @classmethod
+    def of(
+        cls, shape: str, num_blocks: int, seed: int = 0, hash: str = "xxh64",
+        index: str = "high32",
+    ) -> "Layout":
+        """An explicit layout (arguments as for ``Filter.from_layout``), checked."""
+        return cls(
+            **_core.layout_of(shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"),
+                              index)
+        )
 
 
 class WindowConfig(NamedTuple):
@@ -149,7 +177,36 @@ class _Saved:
         self._core.save(os.fspath(path), self.keys_inserted, bytes(self.metadata))
 
 
-class Filter(_Saved):
+class _BulkCalls(_Saved):
+    """The batch calls of filters and shards."""
+
+    __slots__ = ()
+
+    def insert(self, keys: Keys) -> None:
+        """Inserts every key of a batch."""
+        _run_pieces(_keys.key_pieces(keys), None, self._core.insert, self._core.insert_bytes)
+
+    def contains(self, keys: Keys) -> np.ndarray:
+        """A bool array: True where the key may be present (never False for an inserted key)."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
+        return out
+
+    def insert_if_absent(self, keys: Keys) -> np.ndarray:
+        """The dedup primitive: inserts each key and returns a bool array, True where the key was
+        absent before (counting earlier keys of the batch), exactly as the loop
+        ``new = key not in f; f.add(key)`` would. A repeated key is reported new at most once.
+        ``keys[f.insert_if_absent(keys)]`` is the batch without its repeats."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(
+            pieces, out, self._core.insert_if_absent, self._core.insert_if_absent_bytes
+        )
+        return out
+
+
+class Filter(_BulkCalls):
     """A blocked Bloom filter over 64-bit integer or byte-string keys.
 
     ``Filter(capacity, fpr)`` is the smallest filter (over all block shapes) whose modelled
@@ -243,30 +300,7 @@ class Filter(_Saved):
         self._core.contains_bytes(piece.offsets, piece.data, out.view(np.uint8))
         return bool(out[0])
 
-    # -- batches ------------------------------------------------------------------------------
-
-    def insert(self, keys: Keys) -> None:
-        """Inserts every key of a batch."""
-        _run_pieces(_keys.key_pieces(keys), None, self._core.insert, self._core.insert_bytes)
-
-    def contains(self, keys: Keys) -> np.ndarray:
-        """A bool array: True where the key may be present (never False for an inserted key)."""
-        pieces = _keys.key_pieces(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
-        return out
-
-    def insert_if_absent(self, keys: Keys) -> np.ndarray:
-        """The dedup primitive: inserts each key and returns a bool array, True where the key was
-        absent before (counting earlier keys of the batch), exactly as the loop
-        ``new = key not in f; f.add(key)`` would. A repeated key is reported new at most once.
-        ``keys[f.insert_if_absent(keys)]`` is the batch without its repeats."""
-        pieces = _keys.key_pieces(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(
-            pieces, out, self._core.insert_if_absent, self._core.insert_if_absent_bytes
-        )
-        return out
+    # -- batches: insert, contains, insert_if_absent (_BulkCalls) ----------------------------------
 
     def update(self, *iterables: Iterable[Any]) -> None:
         """Inserts the keys of each argument: a batch as insert() takes, or any iterable of keys
@@ -564,6 +598,189 @@ class WindowedFilter(_Saved):
             os.fspath(directory), backend, implementation, threads
         )
         return None if found is None else cls._wrap(*found)
+
+
+LayoutLike = Union[Layout, "Filter", "FilterShard"]
+
+
+def _layout_args(layout: Any) -> tuple:
+    """(shape, num_blocks, hash, seed, index) of a Layout, or of a Filter's or shard's layout."""
+    if isinstance(layout, (Filter, FilterShard)):
+        layout = layout.layout
+    if not isinstance(layout, Layout):
+        raise TypeError(
+            f"layout must be a bulkbloom.Layout, Filter or FilterShard, not {type(layout).__name__}"
+        )
+    return (layout.shape, layout.num_blocks, layout.hash, layout.seed, layout.index)
+
+
+def _shard_count(num_shards: Any) -> int:
+    value = _count(num_shards, "num_shards")
+    if not 1 <= value < 2**32:
+        raise ValueError(f"num_shards must be in [1, 2**32), not {value}")
+    return value
+
+
+def shard_of(layout: LayoutLike, keys: Keys, num_shards: int) -> np.ndarray:
+    """The shard of ``num_shards`` shards of ``layout`` that owns each key, as a uint32 array.
+
+    ``layout`` is a ``Layout`` (or a ``Filter`` or ``FilterShard``, meaning its layout); keys
+    are any batch the bulk calls take. The shard of a key is
+    ``((block + 1) * num_shards - 1) // num_blocks`` of the key's block (docs/DESIGN.md §9), so
+    an engine without this package can compute it too. ``ValueError`` unless
+    ``1 <= num_shards <= num_blocks``."""
+    args = _layout_args(layout)
+    count = _shard_count(num_shards)
+    pieces = _keys.key_pieces(keys)
+    out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
+    start = 0
+    for piece in pieces:
+        length = _keys.piece_length(piece)
+        part = out[start : start + length]
+        if isinstance(piece, _keys.U64Piece):
+            _core.shard_of(*args, piece.keys, count, part)
+        else:
+            _core.shard_of_bytes(*args, piece.offsets, piece.data, count, part)
+        start += length
+    return out
+
+
+class FilterShard(_BulkCalls):
+    """Shard ``index`` of ``num_shards`` of a filter's layout: the bits of its block range
+    (``blocks``) and nothing else.
+
+    Its bulk calls take only keys it owns (route them with ``shard_of``): a batch holding a key of
+    another shard raises ``ValueError`` naming the key, its shard and both block ranges, before
+    anything is changed. Answers and bytes are exactly those of the same blocks of one whole
+    filter given the same keys in the same order. ``save()`` writes the filter file format with the
+    whole layout and the shard's place in the header; ``FilterShard.load`` / ``map`` read it (a
+    whole filter's file reads as shard 0 of 1). Pickles through its layout, place and bytes.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        layout: LayoutLike,
+        index: int,
+        num_shards: int,
+        *,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> None:
+        self._core = _core.FilterShard(
+            *_layout_args(layout), _count(index, "index"), _shard_count(num_shards), backend,
+            implementation, threads,
+        )
+        self.keys_inserted = 0
+        self.metadata = b""
+
+    @property
+    def layout(self) -> Layout:
+        """The layout of the whole filter this shard is part of."""
+        return Layout(**self._core.layout)
+
+    @property
+    def index(self) -> int:
+        """Which shard this is, in ``[0, num_shards)``."""
+        return self._core.index
+
+    @property
+    def num_shards(self) -> int:
+        """How many shards the whole filter is cut into."""
+        return self._core.num_shards
+
+    @property
+    def blocks(self) -> tuple[int, int]:
+        """The blocks ``[begin, end)`` of the whole layout this shard holds."""
+        return self._core.blocks
+
+    @property
+    def size_bytes(self) -> int:
+        """Size of the shard's bits in bytes."""
+        return self._core.size_bytes
+
+    def __repr__(self) -> str:
+        begin, end = self.blocks
+        return (
+            f"<bulkbloom.FilterShard {self.index} of {self.num_shards}, blocks [{begin}, {end}) "
+            f"of {self.layout.description} on {self.implementation}>"
+        )
+
+    def clear(self) -> None:
+        """Clears every bit."""
+        self._core.clear()
+
+    def popcount(self) -> int:
+        """Number of set bits."""
+        return self._core.popcount()
+
+    def bits(self) -> bytes:
+        """A copy of the shard's bytes: exactly its blocks' bytes of the whole filter."""
+        return self._core.bits()
+
+    @classmethod
+    def load(
+        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "FilterShard":
+        """Reads and fully verifies a shard file (``FormatError`` if it is damaged)."""
+        return cls._wrap(*_core.FilterShard.load(os.fspath(path), backend, implementation, threads))
+
+    @classmethod
+    def map(
+        cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
+    ) -> "FilterShard":
+        """Maps a shard file without copying it, as ``Filter.map`` does."""
+        return cls._wrap(*_core.FilterShard.map(os.fspath(path), verify, implementation, threads))
+
+    @classmethod
+    def _from_bits(
+        cls, layout: tuple, index: int, num_shards: int, bits: bytes, keys_inserted: int,
+        metadata: bytes,
+    ) -> "FilterShard":
+        shard = cls(Layout(*layout), index, num_shards)
+        shard._core.set_bits(_byte_buffer(bits))
+        shard.keys_inserted = keys_inserted
+        shard.metadata = metadata
+        return shard
+
+    def __reduce__(self) -> tuple:
+        return (
+            FilterShard._from_bits,
+            (tuple(self.layout), self.index, self.num_shards, self.bits(), self.keys_inserted,
+             bytes(self.metadata)),
+        )
+
+
+def split(filter: Filter, num_shards: int) -> list[FilterShard]:
+    """``filter`` cut into ``num_shards`` shards, each a copy of its blocks (byte-exact)."""
+    if not isinstance(filter, Filter):
+        raise TypeError(f"split needs a bulkbloom.Filter, not {type(filter).__name__}")
+    return [FilterShard._wrap(core) for core in _core.split(filter._core, _shard_count(num_shards))]
+
+
+def _shard_cores(shards: Iterable[FilterShard], operation: str) -> list:
+    shards = list(shards)
+    for shard in shards:
+        if not isinstance(shard, FilterShard):
+            raise TypeError(
+                f"{operation} needs bulkbloom.FilterShard objects, not {type(shard).__name__}"
+            )
+    return [shard._core for shard in shards]
+
+
+def concat(shards: Iterable[FilterShard]) -> Filter:
+    """The whole filter from all its shards, given in any order: byte for byte the filter they
+    were cut from. ``ValueError`` unless they are exactly shards 0..S-1 of one layout and S."""
+    return Filter._wrap(_core.concat(_shard_cores(shards, "concat")))
+
+
+def reshard(shards: Iterable[FilterShard], num_shards: int) -> list[FilterShard]:
+    """The same filter cut into ``num_shards`` shards instead: a copy of bytes, no key is
+    rehashed and no answer changes. ``shards`` as for ``concat``."""
+    cores = _core.reshard(_shard_cores(shards, "reshard"), _shard_count(num_shards))
+    return [FilterShard._wrap(core) for core in cores]
 
 
 def _count(value: Any, name: str) -> int:

@@ -92,6 +92,16 @@ struct ReadLock {
   void unlock() { mutex.unlock_shared(); }
 };
 
+/// bulkbloom._core.Filter: a Filter with a lock. Calls that only read take it shared, writes alone.
+struct PyFilter {
+  PyFilter(Filter f, Options o) : filter(std::move(f)), options(std::move(o)) {}
+
+  Filter filter;
+  Options options;  // what copies and loaded images are made with
+  std::shared_mutex mutex;
+  ReadLock reading{mutex};
+};
+
 /// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`
 /// held, checking for KeyboardInterrupt (and other signal handlers' exceptions) between chunks.
 /// The lock is never held while the GIL is being taken back, so no two threads can deadlock.
@@ -120,5 +130,6 @@ auto locked(Mutex& mutex, Body&& body) {
 
 void bind_filter(nb::module_& m);
 void bind_window(nb::module_& m);
+void bind_shard(nb::module_& m);
 
 }  // namespace bulkbloom::python

@@ -11,18 +11,10 @@
 #include <tuple>
 
 #include "bindings.hpp"
+#include "bulk_calls.hpp"
 
 namespace bulkbloom::python {
 namespace {
-
-struct PyFilter {
-  PyFilter(Filter f, Options o) : filter(std::move(f)), options(std::move(o)) {}
-
-  Filter filter;
-  Options options;  // what copies and loaded images are made with
-  std::shared_mutex mutex;
-  ReadLock reading{mutex};
-};
 
 using Loaded = std::tuple<PyFilter*, std::uint64_t, nb::bytes>;
 
@@ -32,72 +24,6 @@ Loaded loaded(Filter filter, const Options& options, const FileState& state) {
 
 std::span<const std::byte> as_bytes(const ByteArray& image) {
   return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
-}
-
-void insert_keys(PyFilter& self, const KeyArray& keys) {
-  const std::uint64_t* data = keys.data();
-  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
-    self.filter.insert(std::span(data + begin, end - begin));
-  });
-}
-
-void contains_keys(PyFilter& self, const KeyArray& keys, FlagArray out) {
-  require_length(out, keys.shape(0), "contains");
-  const std::uint64_t* data = keys.data();
-  std::uint8_t* flags = out.data();
-  in_chunks(self.reading, keys.shape(0), [&](std::size_t begin, std::size_t end) {
-    self.filter.contains(std::span(data + begin, end - begin),
-                         std::span(flags + begin, end - begin));
-  });
-}
-
-std::uint64_t insert_if_absent_keys(PyFilter& self, const KeyArray& keys, FlagArray out) {
-  require_length(out, keys.shape(0), "insert_if_absent");
-  const std::uint64_t* data = keys.data();
-  std::uint8_t* flags = out.data();
-  std::uint64_t fresh = 0;
-  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
-    fresh += self.filter.insert_if_absent(std::span(data + begin, end - begin),
-                                          std::span(flags + begin, end - begin));
-  });
-  return fresh;
-}
-
-ByteKeys checked_keys(const OffsetArray& offsets, const ByteArray& data) {
-  ByteKeys keys(offsets, data);
-  nb::gil_scoped_release release;
-  keys.validate();
-  return keys;
-}
-
-void insert_bytes(PyFilter& self, const OffsetArray& offsets, const ByteArray& data) {
-  ByteKeys keys = checked_keys(offsets, data);
-  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
-    self.filter.insert(keys.chunk(begin, end));
-  });
-}
-
-void contains_bytes(PyFilter& self, const OffsetArray& offsets, const ByteArray& data,
-                    FlagArray out) {
-  ByteKeys keys = checked_keys(offsets, data);
-  require_length(out, keys.size(), "contains");
-  std::uint8_t* flags = out.data();
-  in_chunks(self.reading, keys.size(), [&](std::size_t begin, std::size_t end) {
-    self.filter.contains(keys.chunk(begin, end), std::span(flags + begin, end - begin));
-  });
-}
-
-std::uint64_t insert_if_absent_bytes(PyFilter& self, const OffsetArray& offsets,
-                                     const ByteArray& data, FlagArray out) {
-  ByteKeys keys = checked_keys(offsets, data);
-  require_length(out, keys.size(), "insert_if_absent");
-  std::uint8_t* flags = out.data();
-  std::uint64_t fresh = 0;
-  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
-    fresh +=
-        self.filter.insert_if_absent(keys.chunk(begin, end), std::span(flags + begin, end - begin));
-  });
-  return fresh;
 }
 
 // Set operations lock both filters (in an order std::scoped_lock makes deadlock-free); a filter
@@ -123,19 +49,20 @@ PyFilter* copy_of(PyFilter& self) {
 }  // namespace
 
 void bind_filter(nb::module_& m) {
-  nb::class_<PyFilter>(m, "Filter", "A blocked Bloom filter (see bulkbloom.Filter).")
-      .def(
-          "__init__",
-          [](PyFilter* self, const std::string& shape, std::uint64_t num_blocks,
-             const std::string& hash, std::uint64_t seed, const std::string& index,
-             const std::string& backend, const std::string& implementation, unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            const Layout layout = make_layout(shape, num_blocks, hash, seed, index);
-            new (self) PyFilter(Filter(layout, options), options);
-          },
-          nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
-          nb::arg("index"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          "An empty filter with an explicit layout.")
+  nb::class_<PyFilter> cls(m, "Filter", "A blocked Bloom filter (see bulkbloom.Filter).");
+  BulkCalls<&PyFilter::filter>::bind(cls);
+  cls.def(
+         "__init__",
+         [](PyFilter* self, const std::string& shape, std::uint64_t num_blocks,
+            const std::string& hash, std::uint64_t seed, const std::string& index,
+            const std::string& backend, const std::string& implementation, unsigned threads) {
+           const Options options = make_options(backend, implementation, threads);
+           const Layout layout = make_layout(shape, num_blocks, hash, seed, index);
+           new (self) PyFilter(Filter(layout, options), options);
+         },
+         nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
+         nb::arg("index"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+         "An empty filter with an explicit layout.")
       .def_static(
           "for_capacity",
           [](std::uint64_t capacity, double fpr, const std::string& backend,
@@ -214,20 +141,6 @@ void bind_filter(nb::module_& m) {
       .def_prop_ro(
           "threads", [](PyFilter& self) { return self.filter.threads(); },
           "Worker threads used by bulk calls.")
-      .def("insert", &insert_keys, nb::arg("keys").noconvert(), "Inserts uint64 keys.")
-      .def("contains", &contains_keys, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
-           "Writes 1 to out[i] if keys[i] may be present.")
-      .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
-           nb::arg("out").noconvert(),
-           "Inserts each key; out[i] = 1 if it was absent before. Returns the number of 1s.")
-      .def("insert_bytes", &insert_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), "Inserts byte-string keys given as Arrow offsets + data.")
-      .def("contains_bytes", &contains_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), nb::arg("out").noconvert(),
-           "contains() for byte-string keys.")
-      .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), nb::arg("out").noconvert(),
-           "insert_if_absent() for byte-string keys.")
       .def(
           "insert_one",
           [](PyFilter& self, std::uint64_t key) {

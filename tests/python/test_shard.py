@@ -1,0 +1,148 @@
+"""Shards from Python: shard_of routes as DESIGN §9's formula says, and S shards fed the routed keys
+give the one filter's flags and, concatenated, its bytes."""
+
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import bulkbloom
+
+SHARD_COUNTS = (1, 3, 7)
+
+
+def formula_shards(keys: np.ndarray, num_blocks: int, num_shards: int, index: str) -> np.ndarray:
+    """DESIGN §9 for an identity-hash layout, in Python integers."""
+    out = []
+    for h in map(int, keys):
+        if index == "high32":
+            block = ((h >> 32) * num_blocks) >> 32
+        else:
+            block = ((h >> 32) * num_blocks + (((h & 0xFFFFFFFF) * num_blocks) >> 32)) >> 32
+        out.append(((block + 1) * num_shards - 1) // num_blocks)
+    return np.array(out, dtype=np.uint32)
+
+
+@pytest.mark.parametrize("index", ["high32", "full64"])
+def test_shard_of_is_the_formula(index):
+    rng = np.random.default_rng(3)
+    keys = rng.integers(0, 2**64, size=5_000, dtype=np.uint64)
+    keys = np.concatenate([keys, np.array([0, 1, 2**32 - 1, 2**63, 2**64 - 1], dtype=np.uint64)])
+    for num_blocks in (7, 130, 1_000_003):
+        layout = bulkbloom.Layout.of("sb256", num_blocks, hash="identity", index=index)
+        for num_shards in (1, 2, 3, 7, num_blocks):
+            got = bulkbloom.shard_of(layout, keys, num_shards)
+            assert got.dtype == np.uint32
+            np.testing.assert_array_equal(
+                got, formula_shards(keys, num_blocks, num_shards, index), err_msg=str(num_shards)
+            )
+
+
+def test_shard_of_takes_every_key_batch_the_filter_takes():
+    layout = bulkbloom.Filter(50_000, 0.01).layout
+    ints = np.random.default_rng(4).integers(-(2**63), 2**63, size=3_000, dtype=np.int64)
+    expected = bulkbloom.shard_of(layout, ints.view(np.uint64), 7)
+    for batch in (ints, pa.array(ints), pa.chunked_array([ints[:100], ints[100:]]), list(ints)):
+        np.testing.assert_array_equal(bulkbloom.shard_of(layout, batch, 7), expected)
+    words = [f"k{i}" for i in range(3_000)]
+    expected = bulkbloom.shard_of(layout, words, 7)
+    assert len(set(expected.tolist())) == 7
+    for batch in (np.array(words), pa.array(words), pa.array(words, pa.large_string()),
+                  [w.encode() for w in words]):
+        np.testing.assert_array_equal(bulkbloom.shard_of(layout, batch, 7), expected)
+    f = bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks)
+    np.testing.assert_array_equal(bulkbloom.shard_of(f, words, 7), expected)
+
+
+def test_shard_of_rejects_bad_counts():
+    layout = bulkbloom.Layout.of("sb512", 5)
+    with pytest.raises(ValueError, match="shard count 6"):
+        bulkbloom.shard_of(layout, np.arange(3, dtype=np.uint64), 6)
+    with pytest.raises(ValueError):
+        bulkbloom.shard_of(layout, np.arange(3, dtype=np.uint64), 0)
+    with pytest.raises(TypeError, match="Layout"):
+        bulkbloom.shard_of("sb512", np.arange(3, dtype=np.uint64), 1)
+
+
+def routed_shards(layout, keys, num_shards):
+    """S shards each given, in order, the keys it owns; and their insert_if_absent flags."""
+    owners = bulkbloom.shard_of(layout, keys, num_shards)
+    shards = [bulkbloom.FilterShard(layout, i, num_shards) for i in range(num_shards)]
+    flags = np.zeros(len(keys), dtype=bool)
+    for i, shard in enumerate(shards):
+        where = np.flatnonzero(owners == i)
+        flags[where] = shard.insert_if_absent(keys[where])
+    return shards, flags
+
+
+@pytest.mark.parametrize("num_shards", SHARD_COUNTS)
+@pytest.mark.parametrize("shape", ["sb256", "sb512", "sb512x16"])
+def test_routed_shards_are_the_one_filter(keys, shape, num_shards):
+    # 1000 blocks: 3 and 7 do not divide it; 1001 = 7 * 11 * 13: 3 does not.
+    for num_blocks in (1000, 1001):
+        whole = bulkbloom.Filter.from_layout(shape, num_blocks)
+        expected = whole.insert_if_absent(keys)
+        shards, flags = routed_shards(whole.layout, keys, num_shards)
+        np.testing.assert_array_equal(flags, expected)
+        assert bulkbloom.concat(shards[::-1]).to_bytes() == whole.to_bytes()
+        for shard, piece in zip(shards, bulkbloom.split(whole, num_shards)):
+            assert piece.blocks == shard.blocks
+            assert piece.bits() == shard.bits()
+        for other in (1, 2, 5):
+            recut = bulkbloom.reshard(shards, other)
+            assert [s.index for s in recut] == list(range(other))
+            assert bulkbloom.concat(recut).to_bytes() == whole.to_bytes()
+
+
+def test_a_shard_refuses_another_shards_key_and_changes_nothing():
+    layout = bulkbloom.Filter(10_000, 0.01).layout
+    keys = np.arange(1_000, dtype=np.uint64)
+    owners = bulkbloom.shard_of(layout, keys, 3)
+    shard = bulkbloom.FilterShard(layout, 0, 3)
+    mine = keys[owners == 0]
+    stranger = int(keys[owners == 2][0])
+    with pytest.raises(ValueError, match=str(stranger)):
+        shard.insert_if_absent(np.append(mine, np.uint64(stranger)))
+    assert shard.popcount() == 0
+    with pytest.raises(ValueError):
+        shard.contains([stranger])
+    shard.insert(mine)
+    assert shard.contains(mine).all()
+
+
+def test_shard_files_pickles_and_whole_filter_files(tmp_path, keys):
+    whole = bulkbloom.Filter.from_layout("sb512", 3001, seed=9)
+    whole.insert(keys)
+    shards = bulkbloom.split(whole, 3)
+    for shard in shards:
+        shard.keys_inserted = shard.index + 10
+        shard.metadata = b"meta"
+        path = tmp_path / f"shard{shard.index}.bbf"
+        shard.save(path)
+        for read in (bulkbloom.FilterShard.load(path), bulkbloom.FilterShard.map(path)):
+            assert (read.index, read.num_shards, read.blocks) == (shard.index, 3, shard.blocks)
+            assert read.layout == whole.layout
+            assert read.bits() == shard.bits()
+            assert (read.keys_inserted, read.metadata) == (shard.index + 10, b"meta")
+        copy = pickle.loads(pickle.dumps(shard))
+        assert (copy.index, copy.layout, copy.bits()) == (shard.index, shard.layout, shard.bits())
+        assert (copy.keys_inserted, copy.metadata) == (shard.index + 10, b"meta")
+    whole.save(tmp_path / "whole.bbf")
+    as_shard = bulkbloom.FilterShard.load(tmp_path / "whole.bbf")
+    assert (as_shard.index, as_shard.num_shards, as_shard.blocks) == (0, 1, (0, 3001))
+    assert as_shard.contains(keys).all()
+    (tmp_path / "bad.bbf").write_bytes((tmp_path / "shard1.bbf").read_bytes()[:-1])
+    with pytest.raises(bulkbloom.FormatError):
+        bulkbloom.FilterShard.load(tmp_path / "bad.bbf")
+
+
+def test_concat_needs_every_shard_once():
+    whole = bulkbloom.Filter.from_layout("sb256", 100)
+    shards = bulkbloom.split(whole, 4)
+    with pytest.raises(ValueError):
+        bulkbloom.concat(shards[:3])
+    with pytest.raises(ValueError):
+        bulkbloom.concat(shards + shards[:1])
+    with pytest.raises(TypeError):
+        bulkbloom.concat([whole])
