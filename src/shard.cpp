@@ -17,6 +17,7 @@
 #include "filter_access.hpp"
 #include "key_hash.hpp"
 #include "shard_file.hpp"
+#include "shard_keys.hpp"
 #include "shard_math.hpp"
 
 namespace bulkbloom {
@@ -30,18 +31,24 @@ struct ShardAccess {
   static Filter& bits(FilterShard& shard) { return shard.bits_; }
 };
 
+namespace detail {
+
+const HostKernels& routing_hash_kernels() {
+  static const HostKernels* const kernels = [] {
+    const auto targets = highway_targets();
+    return targets.empty() ? scalar_target().host : targets.front().host;
+  }();
+  return *kernels;
+}
+
+}  // namespace detail
+
 namespace {
 
+using detail::hash_keys;
 using detail::KeyMode;
-
-// Keys are hashed and moved to their local blocks this many at a time (8 MiB of hashes), so that
-// a batch goes to the engine in pieces large enough for its threads, and a batch of up to this
-// many keys is checked and applied after one hashing pass.
-constexpr std::size_t kChunk = std::size_t{1} << 20;
-
-std::string range_text(BlockSpan blocks) {
-  return "[" + std::to_string(blocks.begin) + ", " + std::to_string(blocks.end) + ")";
-}
+using detail::kShardChunk;
+using detail::routing_hash_kernels;
 
 void check_shard_count(const Layout& layout, std::uint32_t num_shards) {
   layout.validate();
@@ -60,43 +67,6 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
   }
 }
 
-// The host kernels that hash uint64_t keys for shard_of(), which has no engine to ask: the best
-// this CPU runs. Every target computes the same hashes.
-const detail::HostKernels& routing_hash_kernels() {
-  static const detail::HostKernels* const kernels = [] {
-    const auto targets = detail::highway_targets();
-    return targets.empty() ? detail::scalar_target().host : targets.front().host;
-  }();
-  return *kernels;
-}
-
-// Writes the layout's hashes of `keys` to `out`.
-void hash_keys(const detail::HostKernels& host, const Layout& layout,
-               std::span<const std::uint64_t> keys, std::uint64_t* out) {
-  host.hash(layout, keys.data(), keys.size(), KeyMode::hash_with_layout, out);
-}
-void hash_keys(const detail::HostKernels&, const Layout& layout,
-               std::span<const std::string_view> keys, std::uint64_t* out) {
-  for (std::size_t i = 0; i < keys.size(); ++i) out[i] = detail::xxh64_bytes(keys[i], layout.seed);
-}
-
-template <typename Key>
-std::uint64_t hash_one(const Layout& layout, const Key& key) {
-  std::uint64_t h = 0;
-  hash_keys(routing_hash_kernels(), layout, std::span<const Key>(&key, 1), &h);
-  return h;
-}
-
-template <typename Key>
-std::string key_text(const Key& key, std::size_t position) {
-  if constexpr (std::is_same_v<Key, std::string_view>) {
-    return "the byte key at position " + std::to_string(position) + " (" +
-           std::to_string(key.size()) + " bytes)";
-  } else {
-    return "key " + std::to_string(key) + " at position " + std::to_string(position);
-  }
-}
-
 template <typename Key>
 void shard_of_impl(const Layout& layout, std::span<const Key> keys, std::uint32_t num_shards,
                    std::span<std::uint32_t> out) {
@@ -104,7 +74,7 @@ void shard_of_impl(const Layout& layout, std::span<const Key> keys, std::uint32_
   check_size(keys.size(), out.size(), "shard_of: output span");
   if constexpr (std::is_same_v<Key, std::string_view>) detail::check_byte_keys_allowed(layout);
   const detail::InvariantDivisor divide_by_blocks(layout.num_blocks);
-  const std::size_t chunk = std::min(keys.size(), kChunk);
+  const std::size_t chunk = std::min(keys.size(), kShardChunk);
   const auto hashes = std::make_unique_for_overwrite<std::uint64_t[]>(chunk);
   for (std::size_t offset = 0; offset < keys.size(); offset += chunk) {
     const std::size_t n = std::min(chunk, keys.size() - offset);
@@ -130,30 +100,12 @@ void with_writable_bytes(Filter& filter, Work&& work) {
   filter.copy_bytes_from(staging);
 }
 
-// The shards sorted by index, after checking that they are all the shards of one layout.
+// The shards sorted by index, after checking that they are all the shards of one filter.
 std::vector<const FilterShard*> complete_set(std::span<const FilterShard> shards) {
-  if (shards.empty()) throw std::invalid_argument("no shards given: need all shards of a filter");
-  const FilterShard& first = shards.front();
-  if (shards.size() != first.num_shards()) {
-    throw std::invalid_argument("got " + std::to_string(shards.size()) +
-                                " shards of a filter cut into " +
-                                std::to_string(first.num_shards()) + ": need all of them");
-  }
-  std::vector<const FilterShard*> sorted(shards.size(), nullptr);
-  for (const FilterShard& shard : shards) {
-    if (!(shard.layout() == first.layout()) || shard.num_shards() != first.num_shards()) {
-      throw std::invalid_argument("shards of different filters: " + first.layout().describe() +
-                                  " in " + std::to_string(first.num_shards()) + " shards vs " +
-                                  shard.layout().describe() + " in " +
-                                  std::to_string(shard.num_shards()));
-    }
-    if (sorted[shard.index()] != nullptr) {
-      throw std::invalid_argument("shard " + std::to_string(shard.index()) + " of " +
-                                  std::to_string(shard.num_shards()) + " is given twice");
-    }
-    sorted[shard.index()] = &shard;
-  }
-  return sorted;
+  return detail::complete_set(
+      shards, "filter",
+      [](const FilterShard& a, const FilterShard& b) { return a.layout() == b.layout(); },
+      [](const FilterShard& shard) { return shard.layout().describe(); });
 }
 
 // The empty bits of shard `index` of `num_shards`, as a filter of their own.
@@ -207,45 +159,16 @@ std::uint64_t FilterShard::size_bytes() const {
   return bits_.layout().size_bytes();
 }
 
-// Hashes `keys` chunk by chunk, moves each hash to its local block, and hands each chunk to
-// `apply(local_hashes, offset)` in order. A chunk holding a key of another shard throws before it
-// is applied.
 template <typename Key, typename Apply>
 void FilterShard::for_each_local_chunk(std::span<const Key> keys, Apply&& apply) const {
-  if constexpr (std::is_same_v<Key, std::string_view>) detail::check_byte_keys_allowed(layout_);
-  const detail::HostKernels& host = *detail::FilterAccess::engine(bits_).host().kernels;
-  const detail::LocalHashes to_local(layout_, static_cast<std::uint32_t>(blocks_.begin),
-                                     static_cast<std::uint32_t>(blocks_.size()));
-  const std::size_t chunk = std::min(keys.size(), kChunk);
-  const auto hashes = std::make_unique_for_overwrite<std::uint64_t[]>(chunk);
-  for (std::size_t offset = 0; offset < keys.size(); offset += chunk) {
-    const std::size_t n = std::min(chunk, keys.size() - offset);
-    hash_keys(host, layout_, keys.subspan(offset, n), hashes.get());
-    std::uint32_t outside = 0;
-    for (std::size_t i = 0; i < n; ++i) hashes[i] = to_local(hashes[i], outside);
-    if (outside != 0) {
-      for (std::size_t i = offset; i < offset + n; ++i) {
-        const std::uint32_t block = layout_.block_of(hash_one(layout_, keys[i]));
-        if (block >= blocks_.begin && block < blocks_.end) continue;
-        const std::uint32_t owner = shard_of_block(block, layout_.num_blocks, num_shards_);
-        throw std::invalid_argument(
-            key_text(keys[i], i) + " belongs to shard " + std::to_string(owner) + " of " +
-            std::to_string(num_shards_) + " (blocks " +
-            range_text(shard_blocks(layout_.num_blocks, owner, num_shards_)) + "), not to shard " +
-            std::to_string(index_) + " (blocks " + range_text(blocks_) + ") of " +
-            layout_.describe() + "; route keys with shard_of()");
-      }
-    }
-    apply(std::span<const std::uint64_t>(hashes.get(), n), offset);
-  }
+  detail::for_each_local_chunk(*detail::FilterAccess::engine(bits_).host().kernels,
+                               {layout_, index_, num_shards_, blocks_}, keys, apply);
 }
 
-// Throws as for_each_local_chunk() does if any key belongs to another shard. Batches of more than
-// one chunk are checked in a pass of their own, so that a wrong key changes nothing.
 template <typename Key>
 void FilterShard::check_owned(std::span<const Key> keys) const {
-  if (keys.size() > kChunk)
-    for_each_local_chunk(keys, [](std::span<const std::uint64_t>, std::size_t) {});
+  detail::check_owned(*detail::FilterAccess::engine(bits_).host().kernels,
+                      {layout_, index_, num_shards_, blocks_}, keys);
 }
 
 template <typename Key>

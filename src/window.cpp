@@ -12,6 +12,7 @@
 #include "backend.hpp"
 #include "filter_access.hpp"
 #include "key_hash.hpp"
+#include "window_access.hpp"
 #include "window_clock.hpp"
 
 namespace bulkbloom {
@@ -406,7 +407,8 @@ void WindowedFilter::move_clock(std::int64_t time) {
 }
 
 // Each period the newest generation moves on: the oldest is cleared and becomes the newest. A
-// jump of G or more periods clears every generation once.
+// jump of G or more periods clears every generation once. Which slot of the ring is the newest
+// after such a jump does not matter: every generation is empty, and files keep them by age.
 void WindowedFilter::rotate_to_epoch(std::int64_t epoch) {
   if (!started_) {
     started_ = true;
@@ -420,9 +422,59 @@ void WindowedFilter::rotate_to_epoch(std::int64_t epoch) {
   for (std::uint64_t c = 0; c < clears; ++c) {
     newest_ = (newest_ + 1) % config_.generations;
     ring_[newest_].clear();
-    ++rotations_;
   }
+  // Counted in periods, not clears, so that the count depends only on the first and the current
+  // period and not on the steps in between: a window shard that jumps where the whole window
+  // stepped (DESIGN §9) keeps the same state.
+  rotations_ += steps;
   newest_epoch_ = epoch;
+}
+
+std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
+                                             std::span<const std::uint64_t> hashes,
+                                             std::span<const std::int64_t> clocks,
+                                             std::uint8_t* is_new) {
+  std::uint64_t fresh = 0;
+  for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
+    const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
+    const auto chunk = hashes.subspan(offset, n);
+    const auto chunk_clocks = clocks.subspan(offset, n);
+    if (w.config_.clock == WindowClock::event_time) {
+      fresh += w.dedup_hashes(chunk, chunk_clocks, is_new + offset);
+      continue;
+    }
+    // Records clock: the record at position p is in period p / P, as in dedup_hashes(); the
+    // whole window's other records fall between this shard's and only move the clock.
+    const std::uint64_t period = w.config_.period();
+    std::size_t begin = 0;
+    while (begin < n) {
+      const std::uint64_t epoch = static_cast<std::uint64_t>(chunk_clocks[begin]) / period;
+      w.rotate_to_epoch(static_cast<std::int64_t>(epoch));
+      std::size_t end = begin + 1;
+      while (end < n && static_cast<std::uint64_t>(chunk_clocks[end]) / period == epoch) ++end;
+      fresh += w.dedup_segment(chunk.subspan(begin, end - begin), is_new + offset + begin);
+      w.records_seen_ = static_cast<std::uint64_t>(chunk_clocks[end - 1]) + 1;
+      begin = end;
+    }
+  }
+  return fresh;
+}
+
+void detail::WindowAccess::contains_hashes(const WindowedFilter& w,
+                                           std::span<const std::uint64_t> hashes,
+                                           std::uint8_t* out) {
+  for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
+    const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
+    w.contains_hashes(hashes.subspan(offset, n), out + offset);
+  }
+}
+
+// After n records the newest generation is the period of record n - 1, as dedup_hashes() leaves
+// it: the rotation for record n happens when record n comes.
+void detail::WindowAccess::advance_records(WindowedFilter& w, std::uint64_t records) {
+  if (records <= w.records_seen_) return;
+  w.rotate_to_epoch(static_cast<std::int64_t>((records - 1) / w.config_.period()));
+  w.records_seen_ = records;
 }
 
 }  // namespace bulkbloom

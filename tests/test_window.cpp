@@ -497,7 +497,8 @@ TEST(WindowFile, RejectsDamagedFilesNamingTheProblem) {
   const std::uint64_t sum = XXH3_64bits(clock.data(), 120);
   std::memcpy(clock.data() + 120, &sum, sizeof sum);
   EXPECT_NE(load_bad(clock).find("cannot occur"), std::string::npos);
-  // Byte 112 is the generations' block index; an unknown mode is rejected, 113..119 are reserved.
+  // Byte 112 is the generations' block index; an unknown mode is rejected. 113..119 hold the shard
+  // fields (docs/FORMAT.md "Window shards"): 2^24 shards of this window cannot exist.
   const auto with_header_byte = [&](std::size_t at, std::uint8_t value) {
     auto bytes = good;
     bytes[at] = std::byte{value};
@@ -507,7 +508,7 @@ TEST(WindowFile, RejectsDamagedFilesNamingTheProblem) {
   };
   EXPECT_NE(load_bad(with_header_byte(112, 2)).find("unknown block index code 2"),
             std::string::npos);
-  EXPECT_NE(load_bad(with_header_byte(119, 1)).find("reserved"), std::string::npos);
+  EXPECT_NE(load_bad(with_header_byte(119, 1)).find("bad shard"), std::string::npos);
   // A plain filter file is not a window file.
   save(Filter(Layout{Shape::sb512, 10}), path);
   EXPECT_NE(message_of<FormatError>([&] { load_window(path); }).find("not a bulkbloom window"),

@@ -10,3 +10,4 @@
 #include "bulkbloom/layout.hpp"
 #include "bulkbloom/shard.hpp"
 #include "bulkbloom/window.hpp"
+#include "bulkbloom/window_shard.hpp"

@@ -126,7 +126,9 @@ class WindowedFilter {
   std::uint64_t records_seen() const { return records_seen_; }
   /// Event-time clock: the largest time seen, or nothing before the first record.
   std::optional<std::int64_t> clock_time() const;
-  /// Generations cleared so far by rotation.
+  /// Periods the clock has moved on since it started. Each clears a generation; a jump of G or
+  /// more periods clears all G at once and still counts every period, so the count depends only
+  /// on the first and the current period (which window shards rely on, DESIGN §9).
   std::uint64_t rotations() const { return rotations_; }
   /// Generation by age: 0 is the newest, G − 1 the oldest.
   const Filter& generation(std::uint32_t age) const;

@@ -1,0 +1,177 @@
+/// @file
+/// Window shards (DESIGN §9, docs/WINDOW.md "Shards"): one sliding window cut into S block
+/// ranges that live in different processes and give, together, exactly the answers and the bytes
+/// of the one window.
+///
+/// Shard i of S of a WindowConfig holds, in each of the G generations, the blocks
+/// shard_blocks(config.generation.num_blocks, i, S) (route keys with shard_of() on
+/// config.generation). What a shard cannot see is the window's clock: a single window's clock at
+/// a record depends on every record before it, and a shard sees only its own. So a shard never
+/// moves its clock from its records alone: the caller passes, with each record, the single
+/// window's clock at that record, and moves every shard to the single window's clock with
+/// advance_to(). Exactness (proved in docs/WINDOW.md "Shards"):
+///
+/// - records clock: clocks[i] is the record's position in the whole stream (0 for the first
+///   record of the whole window, counting every record of every shard). A shard's positions must
+///   increase strictly across its calls. advance_to(n) says "the whole window has processed n
+///   records".
+/// - event time: clocks[i] lies in the same period as the single window's clock just after record
+///   i (the running maximum of all times up to and including it), and no value given to a shard
+///   exceeds the single window's clock at that point of the stream. The running maximum itself
+///   always qualifies; so does a daily dump's own time when all of a dump's records carry it.
+///
+/// Under that condition every flag equals the single window's. The state (and so concat()'s
+/// bytes) equals the single window's when, in addition, every shard's clock was started in the
+/// single window's first period and ends at its clock (on event time: call advance_to() on every
+/// shard with the global clock at the start and after each batch, including shards that got no
+/// record; on the records clock: advance_to(total records) after each batch). On event time
+/// records_seen() is the shard's own count, and concat() adds them up.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bulkbloom/filter.hpp"
+#include "bulkbloom/format.hpp"
+#include "bulkbloom/shard.hpp"
+#include "bulkbloom/window.hpp"
+
+namespace bulkbloom {
+
+/// Shard `index()` of `num_shards()` of a sliding window: the window's G generations, each its
+/// blocks() of config().generation, with the window's clock given by the caller (see the file
+/// comment). Its bulk calls take only keys it owns: a batch holding another shard's key throws
+/// std::invalid_argument naming the key, its shard and both block ranges, before anything is
+/// changed. Move-only.
+class WindowShard {
+ public:
+  /// An empty shard with an unstarted clock. Throws std::invalid_argument for a bad config or
+  /// shard numbers (see shard_blocks), and what the WindowedFilter constructor throws.
+  WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
+              const Options& options = {});
+
+  WindowShard(WindowShard&&) noexcept;
+  WindowShard& operator=(WindowShard&&) noexcept;
+  WindowShard(const WindowShard&) = delete;
+  WindowShard& operator=(const WindowShard&) = delete;
+  ~WindowShard();
+
+  /// The configuration of the whole window this shard is part of.
+  const WindowConfig& config() const { return config_; }
+  /// Which shard this is, in [0, num_shards()).
+  std::uint32_t index() const { return index_; }
+  /// How many shards the whole window is cut into.
+  std::uint32_t num_shards() const { return num_shards_; }
+  /// The blocks of config().generation this shard holds in each generation.
+  BlockSpan blocks() const { return blocks_; }
+  /// Bytes of one generation's blocks of this shard.
+  std::uint64_t generation_bytes() const;
+  /// Bytes of all G generations of this shard.
+  std::uint64_t memory_bytes() const { return config_.generations * generation_bytes(); }
+  /// The running implementation, as WindowedFilter::implementation() names it.
+  std::string implementation() const;
+
+  /// Dedups `keys` in order against the shard's generations; clocks[i] is the single window's
+  /// clock at record i (the file comment says which value that is for each clock). is_new[i] = 1
+  /// if no generation held keys[i]; returns the number of 1s. Throws std::invalid_argument,
+  /// before anything changes, for a foreign key, spans of different lengths, or (records clock)
+  /// positions that do not increase strictly from records_seen().
+  std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys,
+                                 std::span<const std::int64_t> clocks,
+                                 std::span<std::uint8_t> is_new);
+  /// As above for byte-string keys (XXH64 with the layout's seed).
+  std::uint64_t insert_if_absent(std::span<const std::string_view> keys,
+                                 std::span<const std::int64_t> clocks,
+                                 std::span<std::uint8_t> is_new);
+
+  /// Writes 1 to `out[i]` if some generation may contain `keys[i]`. A pure read.
+  void contains(std::span<const std::uint64_t> keys, std::span<std::uint8_t> out) const;
+  /// contains() for byte strings.
+  void contains(std::span<const std::string_view> keys, std::span<std::uint8_t> out) const;
+
+  /// Moves the clock to the single window's clock `clock` with no record, rotating as due:
+  /// event time, a time (earlier times change nothing); records clock, the number of records the
+  /// whole window has processed (smaller counts change nothing). Throws std::invalid_argument
+  /// for a negative record count.
+  void advance_to(std::int64_t clock);
+
+  /// Records clock: the whole window's record count as far as this shard knows it. Event time:
+  /// the records this shard processed.
+  std::uint64_t records_seen() const;
+  /// Event-time clock: the largest clock value given, or nothing before the first.
+  std::optional<std::int64_t> clock_time() const;
+  /// Periods the window's clock has moved on since it started (WindowedFilter::rotations()).
+  std::uint64_t rotations() const;
+  /// Generation by age (0 the newest): the shard's blocks as a filter of their own.
+  const Filter& generation(std::uint32_t age) const;
+  /// False-positive rate of the shard's blocks as they are now: 1 − Π(1 − current_fpr of each
+  /// generation). A key's FPR is that of its shard.
+  double current_fpr() const;
+
+ private:
+  friend struct WindowShardAccess;
+  WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
+              WindowedFilter local);
+
+  template <typename Key>
+  std::uint64_t dedup_keys(std::span<const Key> keys, std::span<const std::int64_t> clocks,
+                           std::span<std::uint8_t> is_new);
+  template <typename Key>
+  void contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const;
+
+  WindowConfig config_;
+  std::uint32_t index_;
+  std::uint32_t num_shards_;
+  BlockSpan blocks_;
+  // The shard's blocks of every generation as a window of their own (the "local" layout of
+  // src/shard_math.hpp), fed each key's hash moved into its local block and the caller's clock.
+  WindowedFilter local_;
+};
+
+/// `window` cut into `num_shards` shards, each a copy of its blocks of every generation and of
+/// the clock (on event time, shard 0 takes records_seen() and the others 0). Throws
+/// std::invalid_argument for a shard count outside [1, num_blocks].
+std::vector<WindowShard> split(const WindowedFilter& window, std::uint32_t num_shards,
+                               const Options& options = {});
+
+/// The whole window from all its shards, given in any order: byte for byte the window split()
+/// cut. Throws std::invalid_argument unless `shards` are exactly shards 0..S-1 of one config and
+/// S whose clock states agree; the message names the first field that differs and its values.
+WindowedFilter concat(std::span<const WindowShard> shards, const Options& options = {});
+
+/// The same window cut into `num_shards` shards instead: a copy of bytes and clock, no key is
+/// rehashed and no answer changes. `shards` as for concat().
+std::vector<WindowShard> reshard(std::span<const WindowShard> shards, std::uint32_t num_shards,
+                                 const Options& options = {});
+
+/// Writes `shard` to `path` atomically in the window file format (docs/FORMAT.md): the header
+/// records the whole window's config, the clock, and the shard's place; each generation's payload
+/// is the shard's blocks.
+void save(const WindowShard& shard, const std::filesystem::path& path, const FileState& state = {});
+
+/// Reads and fully verifies a window shard file. A whole window's file reads as shard 0 of 1.
+/// Throws FormatError for a bad file, IoError when it cannot be read.
+WindowShard load_window_shard(const std::filesystem::path& path, FileState* state = nullptr,
+                              const Options& options = {});
+
+/// Exactly the bytes save(shard, path, state) writes, in memory (for checkpoints of stream
+/// processors and pickling).
+std::vector<std::byte> to_file_bytes(const WindowShard& shard, const FileState& state = {});
+/// Exactly the bytes save(window, path, state) writes, in memory.
+std::vector<std::byte> to_file_bytes(const WindowedFilter& window, const FileState& state = {});
+
+/// load_window_shard() of file bytes held in memory; `source` names them in errors.
+WindowShard load_window_shard(std::span<const std::byte> bytes, FileState* state = nullptr,
+                              const Options& options = {},
+                              const std::string& source = "window bytes");
+/// load_window() of file bytes held in memory; a shard's bytes load only when S = 1.
+WindowedFilter load_window(std::span<const std::byte> bytes, FileState* state = nullptr,
+                           const Options& options = {}, const std::string& source = "window bytes");
+
+}  // namespace bulkbloom

@@ -1,0 +1,57 @@
+// Library-internal access to a WindowedFilter's ring and clock, for its file format and for
+// window shards (DESIGN §9), which drive a window of the shard's blocks with hashes already moved
+// into them and with the whole window's clock.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "bulkbloom/window.hpp"
+
+namespace bulkbloom::detail {
+
+struct WindowAccess {
+  static std::vector<const Filter*> oldest_first(const WindowedFilter& w) {
+    std::vector<const Filter*> out;
+    for (std::uint32_t age = w.config_.generations; age-- > 0;) out.push_back(&w.generation(age));
+    return out;
+  }
+  // The newly constructed window's ring, oldest first (its newest is ring_[G - 1] after this).
+  static std::vector<Filter>& ring_oldest_first(WindowedFilter& w) {
+    w.newest_ = w.config_.generations - 1;
+    return w.ring_;
+  }
+
+  struct Clock {
+    bool started;
+    std::int64_t newest_epoch;
+    std::int64_t clock_time;
+    std::uint64_t records_seen;
+    std::uint64_t rotations;
+    friend bool operator==(const Clock&, const Clock&) = default;
+  };
+  static Clock clock(const WindowedFilter& w) {
+    return {w.started_, w.newest_epoch_, w.clock_time_, w.records_seen_, w.rotations_};
+  }
+  static void set_clock(WindowedFilter& w, const Clock& c) {
+    w.started_ = c.started;
+    w.newest_epoch_ = c.newest_epoch;
+    w.clock_time_ = c.clock_time;
+    w.records_seen_ = c.records_seen;
+    w.rotations_ = c.rotations;
+  }
+
+  /// insert_if_absent() of hashes already in the window's layout, with the whole window's clock
+  /// at each record: its position (records clock; strictly increasing from records_seen(), checked
+  /// by the caller) or a time (event time).
+  static std::uint64_t dedup_at(WindowedFilter& w, std::span<const std::uint64_t> hashes,
+                                std::span<const std::int64_t> clocks, std::uint8_t* is_new);
+  /// contains() of hashes already in the window's layout.
+  static void contains_hashes(const WindowedFilter& w, std::span<const std::uint64_t> hashes,
+                              std::uint8_t* out);
+  /// Records clock: the whole window has processed `records` records.
+  static void advance_records(WindowedFilter& w, std::uint64_t records);
+};
+
+}  // namespace bulkbloom::detail

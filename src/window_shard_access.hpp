@@ -1,0 +1,20 @@
+// Library-internal access to a WindowShard's window of its blocks, for split/concat and files.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "bulkbloom/window_shard.hpp"
+
+namespace bulkbloom {
+
+struct WindowShardAccess {
+  static WindowShard make(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
+                          WindowedFilter local) {
+    return WindowShard(config, index, num_shards, std::move(local));
+  }
+  static const WindowedFilter& local(const WindowShard& shard) { return shard.local_; }
+  static WindowedFilter& local(WindowShard& shard) { return shard.local_; }
+};
+
+}  // namespace bulkbloom

@@ -1,0 +1,460 @@
+// Window shards (DESIGN §9, docs/WINDOW.md "Shards"): shards given the whole window's clock
+// against the one window, flag for flag and byte for byte, through split/concat/reshard, files
+// and in-memory file bytes.
+#include <bulkbloom/window_shard.hpp>
+
+// The header checksum of patched files, computed as docs/FORMAT.md specifies.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace bulkbloom {
+namespace {
+
+using test::message_of;
+using test::random_keys;
+using test::TempDir;
+
+constexpr std::uint32_t kShardCounts[] = {1, 2, 3, 7};
+
+// A window small enough that a test stream rotates it many times, over a block count that no
+// shard count here divides.
+WindowConfig small_window(WindowClock clock, std::uint32_t generations, Shape shape,
+                          BlockIndex index) {
+  WindowConfig config;
+  config.clock = clock;
+  config.generations = generations;
+  config.window = 60;
+  config.lateness = clock == WindowClock::event_time ? 9 : 0;
+  config.generation = Layout{shape, 61, KeyHash::xxh64, 5, index};
+  return config;
+}
+
+// A record of the test stream: its key and (event time) its own time.
+struct Record {
+  std::uint64_t key;
+  std::int64_t time;
+};
+using Batch = std::vector<Record>;
+
+// Keys whose block of `layout` is `block`, from a seeded stream.
+std::vector<std::uint64_t> keys_of_block(const Layout& layout, std::uint32_t block, std::size_t n,
+                                         std::uint64_t seed) {
+  std::vector<std::uint64_t> out;
+  const auto blocks = static_cast<std::uint32_t>(layout.num_blocks);
+  while (out.size() < n) {
+    const auto candidates = random_keys(4096, seed++);
+    std::vector<std::uint32_t> owner(candidates.size());
+    shard_of(layout, candidates, blocks, owner);  // one block a shard: the block itself
+    for (std::size_t i = 0; i < candidates.size() && out.size() < n; ++i) {
+      if (owner[i] == block) out.push_back(candidates[i]);
+    }
+  }
+  return out;
+}
+
+// Adversarial batches: empty, hot keys, all equal, one block (long enough that the other shards
+// get no record for several periods and then jump where the single window stepped), 2^k ± 1
+// sizes, repeats of earlier keys; event times mostly rising, some late within the lateness, one
+// jump of many periods.
+std::vector<Batch> test_stream(const WindowConfig& config, std::uint64_t seed) {
+  test::SplitMix64 rng(seed);
+  std::vector<std::vector<std::uint64_t>> key_batches;
+  key_batches.push_back({});
+  key_batches.push_back(test::hot_key_batch(5, 20, 30, seed));
+  key_batches.push_back(std::vector<std::uint64_t>(33, 42));
+  key_batches.push_back(keys_of_block(config.generation, 17, 400, seed));
+  for (std::size_t size : {31, 33, 63, 65, 127, 129, 1, 255, 257}) {
+    key_batches.push_back(random_keys(size, seed + size));
+  }
+  key_batches.push_back({});
+  // Repeats of keys seen one, a few and many periods ago.
+  std::vector<std::uint64_t> repeats;
+  for (const auto& b : key_batches) {
+    for (std::size_t i = 0; i < b.size(); i += 3) repeats.push_back(b[i]);
+  }
+  key_batches.push_back(repeats);
+  key_batches.push_back(test::hot_key_batch(3, 50, 10, seed + 9));
+
+  std::vector<Batch> stream;
+  std::int64_t now = -25;  // negative times too
+  for (std::size_t b = 0; b < key_batches.size(); ++b) {
+    Batch batch;
+    if (b == key_batches.size() - 2) now += 7 * static_cast<std::int64_t>(config.period());
+    for (std::uint64_t key : key_batches[b]) {
+      std::int64_t time = now;
+      const std::uint64_t roll = rng.next() % 10;
+      if (roll < 6) {
+        now += static_cast<std::int64_t>(rng.next() % 3);
+        time = now;
+      } else if (roll < 9) {
+        time = now - static_cast<std::int64_t>(rng.next() % (config.lateness + 1));
+      }
+      batch.push_back({key, time});
+    }
+    stream.push_back(std::move(batch));
+  }
+  return stream;
+}
+
+// The whole window's clock at each record of `stream`: its position (records clock) or the
+// running maximum of the times (event time), as the single window computes it.
+std::vector<std::vector<std::int64_t>> global_clocks(const WindowConfig& config,
+                                                     const std::vector<Batch>& stream) {
+  std::vector<std::vector<std::int64_t>> clocks;
+  std::int64_t position = 0;
+  std::optional<std::int64_t> max_time;
+  for (const Batch& batch : stream) {
+    auto& out = clocks.emplace_back();
+    for (const Record& r : batch) {
+      if (config.clock == WindowClock::records) {
+        out.push_back(position++);
+      } else {
+        max_time = max_time ? std::max(*max_time, r.time) : r.time;
+        out.push_back(*max_time);
+      }
+    }
+  }
+  return clocks;
+}
+
+// Dedups a batch in the single window.
+std::vector<std::uint8_t> dedup_whole(WindowedFilter& window, const Batch& batch) {
+  std::vector<std::uint64_t> keys;
+  std::vector<std::int64_t> times;
+  for (const Record& r : batch) {
+    keys.push_back(r.key);
+    times.push_back(r.time);
+  }
+  std::vector<std::uint8_t> flags(batch.size());
+  if (window.config().clock == WindowClock::records) {
+    window.insert_if_absent(keys, flags);
+  } else {
+    window.insert_if_absent(keys, times, flags);
+  }
+  return flags;
+}
+
+// Routes a batch to the shards with shard_of(), gives each its records with `clocks` (one value
+// per record), and gathers the flags in record order.
+std::vector<std::uint8_t> dedup_sharded(std::vector<WindowShard>& shards, const Batch& batch,
+                                        std::span<const std::int64_t> clocks) {
+  const WindowConfig& config = shards.front().config();
+  const auto num_shards = static_cast<std::uint32_t>(shards.size());
+  std::vector<std::uint64_t> keys;
+  for (const Record& r : batch) keys.push_back(r.key);
+  std::vector<std::uint32_t> owner(keys.size());
+  shard_of(config.generation, keys, num_shards, owner);
+  std::vector<std::uint8_t> flags(batch.size(), 2);
+  for (std::uint32_t s = 0; s < num_shards; ++s) {
+    std::vector<std::uint64_t> mine;
+    std::vector<std::int64_t> mine_clocks;
+    std::vector<std::size_t> where;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (owner[i] != s) continue;
+      mine.push_back(keys[i]);
+      mine_clocks.push_back(clocks[i]);
+      where.push_back(i);
+    }
+    std::vector<std::uint8_t> mine_flags(mine.size());
+    const std::uint64_t fresh = shards[s].insert_if_absent(mine, mine_clocks, mine_flags);
+    EXPECT_EQ(fresh,
+              static_cast<std::uint64_t>(std::count(mine_flags.begin(), mine_flags.end(), 1)));
+    for (std::size_t j = 0; j < where.size(); ++j) flags[where[j]] = mine_flags[j];
+  }
+  return flags;
+}
+
+// Moves every shard to the whole window's clock: event time, `time`; records clock, the count.
+void advance_all(std::vector<WindowShard>& shards, std::int64_t clock) {
+  for (WindowShard& shard : shards) shard.advance_to(clock);
+}
+
+// After a batch: every shard to the single window's clock, if it has one yet.
+void advance_all_to(std::vector<WindowShard>& shards, const WindowedFilter& single) {
+  if (single.config().clock == WindowClock::records) {
+    advance_all(shards, static_cast<std::int64_t>(single.records_seen()));
+  } else if (single.clock_time()) {
+    advance_all(shards, *single.clock_time());
+  }
+}
+
+std::string param_name(WindowClock clock, std::uint32_t generations, Shape shape,
+                       BlockIndex index) {
+  return std::string(clock == WindowClock::records ? "records" : "event_time") + "_G" +
+         std::to_string(generations) + "_" + test::shape_name(shape) + "_" +
+         (index == BlockIndex::high32 ? "high32" : "full64");
+}
+
+class WindowShardExactness
+    : public ::testing::TestWithParam<std::tuple<WindowClock, std::uint32_t, Shape, BlockIndex>> {
+ protected:
+  WindowConfig config() const {
+    const auto [clock, generations, shape, index] = GetParam();
+    return small_window(clock, generations, shape, index);
+  }
+};
+
+// The shards, each given its records with the whole window's clock, every shard moved to the
+// whole window's clock at the start of each batch and at the end: the single window's flags
+// record for record, and its bytes (concat) after every batch.
+TEST_P(WindowShardExactness, ShardsGivenTheGlobalClockAreTheSingleWindow) {
+  const WindowConfig cfg = config();
+  const auto stream = test_stream(cfg, 101);
+  const auto clocks = global_clocks(cfg, stream);
+  for (std::uint32_t num_shards : kShardCounts) {
+    SCOPED_TRACE("shards " + std::to_string(num_shards));
+    WindowedFilter single(cfg);
+    std::vector<WindowShard> shards;
+    for (std::uint32_t s = 0; s < num_shards; ++s) shards.emplace_back(cfg, s, num_shards);
+    for (std::size_t b = 0; b < stream.size(); ++b) {
+      SCOPED_TRACE("batch " + std::to_string(b));
+      if (cfg.clock == WindowClock::event_time && !stream[b].empty()) {
+        advance_all(shards, clocks[b].front());
+      }
+      const auto want = dedup_whole(single, stream[b]);
+      const auto got = dedup_sharded(shards, stream[b], clocks[b]);
+      ASSERT_EQ(got, want);
+      advance_all_to(shards, single);
+      if (!single.clock_time() && cfg.clock == WindowClock::event_time) continue;
+      const auto joined = to_file_bytes(concat(shards));
+      const auto want_bytes = to_file_bytes(single);
+      ASSERT_EQ(joined.size(), want_bytes.size());
+      const auto differ = std::mismatch(joined.begin(), joined.end(), want_bytes.begin());
+      ASSERT_TRUE(differ.first == joined.end())
+          << "first differing byte at " << (differ.first - joined.begin());
+    }
+    EXPECT_GT(single.rotations(), cfg.generations);  // the stream rotates, and jumps
+    // Pure reads agree too, for keys seen and unseen.
+    std::vector<std::uint64_t> probes = random_keys(300, 7);
+    for (const Batch& batch : stream) {
+      for (const Record& r : batch) probes.push_back(r.key);
+    }
+    std::vector<std::uint8_t> want(probes.size());
+    single.contains(probes, want);
+    std::vector<std::uint32_t> owner(probes.size());
+    shard_of(cfg.generation, probes, num_shards, owner);
+    for (std::size_t i = 0; i < probes.size(); ++i) {
+      std::uint8_t got = 2;
+      shards[owner[i]].contains(std::span<const std::uint64_t>(&probes[i], 1), {&got, 1});
+      ASSERT_EQ(got, want[i]) << "probe " << i;
+    }
+  }
+}
+
+// split, reshard and concat carry bytes and clock: a window cut, re-cut and joined is the window,
+// and the re-cut shards go on deduping exactly as the window does.
+TEST_P(WindowShardExactness, SplitReshardConcatAreByteCopiesThatKeepDeduping) {
+  const WindowConfig cfg = config();
+  const auto stream = test_stream(cfg, 202);
+  const auto clocks = global_clocks(cfg, stream);
+  const std::size_t half = stream.size() / 2;
+  WindowedFilter single(cfg);
+  for (std::size_t b = 0; b < half; ++b) dedup_whole(single, stream[b]);
+  const auto single_bytes = to_file_bytes(single);
+  for (std::uint32_t from : kShardCounts) {
+    std::vector<WindowShard> shards = split(single, from);
+    ASSERT_EQ(to_file_bytes(concat(shards)), single_bytes) << from;
+    for (std::uint32_t to : kShardCounts) {
+      SCOPED_TRACE(std::to_string(from) + " -> " + std::to_string(to));
+      std::vector<WindowShard> resharded = reshard(shards, to);
+      ASSERT_EQ(to_file_bytes(concat(resharded)), single_bytes);
+      // Going on from here: the same flags as the window.
+      WindowedFilter copy = load_window(std::span<const std::byte>(single_bytes));
+      for (std::size_t b = half; b < stream.size(); ++b) {
+        if (cfg.clock == WindowClock::event_time && !stream[b].empty()) {
+          advance_all(resharded, clocks[b].front());
+        }
+        const auto want = dedup_whole(copy, stream[b]);
+        ASSERT_EQ(dedup_sharded(resharded, stream[b], clocks[b]), want) << "batch " << b;
+        advance_all_to(resharded, copy);
+      }
+      ASSERT_EQ(to_file_bytes(concat(resharded)), to_file_bytes(copy));
+    }
+  }
+}
+
+std::string exactness_name(const ::testing::TestParamInfo<WindowShardExactness::ParamType>& info) {
+  return param_name(std::get<0>(info.param), std::get<1>(info.param), std::get<2>(info.param),
+                    std::get<3>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllShapes, WindowShardExactness,
+    ::testing::Combine(::testing::Values(WindowClock::records, WindowClock::event_time),
+                       ::testing::Values(2u, 4u), ::testing::ValuesIn(test::kAllShapes),
+                       ::testing::Values(BlockIndex::high32, BlockIndex::full64)),
+    exactness_name);
+
+// The daily-dump case: every record of a dump carries the dump's time, every shard is moved to
+// each dump's time (also a shard with no record that day).
+TEST(WindowShard, DumpTimesAreTheGlobalClock) {
+  WindowConfig cfg = small_window(WindowClock::event_time, 4, Shape::sb256, BlockIndex::high32);
+  cfg.window = 36;
+  cfg.lateness = 0;
+  WindowedFilter single(cfg);
+  std::vector<WindowShard> shards;
+  for (std::uint32_t s = 0; s < 7; ++s) shards.emplace_back(cfg, s, 7);
+  std::vector<std::uint64_t> previous;
+  for (std::int64_t day = 0; day < 6; ++day) {
+    const std::int64_t time = day * 24;
+    auto keys = random_keys(day == 3 ? 1 : 200, 50 + static_cast<std::uint64_t>(day));
+    // Day 3 has one record, so all shards but one get none and only advance_to() moves them.
+    if (day != 3) keys.insert(keys.end(), previous.begin(), previous.end());
+    previous.assign(keys.begin(), keys.begin() + std::min<std::size_t>(keys.size(), 40));
+    Batch batch;
+    for (std::uint64_t k : keys) batch.push_back({k, time});
+    advance_all(shards, time);
+    const std::vector<std::int64_t> times(batch.size(), time);
+    ASSERT_EQ(dedup_sharded(shards, batch, times), dedup_whole(single, batch)) << day;
+    ASSERT_EQ(to_file_bytes(concat(shards)), to_file_bytes(single)) << day;
+  }
+}
+
+// A shard that is not given the whole window's clock diverges, and concat says where.
+TEST(WindowShard, ConcatNamesTheClockFieldThatDiffers) {
+  const WindowConfig cfg =
+      small_window(WindowClock::event_time, 4, Shape::sb512, BlockIndex::high32);
+  std::vector<WindowShard> shards;
+  for (std::uint32_t s = 0; s < 3; ++s) shards.emplace_back(cfg, s, 3);
+  advance_all(shards, 5);
+  shards[2].advance_to(6);
+  EXPECT_NE(message_of<std::invalid_argument>([&] { concat(shards); }).find("clock time"),
+            std::string::npos);
+  shards[1].advance_to(500);
+  const std::string rotations = message_of<std::invalid_argument>([&] { concat(shards); });
+  EXPECT_NE(rotations.find("shard 1 has"), std::string::npos) << rotations;
+
+  const WindowConfig records =
+      small_window(WindowClock::records, 2, Shape::sb256, BlockIndex::high32);
+  std::vector<WindowShard> counted;
+  for (std::uint32_t s = 0; s < 2; ++s) counted.emplace_back(records, s, 2);
+  counted[0].advance_to(10);
+  EXPECT_NE(message_of<std::invalid_argument>([&] { concat(counted); }).find("records seen"),
+            std::string::npos);
+  counted.pop_back();
+  EXPECT_NE(message_of<std::invalid_argument>([&] { concat(counted); }).find("need all"),
+            std::string::npos);
+}
+
+// Bad calls throw before anything changes.
+TEST(WindowShard, BadBatchesChangeNothing) {
+  for (WindowClock clock : {WindowClock::records, WindowClock::event_time}) {
+    const WindowConfig cfg = small_window(clock, 4, Shape::sb256, BlockIndex::full64);
+    WindowShard shard(cfg, 1, 3);
+    const auto keys = random_keys(2000, 3);
+    std::vector<std::uint32_t> owner(keys.size());
+    shard_of(cfg.generation, keys, 3, owner);
+    std::vector<std::uint64_t> mine;
+    std::uint64_t foreign = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (owner[i] == 1) mine.push_back(keys[i]);
+      if (owner[i] == 2) foreign = keys[i];
+    }
+    std::vector<std::int64_t> clocks(mine.size());
+    for (std::size_t i = 0; i < clocks.size(); ++i) clocks[i] = static_cast<std::int64_t>(3 * i);
+    std::vector<std::uint8_t> flags(mine.size());
+    shard.insert_if_absent(std::span(mine).first(mine.size() / 2),
+                           std::span<const std::int64_t>(clocks).first(mine.size() / 2),
+                           std::span(flags).first(mine.size() / 2));
+    const auto before = to_file_bytes(shard);
+    for (std::int64_t& c : clocks) c += 10000;  // after the records of the first half
+
+    auto with_foreign = mine;
+    with_foreign.back() = foreign;
+    const std::string message = message_of<std::invalid_argument>(
+        [&] { shard.insert_if_absent(with_foreign, clocks, flags); });
+    EXPECT_NE(message.find("belongs to shard 2 of 3"), std::string::npos) << message;
+    EXPECT_EQ(to_file_bytes(shard), before);
+
+    if (clock == WindowClock::records) {
+      auto backwards = clocks;
+      backwards.back() = backwards[backwards.size() - 2];
+      EXPECT_NE(message_of<std::invalid_argument>([&] {
+                  shard.insert_if_absent(mine, backwards, flags);
+                }).find("increasing"),
+                std::string::npos);
+      EXPECT_NE(message_of<std::invalid_argument>([&] { shard.advance_to(-1); }).find("negative"),
+                std::string::npos);
+      EXPECT_EQ(to_file_bytes(shard), before);
+    }
+    const std::vector<std::int64_t> short_clocks(1);
+    EXPECT_THROW(shard.insert_if_absent(mine, short_clocks, flags), std::invalid_argument);
+    EXPECT_EQ(to_file_bytes(shard), before);
+  }
+  const WindowConfig cfg = small_window(WindowClock::records, 4, Shape::sb256, BlockIndex::high32);
+  EXPECT_THROW(WindowShard(cfg, 3, 3), std::invalid_argument);
+  EXPECT_THROW(WindowShard(cfg, 0, 62), std::invalid_argument);
+}
+
+// Files: a shard file is the in-memory bytes; it loads back as the same shard; a whole window's
+// file reads as shard 0 of 1; a shard file of S > 1 is not a whole window; its shard fields are
+// where older readers require zeros, and are checked.
+TEST(WindowShard, FilesAndFileBytesRoundTrip) {
+  TempDir dir;
+  for (WindowClock clock : {WindowClock::records, WindowClock::event_time}) {
+    const WindowConfig cfg = small_window(clock, 4, Shape::sb512x16, BlockIndex::full64);
+    WindowedFilter single(cfg);
+    const auto stream = test_stream(cfg, 303);
+    for (const Batch& batch : stream) dedup_whole(single, batch);
+    const FileState state{99, {std::byte{1}, std::byte{2}, std::byte{3}}};
+
+    const auto whole_path = dir.path() / "whole.bbw";
+    save(single, whole_path, state);
+    const auto whole_bytes = to_file_bytes(single, state);
+    ASSERT_EQ(test::read_file(whole_path), whole_bytes);
+    FileState loaded_state;
+    const WindowedFilter from_bytes =
+        load_window(std::span<const std::byte>(whole_bytes), &loaded_state);
+    EXPECT_EQ(to_file_bytes(from_bytes, loaded_state), whole_bytes);
+    const WindowShard as_shard = load_window_shard(whole_path);
+    EXPECT_EQ(as_shard.index(), 0u);
+    EXPECT_EQ(as_shard.num_shards(), 1u);
+    EXPECT_EQ(to_file_bytes(concat(std::span(&as_shard, 1))), to_file_bytes(single));
+
+    const auto shards = split(single, 7);
+    std::vector<WindowShard> loaded;
+    for (const WindowShard& shard : shards) {
+      const auto path = dir.path() / ("shard" + std::to_string(shard.index()) + ".bbw");
+      save(shard, path, state);
+      const auto bytes = to_file_bytes(shard, state);
+      ASSERT_EQ(test::read_file(path), bytes);
+      // Bytes 113..119 were reserved (zero) before shards: older readers reject shard files.
+      EXPECT_TRUE(std::any_of(bytes.begin() + 113, bytes.begin() + 120,
+                              [](std::byte b) { return b != std::byte{0}; }));
+      FileState shard_state;
+      loaded.push_back(load_window_shard(path, &shard_state));
+      EXPECT_EQ(shard_state.keys_inserted, 99u);
+      EXPECT_EQ(to_file_bytes(loaded.back(), shard_state), bytes);
+      EXPECT_EQ(to_file_bytes(load_window_shard(std::span<const std::byte>(bytes)), state), bytes);
+    }
+    EXPECT_EQ(to_file_bytes(concat(loaded)), to_file_bytes(single));
+    const auto shard_path = dir.path() / "shard3.bbw";
+    EXPECT_NE(message_of<FormatError>([&] { load_window(shard_path); }).find("shard 3 of 7"),
+              std::string::npos);
+
+    // A shard file whose shard index is out of range, with a valid header checksum.
+    auto bad = test::read_file(shard_path);
+    bad[113] = std::byte{7};
+    const std::uint64_t checksum = XXH3_64bits(bad.data(), 120);
+    std::memcpy(bad.data() + 120, &checksum, 8);
+    EXPECT_NE(message_of<FormatError>([&] {
+                load_window_shard(std::span<const std::byte>(bad));
+              }).find("bad shard"),
+              std::string::npos);
+    // Truncated bytes are a FormatError, not a read past the end.
+    const auto cut = std::span<const std::byte>(whole_bytes).first(whole_bytes.size() - 1);
+    EXPECT_THROW(load_window(cut), FormatError);
+    EXPECT_THROW(load_window_shard(cut.first(100)), FormatError);
+  }
+}
+
+}  // namespace
+}  // namespace bulkbloom
