@@ -6,15 +6,21 @@
 #   bash scripts/install-deps.sh --python   also .venv, a virtual environment with the Python
 #                                           package's build and test requirements from PyPI
 #                                           (python/requirements-dev.txt)
+#   bash scripts/install-deps.sh --flink    also a Java 17 JDK and Apache Flink's jars from PyPI
+#                                           (scripts/fetch-flink.sh), for the Flink operator (flink/)
+#   The options combine: --python --flink.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_python=0
-case "${1:-}" in
-  "") ;;
-  --python) with_python=1 ;;
-  *) echo "usage: $0 [--python]" >&2; exit 2 ;;
-esac
+with_flink=0
+for option in "$@"; do
+  case "$option" in
+    --python) with_python=1 ;;
+    --flink) with_flink=1 ;;
+    *) echo "usage: $0 [--python] [--flink]" >&2; exit 2 ;;
+  esac
+done
 
 as_root() {
   if ((EUID == 0)); then "$@"; else sudo "$@"; fi
@@ -25,6 +31,8 @@ packages=(cmake ninja-build g++ ccache python3 python3-pip libhwy-dev libxxhash-
           libbenchmark-dev)
 # The module's build needs Python's headers; Debian's Python needs python3-venv for a venv.
 ((with_python)) && packages+=(python3-dev python3-venv)
+# javac, jar and jni.h for the Flink operator's jars and JNI library.
+((with_flink)) && packages+=(openjdk-17-jdk-headless)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,4 +51,8 @@ if ((with_python)); then
   fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     -r python/requirements-dev.txt
+fi
+
+if ((with_flink)); then
+  bash scripts/fetch-flink.sh >/dev/null
 fi

@@ -1,0 +1,429 @@
+// The JNI side of org.bulkbloom.jni.NativeWindowShards: the window shards one Flink subtask owns,
+// over bulkbloom's public C++ API. Every call is a bulk call on Java arrays; C++ exceptions become
+// Java exceptions carrying the C++ message (std::invalid_argument: IllegalArgumentException,
+// std::bad_alloc and AllocationError: OutOfMemoryError, everything else: IllegalStateException).
+#include <jni.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <new>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bulkbloom/shard.hpp"
+#include "bulkbloom/window.hpp"
+#include "bulkbloom/window_shard.hpp"
+
+namespace {
+
+using bulkbloom::WindowConfig;
+using bulkbloom::WindowShard;
+
+// A pending Java exception, thrown from C++ code that holds no JNI resources when it unwinds.
+struct JavaException {
+  const char* type;
+  std::string message;
+};
+
+void throw_java(JNIEnv* env, const char* type, const std::string& message) {
+  if (env->ExceptionCheck()) return;
+  if (jclass cls = env->FindClass(type)) env->ThrowNew(cls, message.c_str());
+}
+
+// Runs `body`, turning any C++ exception into the matching Java exception. Returns body's value,
+// or `fallback` when an exception is now pending.
+template <typename Result, typename Body>
+Result guarded(JNIEnv* env, Result fallback, Body&& body) {
+  try {
+    return body();
+  } catch (const JavaException& e) {
+    throw_java(env, e.type, e.message);
+  } catch (const std::invalid_argument& e) {
+    throw_java(env, "java/lang/IllegalArgumentException", e.what());
+  } catch (const std::bad_alloc&) {
+    throw_java(env, "java/lang/OutOfMemoryError", "bulkbloom: native memory exhausted");
+  } catch (const bulkbloom::AllocationError& e) {
+    throw_java(env, "java/lang/OutOfMemoryError", e.what());
+  } catch (const std::exception& e) {
+    throw_java(env, "java/lang/IllegalStateException", e.what());
+  }
+  return fallback;
+}
+
+// A Java primitive array pinned for the length of one native call (GetPrimitiveArrayCritical:
+// no copy in the usual case). Nothing else may call into the JVM while one is held, so every
+// JNI call that can fail happens before or after.
+template <typename T>
+class Pinned {
+ public:
+  Pinned(JNIEnv* env, jarray array, bool written)
+      : env_(env), array_(array), written_(written), size_(env->GetArrayLength(array)) {
+    data_ = static_cast<T*>(env->GetPrimitiveArrayCritical(array, nullptr));
+    if (data_ == nullptr) throw std::bad_alloc();
+  }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+  ~Pinned() { env_->ReleasePrimitiveArrayCritical(array_, data_, written_ ? 0 : JNI_ABORT); }
+  T* data() const { return data_; }
+  std::size_t size() const { return static_cast<std::size_t>(size_); }
+
+ private:
+  JNIEnv* env_;
+  jarray array_;
+  bool written_;
+  jsize size_;
+  T* data_ = nullptr;
+};
+
+WindowConfig window_config(jlong window, jlong lateness, jint generations, jdouble fpr,
+                           jlong capacity, jlong seed) {
+  if (window <= 0) {
+    throw std::invalid_argument("window length " + std::to_string(window) +
+                                " is out of range: expected at least 1 clock unit");
+  }
+  if (lateness < 0) {
+    throw std::invalid_argument("lateness " + std::to_string(lateness) +
+                                " is out of range: expected 0 or more clock units");
+  }
+  if (capacity <= 0) {
+    throw std::invalid_argument("capacity " + std::to_string(capacity) +
+                                " is out of range: expected at least 1 record per window length");
+  }
+  if (generations < 2 || generations > static_cast<jint>(WindowConfig::kMaxGenerations)) {
+    throw std::invalid_argument("generations " + std::to_string(generations) +
+                                " is out of range: expected 2 to " +
+                                std::to_string(WindowConfig::kMaxGenerations));
+  }
+  // Sized as the command line's `dedup --window T --capacity N` sizes it, so that the same
+  // options give the same layout and so the same answers.
+  WindowConfig config = WindowConfig::for_event_time(
+      static_cast<double>(capacity) / static_cast<double>(window),
+      static_cast<std::uint64_t>(window), fpr, static_cast<std::uint32_t>(generations),
+      static_cast<std::uint64_t>(lateness));
+  config.generation.seed = static_cast<std::uint64_t>(seed);
+  return config;
+}
+
+// The window shards of one subtask.
+struct ShardSet {
+  WindowConfig config;
+  std::uint32_t num_shards;
+  std::map<std::uint32_t, WindowShard> shards;
+
+  WindowShard& owned(std::uint32_t shard) {
+    const auto it = shards.find(shard);
+    if (it == shards.end()) {
+      throw JavaException{"java/lang/IllegalStateException",
+                          "bulkbloom: shard " + std::to_string(shard) + " of " +
+                              std::to_string(num_shards) + " is not held by this subtask"};
+    }
+    return it->second;
+  }
+};
+
+ShardSet& shard_set(jlong handle) {
+  return *reinterpret_cast<ShardSet*>(handle);
+}
+
+bulkbloom::Options cpu_options() {
+  bulkbloom::Options options;
+  options.backend = bulkbloom::Backend::cpu;
+  // Flink runs one task per slot; a subtask's bulk calls stay on its own thread.
+  options.threads = 1;
+  return options;
+}
+
+std::uint32_t shard_number(const ShardSet& set, jint shard) {
+  if (shard < 0 || static_cast<std::uint32_t>(shard) >= set.num_shards) {
+    throw std::invalid_argument("shard " + std::to_string(shard) +
+                                " is out of range: expected 0 to " +
+                                std::to_string(set.num_shards - 1));
+  }
+  return static_cast<std::uint32_t>(shard);
+}
+
+// Dedups records i in [0, n) in order, each against its own shard: records of one shard keep
+// their order, and shards never interact, so this is each shard's sequential answer.
+template <typename Key>
+jint dedup(ShardSet& set, std::span<const Key> keys, const jint* shards,
+           std::span<const std::int64_t> clocks, jbyte* is_new) {
+  const std::size_t n = keys.size();
+  for (std::size_t i = 0; i < n; ++i) set.owned(static_cast<std::uint32_t>(shards[i]));
+  std::vector<std::uint32_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = static_cast<std::uint32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return shards[a] < shards[b]; });
+  std::vector<Key> run_keys;
+  std::vector<std::int64_t> run_clocks;
+  std::vector<std::uint8_t> run_flags;
+  jint fresh = 0;
+  for (std::size_t begin = 0; begin < n;) {
+    const jint shard = shards[order[begin]];
+    std::size_t end = begin;
+    run_keys.clear();
+    run_clocks.clear();
+    for (; end < n && shards[order[end]] == shard; ++end) {
+      run_keys.push_back(keys[order[end]]);
+      run_clocks.push_back(clocks[order[end]]);
+    }
+    run_flags.resize(run_keys.size());
+    fresh += static_cast<jint>(set.owned(static_cast<std::uint32_t>(shard))
+                                   .insert_if_absent(std::span<const Key>(run_keys),
+                                                     std::span<const std::int64_t>(run_clocks),
+                                                     std::span<std::uint8_t>(run_flags)));
+    for (std::size_t j = begin; j < end; ++j)
+      is_new[order[j]] = static_cast<jbyte>(run_flags[j - begin]);
+    begin = end;
+  }
+  return fresh;
+}
+
+void check_batch(std::size_t n, std::size_t shards, std::size_t clocks, std::size_t is_new) {
+  if (shards < n || clocks < n || is_new < n) {
+    throw std::invalid_argument("bulkbloom: a batch of " + std::to_string(n) +
+                                " records needs shard, clock and flag arrays that long");
+  }
+}
+
+void check_routing_layout(const bulkbloom::Layout& layout, jint num_shards) {
+  if (num_shards < 1 || static_cast<std::uint64_t>(num_shards) > layout.num_blocks) {
+    throw std::invalid_argument(
+        "shard count " + std::to_string(num_shards) + " is out of range: expected 1 to " +
+        std::to_string(layout.num_blocks) + " (the blocks of " + layout.describe() + ")");
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+JNIEXPORT jstring JNICALL Java_org_bulkbloom_jni_NativeWindowShards_sizeWindow(
+    JNIEnv* env, jclass, jlong window, jlong lateness, jint generations, jdouble fpr,
+    jlong capacity, jlong seed, jlongArray layout_out) {
+  return guarded<jstring>(env, nullptr, [&]() -> jstring {
+    const WindowConfig config = window_config(window, lateness, generations, fpr, capacity, seed);
+    const jlong layout[] = {static_cast<jlong>(config.generation.num_blocks),
+                            static_cast<jlong>(config.generation.index),
+                            static_cast<jlong>(config.memory_bytes()),
+                            static_cast<jlong>(config.period())};
+    if (env->GetArrayLength(layout_out) < 4) {
+      throw std::invalid_argument("bulkbloom: sizeWindow needs a layout array of 4");
+    }
+    env->SetLongArrayRegion(layout_out, 0, 4, layout);
+    return env->NewStringUTF(config.describe().c_str());
+  });
+}
+
+JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_create(
+    JNIEnv* env, jclass, jlong window, jlong lateness, jint generations, jdouble fpr,
+    jlong capacity, jlong seed, jint num_shards) {
+  return guarded<jlong>(env, 0, [&] {
+    const WindowConfig config = window_config(window, lateness, generations, fpr, capacity, seed);
+    check_routing_layout(config.generation, num_shards);
+    auto* set = new ShardSet{config, static_cast<std::uint32_t>(num_shards), {}};
+    return reinterpret_cast<jlong>(set);
+  });
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_free(JNIEnv*, jclass,
+                                                                      jlong handle) {
+  delete reinterpret_cast<ShardSet*>(handle);
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_addEmpty(JNIEnv* env, jclass,
+                                                                          jlong handle,
+                                                                          jint shard) {
+  guarded<int>(env, 0, [&] {
+    ShardSet& set = shard_set(handle);
+    const std::uint32_t index = shard_number(set, shard);
+    set.shards.insert_or_assign(index,
+                                WindowShard(set.config, index, set.num_shards, cpu_options()));
+    return 0;
+  });
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_load(JNIEnv* env, jclass,
+                                                                      jlong handle, jint shard,
+                                                                      jbyteArray bytes) {
+  guarded<int>(env, 0, [&] {
+    ShardSet& set = shard_set(handle);
+    const std::uint32_t index = shard_number(set, shard);
+    std::vector<std::byte> image(static_cast<std::size_t>(env->GetArrayLength(bytes)));
+    env->GetByteArrayRegion(bytes, 0, static_cast<jsize>(image.size()),
+                            reinterpret_cast<jbyte*>(image.data()));
+    const std::string source = "the checkpointed state of shard " + std::to_string(index);
+    WindowShard loaded = bulkbloom::load_window_shard(image, nullptr, cpu_options(), source);
+    const WindowConfig& got = loaded.config();
+    if (got.clock != set.config.clock || got.window != set.config.window ||
+        got.generations != set.config.generations || got.lateness != set.config.lateness ||
+        got.generation != set.config.generation || loaded.num_shards() != set.num_shards ||
+        loaded.index() != index) {
+      throw std::invalid_argument(source + " holds shard " + std::to_string(loaded.index()) +
+                                  " of " + std::to_string(loaded.num_shards()) + " of " +
+                                  got.describe() + ", but this operator runs shard " +
+                                  std::to_string(index) + " of " + std::to_string(set.num_shards) +
+                                  " of " + set.config.describe() +
+                                  ": restore with the configuration the state was made with");
+    }
+    set.shards.insert_or_assign(index, std::move(loaded));
+    return 0;
+  });
+}
+
+JNIEXPORT jbyteArray JNICALL Java_org_bulkbloom_jni_NativeWindowShards_bytes(JNIEnv* env, jclass,
+                                                                             jlong handle,
+                                                                             jint shard) {
+  return guarded<jbyteArray>(env, nullptr, [&]() -> jbyteArray {
+    ShardSet& set = shard_set(handle);
+    const std::vector<std::byte> image =
+        bulkbloom::to_file_bytes(set.owned(shard_number(set, shard)));
+    if (image.size() > 0x7fffffffu) {
+      throw std::invalid_argument("bulkbloom: shard " + std::to_string(shard) + " is " +
+                                  std::to_string(image.size()) +
+                                  " bytes, more than a Java array holds: use more shards");
+    }
+    jbyteArray out = env->NewByteArray(static_cast<jsize>(image.size()));
+    if (out == nullptr) return nullptr;
+    env->SetByteArrayRegion(out, 0, static_cast<jsize>(image.size()),
+                            reinterpret_cast<const jbyte*>(image.data()));
+    return out;
+  });
+}
+
+JNIEXPORT jint JNICALL Java_org_bulkbloom_jni_NativeWindowShards_dedupLongs(
+    JNIEnv* env, jclass, jlong handle, jlongArray keys, jintArray shards, jlongArray clocks, jint n,
+    jbyteArray is_new) {
+  return guarded<jint>(env, -1, [&] {
+    const Pinned<std::uint64_t> k(env, keys, false);
+    const Pinned<jint> s(env, shards, false);
+    const Pinned<std::int64_t> c(env, clocks, false);
+    const Pinned<jbyte> out(env, is_new, true);
+    const auto count = static_cast<std::size_t>(n);
+    if (n < 0 || k.size() < count) throw std::invalid_argument("bulkbloom: bad batch length");
+    check_batch(count, s.size(), c.size(), out.size());
+    return dedup<std::uint64_t>(shard_set(handle), {k.data(), count}, s.data(), {c.data(), count},
+                                out.data());
+  });
+}
+
+JNIEXPORT jint JNICALL Java_org_bulkbloom_jni_NativeWindowShards_dedupBytes(
+    JNIEnv* env, jclass, jlong handle, jbyteArray blob, jintArray ends, jintArray shards,
+    jlongArray clocks, jint n, jbyteArray is_new) {
+  return guarded<jint>(env, -1, [&] {
+    const Pinned<char> b(env, blob, false);
+    const Pinned<jint> e(env, ends, false);
+    const Pinned<jint> s(env, shards, false);
+    const Pinned<std::int64_t> c(env, clocks, false);
+    const Pinned<jbyte> out(env, is_new, true);
+    const auto count = static_cast<std::size_t>(n);
+    if (n < 0 || e.size() < count) throw std::invalid_argument("bulkbloom: bad batch length");
+    check_batch(count, s.size(), c.size(), out.size());
+    std::vector<std::string_view> views(count);
+    jint begin = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const jint end = e.data()[i];
+      if (end < begin || static_cast<std::size_t>(end) > b.size()) {
+        throw std::invalid_argument("bulkbloom: key " + std::to_string(i) +
+                                    " ends outside its batch");
+      }
+      views[i] = std::string_view(b.data() + begin, static_cast<std::size_t>(end - begin));
+      begin = end;
+    }
+    return dedup<std::string_view>(shard_set(handle), views, s.data(), {c.data(), count},
+                                   out.data());
+  });
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_advanceTo(JNIEnv* env, jclass,
+                                                                           jlong handle,
+                                                                           jlong clock) {
+  guarded<int>(env, 0, [&] {
+    for (auto& [index, shard] : shard_set(handle).shards) shard.advance_to(clock);
+    return 0;
+  });
+}
+
+JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_clock(JNIEnv* env, jclass,
+                                                                        jlong handle) {
+  return guarded<jlong>(env, 0, [&] {
+    jlong clock = std::numeric_limits<jlong>::min();
+    for (const auto& [index, shard] : shard_set(handle).shards) {
+      if (const auto time = shard.clock_time()) clock = std::max<jlong>(clock, *time);
+    }
+    return clock;
+  });
+}
+
+// {bytes of all held shards, blocks held, block-weighted current FPR, block-weighted fraction of
+// set bits}: a random absent key falls into a shard in proportion to its blocks.
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_stats(JNIEnv* env, jclass,
+                                                                       jlong handle,
+                                                                       jdoubleArray out) {
+  guarded<int>(env, 0, [&] {
+    const ShardSet& set = shard_set(handle);
+    double bytes = 0, blocks = 0, fpr = 0, set_bits = 0, bits = 0;
+    for (const auto& [index, shard] : set.shards) {
+      const auto n = static_cast<double>(shard.blocks().size());
+      bytes += static_cast<double>(shard.memory_bytes());
+      blocks += n;
+      fpr += n * shard.current_fpr();
+      for (std::uint32_t age = 0; age < set.config.generations; ++age) {
+        const bulkbloom::Filter& generation = shard.generation(age);
+        set_bits += static_cast<double>(generation.popcount());
+        bits += 8.0 * static_cast<double>(generation.layout().size_bytes());
+      }
+    }
+    const double stats[] = {bytes, blocks, blocks > 0 ? fpr / blocks : 0.0,
+                            bits > 0 ? set_bits / bits : 0.0};
+    env->SetDoubleArrayRegion(out, 0, 4, stats);
+    return 0;
+  });
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_shardOfLongs(JNIEnv* env, jclass,
+                                                                              jlong handle,
+                                                                              jlongArray keys,
+                                                                              jintArray out) {
+  guarded<int>(env, 0, [&] {
+    const ShardSet& set = shard_set(handle);
+    std::vector<std::uint64_t> k(static_cast<std::size_t>(env->GetArrayLength(keys)));
+    env->GetLongArrayRegion(keys, 0, static_cast<jsize>(k.size()),
+                            reinterpret_cast<jlong*>(k.data()));
+    std::vector<std::uint32_t> shards(k.size());
+    bulkbloom::shard_of(set.config.generation, k, set.num_shards, shards);
+    env->SetIntArrayRegion(out, 0, static_cast<jsize>(shards.size()),
+                           reinterpret_cast<const jint*>(shards.data()));
+    return 0;
+  });
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_shardOfBytes(JNIEnv* env, jclass,
+                                                                              jlong handle,
+                                                                              jobjectArray keys,
+                                                                              jintArray out) {
+  guarded<int>(env, 0, [&] {
+    const ShardSet& set = shard_set(handle);
+    const jsize n = env->GetArrayLength(keys);
+    std::vector<std::string> owned(static_cast<std::size_t>(n));
+    for (jsize i = 0; i < n; ++i) {
+      auto key = static_cast<jbyteArray>(env->GetObjectArrayElement(keys, i));
+      owned[i].resize(static_cast<std::size_t>(env->GetArrayLength(key)));
+      env->GetByteArrayRegion(key, 0, static_cast<jsize>(owned[i].size()),
+                              reinterpret_cast<jbyte*>(owned[i].data()));
+      env->DeleteLocalRef(key);
+    }
+    const std::vector<std::string_view> views(owned.begin(), owned.end());
+    std::vector<std::uint32_t> shards(views.size());
+    bulkbloom::shard_of(set.config.generation, views, set.num_shards, shards);
+    env->SetIntArrayRegion(out, 0, n, reinterpret_cast<const jint*>(shards.data()));
+    return 0;
+  });
+}
+
+}  // extern "C"

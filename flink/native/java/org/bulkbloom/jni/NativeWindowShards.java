@@ -1,0 +1,207 @@
+package org.bulkbloom.jni;
+
+import java.lang.ref.Cleaner;
+
+/**
+ * The shards of one sliding window (bulkbloom's {@code WindowShard}) that one task holds, in
+ * native memory. Event-time windows sized as the command line's {@code dedup --window T
+ * --capacity N} sizes them; each call is one bulk native call over Java arrays.
+ *
+ * <p>Not safe for concurrent use. {@link #close()} frees the native memory at once; a Cleaner frees
+ * it when an unclosed instance becomes unreachable.
+ */
+public final class NativeWindowShards implements AutoCloseable {
+  private static final Cleaner CLEANER = Cleaner.create();
+
+  static {
+    BulkbloomNative.load();
+  }
+
+  /** The sizing of a window: what {@link #sizeWindow} reports. */
+  public static final class Sizing {
+    /** Blocks of each generation's layout. */
+    public final long numBlocks;
+    /** The layout's block index: 0 high32, 1 full64. */
+    public final int blockIndex;
+    /** Bytes of all generations of the whole window. */
+    public final long memoryBytes;
+    /** Clock units between rotations. */
+    public final long period;
+    /** One line for people. */
+    public final String description;
+
+    Sizing(long[] layout, String description) {
+      this.numBlocks = layout[0];
+      this.blockIndex = (int) layout[1];
+      this.memoryBytes = layout[2];
+      this.period = layout[3];
+      this.description = description;
+    }
+  }
+
+  private static final class Handle implements Runnable {
+    private long address;
+
+    Handle(long address) {
+      this.address = address;
+    }
+
+    @Override
+    public synchronized void run() {
+      if (address != 0) {
+        free(address);
+        address = 0;
+      }
+    }
+  }
+
+  private final Handle handle;
+  private final Cleaner.Cleanable cleanable;
+
+  /**
+   * Holds no shard yet. Throws IllegalArgumentException with the library's message for a bad
+   * configuration or a shard count outside [1, blocks].
+   */
+  public NativeWindowShards(
+      long window,
+      long lateness,
+      int generations,
+      double fpr,
+      long capacity,
+      long seed,
+      int numShards) {
+    handle = new Handle(create(window, lateness, generations, fpr, capacity, seed, numShards));
+    cleanable = CLEANER.register(this, handle);
+  }
+
+  /**
+   * The layout {@code WindowConfig::for_event_time(capacity / window, window, fpr, generations,
+   * lateness)} gives, with the seed. Throws IllegalArgumentException naming a bad value.
+   */
+  public static Sizing size(
+      long window, long lateness, int generations, double fpr, long capacity, long seed) {
+    final long[] layout = new long[4];
+    final String description =
+        sizeWindow(window, lateness, generations, fpr, capacity, seed, layout);
+    return new Sizing(layout, description);
+  }
+
+  private long address() {
+    final long address = handle.address;
+    if (address == 0) {
+      throw new IllegalStateException("bulkbloom: the window shards were closed");
+    }
+    return address;
+  }
+
+  /** Holds shard {@code shard}, empty with an unstarted clock (replacing one held). */
+  public void addEmpty(int shard) {
+    addEmpty(address(), shard);
+  }
+
+  /** Holds shard {@code shard} as {@link #bytes} wrote it; throws if it is another window's. */
+  public void load(int shard, byte[] bytes) {
+    load(address(), shard, bytes);
+  }
+
+  /** The window file bytes of held shard {@code shard}: generations, clock and configuration. */
+  public byte[] bytes(int shard) {
+    return bytes(address(), shard);
+  }
+
+  /**
+   * Dedups records 0..n-1 in order: record i has key {@code keys[i]}, belongs to held shard
+   * {@code shards[i]}, and comes at window clock {@code clocks[i]}. Writes 1 to {@code isNew[i]} if
+   * no generation held the key. Returns the number of new records.
+   */
+  public int dedup(long[] keys, int[] shards, long[] clocks, int n, byte[] isNew) {
+    return dedupLongs(address(), keys, shards, clocks, n, isNew);
+  }
+
+  /** As above for byte-string keys: key i is {@code blob[ends[i-1] .. ends[i])} (from 0 for i = 0). */
+  public int dedup(byte[] blob, int[] ends, int[] shards, long[] clocks, int n, byte[] isNew) {
+    return dedupBytes(address(), blob, ends, shards, clocks, n, isNew);
+  }
+
+  /** Moves every held shard's clock to {@code clock} (rotating as due); earlier clocks do nothing. */
+  public void advanceTo(long clock) {
+    advanceTo(address(), clock);
+  }
+
+  /** The largest clock of the held shards, or Long.MIN_VALUE when none has started. */
+  public long clock() {
+    return clock(address());
+  }
+
+  /**
+   * {bytes of the held shards, their blocks, their current false-positive rate, their fraction of
+   * set bits}; the rate and the fraction weigh each shard by its blocks. Reads every bit.
+   */
+  public double[] stats() {
+    final double[] out = new double[4];
+    stats(address(), out);
+    return out;
+  }
+
+  /** The library's own shard_of() for {@code long} keys (for checking routing). */
+  public int[] shardOf(long[] keys) {
+    final int[] out = new int[keys.length];
+    shardOfLongs(address(), keys, out);
+    return out;
+  }
+
+  /** The library's own shard_of() for byte-string keys (for checking routing). */
+  public int[] shardOf(byte[][] keys) {
+    final int[] out = new int[keys.length];
+    shardOfBytes(address(), keys, out);
+    return out;
+  }
+
+  /** Frees the native memory now; later calls throw IllegalStateException. */
+  @Override
+  public void close() {
+    cleanable.clean();
+  }
+
+  private static native String sizeWindow(
+      long window,
+      long lateness,
+      int generations,
+      double fpr,
+      long capacity,
+      long seed,
+      long[] layoutOut);
+
+  private static native long create(
+      long window,
+      long lateness,
+      int generations,
+      double fpr,
+      long capacity,
+      long seed,
+      int numShards);
+
+  private static native void free(long handle);
+
+  private static native void addEmpty(long handle, int shard);
+
+  private static native void load(long handle, int shard, byte[] bytes);
+
+  private static native byte[] bytes(long handle, int shard);
+
+  private static native int dedupLongs(
+      long handle, long[] keys, int[] shards, long[] clocks, int n, byte[] isNew);
+
+  private static native int dedupBytes(
+      long handle, byte[] blob, int[] ends, int[] shards, long[] clocks, int n, byte[] isNew);
+
+  private static native void advanceTo(long handle, long clock);
+
+  private static native long clock(long handle);
+
+  private static native void stats(long handle, double[] out);
+
+  private static native void shardOfLongs(long handle, long[] keys, int[] out);
+
+  private static native void shardOfBytes(long handle, byte[][] keys, int[] out);
+}

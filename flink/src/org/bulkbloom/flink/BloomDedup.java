@@ -1,0 +1,266 @@
+package org.bulkbloom.flink;
+
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.bulkbloom.jni.NativeWindowShards;
+
+/**
+ * Sliding-window dedup of a {@code DataStream<T>} with bulkbloom's window (docs/WINDOW.md): a
+ * record is dropped when a record with the same key arrived within the window length T before it
+ * (always), or as a false positive at the configured rate; otherwise it passes unchanged, with its
+ * timestamp, in the order it came within each subtask.
+ *
+ * <pre>{@code
+ * DataStream<Event> unique = BloomDedup.<Event>byString(e -> e.id)
+ *     .window(Duration.ofHours(36)).capacity(1_500_000_000L).fpr(0.001)
+ *     .apply(events);
+ * }</pre>
+ *
+ * <p>The window is cut into {@link #shards S} block-range shards, which become the operator's
+ * max parallelism: records are routed by their key's shard, each subtask holds the shards of its
+ * key groups, and checkpoints store each shard's window file bytes as raw keyed state of its key
+ * group. A restore (after a failure, or at another parallelism) hands whole shards to their owners
+ * and gives exactly the decisions of an uninterrupted run.
+ *
+ * <p>Clock: event time by default (the records' timestamps, in units of {@link #clockUnit}, default
+ * one millisecond; a record without a timestamp is an error), or {@link #processingTime()}. Each
+ * subtask's clock is the largest time it has seen, records' and watermarks'. When every subtask
+ * receives its records in non-decreasing time order (an in-order source), every decision equals
+ * that of the command line's {@code bulkbloom dedup --window T --time-field N --generations G
+ * --lateness L --capacity N --fpr P --seed S} on the same records with the same clock unit; with
+ * records up to L late, a repeat within T is still always dropped.
+ *
+ * <p>The JNI library is loaded from the parent class path: see {@link
+ * org.bulkbloom.jni.BulkbloomNative}.
+ */
+public final class BloomDedup<T> implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  /** The default shard count (and so the operator's max parallelism). */
+  public static final int DEFAULT_SHARDS = 128;
+
+  /** Takes a record's {@code long} key, hashed as the library hashes {@code uint64_t} keys. */
+  @FunctionalInterface
+  public interface LongKeySelector<T> extends Serializable {
+    long key(T record) throws Exception;
+  }
+
+  /** Takes a record's byte-string key, hashed as the command line hashes a csv field's bytes. */
+  @FunctionalInterface
+  public interface BytesKeySelector<T> extends Serializable {
+    byte[] key(T record) throws Exception;
+  }
+
+  /** Takes a record's string key, hashed as its UTF-8 bytes. */
+  @FunctionalInterface
+  public interface StringKeySelector<T> extends Serializable {
+    String key(T record) throws Exception;
+  }
+
+  final DedupKey<T> key;
+  Duration window;
+  Duration lateness = Duration.ZERO;
+  Duration clockUnit = Duration.ofMillis(1);
+  int generations = 4;
+  double fpr = 0.001;
+  long capacity;
+  long seed;
+  int shards = DEFAULT_SHARDS;
+  int batchSize = 4096;
+  Duration flushInterval = Duration.ofMillis(100);
+  boolean eventTime = true;
+
+  private BloomDedup(DedupKey<T> key) {
+    this.key = key;
+  }
+
+  /** Dedup by a {@code long} key. */
+  public static <T> BloomDedup<T> byLong(LongKeySelector<T> key) {
+    return new BloomDedup<>(new DedupKey.OfLong<>(key));
+  }
+
+  /** Dedup by a byte-string key. */
+  public static <T> BloomDedup<T> byBytes(BytesKeySelector<T> key) {
+    return new BloomDedup<>(new DedupKey.OfBytes<>(key));
+  }
+
+  /** Dedup by a string key (its UTF-8 bytes). */
+  public static <T> BloomDedup<T> byString(StringKeySelector<T> key) {
+    return byBytes(record -> key.key(record).getBytes(StandardCharsets.UTF_8));
+  }
+
+  /** T: a repeat this close to an earlier arrival of its key is always dropped. Required. */
+  public BloomDedup<T> window(Duration length) {
+    this.window = length;
+    return this;
+  }
+
+  /** L: how late (behind the largest time seen) a record may be while T still holds. */
+  public BloomDedup<T> lateness(Duration lateness) {
+    this.lateness = lateness;
+    return this;
+  }
+
+  /** The window clock's unit (default 1 ms; 1 s gives the command line's clock). */
+  public BloomDedup<T> clockUnit(Duration unit) {
+    this.clockUnit = unit;
+    return this;
+  }
+
+  /** G, the generations of the window (default 4): keys are forgotten after T·G/(G−1). */
+  public BloomDedup<T> generations(int generations) {
+    this.generations = generations;
+    return this;
+  }
+
+  /** The window's false-positive rate when full (default 0.001). */
+  public BloomDedup<T> fpr(double fpr) {
+    this.fpr = fpr;
+    return this;
+  }
+
+  /** Records expected within one window length T, at most (the command line's --capacity). */
+  public BloomDedup<T> capacity(long records) {
+    this.capacity = records;
+    return this;
+  }
+
+  /** The XXH64 seed of the layout (default 0). */
+  public BloomDedup<T> seed(long seed) {
+    this.seed = seed;
+    return this;
+  }
+
+  /**
+   * S, the number of block-range shards and the operator's max parallelism (default 128): the
+   * largest parallelism a restore can ever use. At most the blocks of a generation and 32768.
+   */
+  public BloomDedup<T> shards(int shards) {
+    this.shards = shards;
+    return this;
+  }
+
+  /** Records per native call (default 4096). */
+  public BloomDedup<T> batchSize(int records) {
+    this.batchSize = records;
+    return this;
+  }
+
+  /** The longest a record waits in a part-filled batch (default 100 ms of processing time). */
+  public BloomDedup<T> flushInterval(Duration interval) {
+    this.flushInterval = interval;
+    return this;
+  }
+
+  /** Use the processing time at each record's arrival as its time, instead of its timestamp. */
+  public BloomDedup<T> processingTime() {
+    this.eventTime = false;
+    return this;
+  }
+
+  /**
+   * Checks the configuration and sizes the window. Throws IllegalArgumentException naming the bad
+   * value.
+   */
+  public NativeWindowShards.Sizing sizing() {
+    requirePositive("window", window);
+    if (lateness == null || lateness.isNegative()) {
+      throw new IllegalArgumentException("bulkbloom: lateness " + lateness + " must be 0 or more");
+    }
+    requirePositive("clockUnit", clockUnit);
+    final long unitNanos = clockUnit.toNanos();
+    if (unitNanos % 1_000_000 != 0) {
+      throw new IllegalArgumentException(
+          "bulkbloom: clockUnit " + clockUnit + " must be a whole number of milliseconds");
+    }
+    if (window.toNanos() % unitNanos != 0 || lateness.toNanos() % unitNanos != 0) {
+      throw new IllegalArgumentException(
+          "bulkbloom: window " + window + " and lateness " + lateness
+              + " must be whole multiples of clockUnit " + clockUnit);
+    }
+    if (!(fpr > 0.0 && fpr < 1.0)) {
+      throw new IllegalArgumentException(
+          "bulkbloom: fpr " + fpr + " is out of range: expected 0 < fpr < 1");
+    }
+    if (capacity <= 0) {
+      throw new IllegalArgumentException(
+          "bulkbloom: capacity " + capacity
+              + " is out of range: give the records expected within one window length (>= 1)");
+    }
+    if (batchSize < 1) {
+      throw new IllegalArgumentException("bulkbloom: batchSize " + batchSize + " must be >= 1");
+    }
+    requirePositive("flushInterval", flushInterval);
+    final NativeWindowShards.Sizing sizing =
+        NativeWindowShards.size(
+            window.toNanos() / unitNanos,
+            lateness.toNanos() / unitNanos,
+            generations,
+            fpr,
+            capacity,
+            seed);
+    if (shards < 1
+        || shards > KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
+        || shards > sizing.numBlocks) {
+      throw new IllegalArgumentException(
+          "bulkbloom: shards " + shards + " is out of range: expected 1 to "
+              + Math.min(sizing.numBlocks, KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM)
+              + " (Flink's largest max parallelism, and the blocks of each generation of "
+              + sizing.description + ")");
+    }
+    return sizing;
+  }
+
+  private static void requirePositive(String name, Duration value) {
+    if (value == null || value.isZero() || value.isNegative()) {
+      throw new IllegalArgumentException(
+          "bulkbloom: " + name + " " + value + " must be a positive duration");
+    }
+  }
+
+  /**
+   * The deduplicated stream: {@code input} routed by shard to an operator whose max parallelism is
+   * the shard count. Throws IllegalArgumentException for a bad configuration.
+   */
+  public SingleOutputStreamOperator<T> apply(DataStream<T> input) {
+    final NativeWindowShards.Sizing sizing = sizing();
+    final ShardRouting routing =
+        new ShardRouting(sizing.numBlocks, sizing.blockIndex == 1, seed, shards);
+    final SingleOutputStreamOperator<T> out =
+        input
+            .keyBy(new ShardKeySelector<>(key, routing))
+            .transform(
+                "BloomDedup",
+                input.getType(),
+                new BloomDedupOperator<>(this, routing));
+    out.setMaxParallelism(shards);
+    out.setDescription("bulkbloom window dedup: " + sizing.description + ", " + shards + " shards");
+    return out;
+  }
+
+  /** Routes a record to its shard's Flink key. */
+  static final class ShardKeySelector<T> implements KeySelector<T, Integer> {
+    private static final long serialVersionUID = 1L;
+    private final DedupKey<T> key;
+    private final ShardRouting routing;
+
+    ShardKeySelector(DedupKey<T> key, ShardRouting routing) {
+      this.key = key;
+      this.routing = routing;
+    }
+
+    @Override
+    public Integer getKey(T record) throws Exception {
+      final int shard =
+          key.isLong()
+              ? routing.shardOfLong(key.longKey(record))
+              : routing.shardOfBytes(key.bytesKey(record));
+      return routing.keyOfShard(shard);
+    }
+  }
+}

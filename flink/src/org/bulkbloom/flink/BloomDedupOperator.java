@@ -1,0 +1,285 @@
+package org.bulkbloom.flink;
+
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.InputStream;
+import java.util.Arrays;
+import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.state.KeyGroupRange;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.runtime.state.KeyGroupStatePartitionStreamProvider;
+import org.apache.flink.runtime.state.KeyedStateCheckpointOutputStream;
+import org.apache.flink.runtime.state.StateInitializationContext;
+import org.apache.flink.runtime.state.StateSnapshotContext;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.BoundedOneInput;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.bulkbloom.jni.NativeWindowShards;
+
+/**
+ * The operator behind {@link BloomDedup}: buffers records, dedups each batch with one native call
+ * over the shards this subtask holds, and emits the new ones in arrival order.
+ *
+ * <p>A batch is flushed when full, on a processing-time timer, before each watermark is passed
+ * on, before each checkpoint barrier and at the end of input, so a checkpoint never holds a
+ * record in flight. Its state is the held shards' window file bytes, one per key group (key group
+ * s holds shard s), written as raw keyed state.
+ */
+final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
+    implements OneInputStreamOperator<T, T>, BoundedOneInput, ProcessingTimeCallback {
+  private static final long serialVersionUID = 1L;
+  // How often at most the metrics read every bit of the held shards.
+  private static final long STATS_INTERVAL_MS = 10_000;
+
+  private final BloomDedup<T> spec;
+  private final ShardRouting routing;
+
+  private transient NativeWindowShards window;
+  private transient long unitMs;
+  // The subtask's clock: the largest time (in clock units) of its records and watermarks.
+  private transient long clock;
+  private transient int size;
+  private transient Object[] values;
+  private transient long[] timestamps;
+  private transient boolean[] hasTimestamp;
+  private transient long[] longKeys;
+  private transient byte[] blob;
+  private transient int blobEnd;
+  private transient int[] ends;
+  private transient int[] shards;
+  private transient long[] clocks;
+  private transient byte[] isNew;
+  private transient boolean timerPending;
+  private transient StreamRecord<T> reuse;
+  private transient long lastStatsMs;
+  private transient volatile double[] stats;
+
+  BloomDedupOperator(BloomDedup<T> spec, ShardRouting routing) {
+    this.spec = spec;
+    this.routing = routing;
+  }
+
+  @Override
+  protected boolean isUsingCustomRawKeyedState() {
+    return true;
+  }
+
+  @Override
+  public void initializeState(StateInitializationContext context) throws Exception {
+    super.initializeState(context);
+    final int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
+    if (maxParallelism != routing.numShards()) {
+      throw new IllegalStateException(
+          "bulkbloom: the operator's max parallelism is " + maxParallelism + " but the window has "
+              + routing.numShards() + " shards; they must be equal (BloomDedup sets it)");
+    }
+    unitMs = spec.clockUnit.toMillis();
+    window =
+        new NativeWindowShards(
+            spec.window.toMillis() / unitMs,
+            spec.lateness.toMillis() / unitMs,
+            spec.generations,
+            spec.fpr,
+            spec.capacity,
+            spec.seed,
+            routing.numShards());
+    final KeyGroupRange range =
+        KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(
+            maxParallelism,
+            getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
+            getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+    final boolean[] restored = new boolean[routing.numShards()];
+    for (KeyGroupStatePartitionStreamProvider input : context.getRawKeyedStateInputs()) {
+      final int shard = input.getKeyGroupId();
+      try (InputStream stream = input.getStream()) {
+        final DataInputStream in = new DataInputStream(stream);
+        final byte[] bytes = new byte[in.readInt()];
+        in.readFully(bytes);
+        window.load(shard, bytes);
+        restored[shard] = true;
+      }
+    }
+    clock = Long.MIN_VALUE;
+    for (int shard = range.getStartKeyGroup(); shard <= range.getEndKeyGroup(); ++shard) {
+      if (!restored[shard]) {
+        window.addEmpty(shard);
+      }
+    }
+    // Every held shard was moved to its subtask's clock before the checkpoint (see flush()).
+    clock = window.clock();
+  }
+
+  @Override
+  public void open() throws Exception {
+    super.open();
+    final int capacity = spec.batchSize;
+    values = new Object[capacity];
+    timestamps = new long[capacity];
+    hasTimestamp = new boolean[capacity];
+    shards = new int[capacity];
+    clocks = new long[capacity];
+    isNew = new byte[capacity];
+    if (spec.key.isLong()) {
+      longKeys = new long[capacity];
+    } else {
+      ends = new int[capacity];
+      blob = new byte[capacity * 16];
+    }
+    reuse = new StreamRecord<>(null);
+    stats = window.stats();
+    lastStatsMs = getProcessingTimeService().getCurrentProcessingTime();
+    final MetricGroup group = getMetricGroup().addGroup("bulkbloom");
+    group.gauge("stateBytes", () -> (long) stats[0]);
+    group.gauge("currentFpr", () -> stats[2]);
+    group.gauge("fill", () -> stats[3]);
+  }
+
+  @Override
+  public void processElement(StreamRecord<T> record) throws Exception {
+    final long time;
+    if (spec.eventTime) {
+      if (!record.hasTimestamp()) {
+        throw new IllegalStateException(
+            "bulkbloom: a record has no timestamp, but BloomDedup runs on event time: assign"
+                + " timestamps (a WatermarkStrategy) or use processingTime()");
+      }
+      time = Math.floorDiv(record.getTimestamp(), unitMs);
+    } else {
+      time = Math.floorDiv(getProcessingTimeService().getCurrentProcessingTime(), unitMs);
+    }
+    clock = Math.max(clock, time);
+    final int i = size;
+    final T value = record.getValue();
+    values[i] = value;
+    hasTimestamp[i] = record.hasTimestamp();
+    timestamps[i] = record.getTimestamp();
+    shards[i] = routing.shardOfKey((Integer) getCurrentKey());
+    clocks[i] = clock;
+    if (spec.key.isLong()) {
+      longKeys[i] = spec.key.longKey(value);
+    } else {
+      final byte[] key = spec.key.bytesKey(value);
+      if (blob.length - blobEnd < key.length) {
+        blob = Arrays.copyOf(blob, Math.max(2 * blob.length, blobEnd + key.length));
+      }
+      System.arraycopy(key, 0, blob, blobEnd, key.length);
+      blobEnd += key.length;
+      ends[i] = blobEnd;
+    }
+    size = i + 1;
+    if (size == spec.batchSize) {
+      flush();
+    } else if (!timerPending) {
+      timerPending = true;
+      final long now = getProcessingTimeService().getCurrentProcessingTime();
+      getProcessingTimeService().registerTimer(now + spec.flushInterval.toMillis(), this);
+    }
+  }
+
+  @Override
+  public void onProcessingTime(long time) throws Exception {
+    timerPending = false;
+    flush();
+  }
+
+  /** Dedups the buffered records with one native call and emits the new ones in order. */
+  private void flush() {
+    if (size > 0) {
+      if (spec.key.isLong()) {
+        window.dedup(longKeys, shards, clocks, size, isNew);
+      } else {
+        window.dedup(blob, ends, shards, clocks, size, isNew);
+      }
+      for (int i = 0; i < size; ++i) {
+        if (isNew[i] != 0) {
+          @SuppressWarnings("unchecked")
+          final T value = (T) values[i];
+          if (hasTimestamp[i]) {
+            output.collect(reuse.replace(value, timestamps[i]));
+          } else {
+            reuse.eraseTimestamp();
+            output.collect(reuse.replace(value));
+          }
+        }
+        values[i] = null;
+      }
+      size = 0;
+      blobEnd = 0;
+    }
+    // Shards that got no record follow the subtask's clock too, so that every held shard's
+    // state is the single window's at that clock (WindowShard's contract) and forgets on time.
+    if (clock != Long.MIN_VALUE) {
+      window.advanceTo(clock);
+    }
+    final long now = getProcessingTimeService().getCurrentProcessingTime();
+    if (now - lastStatsMs >= STATS_INTERVAL_MS) {
+      refreshStats(now);
+    }
+  }
+
+  private void refreshStats(long now) {
+    stats = window.stats();
+    lastStatsMs = now;
+  }
+
+  @Override
+  public void processWatermark(Watermark mark) throws Exception {
+    flush();
+    // The final watermark of a bounded input says "no more records", not a time.
+    if (spec.eventTime && mark.getTimestamp() != Long.MAX_VALUE) {
+      clock = Math.max(clock, Math.floorDiv(mark.getTimestamp(), unitMs));
+      window.advanceTo(clock);
+    }
+    super.processWatermark(mark);
+  }
+
+  @Override
+  public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+    flush();
+    refreshStats(getProcessingTimeService().getCurrentProcessingTime());
+    super.prepareSnapshotPreBarrier(checkpointId);
+  }
+
+  @Override
+  public void snapshotState(StateSnapshotContext context) throws Exception {
+    super.snapshotState(context);
+    if (size != 0) {
+      throw new IllegalStateException("bulkbloom: a checkpoint came with records in flight");
+    }
+    final KeyedStateCheckpointOutputStream out = context.getRawKeyedOperatorStateOutput();
+    final DataOutputStream data = new DataOutputStream(out);
+    for (int shard : out.getKeyGroupList()) {
+      final byte[] bytes = window.bytes(shard);
+      out.startNewKeyGroup(shard);
+      data.writeInt(bytes.length);
+      data.write(bytes);
+      data.flush();
+    }
+  }
+
+  @Override
+  public void endInput() throws Exception {
+    flush();
+  }
+
+  @Override
+  public void finish() throws Exception {
+    flush();
+    super.finish();
+  }
+
+  @Override
+  public void close() throws Exception {
+    try {
+      super.close();
+    } finally {
+      if (window != null) {
+        window.close();
+        window = null;
+      }
+    }
+  }
+}

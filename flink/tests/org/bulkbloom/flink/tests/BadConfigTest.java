@@ -1,0 +1,45 @@
+package org.bulkbloom.flink.tests;
+
+import java.time.Duration;
+import java.util.function.Consumer;
+import org.apache.flink.api.java.tuple.Tuple3;
+import org.bulkbloom.flink.BloomDedup;
+
+/** A bad configuration throws IllegalArgumentException naming the value when the job is built. */
+public final class BadConfigTest {
+  private BadConfigTest() {}
+
+  private static void expect(
+      String expectedText, Consumer<BloomDedup<Tuple3<String, Long, Long>>> change) {
+    final BloomDedup<Tuple3<String, Long, Long>> dedup = Records.dedup();
+    change.accept(dedup);
+    try {
+      dedup.sizing();
+    } catch (IllegalArgumentException e) {
+      Records.check(
+          e.getMessage().contains(expectedText),
+          "expected a message with '" + expectedText + "', got: " + e.getMessage());
+      System.out.println("rejected: " + e.getMessage());
+      return;
+    }
+    throw new AssertionError("no error for a configuration that should give '" + expectedText + "'");
+  }
+
+  public static void main(String[] args) {
+    Records.dedup().sizing();
+    expect("window PT0S must be a positive duration", d -> d.window(Duration.ZERO));
+    expect("window PT-1S must be a positive duration", d -> d.window(Duration.ofSeconds(-1)));
+    expect("fpr 1.5 is out of range", d -> d.fpr(1.5));
+    expect("fpr 0.0 is out of range", d -> d.fpr(0));
+    expect("capacity 0 is out of range", d -> d.capacity(0));
+    // From the C++ library, through JNI.
+    expect("generations 1 is out of range", d -> d.generations(1));
+    expect("shards 0 is out of range", d -> d.shards(0));
+    expect("shards 100000 is out of range", d -> d.shards(100_000));
+    expect("the blocks of each generation", d -> d.capacity(10).shards(1000));
+    expect("lateness PT-1S must be 0 or more", d -> d.lateness(Duration.ofSeconds(-1)));
+    expect("must be whole multiples of clockUnit", d -> d.window(Duration.ofMillis(1500)));
+    expect("whole number of milliseconds", d -> d.clockUnit(Duration.ofNanos(10)));
+    expect("batchSize 0 must be >= 1", d -> d.batchSize(0));
+  }
+}

@@ -1,0 +1,130 @@
+package org.bulkbloom.flink.tests;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeSet;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.bulkbloom.flink.BloomDedup;
+
+/**
+ * The tests' input: record i is (key, event time in seconds, id = i), ten records a second in time
+ * order. A quarter of the keys repeat every 80 s (within the window), a quarter every 180 s (after
+ * it is forgotten), the rest are unique, so the window drops repeats, forgets, and makes false
+ * drops.
+ */
+final class Records {
+  static final int COUNT = 20_000;
+  static final Duration WINDOW = Duration.ofSeconds(120);
+  static final int GENERATIONS = 4;
+  static final long CAPACITY = 1_200;
+  static final double FPR = 0.05;
+  static final int SHARDS = 8;
+
+  private Records() {}
+
+  static Tuple3<String, Long, Long> record(long i) {
+    final long j = i / 4;
+    final String key =
+        i % 4 == 0 ? "r" + (j * 37 % 200) : i % 4 == 1 ? "s" + (j * 13 % 450) : "u" + i;
+    return Tuple3.of(key, i / 10, i);
+  }
+
+  /** The records as a CSV file for the command line: key,time,id. */
+  static void writeCsv(Path path) throws IOException {
+    try (PrintWriter out = new PrintWriter(Files.newBufferedWriter(path, StandardCharsets.UTF_8))) {
+      for (long i = 0; i < COUNT; ++i) {
+        final Tuple3<String, Long, Long> r = record(i);
+        out.print(r.f0 + "," + r.f1 + "," + r.f2 + "\n");
+      }
+    }
+  }
+
+  /** The ids the command line's `dedup --window` keeps, with this class's window options. */
+  static TreeSet<Long> cliKept(String cli, Path dir) throws Exception {
+    final Path input = dir.resolve("records.csv");
+    final Path output = dir.resolve("kept.csv");
+    writeCsv(input);
+    final List<String> command = new ArrayList<>(List.of(
+        cli, "dedup", "-f", "csv:1", "--window", WINDOW.toSeconds() + "s", "--time-field", "2",
+        "--generations", Integer.toString(GENERATIONS), "--capacity", Long.toString(CAPACITY),
+        "--fpr", Double.toString(FPR), input.toString(), "-o", output.toString()));
+    final Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+    final String log = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    if (process.waitFor() != 0) {
+      throw new AssertionError("the command line failed: " + command + "\n" + log);
+    }
+    final TreeSet<Long> kept = new TreeSet<>();
+    try (BufferedReader in = Files.newBufferedReader(output, StandardCharsets.UTF_8)) {
+      for (String line; (line = in.readLine()) != null; ) {
+        kept.add(Long.parseLong(line.substring(line.lastIndexOf(',') + 1)));
+      }
+    }
+    return kept;
+  }
+
+  /** The records from one in-order source subtask, with event-time timestamps in milliseconds. */
+  static SingleOutputStreamOperator<Tuple3<String, Long, Long>> source(
+      StreamExecutionEnvironment env, double recordsPerSecond) {
+    final DataGeneratorSource<Tuple3<String, Long, Long>> generator =
+        new DataGeneratorSource<>(
+            Records::record,
+            COUNT,
+            recordsPerSecond > 0
+                ? RateLimiterStrategy.perSecond(recordsPerSecond)
+                : RateLimiterStrategy.noOp(),
+            Types.TUPLE(Types.STRING, Types.LONG, Types.LONG));
+    return env.fromSource(
+            generator,
+            WatermarkStrategy.<Tuple3<String, Long, Long>>forMonotonousTimestamps()
+                .withTimestampAssigner((r, previous) -> r.f2 * 100),
+            "records")
+        .setParallelism(1);
+  }
+
+  /** The window the command line runs, on a clock of seconds. */
+  static BloomDedup<Tuple3<String, Long, Long>> dedup() {
+    return BloomDedup.<Tuple3<String, Long, Long>>byString(r -> r.f0)
+        .window(WINDOW)
+        .clockUnit(Duration.ofSeconds(1))
+        .generations(GENERATIONS)
+        .capacity(CAPACITY)
+        .fpr(FPR)
+        .shards(SHARDS);
+  }
+
+  static void check(boolean condition, String message) {
+    if (!condition) {
+      throw new AssertionError(message);
+    }
+  }
+
+  /** Fails naming the first ids where the two sets differ. */
+  static void checkSame(TreeSet<Long> expected, TreeSet<Long> got, String what) {
+    final TreeSet<Long> missing = new TreeSet<>(expected);
+    missing.removeAll(got);
+    final TreeSet<Long> extra = new TreeSet<>(got);
+    extra.removeAll(expected);
+    check(
+        missing.isEmpty() && extra.isEmpty(),
+        what + ": " + got.size() + " records kept, expected " + expected.size() + "; missing ids "
+            + first(missing) + ", unexpected ids " + first(extra));
+    System.out.println(what + ": the same " + got.size() + " of " + COUNT + " records kept");
+  }
+
+  private static String first(TreeSet<Long> ids) {
+    return ids.stream().limit(10).toList() + (ids.size() > 10 ? " ..." : "");
+  }
+}
