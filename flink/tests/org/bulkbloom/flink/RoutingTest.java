@@ -74,7 +74,13 @@ public final class RoutingTest {
         }
         final ShardRouting routing = new ShardRouting(blocks, true, 0, shards);
         for (int i = 0; i < 10_000; ++i) {
-          final long h = i < 2 ? -i : random.nextLong();
+          // Half of them the first hash of a random shard's first block and the last hash before
+          // it, where the low half of the hash decides the shard.
+          final long first = shards == 1 ? 0 : (1 + random.nextLong(shards - 1)) * blocks / shards;
+          final BigInteger boundary =
+              BigInteger.valueOf(first).multiply(two64)
+                  .add(BigInteger.valueOf(blocks - 1)).divide(BigInteger.valueOf(blocks));
+          final long h = i < 2 ? -i : i % 2 == 0 ? random.nextLong() : boundary.longValue() - (i % 4 == 1 ? 1 : 0);
           final BigInteger block =
               new BigInteger(Long.toUnsignedString(h)).multiply(BigInteger.valueOf(blocks)).divide(two64);
           final long shard = block.add(BigInteger.ONE).multiply(BigInteger.valueOf(shards))
