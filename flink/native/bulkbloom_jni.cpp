@@ -1,7 +1,8 @@
 // The JNI side of org.bulkbloom.jni.NativeWindowShards: the window shards one Flink subtask owns,
-// over bulkbloom's public C++ API. Every call is a bulk call on Java arrays; C++ exceptions become
-// Java exceptions carrying the C++ message (std::invalid_argument: IllegalArgumentException,
-// std::bad_alloc and AllocationError: OutOfMemoryError, everything else: IllegalStateException).
+// over bulkbloom's public C++ API. Every call is a bulk call on Java arrays. C++ exceptions become
+// Java exceptions carrying the C++ message: std::invalid_argument and FormatError (a damaged
+// state image) IllegalArgumentException, std::bad_alloc and AllocationError OutOfMemoryError,
+// everything else IllegalStateException.
 #include <jni.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bulkbloom/format.hpp"
 #include "bulkbloom/shard.hpp"
 #include "bulkbloom/window.hpp"
 #include "bulkbloom/window_shard.hpp"
@@ -45,6 +47,8 @@ Result guarded(JNIEnv* env, Result fallback, Body&& body) {
   } catch (const JavaException& e) {
     throw_java(env, e.type, e.message);
   } catch (const std::invalid_argument& e) {
+    throw_java(env, "java/lang/IllegalArgumentException", e.what());
+  } catch (const bulkbloom::FormatError& e) {
     throw_java(env, "java/lang/IllegalArgumentException", e.what());
   } catch (const std::bad_alloc&) {
     throw_java(env, "java/lang/OutOfMemoryError", "bulkbloom: native memory exhausted");

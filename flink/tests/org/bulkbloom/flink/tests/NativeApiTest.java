@@ -1,0 +1,93 @@
+package org.bulkbloom.flink.tests;
+
+import java.nio.charset.StandardCharsets;
+import org.bulkbloom.jni.NativeWindowShards;
+
+/**
+ * The JNI binding on its own: batches over several shards keep each shard's sequential answers,
+ * state bytes survive a round trip, the statistics behind the metrics move, and misuse reaches
+ * Java as exceptions carrying the library's message.
+ */
+public final class NativeApiTest {
+  private NativeApiTest() {}
+
+  private interface Call {
+    void run();
+  }
+
+  private static void expect(Class<? extends RuntimeException> type, String text, Call call) {
+    try {
+      call.run();
+    } catch (RuntimeException e) {
+      Records.check(
+          type.isInstance(e) && e.getMessage().contains(text),
+          "expected " + type.getSimpleName() + " with '" + text + "', got " + e);
+      System.out.println("rejected: " + e.getMessage());
+      return;
+    }
+    throw new AssertionError("no " + type.getSimpleName() + " with '" + text + "'");
+  }
+
+  public static void main(String[] args) {
+    final int shards = 4;
+    try (NativeWindowShards window = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards)) {
+      for (int s = 0; s < shards; ++s) {
+        window.addEmpty(s);
+      }
+      final double[] empty = window.stats();
+      final NativeWindowShards.Sizing sizing = NativeWindowShards.size(100, 0, 4, 0.01, 10_000, 0);
+      Records.check(empty[0] == sizing.memoryBytes, "state bytes " + empty[0] + " != " + sizing.memoryBytes);
+      Records.check(empty[2] == 0 && empty[3] == 0, "an empty window has fill and FPR 0");
+
+      // Keys 0..999 then again: every second copy is a repeat, whatever its shard.
+      final int n = 2000;
+      final long[] keys = new long[n];
+      final long[] clocks = new long[n];
+      for (int i = 0; i < n; ++i) {
+        keys[i] = i % 1000;
+        clocks[i] = i / 100;
+      }
+      final int[] owners = window.shardOf(keys);
+      final byte[] isNew = new byte[n];
+      final int fresh = window.dedup(keys, owners, clocks, n, isNew);
+      for (int i = 1000; i < n; ++i) {
+        Records.check(isNew[i] == 0, "the repeat of key " + keys[i] + " was called new");
+      }
+      Records.check(fresh > 990 && fresh <= 1000, fresh + " of 1000 distinct keys new");
+      final double[] filled = window.stats();
+      Records.check(filled[3] > 0 && filled[2] > 0, "fill and FPR stay 0 after 1000 keys");
+      Records.check(window.clock() == 19, "clock " + window.clock() + ", expected 19");
+
+      // Every shard's bytes load into a fresh set and give the same answers.
+      try (NativeWindowShards copy = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards)) {
+        for (int s = 0; s < shards; ++s) {
+          copy.load(s, window.bytes(s));
+        }
+        final byte[] again = new byte[n];
+        final byte[] againCopy = new byte[n];
+        window.dedup(keys, owners, clocks, n, again);
+        copy.dedup(keys, owners, clocks, n, againCopy);
+        Records.check(java.util.Arrays.equals(again, againCopy), "a loaded copy answers differently");
+        Records.check(copy.clock() == window.clock(), "a loaded copy has another clock");
+        expect(IllegalArgumentException.class, "holds shard 1 of 4", () -> copy.load(2, window.bytes(1)));
+      }
+      try (NativeWindowShards other = new NativeWindowShards(200, 0, 4, 0.01, 10_000, 0, shards)) {
+        expect(IllegalArgumentException.class, "restore with the configuration",
+            () -> other.load(0, window.bytes(0)));
+        expect(IllegalStateException.class, "is not held by this subtask",
+            () -> other.dedup(keys, owners, clocks, n, isNew));
+      }
+      expect(IllegalArgumentException.class, "the checkpointed state of shard 0: truncated",
+          () -> window.load(0, "not a window".getBytes(StandardCharsets.UTF_8)));
+      expect(IllegalArgumentException.class, "belongs to shard", () -> {
+        final int[] wrong = owners.clone();
+        wrong[5] = (wrong[5] + 1) % shards;
+        window.dedup(keys, wrong, clocks, n, isNew);
+      });
+      window.close();
+      expect(IllegalStateException.class, "closed", () -> window.advanceTo(5));
+    }
+    expect(IllegalArgumentException.class, "shard count 9 is out of range",
+        () -> new NativeWindowShards(100, 0, 4, 0.01, 100, 0, 9).close());
+  }
+}
