@@ -30,9 +30,9 @@ public final class ExactnessTest {
     }
     Records.checkSame(expected, kept, "parallelism 3 against the command line");
 
-    // Processing time: the run takes less than a minute, so each key's first copy may pass and
+    // Processing time: the run takes far less than a day, so each key's first copy may pass and
     // every later one must be dropped (at most the false drops of a window sized for the run). On
-    // the records' event times, 100 ms apart, keys that repeat every 180 s would pass again.
+    // event time, with the records stamped an hour apart here, repeats would pass again.
     final StreamExecutionEnvironment envNow = StreamExecutionEnvironment.getExecutionEnvironment();
     envNow.setParallelism(2);
     final java.util.Map<String, Long> firstOfKey = new java.util.HashMap<>();
@@ -42,10 +42,10 @@ public final class ExactnessTest {
     long keptNow = 0;
     try (CloseableIterator<Long> ids =
         Records.dedup()
-            .window(Duration.ofSeconds(60))
+            .window(Duration.ofDays(1))
             .capacity(Records.COUNT)
             .processingTime()
-            .apply(Records.source(envNow, 0))
+            .apply(Records.source(envNow, 0, 3_600_000))
             .map(r -> r.f2)
             .executeAndCollect("processing time")) {
       while (ids.hasNext()) {

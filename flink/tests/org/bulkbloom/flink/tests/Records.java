@@ -78,6 +78,12 @@ final class Records {
   /** The records from one in-order source subtask, with event-time timestamps in milliseconds. */
   static SingleOutputStreamOperator<Tuple3<String, Long, Long>> source(
       StreamExecutionEnvironment env, double recordsPerSecond) {
+    return source(env, recordsPerSecond, 100);
+  }
+
+  /** As above with record i stamped i * msPerRecord. */
+  static SingleOutputStreamOperator<Tuple3<String, Long, Long>> source(
+      StreamExecutionEnvironment env, double recordsPerSecond, long msPerRecord) {
     final DataGeneratorSource<Tuple3<String, Long, Long>> generator =
         new DataGeneratorSource<>(
             Records::record,
@@ -89,7 +95,7 @@ final class Records {
     return env.fromSource(
             generator,
             WatermarkStrategy.<Tuple3<String, Long, Long>>forMonotonousTimestamps()
-                .withTimestampAssigner((r, previous) -> r.f2 * 100),
+                .withTimestampAssigner((r, previous) -> r.f2 * msPerRecord),
             "records")
         .setParallelism(1);
   }
