@@ -6,6 +6,7 @@
 #include <jni.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -131,6 +132,9 @@ struct ShardSet {
   }
 };
 
+// Shard sets alive in this process, so that tests can see every task free its native memory.
+std::atomic<std::int64_t> live_sets{0};
+
 ShardSet& shard_set(jlong handle) {
   return *reinterpret_cast<ShardSet*>(handle);
 }
@@ -231,6 +235,7 @@ JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_create(
     const WindowConfig config = window_config(window, lateness, generations, fpr, capacity, seed);
     check_routing_layout(config.generation, num_shards);
     auto* set = new ShardSet{config, static_cast<std::uint32_t>(num_shards), {}};
+    ++live_sets;
     return reinterpret_cast<jlong>(set);
   });
 }
@@ -238,6 +243,11 @@ JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_create(
 JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_free(JNIEnv*, jclass,
                                                                       jlong handle) {
   delete reinterpret_cast<ShardSet*>(handle);
+  --live_sets;
+}
+
+JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_liveSets(JNIEnv*, jclass) {
+  return live_sets.load();
 }
 
 JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_addEmpty(JNIEnv* env, jclass,

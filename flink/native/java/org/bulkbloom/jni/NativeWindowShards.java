@@ -157,6 +157,11 @@ public final class NativeWindowShards implements AutoCloseable {
     return out;
   }
 
+  /** How many instances in this process hold native memory now (not yet closed or cleaned). */
+  public static long liveInstances() {
+    return liveSets();
+  }
+
   /** Frees the native memory now; later calls throw IllegalStateException. */
   @Override
   public void close() {
@@ -182,6 +187,8 @@ public final class NativeWindowShards implements AutoCloseable {
       int numShards);
 
   private static native void free(long handle);
+
+  private static native long liveSets();
 
   private static native void addEmpty(long handle, int shard);
 

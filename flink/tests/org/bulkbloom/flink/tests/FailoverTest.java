@@ -11,6 +11,7 @@ import org.apache.flink.configuration.RestartStrategyOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.bulkbloom.flink.BloomDedup;
+import org.bulkbloom.jni.NativeWindowShards;
 
 /**
  * Checkpoints, a failure injected after one completed, and the restore from it give exactly the
@@ -85,5 +86,9 @@ public final class FailoverTest {
     final TreeSet<Long> kept = run(true);
     Records.check(failed, "no failure was injected: no checkpoint completed before record 8000");
     Records.checkSame(expected, kept, "restored after a failure against the uninterrupted run");
+    // Every task, finished or cancelled by the failure, closed its window shards.
+    Records.check(
+        NativeWindowShards.liveInstances() == 0,
+        NativeWindowShards.liveInstances() + " window shard sets still hold native memory");
   }
 }
