@@ -35,6 +35,15 @@ What is assumed of the input
     the row's position). After a shuffle, or on a source that reads differently each time,
     checkpoint or write the input first. Rows with equal ``order`` values keep their row-id order.
 
+Sliding windows (``window=``, ``time=``)
+    With ``window=T`` each shard is a ``bulkbloom.WindowShard`` of one event-time window of
+    length T, as ``bulkbloom dedup --window`` keeps, carried in ``filter``: a record is dropped if
+    its key came within the last T. A run is one dump stamped with one event ``time`` (e.g. the
+    dump's date in seconds), the single window's clock for every record of it (the window shard
+    contract, bulkbloom/window_shard.hpp): every shard, also one no record went to, is moved to
+    that time, so the shards together are byte for byte the window the CLI keeps when every
+    record of the dump carries that time, dumps in time order.
+
 Task retries and speculative execution
     An attempt only reads the committed generation and writes files named for itself; the driver
     takes the files of the attempt Spark counted, so a retried task starts from the shard as it
@@ -54,7 +63,9 @@ sees at the same place, e.g. a shared mount, since shard files are mapped and re
 ``manifest.json`` records ``"format": "bulkbloom sharded filter"``, ``"version": 1``, the
 generation number, ``num_shards`` (S), the whole filter's ``layout`` (shape, num_blocks, hash,
 seed, index), the key kind (``"integer"`` or ``"bytes"``), the sizing (capacity, fpr) and the
-shard and drops file names. Each shard file is a shard file of the filter file format
+shard and drops file names; a sliding window's (``window=``) also its ``window`` (clock,
+window, generations, lateness) and the event ``time`` of the last run, and its shards are window
+shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file of the filter file format
 (docs/FORMAT.md): its header records the whole layout and which shard of S it is, and stores the
 shard's distinct-key count; ``bulkbloom.FilterShard.load`` reads one, and
 ``bulkbloom.concat`` of all S gives the one filter, which ``bulkbloom`` (the CLI) reads. A commit
@@ -77,7 +88,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -155,27 +166,56 @@ class ShardedFilter:
     def layout(self) -> bulkbloom.Layout:
         return _layout_from_json(self.manifest["layout"])
 
+    @property
+    def window(self) -> Optional[bulkbloom.WindowConfig]:
+        """The window's configuration, or None for a filter."""
+        values = self.manifest.get("window")
+        return None if values is None else _window_config(values, self.layout)
+
     def shard_path(self, index: int) -> Path:
         return self.directory / self.manifest["shards"][index]
 
-    def load(self, index: int) -> bulkbloom.FilterShard:
-        """Shard `index`, read and checked against the manifest."""
-        shard = bulkbloom.FilterShard.load(self.shard_path(index), backend="cpu")
-        _check_shard(shard, self, index)
+    def load(self, index: int) -> Any:
+        """Shard `index` (a FilterShard or WindowShard), read and checked against the manifest."""
+        path = self.shard_path(index)
+        if self.window is None:
+            shard = bulkbloom.FilterShard.load(path, backend="cpu")
+            layout = shard.layout
+        else:
+            shard = bulkbloom.WindowShard.load(path, backend="cpu")
+            layout = shard.config.generation
+        if (shard.index, shard.num_shards, tuple(layout)[:5]) != (
+            index, self.num_shards, tuple(self.layout)[:5]
+        ):
+            raise bulkbloom.FormatError(
+                f"{path} is shard {shard.index} of {shard.num_shards} of {layout.description}, "
+                f"but the manifest says shard {index} of {self.num_shards} of "
+                f"{self.layout.description}"
+            )
         return shard
 
 
-def _check_shard(shard: bulkbloom.FilterShard, state: ShardedFilter, index: int) -> None:
-    if (
-        shard.index != index
-        or shard.num_shards != state.num_shards
-        or tuple(shard.layout)[:5] != tuple(state.layout)[:5]
-    ):
-        raise bulkbloom.FormatError(
-            f"{state.shard_path(index)} is shard {shard.index} of {shard.num_shards} of "
-            f"{shard.layout.description}, but the manifest says shard {index} of "
-            f"{state.num_shards} of {state.layout.description}"
-        )
+def _window_to_json(config: bulkbloom.WindowConfig) -> dict:
+    return {
+        "clock": config.clock,
+        "window": config.window,
+        "generations": config.generations,
+        "lateness": config.lateness,
+    }
+
+
+def _window_config(values: dict, layout: bulkbloom.Layout) -> bulkbloom.WindowConfig:
+    return bulkbloom.WindowConfig.of(
+        values["clock"], int(values["window"]), layout, generations=int(values["generations"]),
+        lateness=int(values["lateness"]),
+    )
+
+
+def _empty_shard(layout: bulkbloom.Layout, window: Optional[bulkbloom.WindowConfig], index: int,
+                 num_shards: int) -> Any:
+    if window is None:
+        return bulkbloom.FilterShard(layout, index, num_shards, backend="cpu")
+    return bulkbloom.WindowShard(window, index, num_shards, backend="cpu")
 
 
 def _layout_to_json(layout: bulkbloom.Layout) -> dict:
@@ -330,6 +370,8 @@ def _decide_shards(
     routed: DataFrame,
     base: Optional[ShardedFilter],
     layout: tuple,
+    window: Optional[bulkbloom.WindowConfig],
+    time: Optional[int],
     num_shards: int,
     work: Path,
     order_count: int,
@@ -338,6 +380,8 @@ def _decide_shards(
 ) -> list:
     """Runs each shard's task (see the module's documentation) and returns their rows."""
     layout_value = bulkbloom.Layout(*layout)
+    shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
+    suffix = ".bbf" if window is None else ".bbw"
     base_dir = None if base is None else str(base.directory)
     base_shards = None if base is None else list(base.manifest["shards"])
     sort_columns = [f"{_ORDER}{i}" for i in range(order_count)] + [_ROW]
@@ -347,13 +391,14 @@ def _decide_shards(
         index = group[0].as_py()
         table = _sorted(table, sort_columns)
         if base_dir is None:
-            shard = bulkbloom.FilterShard(layout_value, index, num_shards, backend="cpu")
+            shard = _empty_shard(layout_value, window, index, num_shards)
         else:
-            shard = bulkbloom.FilterShard.load(
-                os.path.join(base_dir, base_shards[index]), backend="cpu"
-            )
+            shard = shard_type.load(os.path.join(base_dir, base_shards[index]), backend="cpu")
         keys = table.column(_KEY)
-        if write_drops:
+        if window is not None:
+            fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
+            shard.advance_to(time)
+        elif write_drops:
             fresh = shard.insert_if_absent(keys)
         else:
             fresh = ~shard.contains(keys)
@@ -361,7 +406,7 @@ def _decide_shards(
         new_keys = int(np.count_nonzero(fresh))
         shard.keys_inserted += new_keys
         name = _attempt_name()
-        shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}.bbf")
+        shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
         shard.save(shard_file)
         drops_file = None
         if write_drops:
@@ -402,6 +447,8 @@ def _commit(
     work: Path,
     rows: list,
     layout: bulkbloom.Layout,
+    window: Optional[bulkbloom.WindowConfig],
+    time: Optional[int],
     num_shards: int,
     manifest_extra: dict,
 ) -> ShardedFilter:
@@ -414,7 +461,7 @@ def _commit(
     by_shard = {row["shard"]: row for row in rows}
     shards, drops = [], []
     for index in range(num_shards):
-        name = f"shard-{index:05d}.bbf"
+        name = f"shard-{index:05d}.bbf" if window is None else f"shard-{index:05d}.bbw"
         target = staging / name
         row = by_shard.get(index)
         if row is not None:
@@ -423,6 +470,12 @@ def _commit(
                 drops_name = f"drops-{index:05d}.npy"
                 os.rename(row["drops_file"], staging / drops_name)
                 drops.append(drops_name)
+        elif window is not None:
+            # No record of this run went to it, but its clock moves with the window's.
+            shard = base.load(index) if base is not None else _empty_shard(
+                layout, window, index, num_shards)
+            shard.advance_to(time)
+            shard.save(target)
         elif base is not None:
             # A shard no key of this run went to is the same file: a link shares its bytes.
             source = base.shard_path(index)
@@ -431,7 +484,7 @@ def _commit(
             except OSError:
                 shutil.copy2(source, target)
         else:
-            bulkbloom.FilterShard(layout, index, num_shards, backend="cpu").save(target)
+            _empty_shard(layout, None, index, num_shards).save(target)
         shards.append(name)
     manifest = {
         "format": FORMAT,
@@ -440,6 +493,7 @@ def _commit(
         "num_shards": num_shards,
         "layout": _layout_to_json(layout),
         **manifest_extra,
+        **({} if window is None else {"window": _window_to_json(window), "time": time}),
         "shards": shards,
         "drops": drops,
     }
@@ -467,6 +521,7 @@ def _run(
     write_drops: bool,
     wait_lock: bool,
     on_task: Optional[Callable[[], None]],
+    window: Optional[_WindowRequest] = None,
 ) -> ShardedFilter:
     _check_names(df)
     kind = _key_kind(df, key)
@@ -493,10 +548,24 @@ def _run(
                 )
             if layout is not None and tuple(layout)[:5] != tuple(base.layout)[:5]:
                 raise ValueError(f"{root} has layout {base.layout}, not {layout}")
+            if (base.window is None) != (window is None):
+                held = "a filter" if base.window is None else f"a window ({base.window})"
+                raise ValueError(f"{root} holds {held}; pass window= exactly for a window")
             the_layout, count = base.layout, base.num_shards
+            config = base.window
             extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
         else:
-            if layout is None:
+            config = None
+            if window is not None:
+                config = window.config
+                if config is None:
+                    wanted = capacity if capacity is not None else max(1, df.count())
+                    config = bulkbloom.WindowConfig.for_event_time(
+                        wanted / window.length, window.length, fpr, generations=window.generations,
+                        lateness=window.lateness,
+                    )
+                layout = config.generation
+            elif layout is None:
                 wanted = capacity if capacity is not None else max(1, df.count())
                 layout = bulkbloom.Layout.for_capacity(wanted, fpr)
             the_layout = layout
@@ -508,13 +577,27 @@ def _run(
         work.mkdir()
         try:
             routed = _routed(df, key, order, tuple(the_layout), count)
+            time = None if window is None else window.time
             rows = _decide_shards(
-                routed, base, tuple(the_layout), count, work, len(order), write_drops, on_task
+                routed, base, tuple(the_layout), config, time, count, work, len(order),
+                write_drops, on_task,
             )
             previous = None if current is None else current.generation
-            return _commit(root, base, previous, work, rows, the_layout, count, extra)
+            return _commit(
+                root, base, previous, work, rows, the_layout, config, time, count, extra
+            )
         finally:
             shutil.rmtree(work, ignore_errors=True)
+
+
+class _WindowRequest(NamedTuple):
+    """What dedup(window=...) asks for: the window, or its sizing, and this run's time."""
+
+    length: int
+    time: int
+    generations: int
+    lateness: int
+    config: Optional[bulkbloom.WindowConfig]
 
 
 def _scratch_directory() -> Path:
@@ -536,6 +619,11 @@ def dedup(
     fpr: float = 0.001,
     filter: Optional[PathLike] = None,
     layout: Optional[bulkbloom.Layout] = None,
+    window: Optional[int] = None,
+    time: Optional[int] = None,
+    generations: int = 4,
+    lateness: int = 0,
+    window_config: Optional[bulkbloom.WindowConfig] = None,
     wait_lock: bool = False,
     _on_task: Optional[Callable[[], None]] = None,
 ) -> DataFrame:
@@ -555,13 +643,28 @@ def dedup(
     shards of at most 128 MiB); a carried one keeps what it has. ``wait_lock``: wait for
     another job holding ``filter`` instead of raising.
 
+    ``window``: a sliding window of this length instead of a filter (module documentation,
+    "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
+    seconds, not earlier than the last run's); ``capacity`` is then the keys of one window, and
+    ``generations`` and ``lateness`` are as for ``WindowedFilter.for_event_time``, or
+    ``window_config`` gives the whole configuration.
+
     The routing job runs now; the DataFrame returned filters ``df`` lazily (module
     documentation, "How it runs")."""
+    if window_config is not None and window is None:
+        window = window_config.window
+    request = None
+    if window is not None:
+        if filter is None or time is None:
+            raise ValueError("a window (window=) needs filter= to carry it and this dump's time=")
+        if window_config is not None and window_config.clock != "event_time":
+            raise ValueError("window_config must have the event_time clock")
+        request = _WindowRequest(int(window), int(time), generations, lateness, window_config)
     root = Path(filter) if filter is not None else _scratch_directory()
     state = _run(
         df, key, root, order=_order_columns(order), capacity=capacity, fpr=fpr,
         num_shards=num_shards, layout=layout, carry=filter is not None, write_drops=True,
-        wait_lock=wait_lock, on_task=_on_task,
+        wait_lock=wait_lock, on_task=_on_task, window=request,
     )
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
     output_schema = df.schema
@@ -644,6 +747,7 @@ def query(
     layout = state.layout
     count = state.num_shards
     paths = [str(state.shard_path(i)) for i in range(count)]
+    is_window = state.window is not None
     schema = T.StructType(df.schema.fields + [T.StructField(column, T.BooleanType(), False)])
     key_at = df.columns.index(key)
 
@@ -656,7 +760,11 @@ def query(
             for index in np.unique(shards):
                 shard = opened.get(index)
                 if shard is None:
-                    shard = opened[index] = bulkbloom.FilterShard.map(paths[index])
+                    shard = opened[index] = (
+                        bulkbloom.WindowShard.load(paths[index], backend="cpu")
+                        if is_window
+                        else bulkbloom.FilterShard.map(paths[index])
+                    )
                 where = np.flatnonzero(shards == index)
                 present[where] = shard.contains(keys.take(pa.array(where)))
             yield batch.append_column(column, pa.array(present))

@@ -8,6 +8,7 @@
 #include <bulkbloom/filter.hpp>
 #include <bulkbloom/format.hpp>
 #include <bulkbloom/layout.hpp>
+#include <bulkbloom/window.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -102,6 +103,23 @@ struct PyFilter {
   ReadLock reading{mutex};
 };
 
+/// bulkbloom._core.WindowedFilter: a WindowedFilter with a lock (every call takes it alone).
+struct PyWindow {
+  explicit PyWindow(WindowedFilter w) : window(std::move(w)) {}
+
+  WindowedFilter window;
+  std::mutex mutex;
+};
+
+/// A window configuration from the Python keywords; the clock is "records" or "event_time".
+WindowConfig make_window_config(const std::string& clock, std::uint64_t window,
+                                std::uint32_t generations, std::uint64_t lateness,
+                                const Layout& generation);
+
+/// The configuration as a dict (clock, window, generations, lateness, period, forget_after,
+/// memory_bytes, generation, description).
+nb::dict window_config_dict(const WindowConfig& config);
+
 /// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`
 /// held, checking for KeyboardInterrupt (and other signal handlers' exceptions) between chunks.
 /// The lock is never held while the GIL is being taken back, so no two threads can deadlock.
@@ -131,5 +149,6 @@ auto locked(Mutex& mutex, Body&& body) {
 void bind_filter(nb::module_& m);
 void bind_window(nb::module_& m);
 void bind_shard(nb::module_& m);
+void bind_window_shard(nb::module_& m);
 
 }  // namespace bulkbloom::python

@@ -17,33 +17,12 @@
 namespace bulkbloom::python {
 namespace {
 
-struct PyWindow {
-  explicit PyWindow(WindowedFilter w) : window(std::move(w)) {}
-
-  WindowedFilter window;
-  std::mutex mutex;
-};
-
 using Loaded = std::tuple<PyWindow*, std::uint64_t, nb::bytes>;
 
 WindowClock parse_clock(const std::string& clock) {
   if (clock == "records") return WindowClock::records;
   if (clock == "event_time") return WindowClock::event_time;
   throw std::invalid_argument("clock must be \"records\" or \"event_time\", not \"" + clock + "\"");
-}
-
-nb::dict config_dict(const WindowConfig& config) {
-  nb::dict d;
-  d["clock"] = config.clock == WindowClock::records ? "records" : "event_time";
-  d["window"] = config.window;
-  d["generations"] = config.generations;
-  d["lateness"] = config.lateness;
-  d["period"] = config.period();
-  d["forget_after"] = config.forget_after();
-  d["memory_bytes"] = config.memory_bytes();
-  d["generation"] = layout_dict(config.generation);
-  d["description"] = config.describe();
-  return d;
 }
 
 // The times of a timed call, or nothing for a records-clock call; checked against the keys.
@@ -117,6 +96,32 @@ void contains_bytes(PyWindow& self, const OffsetArray& offsets, const ByteArray&
 
 }  // namespace
 
+WindowConfig make_window_config(const std::string& clock, std::uint64_t window,
+                                std::uint32_t generations, std::uint64_t lateness,
+                                const Layout& generation) {
+  WindowConfig config;
+  config.clock = parse_clock(clock);
+  config.window = window;
+  config.generations = generations;
+  config.lateness = lateness;
+  config.generation = generation;
+  return config;
+}
+
+nb::dict window_config_dict(const WindowConfig& config) {
+  nb::dict d;
+  d["clock"] = config.clock == WindowClock::records ? "records" : "event_time";
+  d["window"] = config.window;
+  d["generations"] = config.generations;
+  d["lateness"] = config.lateness;
+  d["period"] = config.period();
+  d["forget_after"] = config.forget_after();
+  d["memory_bytes"] = config.memory_bytes();
+  d["generation"] = layout_dict(config.generation);
+  d["description"] = config.describe();
+  return d;
+}
+
 void bind_window(nb::module_& m) {
   nb::class_<PyWindow>(m, "WindowedFilter", "A sliding-window dedup filter (see bulkbloom).")
       .def(
@@ -126,12 +131,9 @@ void bind_window(nb::module_& m) {
              std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
              const std::string& index, const std::string& backend,
              const std::string& implementation, unsigned threads) {
-            WindowConfig config;
-            config.clock = parse_clock(clock);
-            config.window = window;
-            config.generations = generations;
-            config.lateness = lateness;
-            config.generation = make_layout(shape, num_blocks, hash, seed, index);
+            const WindowConfig config =
+                make_window_config(clock, window, generations, lateness,
+                                   make_layout(shape, num_blocks, hash, seed, index));
             new (self)
                 PyWindow(WindowedFilter(config, make_options(backend, implementation, threads)));
           },
@@ -194,7 +196,7 @@ void bind_window(nb::module_& m) {
           nb::rv_policy::take_ownership,
           "The latest checkpoint in dir as (window, keys_inserted, metadata), or None.")
       .def_prop_ro(
-          "config", [](PyWindow& self) { return config_dict(self.window.config()); },
+          "config", [](PyWindow& self) { return window_config_dict(self.window.config()); },
           "The configuration as a dict.")
       .def_prop_ro(
           "implementation", [](PyWindow& self) { return self.window.implementation(); },

@@ -94,16 +94,6 @@ def spark_kept(df) -> tuple:
             table.column("payload").to_pylist())
 
 
-def cli_layout(cli, tmp_path, keys, capacity):
-    """The layout the CLI dedups `keys` with at `capacity`, and its filter."""
-    path = tmp_path / "layout.bbf"
-    cli_dedup(cli, tmp_path, "layout", keys, "--capacity", str(capacity), "--fpr", str(FPR),
-              "--filter", str(path))
-    f = bulkbloom.Filter.load(path)
-    path.unlink()
-    return f.layout
-
-
 def assert_same_records(df, keys, cli_kept, first_seq=0):
     expected_seq = kept_records(keys, cli_kept, first_seq)
     got_keys, got_seq, payload = spark_kept(df)
@@ -125,8 +115,9 @@ def listing(path: Path) -> dict:
 @pytest.mark.parametrize("num_shards", [1, 3, 7])
 def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards):
     keys = dump(1)
-    layout = cli_layout(cli, tmp_path, keys, RECORDS)
-    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", str(FPR))
+    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", str(FPR),
+                         "--filter", str(tmp_path / "cli.bbf"))
+    layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
     assert RECORDS * 3 // 4 - len(expected) > 20  # false drops, which the order decides
 
     df = frame(spark, keys, shuffled=True)
@@ -251,3 +242,43 @@ def test_build_and_query(spark, tmp_path):
                                   whole.contains(probes))
     with pytest.raises(ValueError, match="integer keys"):
         bbspark.query(spark.createDataFrame([("a",)], ["word"]), "word", path)
+
+
+def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
+    start = 1_700_000_000
+    rng = np.random.default_rng(12)
+    cli_window = tmp_path / "cli.bbw"
+    path = tmp_path / "window"
+    seq = 0
+    # Daily dumps under a 36 h window: a key comes back within it (dropped) or after it
+    # (kept again); the last dump is so small that most of the 7 shards get no record, and
+    # their clocks must still move.
+    for day, count in enumerate([6_000, 6_000, 6_000, 3]):
+        time = start + day * 86_400
+        keys = [str(k) for k in rng.integers(0, 9_000, size=count)]
+        source = tmp_path / f"day{day}.csv"
+        source.write_text("".join(f"{k},{seq + i},{time}\n" for i, k in enumerate(keys)))
+        out = tmp_path / f"day{day}.out.csv"
+        sizing = ("--capacity", "12000", "--fpr", str(FPR)) if day == 0 else ()
+        run_cli(cli, "dedup", "-f", "csv:1", str(source), "-o", str(out), "--window", "36h",
+                "--time-field", "3", "--filter", str(cli_window), "--stats", "none", *sizing)
+        expected = [(k, int(s)) for k, s, _ in
+                    (line.split(",") for line in out.read_text().splitlines())]
+        config = bulkbloom.WindowedFilter.load(cli_window).config
+
+        df = spark.createDataFrame(
+            pa.table({"word": keys, "seq": np.arange(seq, seq + count)}).to_pandas())
+        unique = bbspark.dedup(df, "word", filter=path, time=time, num_shards=7,
+                               window_config=config if day == 0 else None,
+                               window=None if day == 0 else 36 * 3600)
+        got = unique.toArrow().sort_by("seq")
+        assert list(zip(got.column("word").to_pylist(), got.column("seq").to_pylist())) == \
+            expected, day
+        seq += count
+    state = bbspark.open_filter(path)
+    assert state.window == config
+    ours = bulkbloom.concat(state.load(i) for i in range(7))
+    theirs = bulkbloom.WindowedFilter.load(cli_window)
+    ours.keys_inserted, ours.metadata = theirs.keys_inserted, theirs.metadata
+    ours.save(tmp_path / "ours.bbw")
+    assert (tmp_path / "ours.bbw").read_bytes() == cli_window.read_bytes()
