@@ -445,7 +445,72 @@ class Filter(_BulkCalls):
         return cls._wrap(core)
 
 
-class WindowedFilter(_Saved):
+class _WindowState(_Saved):
+    """What windows and window shards share: the configuration, the clock and reads."""
+
+    __slots__ = ()
+
+    @property
+    def config(self) -> WindowConfig:
+        """The (whole) window's configuration."""
+        values = self._core.config
+        values["generation"] = Layout(**values["generation"])
+        return WindowConfig(**values)
+
+    @property
+    def records_seen(self) -> int:
+        """Records processed so far (new and dropped); a window shard on event time counts its
+        own, on the records clock the whole window's as far as it knows."""
+        return self._core.records_seen
+
+    @property
+    def clock_time(self) -> Optional[int]:
+        """Event-time clock: the largest time seen, or None before the first record."""
+        return self._core.clock_time
+
+    @property
+    def rotations(self) -> int:
+        """Periods the clock has moved on since it started (each clears a generation)."""
+        return self._core.rotations
+
+    def contains(self, keys: Keys) -> np.ndarray:
+        """A bool array: True where some generation may hold the key. A pure read."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
+        return out
+
+    def advance_to(self, time: int) -> None:
+        """Event-time clock: moves the clock to ``time`` with no record (an idle source's
+        progress), rotating as due. Earlier times change nothing. (A window shard on the records
+        clock takes the whole window's record count.)"""
+        self._core.advance_to(int(time))
+
+    def current_fpr(self) -> float:
+        """The false-positive rate as it is now (of a shard: of its blocks)."""
+        return self._core.current_fpr()
+
+
+def _timed_dedup(core: Any, keys: Keys, times: Any) -> np.ndarray:
+    """insert_if_absent of a window or window shard, piece by piece, with each record's time."""
+    pieces = _keys.key_pieces(keys)
+    count = sum(map(_keys.piece_length, pieces))
+    all_times = _keys.event_times(times, count)
+    out = _flags(count)
+    start = 0
+    for piece in pieces:
+        length = _keys.piece_length(piece)
+        piece_times = None if all_times is None else all_times[start : start + length]
+        flags = out[start : start + length].view(np.uint8)
+        if isinstance(piece, _keys.U64Piece):
+            core.insert_if_absent(piece.keys, piece_times, flags)
+        else:
+            core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
+        start += length
+    return out
+
+
+class WindowedFilter(_WindowState):
     """Sliding-window dedup: a record is dropped if its key arrived within the last ``window``
     clock units, and forgotten some time after (``config.forget_after``), in bounded memory.
 
@@ -524,28 +589,6 @@ class WindowedFilter(_Saved):
         )
         return cls._wrap(core)
 
-    @property
-    def config(self) -> WindowConfig:
-        """The window's configuration."""
-        values = self._core.config
-        values["generation"] = Layout(**values["generation"])
-        return WindowConfig(**values)
-
-    @property
-    def records_seen(self) -> int:
-        """Records processed so far (new and dropped)."""
-        return self._core.records_seen
-
-    @property
-    def clock_time(self) -> Optional[int]:
-        """Event-time clock: the largest time seen, or None before the first record."""
-        return self._core.clock_time
-
-    @property
-    def rotations(self) -> int:
-        """Generations cleared so far by rotation."""
-        return self._core.rotations
-
     def __repr__(self) -> str:
         return f"<bulkbloom.WindowedFilter {self.config.description} on {self.implementation}>"
 
@@ -553,28 +596,7 @@ class WindowedFilter(_Saved):
         """Dedups a batch in order: True where no generation held the key. Every key is inserted
         into the newest generation. ``times`` (event-time windows only, required there) gives each
         record's time: integers, or datetime64 (taken in seconds)."""
-        pieces = _keys.key_pieces(keys)
-        count = sum(map(_keys.piece_length, pieces))
-        all_times = _keys.event_times(times, count)
-        out = _flags(count)
-        start = 0
-        for piece in pieces:
-            length = _keys.piece_length(piece)
-            piece_times = None if all_times is None else all_times[start : start + length]
-            flags = out[start : start + length].view(np.uint8)
-            if isinstance(piece, _keys.U64Piece):
-                self._core.insert_if_absent(piece.keys, piece_times, flags)
-            else:
-                self._core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
-            start += length
-        return out
-
-    def contains(self, keys: Keys) -> np.ndarray:
-        """A bool array: True where some generation may hold the key. A pure read."""
-        pieces = _keys.key_pieces(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
-        return out
+        return _timed_dedup(self._core, keys, times)
 
     def __contains__(self, key: Union[int, str, bytes]) -> bool:
         value = _keys.scalar_key(key)
@@ -586,15 +608,6 @@ class WindowedFilter(_Saved):
         out = _flags(1)
         _run_pieces([batch], out, self._core.contains, self._core.contains_bytes)
         return bool(out[0])
-
-    def advance_to(self, time: int) -> None:
-        """Event-time clock: moves the clock to ``time`` with no record (an idle source's
-        progress), rotating as due. Earlier times change nothing."""
-        self._core.advance_to(int(time))
-
-    def current_fpr(self) -> float:
-        """The window's false-positive rate as it is now."""
-        return self._core.current_fpr()
 
     def expected_fpr(self, keys_per_generation: int) -> float:
         """The modelled false-positive rate when each generation holds this many keys."""
@@ -694,7 +707,30 @@ def shard_of(layout: LayoutLike, keys: Keys, num_shards: int) -> np.ndarray:
     return out
 
 
-class FilterShard(_BulkCalls):
+class _ShardPlace:
+    """Where a shard lies in the whole filter or window."""
+
+    __slots__ = ()
+    _core: Any
+
+    @property
+    def index(self) -> int:
+        """Which shard this is, in ``[0, num_shards)``."""
+        return self._core.index
+
+    @property
+    def num_shards(self) -> int:
+        """How many shards the whole filter or window is cut into."""
+        return self._core.num_shards
+
+    @property
+    def blocks(self) -> tuple[int, int]:
+        """The blocks ``[begin, end)`` of the whole layout (of each generation, for a window) this
+        shard holds."""
+        return self._core.blocks
+
+
+class FilterShard(_BulkCalls, _ShardPlace):
     """Shard ``index`` of ``num_shards`` of a filter's layout: the bits of its block range
     (``blocks``) and nothing else.
 
@@ -729,21 +765,6 @@ class FilterShard(_BulkCalls):
     def layout(self) -> Layout:
         """The layout of the whole filter this shard is part of."""
         return Layout(**self._core.layout)
-
-    @property
-    def index(self) -> int:
-        """Which shard this is, in ``[0, num_shards)``."""
-        return self._core.index
-
-    @property
-    def num_shards(self) -> int:
-        """How many shards the whole filter is cut into."""
-        return self._core.num_shards
-
-    @property
-    def blocks(self) -> tuple[int, int]:
-        """The blocks ``[begin, end)`` of the whole layout this shard holds."""
-        return self._core.blocks
 
     @property
     def size_bytes(self) -> int:
@@ -802,7 +823,7 @@ class FilterShard(_BulkCalls):
         )
 
 
-class WindowShard(_Saved):
+class WindowShard(_WindowState, _ShardPlace):
     """Shard ``index`` of ``num_shards`` of a sliding window (``WindowedFilter``): its block
     range of every generation. A shard cannot see the whole window's clock, so the caller gives
     it: ``insert_if_absent(keys, clocks)`` takes, for each record, the single window's clock at
@@ -835,47 +856,9 @@ class WindowShard(_Saved):
         self.metadata = b""
 
     @property
-    def config(self) -> WindowConfig:
-        """The whole window's configuration."""
-        values = self._core.config
-        values["generation"] = Layout(**values["generation"])
-        return WindowConfig(**values)
-
-    @property
-    def index(self) -> int:
-        """Which shard this is, in ``[0, num_shards)``."""
-        return self._core.index
-
-    @property
-    def num_shards(self) -> int:
-        """How many shards the whole window is cut into."""
-        return self._core.num_shards
-
-    @property
-    def blocks(self) -> tuple[int, int]:
-        """The blocks ``[begin, end)`` of each generation this shard holds."""
-        return self._core.blocks
-
-    @property
     def memory_bytes(self) -> int:
         """Bytes of all the shard's generations."""
         return self._core.memory_bytes
-
-    @property
-    def records_seen(self) -> int:
-        """Records clock: the whole window's record count as this shard knows it; event time:
-        the records this shard processed."""
-        return self._core.records_seen
-
-    @property
-    def clock_time(self) -> Optional[int]:
-        """Event time: the largest clock given, or None before the first."""
-        return self._core.clock_time
-
-    @property
-    def rotations(self) -> int:
-        """Periods the window's clock has moved on since it started."""
-        return self._core.rotations
 
     def __repr__(self) -> str:
         begin, end = self.blocks
@@ -888,38 +871,9 @@ class WindowShard(_Saved):
         """Dedups a batch in order: True where no generation held the key; every key goes into
         the newest generation. ``clocks``: the single window's clock at each record (integers,
         or datetime64 taken in seconds)."""
-        pieces = _keys.key_pieces(keys)
-        count = sum(map(_keys.piece_length, pieces))
-        all_clocks = _keys.event_times(clocks, count)
-        if all_clocks is None:
+        if clocks is None:
             raise TypeError("insert_if_absent needs the window's clock at each record")
-        out = _flags(count)
-        start = 0
-        for piece in pieces:
-            length = _keys.piece_length(piece)
-            piece_clocks = all_clocks[start : start + length]
-            flags = out[start : start + length].view(np.uint8)
-            if isinstance(piece, _keys.U64Piece):
-                self._core.insert_if_absent(piece.keys, piece_clocks, flags)
-            else:
-                self._core.insert_if_absent_bytes(piece.offsets, piece.data, piece_clocks, flags)
-            start += length
-        return out
-
-    def contains(self, keys: Keys) -> np.ndarray:
-        """A bool array: True where some generation may hold the key. A pure read."""
-        pieces = _keys.key_pieces(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
-        return out
-
-    def advance_to(self, clock: int) -> None:
-        """Moves the clock to the single window's clock with no record, rotating as due."""
-        self._core.advance_to(int(clock))
-
-    def current_fpr(self) -> float:
-        """False-positive rate of the shard's blocks as they are now."""
-        return self._core.current_fpr()
+        return _timed_dedup(self._core, keys, clocks)
 
     @classmethod
     def load(

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace bulkbloom::python {
@@ -109,6 +110,7 @@ struct PyWindow {
 
   WindowedFilter window;
   std::mutex mutex;
+  std::mutex& reading = mutex;  // a window's reads are not shared either
 };
 
 /// A window configuration from the Python keywords; the clock is "records" or "event_time".
@@ -119,6 +121,27 @@ WindowConfig make_window_config(const std::string& clock, std::uint64_t window,
 /// The configuration as a dict (clock, window, generations, lateness, period, forget_after,
 /// memory_bytes, generation, description).
 nb::dict window_config_dict(const WindowConfig& config);
+
+/// What a load returns to Python: the new object, and the file's keys_inserted and metadata.
+template <typename Py>
+using Loaded = std::tuple<Py*, std::uint64_t, nb::bytes>;
+
+/// Runs `read(&state)` (a load of a file or byte image) without the GIL, and wraps what it read
+/// in a new `Py` made with `options`.
+template <typename Py, typename Read>
+Loaded<Py> load_into(const Options& options, Read&& read) {
+  FileState state;
+  auto object = [&] {
+    nb::gil_scoped_release release;
+    return read(&state);
+  }();
+  return {new Py(std::move(object), options), state.keys_inserted, to_bytes(state.metadata)};
+}
+
+/// A host byte array as bytes.
+inline std::span<const std::byte> as_bytes(const ByteArray& image) {
+  return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
+}
 
 /// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`
 /// held, checking for KeyboardInterrupt (and other signal handlers' exceptions) between chunks.

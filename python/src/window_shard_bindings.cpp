@@ -26,18 +26,8 @@ struct PyWindowShard {
   WindowShard shard;
   Options options;  // what copies are made with
   std::mutex mutex;
+  std::mutex& reading = mutex;  // a window's reads are not shared either
 };
-
-using Loaded = std::tuple<PyWindowShard*, std::uint64_t, nb::bytes>;
-
-Loaded loaded(WindowShard shard, const Options& options, const FileState& state) {
-  return {new PyWindowShard(std::move(shard), options), state.keys_inserted,
-          to_bytes(state.metadata)};
-}
-
-std::span<const std::byte> as_bytes(const ByteArray& image) {
-  return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
-}
 
 void require_clocks(const TimeArray& clocks, std::size_t count) {
   if (clocks.shape(0) != count)
@@ -74,24 +64,6 @@ std::uint64_t insert_if_absent_bytes(PyWindowShard& self, const OffsetArray& off
                                     std::span(out.data() + begin, end - begin));
   });
   return fresh;
-}
-
-void contains_keys(PyWindowShard& self, const KeyArray& keys, FlagArray out) {
-  require_length(out, keys.shape(0), "contains");
-  const std::uint64_t* data = keys.data();
-  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
-    self.shard.contains(std::span(data + begin, end - begin),
-                        std::span(out.data() + begin, end - begin));
-  });
-}
-
-void contains_bytes(PyWindowShard& self, const OffsetArray& offsets, const ByteArray& data,
-                    FlagArray out) {
-  ByteKeys keys = checked_keys(offsets, data);
-  require_length(out, keys.size(), "contains");
-  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
-    self.shard.contains(keys.chunk(begin, end), std::span(out.data() + begin, end - begin));
-  });
 }
 
 // As for filter shards: the library takes the shards side by side, so they are copied (through
@@ -142,36 +114,35 @@ void bind_window_shard(nb::module_& m) {
       nb::arg("records_per_unit"), nb::arg("window"), nb::arg("fpr"), nb::arg("generations"),
       nb::arg("lateness"),
       "The configuration WindowedFilter.for_event_time would have, without making the window.");
-  nb::class_<PyWindowShard>(m, "WindowShard", "One shard of a sliding window (see bulkbloom).")
-      .def(
-          "__init__",
-          [](PyWindowShard* self, const std::string& clock, std::uint64_t window,
-             std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
-             std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
-             const std::string& index, std::uint32_t shard, std::uint32_t num_shards,
-             const std::string& backend, const std::string& implementation, unsigned threads) {
-            const WindowConfig config =
-                make_window_config(clock, window, generations, lateness,
-                                   make_layout(shape, num_blocks, hash, seed, index));
-            const Options options = make_options(backend, implementation, threads);
-            new (self) PyWindowShard(WindowShard(config, shard, num_shards, options), options);
-          },
-          nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
-          nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
-          nb::arg("index"), nb::arg("shard"), nb::arg("num_shards"), nb::arg("backend"),
-          nb::arg("implementation"), nb::arg("threads"),
-          "Empty shard `shard` of `num_shards` of a window, its clock not started.")
+  nb::class_<PyWindowShard> cls(m, "WindowShard", "One shard of a sliding window (see bulkbloom).");
+  bind_shard_place<&PyWindowShard::shard>(cls);
+  bind_window_clock<&PyWindowShard::shard>(cls);
+  BulkCalls<&PyWindowShard::shard>::bind_reads(cls);
+  cls.def(
+         "__init__",
+         [](PyWindowShard* self, const std::string& clock, std::uint64_t window,
+            std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
+            std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
+            const std::string& index, std::uint32_t shard, std::uint32_t num_shards,
+            const std::string& backend, const std::string& implementation, unsigned threads) {
+           const WindowConfig config =
+               make_window_config(clock, window, generations, lateness,
+                                  make_layout(shape, num_blocks, hash, seed, index));
+           const Options options = make_options(backend, implementation, threads);
+           new (self) PyWindowShard(WindowShard(config, shard, num_shards, options), options);
+         },
+         nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
+         nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
+         nb::arg("index"), nb::arg("shard"), nb::arg("num_shards"), nb::arg("backend"),
+         nb::arg("implementation"), nb::arg("threads"),
+         "Empty shard `shard` of `num_shards` of a window, its clock not started.")
       .def_static(
           "load",
           [](const std::filesystem::path& path, const std::string& backend,
              const std::string& implementation, unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            FileState state;
-            WindowShard shard = [&] {
-              nb::gil_scoped_release release;
-              return load_window_shard(path, &state, options);
-            }();
-            return loaded(std::move(shard), options, state);
+            return load_into<PyWindowShard>(
+                options, [&](FileState* state) { return load_window_shard(path, state, options); });
           },
           nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -182,12 +153,9 @@ void bind_window_shard(nb::module_& m) {
           [](const ByteArray& image, const std::string& backend, const std::string& implementation,
              unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            FileState state;
-            WindowShard shard = [&] {
-              nb::gil_scoped_release release;
-              return load_window_shard(as_bytes(image), &state, options);
-            }();
-            return loaded(std::move(shard), options, state);
+            return load_into<PyWindowShard>(options, [&](FileState* state) {
+              return load_window_shard(as_bytes(image), state, options);
+            });
           },
           nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -196,63 +164,14 @@ void bind_window_shard(nb::module_& m) {
           "config", [](PyWindowShard& self) { return window_config_dict(self.shard.config()); },
           "The whole window's configuration as a dict.")
       .def_prop_ro(
-          "index", [](PyWindowShard& self) { return self.shard.index(); }, "Which shard this is.")
-      .def_prop_ro(
-          "num_shards", [](PyWindowShard& self) { return self.shard.num_shards(); },
-          "How many shards the whole window is cut into.")
-      .def_prop_ro(
-          "blocks",
-          [](PyWindowShard& self) {
-            return std::make_tuple(self.shard.blocks().begin, self.shard.blocks().end);
-          },
-          "The blocks [begin, end) of each generation this shard holds.")
-      .def_prop_ro(
           "memory_bytes", [](PyWindowShard& self) { return self.shard.memory_bytes(); },
           "Bytes of all the shard's generations.")
-      .def_prop_ro(
-          "implementation", [](PyWindowShard& self) { return self.shard.implementation(); },
-          "The running implementation of the generations.")
       .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
            nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
            "Dedups keys in order, clocks[i] the single window's clock at record i.")
       .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
            nb::arg("data").noconvert(), nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
            "insert_if_absent() for byte-string keys.")
-      .def("contains", &contains_keys, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
-           "out[i] = 1 if some generation may contain keys[i]. A pure read.")
-      .def("contains_bytes", &contains_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), nb::arg("out").noconvert(),
-           "contains() for byte-string keys.")
-      .def(
-          "advance_to",
-          [](PyWindowShard& self, std::int64_t clock) {
-            locked(self.mutex, [&] { self.shard.advance_to(clock); });
-          },
-          nb::arg("clock"), "Moves the clock to the single window's clock, rotating as due.")
-      .def_prop_ro(
-          "records_seen",
-          [](PyWindowShard& self) {
-            return locked(self.mutex, [&] { return self.shard.records_seen(); });
-          },
-          "Records clock: the whole window's count as this shard knows it; event time: its own.")
-      .def_prop_ro(
-          "clock_time",
-          [](PyWindowShard& self) {
-            return locked(self.mutex, [&] { return self.shard.clock_time(); });
-          },
-          "Event time: the largest clock given, or None before the first.")
-      .def_prop_ro(
-          "rotations",
-          [](PyWindowShard& self) {
-            return locked(self.mutex, [&] { return self.shard.rotations(); });
-          },
-          "Periods the window's clock has moved on since it started.")
-      .def(
-          "current_fpr",
-          [](PyWindowShard& self) {
-            return locked(self.mutex, [&] { return self.shard.current_fpr(); });
-          },
-          "False-positive rate of the shard's blocks as they are now.")
       .def(
           "save",
           [](PyWindowShard& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
