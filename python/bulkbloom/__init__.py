@@ -18,9 +18,9 @@ Keys
 
 Shards
     A filter can be cut into S block ranges that live in different processes (DESIGN §9):
-    ``shard_of(layout, keys, S)`` routes each key to its shard, a ``FilterShard`` answers for the
-    keys it owns, and ``split``, ``concat`` and ``reshard`` copy bytes between one filter and S
-    shards. The shards' bytes, concatenated, are byte for byte the one filter built from the same
+    ``shard_of(layout, keys, S)`` routes each key to its shard, a ``FilterShard`` (or, of a
+    sliding window, a ``WindowShard``) answers for the keys it owns, and ``split``, ``concat`` and
+    ``reshard`` copy bytes between one filter or window and S shards. The shards' bytes, concatenated, are byte for byte the one filter built from the same
     keys, so every answer is the same. ``bulkbloom.spark`` builds on them.
 
 Threads
@@ -53,6 +53,7 @@ __all__ = [
     "Layout",
     "WindowConfig",
     "FilterShard",
+    "WindowShard",
     "shard_of",
     "split",
     "concat",
@@ -126,6 +127,38 @@ class WindowConfig(NamedTuple):
 
     def __str__(self) -> str:
         return self.description
+
+    @classmethod
+    def of(
+        cls, clock: str, window: int, generation: Layout, *, generations: int = 4,
+        lateness: int = 0,
+    ) -> "WindowConfig":
+        """An explicit configuration (arguments as for the ``WindowedFilter`` constructor, the
+        generation's layout as a ``Layout``), checked."""
+        return cls._from_dict(
+            _core.window_config_of(
+                clock, _count(window, "window"), _count(generations, "generations"),
+                _count(lateness, "lateness"), *_layout_args(generation),
+            )
+        )
+
+    @classmethod
+    def for_event_time(
+        cls, records_per_unit: float, window: int, fpr: float = 0.001, *, generations: int = 4,
+        lateness: int = 0,
+    ) -> "WindowConfig":
+        """The configuration ``WindowedFilter.for_event_time`` has, without allocating it."""
+        return cls._from_dict(
+            _core.window_config_for_event_time(
+                float(records_per_unit), _count(window, "window"), float(fpr),
+                _count(generations, "generations"), _count(lateness, "lateness"),
+            )
+        )
+
+    @classmethod
+    def _from_dict(cls, values: dict) -> "WindowConfig":
+        values["generation"] = Layout(**values["generation"])
+        return cls(**values)
 
 
 def _flags(count: int) -> np.ndarray:
@@ -412,7 +445,72 @@ class Filter(_BulkCalls):
         return cls._wrap(core)
 
 
-class WindowedFilter(_Saved):
+class _WindowState(_Saved):
+    """What windows and window shards share: the configuration, the clock and reads."""
+
+    __slots__ = ()
+
+    @property
+    def config(self) -> WindowConfig:
+        """The (whole) window's configuration."""
+        values = self._core.config
+        values["generation"] = Layout(**values["generation"])
+        return WindowConfig(**values)
+
+    @property
+    def records_seen(self) -> int:
+        """Records processed so far (new and dropped); a window shard on event time counts its
+        own, on the records clock the whole window's as far as it knows."""
+        return self._core.records_seen
+
+    @property
+    def clock_time(self) -> Optional[int]:
+        """Event-time clock: the largest time seen, or None before the first record."""
+        return self._core.clock_time
+
+    @property
+    def rotations(self) -> int:
+        """Periods the clock has moved on since it started (each clears a generation)."""
+        return self._core.rotations
+
+    def contains(self, keys: Keys) -> np.ndarray:
+        """A bool array: True where some generation may hold the key. A pure read."""
+        pieces = _keys.key_pieces(keys)
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
+        return out
+
+    def advance_to(self, time: int) -> None:
+        """Event-time clock: moves the clock to ``time`` with no record (an idle source's
+        progress), rotating as due. Earlier times change nothing. (A window shard on the records
+        clock takes the whole window's record count.)"""
+        self._core.advance_to(int(time))
+
+    def current_fpr(self) -> float:
+        """The false-positive rate as it is now (of a shard: of its blocks)."""
+        return self._core.current_fpr()
+
+
+def _timed_dedup(core: Any, keys: Keys, times: Any) -> np.ndarray:
+    """insert_if_absent of a window or window shard, piece by piece, with each record's time."""
+    pieces = _keys.key_pieces(keys)
+    count = sum(map(_keys.piece_length, pieces))
+    all_times = _keys.event_times(times, count)
+    out = _flags(count)
+    start = 0
+    for piece in pieces:
+        length = _keys.piece_length(piece)
+        piece_times = None if all_times is None else all_times[start : start + length]
+        flags = out[start : start + length].view(np.uint8)
+        if isinstance(piece, _keys.U64Piece):
+            core.insert_if_absent(piece.keys, piece_times, flags)
+        else:
+            core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
+        start += length
+    return out
+
+
+class WindowedFilter(_WindowState):
     """Sliding-window dedup: a record is dropped if its key arrived within the last ``window``
     clock units, and forgotten some time after (``config.forget_after``), in bounded memory.
 
@@ -491,28 +589,6 @@ class WindowedFilter(_Saved):
         )
         return cls._wrap(core)
 
-    @property
-    def config(self) -> WindowConfig:
-        """The window's configuration."""
-        values = self._core.config
-        values["generation"] = Layout(**values["generation"])
-        return WindowConfig(**values)
-
-    @property
-    def records_seen(self) -> int:
-        """Records processed so far (new and dropped)."""
-        return self._core.records_seen
-
-    @property
-    def clock_time(self) -> Optional[int]:
-        """Event-time clock: the largest time seen, or None before the first record."""
-        return self._core.clock_time
-
-    @property
-    def rotations(self) -> int:
-        """Generations cleared so far by rotation."""
-        return self._core.rotations
-
     def __repr__(self) -> str:
         return f"<bulkbloom.WindowedFilter {self.config.description} on {self.implementation}>"
 
@@ -520,28 +596,7 @@ class WindowedFilter(_Saved):
         """Dedups a batch in order: True where no generation held the key. Every key is inserted
         into the newest generation. ``times`` (event-time windows only, required there) gives each
         record's time: integers, or datetime64 (taken in seconds)."""
-        pieces = _keys.key_pieces(keys)
-        count = sum(map(_keys.piece_length, pieces))
-        all_times = _keys.event_times(times, count)
-        out = _flags(count)
-        start = 0
-        for piece in pieces:
-            length = _keys.piece_length(piece)
-            piece_times = None if all_times is None else all_times[start : start + length]
-            flags = out[start : start + length].view(np.uint8)
-            if isinstance(piece, _keys.U64Piece):
-                self._core.insert_if_absent(piece.keys, piece_times, flags)
-            else:
-                self._core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
-            start += length
-        return out
-
-    def contains(self, keys: Keys) -> np.ndarray:
-        """A bool array: True where some generation may hold the key. A pure read."""
-        pieces = _keys.key_pieces(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
-        return out
+        return _timed_dedup(self._core, keys, times)
 
     def __contains__(self, key: Union[int, str, bytes]) -> bool:
         value = _keys.scalar_key(key)
@@ -553,15 +608,6 @@ class WindowedFilter(_Saved):
         out = _flags(1)
         _run_pieces([batch], out, self._core.contains, self._core.contains_bytes)
         return bool(out[0])
-
-    def advance_to(self, time: int) -> None:
-        """Event-time clock: moves the clock to ``time`` with no record (an idle source's
-        progress), rotating as due. Earlier times change nothing."""
-        self._core.advance_to(int(time))
-
-    def current_fpr(self) -> float:
-        """The window's false-positive rate as it is now."""
-        return self._core.current_fpr()
 
     def expected_fpr(self, keys_per_generation: int) -> float:
         """The modelled false-positive rate when each generation holds this many keys."""
@@ -575,6 +621,22 @@ class WindowedFilter(_Saved):
         return cls._wrap(
             *_core.WindowedFilter.load(os.fspath(path), backend, implementation, threads)
         )
+
+    def to_bytes(self) -> bytes:
+        """The bytes ``save()`` would write."""
+        return _core.window_to_file_bytes(self._core, self.keys_inserted, bytes(self.metadata))
+
+    @classmethod
+    def from_bytes(
+        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "WindowedFilter":
+        """A window from the bytes of a window file (any buffer)."""
+        image = _byte_buffer(data)
+        return cls._wrap(*_core.window_from_file_bytes(image, backend, implementation, threads))
+
+    def __reduce__(self) -> tuple:
+        # Through the file format, clock and all: a pickled window answers identically anywhere.
+        return (WindowedFilter.from_bytes, (self.to_bytes(),))
 
     def save_checkpoint(self, directory: PathLike) -> None:
         """Saves a checkpoint into ``directory`` (created if missing): the window,
@@ -645,7 +707,30 @@ def shard_of(layout: LayoutLike, keys: Keys, num_shards: int) -> np.ndarray:
     return out
 
 
-class FilterShard(_BulkCalls):
+class _ShardPlace:
+    """Where a shard lies in the whole filter or window."""
+
+    __slots__ = ()
+    _core: Any
+
+    @property
+    def index(self) -> int:
+        """Which shard this is, in ``[0, num_shards)``."""
+        return self._core.index
+
+    @property
+    def num_shards(self) -> int:
+        """How many shards the whole filter or window is cut into."""
+        return self._core.num_shards
+
+    @property
+    def blocks(self) -> tuple[int, int]:
+        """The blocks ``[begin, end)`` of the whole layout (of each generation, for a window) this
+        shard holds."""
+        return self._core.blocks
+
+
+class FilterShard(_BulkCalls, _ShardPlace):
     """Shard ``index`` of ``num_shards`` of a filter's layout: the bits of its block range
     (``blocks``) and nothing else.
 
@@ -680,21 +765,6 @@ class FilterShard(_BulkCalls):
     def layout(self) -> Layout:
         """The layout of the whole filter this shard is part of."""
         return Layout(**self._core.layout)
-
-    @property
-    def index(self) -> int:
-        """Which shard this is, in ``[0, num_shards)``."""
-        return self._core.index
-
-    @property
-    def num_shards(self) -> int:
-        """How many shards the whole filter is cut into."""
-        return self._core.num_shards
-
-    @property
-    def blocks(self) -> tuple[int, int]:
-        """The blocks ``[begin, end)`` of the whole layout this shard holds."""
-        return self._core.blocks
 
     @property
     def size_bytes(self) -> int:
@@ -753,34 +823,128 @@ class FilterShard(_BulkCalls):
         )
 
 
-def split(filter: Filter, num_shards: int) -> list[FilterShard]:
-    """``filter`` cut into ``num_shards`` shards, each a copy of its blocks (byte-exact)."""
-    if not isinstance(filter, Filter):
-        raise TypeError(f"split needs a bulkbloom.Filter, not {type(filter).__name__}")
-    return [FilterShard._wrap(core) for core in _core.split(filter._core, _shard_count(num_shards))]
+class WindowShard(_WindowState, _ShardPlace):
+    """Shard ``index`` of ``num_shards`` of a sliding window (``WindowedFilter``): its block
+    range of every generation. A shard cannot see the whole window's clock, so the caller gives
+    it: ``insert_if_absent(keys, clocks)`` takes, for each record, the single window's clock at
+    that record (event time: the running maximum of all times so far, or a daily dump's own time
+    when all its records carry it; records clock: the record's position in the whole stream), and
+    ``advance_to(clock)`` moves every shard, including those that got no record, to the whole
+    window's clock after each batch. Then every flag, and ``concat``'s bytes, are the single
+    window's (docs/WINDOW.md, "Shards"). Pickles through its file bytes."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        config: WindowConfig,
+        index: int,
+        num_shards: int,
+        *,
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> None:
+        if not isinstance(config, WindowConfig):
+            raise TypeError(f"config must be a bulkbloom.WindowConfig, not {type(config).__name__}")
+        self._core = _core.WindowShard(
+            config.clock, config.window, config.generations, config.lateness,
+            *_layout_args(config.generation), _count(index, "index"), _shard_count(num_shards),
+            backend, implementation, threads,
+        )
+        self.keys_inserted = 0
+        self.metadata = b""
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of all the shard's generations."""
+        return self._core.memory_bytes
+
+    def __repr__(self) -> str:
+        begin, end = self.blocks
+        return (
+            f"<bulkbloom.WindowShard {self.index} of {self.num_shards}, blocks [{begin}, {end}) "
+            f"of {self.config.description} on {self.implementation}>"
+        )
+
+    def insert_if_absent(self, keys: Keys, clocks: Any) -> np.ndarray:
+        """Dedups a batch in order: True where no generation held the key; every key goes into
+        the newest generation. ``clocks``: the single window's clock at each record (integers,
+        or datetime64 taken in seconds)."""
+        if clocks is None:
+            raise TypeError("insert_if_absent needs the window's clock at each record")
+        return _timed_dedup(self._core, keys, clocks)
+
+    @classmethod
+    def load(
+        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "WindowShard":
+        """Reads and fully verifies a window shard file (a whole window's is shard 0 of 1)."""
+        return cls._wrap(*_core.WindowShard.load(os.fspath(path), backend, implementation, threads))
+
+    def to_bytes(self) -> bytes:
+        """The bytes ``save()`` would write."""
+        return self._core.to_file_bytes(self.keys_inserted, bytes(self.metadata))
+
+    @classmethod
+    def from_bytes(
+        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "WindowShard":
+        """A window shard from the bytes of its file (any buffer)."""
+        image = _byte_buffer(data)
+        return cls._wrap(*_core.WindowShard.from_file_bytes(image, backend, implementation, threads))
+
+    def __reduce__(self) -> tuple:
+        return (WindowShard.from_bytes, (self.to_bytes(),))
 
 
-def _shard_cores(shards: Iterable[FilterShard], operation: str) -> list:
+Shards = Union[list[FilterShard], list[WindowShard]]
+
+
+def split(filter: Union[Filter, WindowedFilter], num_shards: int) -> Shards:
+    """A filter cut into ``num_shards`` FilterShards, or a window into WindowShards, each a
+    copy of its blocks (and a window's clock): byte-exact."""
+    count = _shard_count(num_shards)
+    if isinstance(filter, Filter):
+        return [FilterShard._wrap(core) for core in _core.split(filter._core, count)]
+    if isinstance(filter, WindowedFilter):
+        cores = _core.split_window(filter._core, count, "auto", "", 0)
+        return [WindowShard._wrap(core) for core in cores]
+    raise TypeError(
+        f"split needs a bulkbloom.Filter or WindowedFilter, not {type(filter).__name__}"
+    )
+
+
+def _shard_cores(shards: Iterable[Any], operation: str) -> tuple[bool, list]:
+    """(whether they are window shards, their cores); all of one kind."""
     shards = list(shards)
-    for shard in shards:
-        if not isinstance(shard, FilterShard):
-            raise TypeError(
-                f"{operation} needs bulkbloom.FilterShard objects, not {type(shard).__name__}"
-            )
-    return [shard._core for shard in shards]
+    kinds = set(map(type, shards))
+    if not (kinds <= {FilterShard} or kinds <= {WindowShard}):
+        names = ", ".join(sorted(k.__name__ for k in kinds))
+        raise TypeError(
+            f"{operation} needs bulkbloom.FilterShard or WindowShard objects of one kind, not "
+            f"{names}"
+        )
+    return kinds == {WindowShard}, [shard._core for shard in shards]
 
 
-def concat(shards: Iterable[FilterShard]) -> Filter:
-    """The whole filter from all its shards, given in any order: byte for byte the filter they
-    were cut from. ``ValueError`` unless they are exactly shards 0..S-1 of one layout and S."""
-    return Filter._wrap(_core.concat(_shard_cores(shards, "concat")))
+def concat(shards: Iterable[Any]) -> Union[Filter, WindowedFilter]:
+    """The whole filter (or window) from all its shards, given in any order: byte for byte the
+    one they were cut from. ``ValueError`` unless they are exactly shards 0..S-1 of one layout
+    (or window configuration and clock) and S."""
+    windows, cores = _shard_cores(shards, "concat")
+    if windows:
+        return WindowedFilter._wrap(_core.concat_window(cores))
+    return Filter._wrap(_core.concat(cores))
 
 
-def reshard(shards: Iterable[FilterShard], num_shards: int) -> list[FilterShard]:
-    """The same filter cut into ``num_shards`` shards instead: a copy of bytes, no key is
-    rehashed and no answer changes. ``shards`` as for ``concat``."""
-    cores = _core.reshard(_shard_cores(shards, "reshard"), _shard_count(num_shards))
-    return [FilterShard._wrap(core) for core in cores]
+def reshard(shards: Iterable[Any], num_shards: int) -> Shards:
+    """The same filter (or window) cut into ``num_shards`` shards instead: a copy of bytes, no
+    key is rehashed and no answer changes. ``shards`` as for ``concat``."""
+    windows, cores = _shard_cores(shards, "reshard")
+    if windows:
+        return [WindowShard._wrap(c) for c in _core.reshard_window(cores, _shard_count(num_shards))]
+    return [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
 
 
 def _count(value: Any, name: str) -> int:

@@ -8,6 +8,7 @@
 #include <bulkbloom/filter.hpp>
 #include <bulkbloom/format.hpp>
 #include <bulkbloom/layout.hpp>
+#include <bulkbloom/window.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -17,6 +18,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace bulkbloom::python {
@@ -102,6 +104,45 @@ struct PyFilter {
   ReadLock reading{mutex};
 };
 
+/// bulkbloom._core.WindowedFilter: a WindowedFilter with a lock (every call takes it alone).
+struct PyWindow {
+  explicit PyWindow(WindowedFilter w) : window(std::move(w)) {}
+
+  WindowedFilter window;
+  std::mutex mutex;
+  std::mutex& reading = mutex;  // a window's reads are not shared either
+};
+
+/// A window configuration from the Python keywords; the clock is "records" or "event_time".
+WindowConfig make_window_config(const std::string& clock, std::uint64_t window,
+                                std::uint32_t generations, std::uint64_t lateness,
+                                const Layout& generation);
+
+/// The configuration as a dict (clock, window, generations, lateness, period, forget_after,
+/// memory_bytes, generation, description).
+nb::dict window_config_dict(const WindowConfig& config);
+
+/// What a load returns to Python: the new object, and the file's keys_inserted and metadata.
+template <typename Py>
+using Loaded = std::tuple<Py*, std::uint64_t, nb::bytes>;
+
+/// Runs `read(&state)` (a load of a file or byte image) without the GIL, and wraps what it read
+/// in a new `Py` made with `options`.
+template <typename Py, typename Read>
+Loaded<Py> load_into(const Options& options, Read&& read) {
+  FileState state;
+  auto object = [&] {
+    nb::gil_scoped_release release;
+    return read(&state);
+  }();
+  return {new Py(std::move(object), options), state.keys_inserted, to_bytes(state.metadata)};
+}
+
+/// A host byte array as bytes.
+inline std::span<const std::byte> as_bytes(const ByteArray& image) {
+  return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
+}
+
 /// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`
 /// held, checking for KeyboardInterrupt (and other signal handlers' exceptions) between chunks.
 /// The lock is never held while the GIL is being taken back, so no two threads can deadlock.
@@ -131,5 +172,6 @@ auto locked(Mutex& mutex, Body&& body) {
 void bind_filter(nb::module_& m);
 void bind_window(nb::module_& m);
 void bind_shard(nb::module_& m);
+void bind_window_shard(nb::module_& m);
 
 }  // namespace bulkbloom::python

@@ -1,10 +1,11 @@
-// The six bulk calls (insert, contains, insert_if_absent; uint64 and byte-string keys) that the
-// filter and shard bindings share: each in chunks, without the GIL, under the object's lock
-// (shared for contains, alone for writes).
+// What the filter, window and shard bindings share: the six bulk calls (insert, contains,
+// insert_if_absent; uint64 and byte-string keys), each in chunks, without the GIL, under the
+// object's lock (shared for contains, alone for writes); a shard's place; a window's clock.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <tuple>
 
 #include "bindings.hpp"
 
@@ -19,7 +20,7 @@ inline ByteKeys checked_keys(const OffsetArray& offsets, const ByteArray& data) 
 }
 
 /// The bulk calls of `Py` (a binding object with `mutex` and `reading` locks) on its member
-/// `Target`, a Filter or FilterShard.
+/// `Target`: a Filter or FilterShard, or for the reads a WindowedFilter or WindowShard.
 template <auto Target>
 struct BulkCalls {
   template <typename Py>
@@ -88,24 +89,80 @@ struct BulkCalls {
     return fresh;
   }
 
+  /// Adds contains and contains_bytes to the class binding `cls`.
+  template <typename Py>
+  static void bind_reads(nb::class_<Py>& cls) {
+    cls.def("contains", &contains<Py>, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
+            "Writes 1 to out[i] if keys[i] may be present. A pure read.")
+        .def("contains_bytes", &contains_bytes<Py>, nb::arg("offsets").noconvert(),
+             nb::arg("data").noconvert(), nb::arg("out").noconvert(),
+             "contains() for byte-string keys.");
+  }
+
   /// Adds the six calls to the class binding `cls`.
   template <typename Py>
   static void bind(nb::class_<Py>& cls) {
+    bind_reads(cls);
     cls.def("insert", &insert<Py>, nb::arg("keys").noconvert(), "Inserts uint64 keys.")
-        .def("contains", &contains<Py>, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
-             "Writes 1 to out[i] if keys[i] may be present.")
         .def("insert_if_absent", &insert_if_absent<Py>, nb::arg("keys").noconvert(),
              nb::arg("out").noconvert(),
              "Inserts each key; out[i] = 1 if it was absent before. Returns the number of 1s.")
         .def("insert_bytes", &insert_bytes<Py>, nb::arg("offsets").noconvert(),
              nb::arg("data").noconvert(), "Inserts byte-string keys given as Arrow offsets + data.")
-        .def("contains_bytes", &contains_bytes<Py>, nb::arg("offsets").noconvert(),
-             nb::arg("data").noconvert(), nb::arg("out").noconvert(),
-             "contains() for byte-string keys.")
         .def("insert_if_absent_bytes", &insert_if_absent_bytes<Py>, nb::arg("offsets").noconvert(),
              nb::arg("data").noconvert(), nb::arg("out").noconvert(),
              "insert_if_absent() for byte-string keys.");
   }
 };
+
+/// Adds a shard's place (index, num_shards, blocks) and implementation to `cls`, whose objects
+/// hold a FilterShard or WindowShard as member `Target`.
+template <auto Target, typename Py>
+void bind_shard_place(nb::class_<Py>& cls) {
+  cls.def_prop_ro(
+         "index", [](Py& self) { return (self.*Target).index(); }, "Which shard this is.")
+      .def_prop_ro(
+          "num_shards", [](Py& self) { return (self.*Target).num_shards(); },
+          "How many shards the whole filter or window is cut into.")
+      .def_prop_ro(
+          "blocks",
+          [](Py& self) {
+            return std::make_tuple((self.*Target).blocks().begin, (self.*Target).blocks().end);
+          },
+          "The blocks [begin, end) of the whole layout (of each generation) this shard holds.")
+      .def_prop_ro(
+          "implementation", [](Py& self) { return (self.*Target).implementation(); },
+          "The running implementation, e.g. \"cpu/AVX2\".");
+}
+
+/// Adds a window's clock and reads (advance_to, records_seen, clock_time, rotations, current_fpr)
+/// to `cls`, whose objects hold a WindowedFilter or WindowShard as member `Target` and a `mutex`.
+template <auto Target, typename Py>
+void bind_window_clock(nb::class_<Py>& cls) {
+  cls.def(
+         "advance_to",
+         [](Py& self, std::int64_t clock) {
+           locked(self.mutex, [&] { (self.*Target).advance_to(clock); });
+         },
+         nb::arg("time"), "Moves the clock to `time` with no record, rotating as due.")
+      .def_prop_ro(
+          "records_seen",
+          [](Py& self) {
+            return locked(self.mutex, [&] { return (self.*Target).records_seen(); });
+          },
+          "Records processed so far (new and dropped).")
+      .def_prop_ro(
+          "clock_time",
+          [](Py& self) { return locked(self.mutex, [&] { return (self.*Target).clock_time(); }); },
+          "Event-time clock: the largest time seen, or None before the first record.")
+      .def_prop_ro(
+          "rotations",
+          [](Py& self) { return locked(self.mutex, [&] { return (self.*Target).rotations(); }); },
+          "Periods the clock has moved on since it started.")
+      .def(
+          "current_fpr",
+          [](Py& self) { return locked(self.mutex, [&] { return (self.*Target).current_fpr(); }); },
+          "False-positive rate as it is now.");
+}
 
 }  // namespace bulkbloom::python

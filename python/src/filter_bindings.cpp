@@ -16,16 +16,6 @@
 namespace bulkbloom::python {
 namespace {
 
-using Loaded = std::tuple<PyFilter*, std::uint64_t, nb::bytes>;
-
-Loaded loaded(Filter filter, const Options& options, const FileState& state) {
-  return {new PyFilter(std::move(filter), options), state.keys_inserted, to_bytes(state.metadata)};
-}
-
-std::span<const std::byte> as_bytes(const ByteArray& image) {
-  return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
-}
-
 // Set operations lock both filters (in an order std::scoped_lock makes deadlock-free); a filter
 // combined with itself is left as it is, which is what OR and AND with itself give.
 template <typename Op>
@@ -78,12 +68,8 @@ void bind_filter(nb::module_& m) {
           [](const std::filesystem::path& path, const std::string& backend,
              const std::string& implementation, unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            FileState state;
-            Filter filter = [&] {
-              nb::gil_scoped_release release;
-              return load(path, &state, options);
-            }();
-            return loaded(std::move(filter), options, state);
+            return load_into<PyFilter>(
+                options, [&](FileState* state) { return load(path, state, options); });
           },
           nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -95,12 +81,9 @@ void bind_filter(nb::module_& m) {
             MapOptions map_options;
             map_options.verify = verify;
             map_options.options = make_options("cpu", implementation, threads);
-            FileState state;
-            Filter filter = [&] {
-              nb::gil_scoped_release release;
-              return map(path, &state, map_options);
-            }();
-            return loaded(std::move(filter), map_options.options, state);
+            return load_into<PyFilter>(map_options.options, [&](FileState* state) {
+              return map(path, state, map_options);
+            });
           },
           nb::arg("path"), nb::arg("verify"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -111,12 +94,9 @@ void bind_filter(nb::module_& m) {
           [](const ByteArray& image, const std::string& backend, const std::string& implementation,
              unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            FileState state;
-            Filter filter = [&] {
-              nb::gil_scoped_release release;
-              return deserialize(as_bytes(image), &state, options);
-            }();
-            return loaded(std::move(filter), options, state);
+            return load_into<PyFilter>(options, [&](FileState* state) {
+              return deserialize(as_bytes(image), state, options);
+            });
           },
           nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,

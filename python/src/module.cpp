@@ -167,4 +167,5 @@ NB_MODULE(_core, m) {
   bind_filter(m);
   bind_window(m);
   bind_shard(m);
+  bind_window_shard(m);
 }

@@ -30,12 +30,6 @@ struct PyShard {
   ReadLock reading{mutex};
 };
 
-using Loaded = std::tuple<PyShard*, std::uint64_t, nb::bytes>;
-
-Loaded loaded(FilterShard shard, const Options& options, const FileState& state) {
-  return {new PyShard(std::move(shard), options), state.keys_inserted, to_bytes(state.metadata)};
-}
-
 void require_shard_length(const ShardArray& out, std::size_t count) {
   if (out.shape(0) != count)
     throw std::invalid_argument("shard_of: the output has " + std::to_string(out.shape(0)) +
@@ -126,6 +120,7 @@ void bind_shard(nb::module_& m) {
 
   nb::class_<PyShard> cls(m, "FilterShard", "One shard of a filter (see bulkbloom.FilterShard).");
   BulkCalls<&PyShard::shard>::bind(cls);
+  bind_shard_place<&PyShard::shard>(cls);
   cls.def(
          "__init__",
          [](PyShard* self, const std::string& shape, std::uint64_t num_blocks,
@@ -145,12 +140,8 @@ void bind_shard(nb::module_& m) {
           [](const std::filesystem::path& path, const std::string& backend,
              const std::string& implementation, unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            FileState state;
-            FilterShard shard = [&] {
-              nb::gil_scoped_release release;
-              return load_shard(path, &state, options);
-            }();
-            return loaded(std::move(shard), options, state);
+            return load_into<PyShard>(
+                options, [&](FileState* state) { return load_shard(path, state, options); });
           },
           nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -163,12 +154,9 @@ void bind_shard(nb::module_& m) {
             MapOptions map_options;
             map_options.verify = verify;
             map_options.options = make_options("cpu", implementation, threads);
-            FileState state;
-            FilterShard shard = [&] {
-              nb::gil_scoped_release release;
-              return map_shard(path, &state, map_options);
-            }();
-            return loaded(std::move(shard), map_options.options, state);
+            return load_into<PyShard>(map_options.options, [&](FileState* state) {
+              return map_shard(path, state, map_options);
+            });
           },
           nb::arg("path"), nb::arg("verify"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -177,22 +165,8 @@ void bind_shard(nb::module_& m) {
           "layout", [](PyShard& self) { return layout_dict(self.shard.layout()); },
           "The whole filter's layout as a dict.")
       .def_prop_ro(
-          "index", [](PyShard& self) { return self.shard.index(); }, "Which shard this is.")
-      .def_prop_ro(
-          "num_shards", [](PyShard& self) { return self.shard.num_shards(); },
-          "How many shards the whole filter is cut into.")
-      .def_prop_ro(
-          "blocks",
-          [](PyShard& self) {
-            return std::make_tuple(self.shard.blocks().begin, self.shard.blocks().end);
-          },
-          "The blocks [begin, end) of the whole layout this shard holds.")
-      .def_prop_ro(
           "size_bytes", [](PyShard& self) { return self.shard.size_bytes(); },
           "Size of the shard's bits in bytes.")
-      .def_prop_ro(
-          "implementation", [](PyShard& self) { return self.shard.implementation(); },
-          "The running implementation, e.g. \"cpu/AVX2\".")
       .def(
           "clear", [](PyShard& self) { locked(self.mutex, [&] { self.shard.clear(); }); },
           "Clears every bit.")

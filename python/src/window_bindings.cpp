@@ -13,37 +13,15 @@
 #include <tuple>
 
 #include "bindings.hpp"
+#include "bulk_calls.hpp"
 
 namespace bulkbloom::python {
 namespace {
-
-struct PyWindow {
-  explicit PyWindow(WindowedFilter w) : window(std::move(w)) {}
-
-  WindowedFilter window;
-  std::mutex mutex;
-};
-
-using Loaded = std::tuple<PyWindow*, std::uint64_t, nb::bytes>;
 
 WindowClock parse_clock(const std::string& clock) {
   if (clock == "records") return WindowClock::records;
   if (clock == "event_time") return WindowClock::event_time;
   throw std::invalid_argument("clock must be \"records\" or \"event_time\", not \"" + clock + "\"");
-}
-
-nb::dict config_dict(const WindowConfig& config) {
-  nb::dict d;
-  d["clock"] = config.clock == WindowClock::records ? "records" : "event_time";
-  d["window"] = config.window;
-  d["generations"] = config.generations;
-  d["lateness"] = config.lateness;
-  d["period"] = config.period();
-  d["forget_after"] = config.forget_after();
-  d["memory_bytes"] = config.memory_bytes();
-  d["generation"] = layout_dict(config.generation);
-  d["description"] = config.describe();
-  return d;
 }
 
 // The times of a timed call, or nothing for a records-clock call; checked against the keys.
@@ -93,52 +71,55 @@ std::uint64_t insert_if_absent_bytes(PyWindow& self, const OffsetArray& offsets,
   return fresh;
 }
 
-void contains_keys(PyWindow& self, const KeyArray& keys, FlagArray out) {
-  require_length(out, keys.shape(0), "contains");
-  const std::uint64_t* data = keys.data();
-  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
-    self.window.contains(std::span(data + begin, end - begin),
-                         std::span(out.data() + begin, end - begin));
-  });
-}
-
-void contains_bytes(PyWindow& self, const OffsetArray& offsets, const ByteArray& data,
-                    FlagArray out) {
-  ByteKeys keys(offsets, data);
-  {
-    nb::gil_scoped_release release;
-    keys.validate();
-  }
-  require_length(out, keys.size(), "contains");
-  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
-    self.window.contains(keys.chunk(begin, end), std::span(out.data() + begin, end - begin));
-  });
-}
-
 }  // namespace
 
+WindowConfig make_window_config(const std::string& clock, std::uint64_t window,
+                                std::uint32_t generations, std::uint64_t lateness,
+                                const Layout& generation) {
+  WindowConfig config;
+  config.clock = parse_clock(clock);
+  config.window = window;
+  config.generations = generations;
+  config.lateness = lateness;
+  config.generation = generation;
+  return config;
+}
+
+nb::dict window_config_dict(const WindowConfig& config) {
+  nb::dict d;
+  d["clock"] = config.clock == WindowClock::records ? "records" : "event_time";
+  d["window"] = config.window;
+  d["generations"] = config.generations;
+  d["lateness"] = config.lateness;
+  d["period"] = config.period();
+  d["forget_after"] = config.forget_after();
+  d["memory_bytes"] = config.memory_bytes();
+  d["generation"] = layout_dict(config.generation);
+  d["description"] = config.describe();
+  return d;
+}
+
 void bind_window(nb::module_& m) {
-  nb::class_<PyWindow>(m, "WindowedFilter", "A sliding-window dedup filter (see bulkbloom).")
-      .def(
-          "__init__",
-          [](PyWindow* self, const std::string& clock, std::uint64_t window,
-             std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
-             std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
-             const std::string& index, const std::string& backend,
-             const std::string& implementation, unsigned threads) {
-            WindowConfig config;
-            config.clock = parse_clock(clock);
-            config.window = window;
-            config.generations = generations;
-            config.lateness = lateness;
-            config.generation = make_layout(shape, num_blocks, hash, seed, index);
-            new (self)
-                PyWindow(WindowedFilter(config, make_options(backend, implementation, threads)));
-          },
-          nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
-          nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
-          nb::arg("index"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          "An empty window with an explicit configuration.")
+  nb::class_<PyWindow> cls(m, "WindowedFilter", "A sliding-window dedup filter (see bulkbloom).");
+  bind_window_clock<&PyWindow::window>(cls);
+  BulkCalls<&PyWindow::window>::bind_reads(cls);
+  cls.def(
+         "__init__",
+         [](PyWindow* self, const std::string& clock, std::uint64_t window,
+            std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
+            std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
+            const std::string& index, const std::string& backend, const std::string& implementation,
+            unsigned threads) {
+           const WindowConfig config =
+               make_window_config(clock, window, generations, lateness,
+                                  make_layout(shape, num_blocks, hash, seed, index));
+           new (self)
+               PyWindow(WindowedFilter(config, make_options(backend, implementation, threads)));
+         },
+         nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
+         nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
+         nb::arg("index"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+         "An empty window with an explicit configuration.")
       .def_static(
           "for_records",
           [](std::uint64_t window_records, double fpr, std::uint32_t generations,
@@ -165,7 +146,7 @@ void bind_window(nb::module_& m) {
       .def_static(
           "load",
           [](const std::filesystem::path& path, const std::string& backend,
-             const std::string& implementation, unsigned threads) -> Loaded {
+             const std::string& implementation, unsigned threads) -> Loaded<PyWindow> {
             const Options options = make_options(backend, implementation, threads);
             FileState state;
             WindowedFilter window = [&] {
@@ -180,21 +161,22 @@ void bind_window(nb::module_& m) {
       .def_static(
           "load_checkpoint",
           [](const std::filesystem::path& dir, const std::string& backend,
-             const std::string& implementation, unsigned threads) -> std::optional<Loaded> {
+             const std::string& implementation,
+             unsigned threads) -> std::optional<Loaded<PyWindow>> {
             const Options options = make_options(backend, implementation, threads);
             auto checkpoint = [&] {
               nb::gil_scoped_release release;
               return load_window_checkpoint(dir, options);
             }();
             if (!checkpoint) return std::nullopt;
-            return Loaded{new PyWindow(std::move(checkpoint->window)), checkpoint->keys_inserted,
-                          to_bytes(checkpoint->metadata)};
+            return Loaded<PyWindow>{new PyWindow(std::move(checkpoint->window)),
+                                    checkpoint->keys_inserted, to_bytes(checkpoint->metadata)};
           },
           nb::arg("dir"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
           "The latest checkpoint in dir as (window, keys_inserted, metadata), or None.")
       .def_prop_ro(
-          "config", [](PyWindow& self) { return config_dict(self.window.config()); },
+          "config", [](PyWindow& self) { return window_config_dict(self.window.config()); },
           "The configuration as a dict.")
       .def_prop_ro(
           "implementation", [](PyWindow& self) { return self.window.implementation(); },
@@ -205,41 +187,6 @@ void bind_window(nb::module_& m) {
       .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
            nb::arg("data").noconvert(), nb::arg("times").noconvert().none(),
            nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")
-      .def("contains", &contains_keys, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
-           "out[i] = 1 if some generation may contain keys[i]. A pure read.")
-      .def("contains_bytes", &contains_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), nb::arg("out").noconvert(),
-           "contains() for byte-string keys.")
-      .def(
-          "advance_to",
-          [](PyWindow& self, std::int64_t time) {
-            locked(self.mutex, [&] { self.window.advance_to(time); });
-          },
-          nb::arg("time"), "Moves an event-time clock to `time` with no record.")
-      .def_prop_ro(
-          "records_seen",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.records_seen(); });
-          },
-          "Records processed so far (new and dropped).")
-      .def_prop_ro(
-          "clock_time",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.clock_time(); });
-          },
-          "Event-time clock: the largest time seen, or None before the first record.")
-      .def_prop_ro(
-          "rotations",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.rotations(); });
-          },
-          "Generations cleared so far by rotation.")
-      .def(
-          "current_fpr",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.current_fpr(); });
-          },
-          "False-positive rate of the window as it is now.")
       .def(
           "expected_fpr",
           [](PyWindow& self, std::uint64_t keys_per_generation) {

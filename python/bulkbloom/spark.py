@@ -1,0 +1,772 @@
+"""Exact Bloom-filter dedup on Apache Spark with one filter cut into shards across the executors.
+
+``pip install bulkbloom[spark]`` (pyspark 4.0 or newer, with pyarrow and pandas).
+
+>>> from bulkbloom import spark as bbspark
+>>> unique = bbspark.dedup(df, "event_id", filter="/shared/filters/events")  # doctest: +SKIP
+
+``dedup`` keeps each key's first occurrence, "first" by ``order``, and drops exactly the records
+that ``bulkbloom dedup`` drops when it reads the same records in that order with the same filter
+layout: a filter of S shards gives the bits and answers of the one filter (docs/DESIGN.md §9).
+
+How it runs
+    1. Routing (one Spark job, run when ``dedup`` or ``build`` is called): every record gets a row
+       id (``monotonically_increasing_id``: the partition index in the upper bits, the row within
+       the partition below), its shard (``bulkbloom.shard_of`` in a vectorised Arrow function) and
+       its order values. Only the shard, the row id, the key and the order columns are shuffled,
+       never whole records: ``groupBy(shard).applyInArrow`` gives each task the rows of one shard.
+       The task sorts them by (order, row id), opens that shard's file of the current generation
+       (or an empty shard), runs ``insert_if_absent``, saves the shard under a name unique to the
+       task attempt, writes the row ids it dropped, sorted, beside it, and returns one row naming
+       both files.
+    2. Commit (the driver, after every shard's task succeeded): the files the successful attempts
+       named become a new generation of the filter directory (below), atomically.
+    3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
+       same row ids, and its rows whose ids were dropped are removed; a partition reads only its
+       own range of each shard's sorted dropped ids (a memory-mapped binary search), so no row id
+       list is broadcast and nothing is joined: the dropped ids of a partition are all it holds.
+
+What is assumed of the input
+    The input must give the same rows in the same partitions, in the same order, each time it is
+    read (a file source does: Parquet, ORC, CSV, JSON); ``order=None`` takes that order (the
+    partitions in turn, each from its first row) as the records' order. Spark packs the files of
+    a file source into partitions largest first, so to mean "the files in name order, each from its
+    first row", pass ``order`` explicitly (e.g. a column with the file's name or date and one with
+    the row's position). After a shuffle, or on a source that reads differently each time,
+    checkpoint or write the input first. Rows with equal ``order`` values keep their row-id order.
+
+Sliding windows (``window=``, ``time=``)
+    With ``window=T`` each shard is a ``bulkbloom.WindowShard`` of one event-time window of
+    length T, as ``bulkbloom dedup --window`` keeps, carried in ``filter``: a record is dropped if
+    its key came within the last T. A run is one dump stamped with one event ``time`` (e.g. the
+    dump's date in seconds), the single window's clock for every record of it (the window shard
+    contract, bulkbloom/window_shard.hpp): every shard, also one no record went to, is moved to
+    that time, so the shards together are byte for byte the window the CLI keeps when every
+    record of the dump carries that time, dumps in time order.
+
+Task retries and speculative execution
+    An attempt only reads the committed generation and writes files named for itself; the driver
+    takes the files of the attempt Spark counted, so a retried task starts from the shard as it
+    was, and a duplicate attempt's files are left out and removed. A job that fails changes
+    nothing in the directory.
+
+The sharded filter directory (``filter=`` / ``build`` / ``query``; a POSIX path every executor
+sees at the same place, e.g. a shared mount, since shard files are mapped and renamed)::
+
+    PATH/LOCK                 held (flock) by the driver of a job that changes the filter
+    PATH/CURRENT              the name of the current generation and a newline, replaced by rename
+    PATH/gen-000007/manifest.json
+    PATH/gen-000007/shard-00000.bbf ... shard-{S-1}.bbf
+    PATH/gen-000007/drops-00000.npy ...   dedup's dropped row ids of that run (sorted uint64)
+    PATH/tmp-<job>/            a running job's attempt files (removed when it ends)
+
+``manifest.json`` records ``"format": "bulkbloom sharded filter"``, ``"version": 1``, the
+generation number, ``num_shards`` (S), the whole filter's ``layout`` (shape, num_blocks, hash,
+seed, index), the key kind (``"integer"`` or ``"bytes"``), the sizing (capacity, fpr) and the
+shard and drops file names; a sliding window's (``window=``) also its ``window`` (clock,
+window, generations, lateness) and the event ``time`` of the last run, and its shards are window
+shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file of the filter file format
+(docs/FORMAT.md): its header records the whole layout and which shard of S it is, and stores the
+shard's distinct-key count; ``bulkbloom.FilterShard.load`` reads one, and
+``bulkbloom.concat`` of all S gives the one filter, which ``bulkbloom`` (the CLI) reads. A commit
+renames a fully written and fsynced generation directory into place, then replaces ``CURRENT``
+(write, fsync, rename, fsync of the directory); the generation before the current one is kept
+(a DataFrame ``query`` or ``dedup`` returned may still read it) and older ones are removed, as
+is anything a crashed job left, by the next job that holds the lock.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+
+import bulkbloom
+
+try:
+    import pyarrow as pa
+    from pyspark import TaskContext
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+except ImportError as error:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "bulkbloom.spark needs pyspark (4.0 or newer) and pyarrow: pip install 'bulkbloom[spark]'"
+        f" ({error})"
+    ) from error
+
+__all__ = ["dedup", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION"]
+
+FORMAT = "bulkbloom sharded filter"
+FORMAT_VERSION = 1
+
+# Working column names, chosen not to meet a user's.
+_ROW = "__bulkbloom_row"
+_KEY = "__bulkbloom_key"
+_SHARD = "__bulkbloom_shard"
+_ORDER = "__bulkbloom_order_"
+
+# A row id holds the partition index above this many bits (monotonically_increasing_id).
+_PARTITION_SHIFT = 33
+
+PathLike = Union[str, "os.PathLike[str]"]
+OrderLike = Union[None, str, Column, Sequence[Union[str, Column]]]
+
+
+# -- the directory --------------------------------------------------------------------------------
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """Writes `path` through a temporary name: fsync the file, rename, fsync the directory."""
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    with open(temporary, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+    _fsync_dir(path.parent)
+
+
+class ShardedFilter:
+    """The committed state of a sharded filter directory: its generation and manifest."""
+
+    def __init__(self, root: Path, generation: str, manifest: dict) -> None:
+        self.root = root
+        self.generation = generation
+        self.manifest = manifest
+
+    @property
+    def directory(self) -> Path:
+        return self.root / self.generation
+
+    @property
+    def num_shards(self) -> int:
+        return int(self.manifest["num_shards"])
+
+    @property
+    def layout(self) -> bulkbloom.Layout:
+        return _layout_from_json(self.manifest["layout"])
+
+    @property
+    def window(self) -> Optional[bulkbloom.WindowConfig]:
+        """The window's configuration, or None for a filter."""
+        values = self.manifest.get("window")
+        return None if values is None else _window_config(values, self.layout)
+
+    def shard_path(self, index: int) -> Path:
+        return self.directory / self.manifest["shards"][index]
+
+    def load(self, index: int) -> Any:
+        """Shard `index` (a FilterShard or WindowShard), read and checked against the manifest."""
+        path = self.shard_path(index)
+        if self.window is None:
+            shard = bulkbloom.FilterShard.load(path, backend="cpu")
+            layout = shard.layout
+        else:
+            shard = bulkbloom.WindowShard.load(path, backend="cpu")
+            layout = shard.config.generation
+        if (shard.index, shard.num_shards, tuple(layout)[:5]) != (
+            index, self.num_shards, tuple(self.layout)[:5]
+        ):
+            raise bulkbloom.FormatError(
+                f"{path} is shard {shard.index} of {shard.num_shards} of {layout.description}, "
+                f"but the manifest says shard {index} of {self.num_shards} of "
+                f"{self.layout.description}"
+            )
+        return shard
+
+
+def _window_to_json(config: bulkbloom.WindowConfig) -> dict:
+    return {
+        "clock": config.clock,
+        "window": config.window,
+        "generations": config.generations,
+        "lateness": config.lateness,
+    }
+
+
+def _window_config(values: dict, layout: bulkbloom.Layout) -> bulkbloom.WindowConfig:
+    return bulkbloom.WindowConfig.of(
+        values["clock"], int(values["window"]), layout, generations=int(values["generations"]),
+        lateness=int(values["lateness"]),
+    )
+
+
+def _empty_shard(layout: bulkbloom.Layout, window: Optional[bulkbloom.WindowConfig], index: int,
+                 num_shards: int) -> Any:
+    if window is None:
+        return bulkbloom.FilterShard(layout, index, num_shards, backend="cpu")
+    return bulkbloom.WindowShard(window, index, num_shards, backend="cpu")
+
+
+def _layout_to_json(layout: bulkbloom.Layout) -> dict:
+    return {
+        "shape": layout.shape,
+        "num_blocks": layout.num_blocks,
+        "hash": layout.hash,
+        "seed": layout.seed,
+        "index": layout.index,
+    }
+
+
+def _layout_from_json(values: dict) -> bulkbloom.Layout:
+    return bulkbloom.Layout.of(
+        values["shape"], int(values["num_blocks"]), int(values["seed"]), values["hash"],
+        values["index"],
+    )
+
+
+_GENERATION = re.compile(r"^gen-(\d{6,})$")
+
+
+def open_filter(path: PathLike) -> Optional[ShardedFilter]:
+    """The committed state of the sharded filter directory at `path`, or None if none was ever
+    committed there. Raises ``bulkbloom.FormatError`` for a directory that is not one."""
+    root = Path(path)
+    current = root / "CURRENT"
+    if not current.exists():
+        return None
+    generation = current.read_text().strip()
+    if not _GENERATION.match(generation):
+        raise bulkbloom.FormatError(f"{current} names {generation!r}, not a generation")
+    manifest_path = root / generation / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as error:
+        raise bulkbloom.FormatError(f"{manifest_path}: {error}") from None
+    if manifest.get("format") != FORMAT or manifest.get("version") != FORMAT_VERSION:
+        raise bulkbloom.FormatError(
+            f"{manifest_path} is not a version-{FORMAT_VERSION} {FORMAT} manifest"
+        )
+    return ShardedFilter(root, generation, manifest)
+
+
+@contextmanager
+def _locked(root: Path, wait: bool) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    lock_path = root / "LOCK"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            raise RuntimeError(
+                f"{root} is being changed by another job (it holds {lock_path}); pass "
+                "wait_lock=True to wait for it"
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _remove_leftovers(root: Path, keep: set) -> None:
+    """Removes what is not the current or previous generation: files of crashed or old jobs."""
+    for entry in root.iterdir():
+        if entry.name in keep or entry.name in ("LOCK", "CURRENT"):
+            continue
+        if entry.name.startswith(("tmp-", "gen-", ".CURRENT.")):
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
+
+
+def _generations(root: Path) -> List[str]:
+    found = [e.name for e in root.iterdir() if _GENERATION.match(e.name) and e.is_dir()]
+    return sorted(found, key=lambda name: int(name[4:]))
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+
+def _key_kind(df: DataFrame, key: str) -> str:
+    kind = df.schema[key].dataType
+    if isinstance(kind, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return "integer"
+    if isinstance(kind, (T.StringType, T.BinaryType)):
+        return "bytes"
+    raise TypeError(
+        f"key column {key!r} is {kind.simpleString()}; it must be an integer, string or binary"
+    )
+
+
+def _order_columns(order: OrderLike) -> List[Column]:
+    if order is None:
+        return []
+    if isinstance(order, (str, Column)):
+        order = [order]
+    return [F.col(c) if isinstance(c, str) else c for c in order]
+
+
+def _check_names(df: DataFrame) -> None:
+    clash = [name for name in df.columns if name.startswith("__bulkbloom_")]
+    if clash:
+        raise ValueError(f"columns {clash} use the prefix __bulkbloom_ that dedup works with")
+
+
+def _default_shards(spark: Any, layout: bulkbloom.Layout) -> int:
+    # At least one task per core, and shards of at most 128 MiB.
+    wanted = max(spark.sparkContext.defaultParallelism, math.ceil(layout.size_bytes / 2**27))
+    return min(wanted, layout.num_blocks)
+
+
+def _attempt_name() -> str:
+    context = TaskContext.get()
+    if context is None:
+        return uuid.uuid4().hex
+    return (
+        f"s{context.stageId()}-p{context.partitionId()}-a{context.attemptNumber()}"
+        f"-t{context.taskAttemptId()}-{uuid.uuid4().hex[:8]}"
+    )
+
+
+def _routed(df: DataFrame, key: str, order: List[Column], layout: tuple, num_shards: int) -> Any:
+    """(key, row id, order values..., shard): all the routing job moves."""
+    columns = [F.col(key).alias(_KEY), F.col(_ROW)]
+    columns += [c.alias(f"{_ORDER}{i}") for i, c in enumerate(order)]
+    narrow = df.withColumn(_ROW, F.monotonically_increasing_id()).select(*columns)
+    schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
+    layout_value = bulkbloom.Layout(*layout)
+
+    def add_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
+            yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
+
+    return narrow.mapInArrow(add_shard, schema)
+
+
+_DECIDED = T.StructType(
+    [
+        T.StructField("shard", T.IntegerType(), False),
+        T.StructField("shard_file", T.StringType(), False),
+        T.StructField("drops_file", T.StringType(), True),
+        T.StructField("keys", T.LongType(), False),
+        T.StructField("new_keys", T.LongType(), False),
+    ]
+)
+
+
+def _decide_shards(
+    routed: DataFrame,
+    base: Optional[ShardedFilter],
+    layout: tuple,
+    window: Optional[bulkbloom.WindowConfig],
+    time: Optional[int],
+    num_shards: int,
+    work: Path,
+    order_count: int,
+    write_drops: bool,
+    on_task: Optional[Callable[[], None]],
+) -> list:
+    """Runs each shard's task (see the module's documentation) and returns their rows."""
+    layout_value = bulkbloom.Layout(*layout)
+    shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
+    suffix = ".bbf" if window is None else ".bbw"
+    base_dir = None if base is None else str(base.directory)
+    base_shards = None if base is None else list(base.manifest["shards"])
+    sort_columns = [f"{_ORDER}{i}" for i in range(order_count)] + [_ROW]
+    work_dir = str(work)
+
+    def decide(group: tuple, table: pa.Table) -> pa.Table:
+        index = group[0].as_py()
+        table = _sorted(table, sort_columns)
+        if base_dir is None:
+            shard = _empty_shard(layout_value, window, index, num_shards)
+        else:
+            shard = shard_type.load(os.path.join(base_dir, base_shards[index]), backend="cpu")
+        keys = table.column(_KEY)
+        if window is not None:
+            fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
+            shard.advance_to(time)
+        elif write_drops:
+            fresh = shard.insert_if_absent(keys)
+        else:
+            fresh = ~shard.contains(keys)
+            shard.insert(keys)
+        new_keys = int(np.count_nonzero(fresh))
+        shard.keys_inserted += new_keys
+        name = _attempt_name()
+        shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
+        shard.save(shard_file)
+        drops_file = None
+        if write_drops:
+            rows = table.column(_ROW).to_numpy().view(np.uint64)
+            dropped = np.sort(rows[~fresh])
+            drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.npy")
+            with open(drops_file, "wb") as out:
+                np.save(out, dropped)
+                out.flush()
+                os.fsync(out.fileno())
+        if on_task is not None:
+            on_task()
+        return pa.table(
+            {
+                "shard": pa.array([index], pa.int32()),
+                "shard_file": [shard_file],
+                "drops_file": pa.array([drops_file], pa.string()),
+                "keys": pa.array([len(table)], pa.int64()),
+                "new_keys": pa.array([new_keys], pa.int64()),
+            }
+        )
+
+    return routed.groupBy(_SHARD).applyInArrow(decide, _DECIDED).collect()
+
+
+def _sorted(table: pa.Table, columns: List[str]) -> pa.Table:
+    """`table` sorted by `columns`, ascending, nulls first (as Spark's ascending order has them)."""
+    try:
+        return table.sort_by([(name, "ascending", "at_start") for name in columns])
+    except (TypeError, ValueError):  # pyarrow before 20: one null placement for every key
+        return table.sort_by([(name, "ascending") for name in columns], null_placement="at_start")
+
+
+def _commit(
+    root: Path,
+    base: Optional[ShardedFilter],
+    previous: Optional[str],
+    work: Path,
+    rows: list,
+    layout: bulkbloom.Layout,
+    window: Optional[bulkbloom.WindowConfig],
+    time: Optional[int],
+    num_shards: int,
+    manifest_extra: dict,
+) -> ShardedFilter:
+    """Makes the attempt files the successful tasks named the new generation, atomically."""
+    generations = _generations(root)
+    number = int(generations[-1][4:]) + 1 if generations else 1
+    generation = f"gen-{number:06d}"
+    staging = work / generation
+    staging.mkdir()
+    by_shard = {row["shard"]: row for row in rows}
+    shards, drops = [], []
+    for index in range(num_shards):
+        name = f"shard-{index:05d}.bbf" if window is None else f"shard-{index:05d}.bbw"
+        target = staging / name
+        row = by_shard.get(index)
+        if row is not None:
+            os.rename(row["shard_file"], target)
+            if row["drops_file"] is not None:
+                drops_name = f"drops-{index:05d}.npy"
+                os.rename(row["drops_file"], staging / drops_name)
+                drops.append(drops_name)
+        elif window is not None:
+            # No record of this run went to it, but its clock moves with the window's.
+            shard = base.load(index) if base is not None else _empty_shard(
+                layout, window, index, num_shards)
+            shard.advance_to(time)
+            shard.save(target)
+        elif base is not None:
+            # A shard no key of this run went to is the same file: a link shares its bytes.
+            source = base.shard_path(index)
+            try:
+                os.link(source, target)
+            except OSError:
+                shutil.copy2(source, target)
+        else:
+            _empty_shard(layout, None, index, num_shards).save(target)
+        shards.append(name)
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "generation": number,
+        "num_shards": num_shards,
+        "layout": _layout_to_json(layout),
+        **manifest_extra,
+        **({} if window is None else {"window": _window_to_json(window), "time": time}),
+        "shards": shards,
+        "drops": drops,
+    }
+    _write_durably(staging / "manifest.json", json.dumps(manifest, indent=1).encode() + b"\n")
+    _fsync_dir(staging)
+    os.rename(staging, root / generation)
+    _fsync_dir(root)
+    _write_durably(root / "CURRENT", f"{generation}\n".encode())
+    keep = {generation} | ({previous} if previous is not None else set())
+    _remove_leftovers(root, keep)
+    return ShardedFilter(root, generation, manifest)
+
+
+def _run(
+    df: DataFrame,
+    key: str,
+    root: Path,
+    *,
+    order: List[Column],
+    capacity: Optional[int],
+    fpr: float,
+    num_shards: Optional[int],
+    layout: Optional[bulkbloom.Layout],
+    carry: bool,
+    write_drops: bool,
+    wait_lock: bool,
+    on_task: Optional[Callable[[], None]],
+    window: Optional[_WindowRequest] = None,
+) -> ShardedFilter:
+    _check_names(df)
+    kind = _key_kind(df, key)
+    with _locked(root, wait_lock):
+        current = open_filter(root)
+        keep = set()
+        if current is not None:
+            # The current generation, and the one before it, which a DataFrame may still read.
+            generations = _generations(root)
+            at = generations.index(current.generation)
+            keep = set(generations[max(0, at - 1) : at + 1])
+        _remove_leftovers(root, keep)
+        base = current if carry else None
+        if base is not None:
+            if base.manifest.get("keys") != kind:
+                raise ValueError(
+                    f"{root} holds {base.manifest.get('keys')} keys; column {key!r} has {kind} keys"
+                    " (integers and strings hash differently)"
+                )
+            if num_shards is not None and num_shards != base.num_shards:
+                raise ValueError(
+                    f"{root} has {base.num_shards} shards, not {num_shards}; bulkbloom.reshard "
+                    "recuts one"
+                )
+            if layout is not None and tuple(layout)[:5] != tuple(base.layout)[:5]:
+                raise ValueError(f"{root} has layout {base.layout}, not {layout}")
+            if (base.window is None) != (window is None):
+                held = "a filter" if base.window is None else f"a window ({base.window})"
+                raise ValueError(f"{root} holds {held}; pass window= exactly for a window")
+            the_layout, count = base.layout, base.num_shards
+            config = base.window
+            extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
+        else:
+            config = None
+            if window is not None:
+                config = window.config
+                if config is None:
+                    wanted = capacity if capacity is not None else max(1, df.count())
+                    config = bulkbloom.WindowConfig.for_event_time(
+                        wanted / window.length, window.length, fpr, generations=window.generations,
+                        lateness=window.lateness,
+                    )
+                layout = config.generation
+            elif layout is None:
+                wanted = capacity if capacity is not None else max(1, df.count())
+                layout = bulkbloom.Layout.for_capacity(wanted, fpr)
+            the_layout = layout
+            count = num_shards if num_shards is not None else _default_shards(df.sparkSession, layout)
+            extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
+        if not 1 <= count <= the_layout.num_blocks:
+            raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+        work = root / f"tmp-{uuid.uuid4().hex}"
+        work.mkdir()
+        try:
+            routed = _routed(df, key, order, tuple(the_layout), count)
+            time = None if window is None else window.time
+            rows = _decide_shards(
+                routed, base, tuple(the_layout), config, time, count, work, len(order),
+                write_drops, on_task,
+            )
+            previous = None if current is None else current.generation
+            return _commit(
+                root, base, previous, work, rows, the_layout, config, time, count, extra
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+class _WindowRequest(NamedTuple):
+    """What dedup(window=...) asks for: the window, or its sizing, and this run's time."""
+
+    length: int
+    time: int
+    generations: int
+    lateness: int
+    config: Optional[bulkbloom.WindowConfig]
+
+
+def _scratch_directory() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="bulkbloom-spark-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+# -- the API --------------------------------------------------------------------------------------
+
+
+def dedup(
+    df: DataFrame,
+    key: str,
+    *,
+    order: OrderLike = None,
+    num_shards: Optional[int] = None,
+    capacity: Optional[int] = None,
+    fpr: float = 0.001,
+    filter: Optional[PathLike] = None,
+    layout: Optional[bulkbloom.Layout] = None,
+    window: Optional[int] = None,
+    time: Optional[int] = None,
+    generations: int = 4,
+    lateness: int = 0,
+    window_config: Optional[bulkbloom.WindowConfig] = None,
+    wait_lock: bool = False,
+    _on_task: Optional[Callable[[], None]] = None,
+) -> DataFrame:
+    """``df`` without the records whose key an earlier record had (and the filter's rare false
+    drops, as ``bulkbloom dedup`` has them): each key's first occurrence kept, "first" by
+    ``order``.
+
+    ``key``: an integer, string or binary column (integers hash as their 64-bit pattern, strings
+    as their UTF-8 bytes, like the command line's integer and text keys). ``order``: column names
+    or Columns, ascending, ties broken by the input's order; None: the input's own order (see
+    "What is assumed of the input" in the module's documentation). ``filter``: a sharded filter
+    directory carried across runs (daily dumps): loaded first if it exists, the new state
+    committed atomically when the routing job succeeds; without it the filter lives in a
+    scratch directory of the driver (local mode; on a cluster give a shared ``filter``).
+    A new filter is sized for ``capacity`` keys at rate ``fpr`` (capacity None: the input's row
+    count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, and
+    shards of at most 128 MiB); a carried one keeps what it has. ``wait_lock``: wait for
+    another job holding ``filter`` instead of raising.
+
+    ``window``: a sliding window of this length instead of a filter (module documentation,
+    "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
+    seconds, not earlier than the last run's); ``capacity`` is then the keys of one window, and
+    ``generations`` and ``lateness`` are as for ``WindowedFilter.for_event_time``, or
+    ``window_config`` gives the whole configuration.
+
+    The routing job runs now; the DataFrame returned filters ``df`` lazily (module
+    documentation, "How it runs")."""
+    if window_config is not None and window is None:
+        window = window_config.window
+    request = None
+    if window is not None:
+        if filter is None or time is None:
+            raise ValueError("a window (window=) needs filter= to carry it and this dump's time=")
+        if window_config is not None and window_config.clock != "event_time":
+            raise ValueError("window_config must have the event_time clock")
+        request = _WindowRequest(int(window), int(time), generations, lateness, window_config)
+    root = Path(filter) if filter is not None else _scratch_directory()
+    state = _run(
+        df, key, root, order=_order_columns(order), capacity=capacity, fpr=fpr,
+        num_shards=num_shards, layout=layout, carry=filter is not None, write_drops=True,
+        wait_lock=wait_lock, on_task=_on_task, window=request,
+    )
+    drops = [str(state.directory / name) for name in state.manifest["drops"]]
+    output_schema = df.schema
+
+    def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition, dropped = None, None
+        for batch in batches:
+            rows = batch.column(_ROW).to_numpy().view(np.uint64)
+            batch = batch.drop_columns([_ROW])
+            if len(rows) == 0:
+                yield batch
+                continue
+            if partition != rows[0] >> _PARTITION_SHIFT:
+                partition = rows[0] >> _PARTITION_SHIFT
+                dropped = _dropped_rows(drops, int(partition))
+            yield batch.filter(pa.array(~_in_sorted(rows, dropped)))
+
+    return df.withColumn(_ROW, F.monotonically_increasing_id()).mapInArrow(keep, output_schema)
+
+
+def _dropped_rows(drops: List[str], partition: int) -> np.ndarray:
+    """The dropped row ids of one input partition, sorted: its range of each shard's file."""
+    low = np.uint64(partition << _PARTITION_SHIFT)
+    high = np.uint64((partition + 1) << _PARTITION_SHIFT)
+    parts = []
+    for path in drops:
+        ids = np.load(path, mmap_mode="r")
+        begin, end = np.searchsorted(ids, [low, high])
+        if end > begin:
+            parts.append(np.array(ids[begin:end]))
+    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+
+
+def _in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(sorted_set, values)
+    at[at == len(sorted_set)] = 0
+    return sorted_set[at] == values
+
+
+def build(
+    df: DataFrame,
+    key: str,
+    path: PathLike,
+    *,
+    capacity: Optional[int] = None,
+    fpr: float = 0.001,
+    num_shards: Optional[int] = None,
+    layout: Optional[bulkbloom.Layout] = None,
+    wait_lock: bool = False,
+) -> str:
+    """Builds a new sharded filter of every key of ``df`` in the directory ``path`` (replacing
+    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``."""
+    root = Path(path)
+    _run(
+        df, key, root, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
+        layout=layout, carry=False, write_drops=False, wait_lock=wait_lock, on_task=None,
+    )
+    return str(root)
+
+
+def query(
+    df: DataFrame, key: str, filter_path: PathLike, *, column: str = "maybe_present"
+) -> DataFrame:
+    """``df`` with a boolean ``column``: True where the sharded filter at ``filter_path`` may
+    hold the record's key (never False for a key it holds). Nothing is shuffled: each task maps
+    the shard files its keys need (pages read on first touch). The filter's committed
+    generation when ``query`` is called is the one read."""
+    state = open_filter(filter_path)
+    if state is None:
+        raise FileNotFoundError(f"{filter_path} holds no sharded filter (no CURRENT)")
+    kind = _key_kind(df, key)
+    if state.manifest.get("keys") != kind:
+        raise ValueError(
+            f"{filter_path} holds {state.manifest.get('keys')} keys; column {key!r} has {kind} keys"
+        )
+    if column in df.columns:
+        raise ValueError(f"df already has a column {column!r}")
+    layout = state.layout
+    count = state.num_shards
+    paths = [str(state.shard_path(i)) for i in range(count)]
+    is_window = state.window is not None
+    schema = T.StructType(df.schema.fields + [T.StructField(column, T.BooleanType(), False)])
+    key_at = df.columns.index(key)
+
+    def answer(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        opened: dict = {}
+        for batch in batches:
+            keys = batch.column(key_at)
+            shards = bulkbloom.shard_of(layout, keys, count)
+            present = np.zeros(len(keys), dtype=bool)
+            for index in np.unique(shards):
+                shard = opened.get(index)
+                if shard is None:
+                    shard = opened[index] = (
+                        bulkbloom.WindowShard.load(paths[index], backend="cpu")
+                        if is_window
+                        else bulkbloom.FilterShard.map(paths[index])
+                    )
+                where = np.flatnonzero(shards == index)
+                present[where] = shard.contains(keys.take(pa.array(where)))
+            yield batch.append_column(column, pa.array(present))
+
+    return df.mapInArrow(answer, schema)

@@ -1,0 +1,258 @@
+// bulkbloom._core.WindowShard: a WindowShard with a lock, as the window binding has, and the
+// window forms of split, concat and reshard. The caller gives the single window's clock with every
+// record (bulkbloom/window_shard.hpp says which value that is).
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <bulkbloom/window_shard.hpp>
+
+#include <filesystem>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "bindings.hpp"
+#include "bulk_calls.hpp"
+
+namespace bulkbloom::python {
+namespace {
+
+struct PyWindowShard {
+  PyWindowShard(WindowShard s, Options o) : shard(std::move(s)), options(std::move(o)) {}
+
+  WindowShard shard;
+  Options options;  // what copies are made with
+  std::mutex mutex;
+  std::mutex& reading = mutex;  // a window's reads are not shared either
+};
+
+void require_clocks(const TimeArray& clocks, std::size_t count) {
+  if (clocks.shape(0) != count)
+    throw std::invalid_argument("insert_if_absent: " + std::to_string(clocks.shape(0)) +
+                                " clocks for " + std::to_string(count) + " keys");
+}
+
+std::uint64_t insert_if_absent_keys(PyWindowShard& self, const KeyArray& keys,
+                                    const TimeArray& clocks, FlagArray out) {
+  require_length(out, keys.shape(0), "insert_if_absent");
+  require_clocks(clocks, keys.shape(0));
+  const std::uint64_t* data = keys.data();
+  const std::int64_t* times = clocks.data();
+  std::uint64_t fresh = 0;
+  in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
+    fresh += self.shard.insert_if_absent(std::span(data + begin, end - begin),
+                                         std::span(times + begin, end - begin),
+                                         std::span(out.data() + begin, end - begin));
+  });
+  return fresh;
+}
+
+std::uint64_t insert_if_absent_bytes(PyWindowShard& self, const OffsetArray& offsets,
+                                     const ByteArray& data, const TimeArray& clocks,
+                                     FlagArray out) {
+  ByteKeys keys = checked_keys(offsets, data);
+  require_length(out, keys.size(), "insert_if_absent");
+  require_clocks(clocks, keys.size());
+  const std::int64_t* times = clocks.data();
+  std::uint64_t fresh = 0;
+  in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
+    fresh +=
+        self.shard.insert_if_absent(keys.chunk(begin, end), std::span(times + begin, end - begin),
+                                    std::span(out.data() + begin, end - begin));
+  });
+  return fresh;
+}
+
+// As for filter shards: the library takes the shards side by side, so they are copied (through
+// their file bytes, which hold the clock too) into one vector first.
+std::vector<WindowShard> copies_of(const std::vector<PyWindowShard*>& shards,
+                                   const Options& options) {
+  std::vector<WindowShard> copies;
+  copies.reserve(shards.size());
+  for (PyWindowShard* py : shards) {
+    std::lock_guard lock(py->mutex);
+    const auto image = to_file_bytes(py->shard);
+    copies.push_back(load_window_shard(image, nullptr, options));
+  }
+  return copies;
+}
+
+std::vector<PyWindowShard*> wrapped(std::vector<WindowShard> shards, const Options& options) {
+  std::vector<PyWindowShard*> result;
+  result.reserve(shards.size());
+  for (WindowShard& shard : shards) result.push_back(new PyWindowShard(std::move(shard), options));
+  return result;
+}
+
+}  // namespace
+
+void bind_window_shard(nb::module_& m) {
+  m.def(
+      "window_config_of",
+      [](const std::string& clock, std::uint64_t window, std::uint32_t generations,
+         std::uint64_t lateness, const std::string& shape, std::uint64_t num_blocks,
+         const std::string& hash, std::uint64_t seed, const std::string& index) {
+        const WindowConfig config =
+            make_window_config(clock, window, generations, lateness,
+                               make_layout(shape, num_blocks, hash, seed, index));
+        config.validate();
+        return window_config_dict(config);
+      },
+      nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
+      nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"), nb::arg("index"),
+      "An explicit window configuration, checked, as a dict.");
+  m.def(
+      "window_config_for_event_time",
+      [](double records_per_unit, std::uint64_t window, double fpr, std::uint32_t generations,
+         std::uint64_t lateness) {
+        return window_config_dict(
+            WindowConfig::for_event_time(records_per_unit, window, fpr, generations, lateness));
+      },
+      nb::arg("records_per_unit"), nb::arg("window"), nb::arg("fpr"), nb::arg("generations"),
+      nb::arg("lateness"),
+      "The configuration WindowedFilter.for_event_time would have, without making the window.");
+  nb::class_<PyWindowShard> cls(m, "WindowShard", "One shard of a sliding window (see bulkbloom).");
+  bind_shard_place<&PyWindowShard::shard>(cls);
+  bind_window_clock<&PyWindowShard::shard>(cls);
+  BulkCalls<&PyWindowShard::shard>::bind_reads(cls);
+  cls.def(
+         "__init__",
+         [](PyWindowShard* self, const std::string& clock, std::uint64_t window,
+            std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
+            std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
+            const std::string& index, std::uint32_t shard, std::uint32_t num_shards,
+            const std::string& backend, const std::string& implementation, unsigned threads) {
+           const WindowConfig config =
+               make_window_config(clock, window, generations, lateness,
+                                  make_layout(shape, num_blocks, hash, seed, index));
+           const Options options = make_options(backend, implementation, threads);
+           new (self) PyWindowShard(WindowShard(config, shard, num_shards, options), options);
+         },
+         nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
+         nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
+         nb::arg("index"), nb::arg("shard"), nb::arg("num_shards"), nb::arg("backend"),
+         nb::arg("implementation"), nb::arg("threads"),
+         "Empty shard `shard` of `num_shards` of a window, its clock not started.")
+      .def_static(
+          "load",
+          [](const std::filesystem::path& path, const std::string& backend,
+             const std::string& implementation, unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            return load_into<PyWindowShard>(
+                options, [&](FileState* state) { return load_window_shard(path, state, options); });
+          },
+          nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads and verifies a window shard file (a whole window's reads as shard 0 of 1): "
+          "(shard, keys_inserted, metadata).")
+      .def_static(
+          "from_file_bytes",
+          [](const ByteArray& image, const std::string& backend, const std::string& implementation,
+             unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            return load_into<PyWindowShard>(options, [&](FileState* state) {
+              return load_window_shard(as_bytes(image), state, options);
+            });
+          },
+          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "A window shard from the bytes of its file: (shard, keys_inserted, metadata).")
+      .def_prop_ro(
+          "config", [](PyWindowShard& self) { return window_config_dict(self.shard.config()); },
+          "The whole window's configuration as a dict.")
+      .def_prop_ro(
+          "memory_bytes", [](PyWindowShard& self) { return self.shard.memory_bytes(); },
+          "Bytes of all the shard's generations.")
+      .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
+           nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
+           "Dedups keys in order, clocks[i] the single window's clock at record i.")
+      .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
+           nb::arg("data").noconvert(), nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
+           "insert_if_absent() for byte-string keys.")
+      .def(
+          "save",
+          [](PyWindowShard& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
+             const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            locked(self.mutex, [&] { save(self.shard, path, state); });
+          },
+          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
+          "Writes the shard as a window shard file, atomically.")
+      .def(
+          "to_file_bytes",
+          [](PyWindowShard& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            const auto image = locked(self.mutex, [&] { return to_file_bytes(self.shard, state); });
+            return to_bytes(image);
+          },
+          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.");
+
+  m.def(
+      "window_to_file_bytes",
+      [](PyWindow& window, std::uint64_t keys_inserted, const nb::bytes& metadata) {
+        const FileState state = file_state(keys_inserted, metadata);
+        const auto image =
+            locked(window.mutex, [&] { return to_file_bytes(window.window, state); });
+        return to_bytes(image);
+      },
+      nb::arg("window"), nb::arg("keys_inserted"), nb::arg("metadata"),
+      "The bytes of the window file save() writes.");
+  m.def(
+      "window_from_file_bytes",
+      [](const ByteArray& image, const std::string& backend, const std::string& implementation,
+         unsigned threads) {
+        const Options options = make_options(backend, implementation, threads);
+        FileState state;
+        WindowedFilter window = [&] {
+          nb::gil_scoped_release release;
+          return load_window(as_bytes(image), &state, options);
+        }();
+        return std::make_tuple(new PyWindow(std::move(window)), state.keys_inserted,
+                               to_bytes(state.metadata));
+      },
+      nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+      nb::rv_policy::take_ownership,
+      "A window from the bytes of its file: (window, keys_inserted, metadata).");
+  m.def(
+      "split_window",
+      [](PyWindow& window, std::uint32_t num_shards, const std::string& backend,
+         const std::string& implementation, unsigned threads) {
+        const Options options = make_options(backend, implementation, threads);
+        auto shards =
+            locked(window.mutex, [&] { return split(window.window, num_shards, options); });
+        return wrapped(std::move(shards), options);
+      },
+      nb::arg("window"), nb::arg("num_shards"), nb::arg("backend"), nb::arg("implementation"),
+      nb::arg("threads"), nb::rv_policy::take_ownership,
+      "The window cut into `num_shards` shards, each a copy of its blocks and the clock.");
+  m.def(
+      "concat_window",
+      [](const std::vector<PyWindowShard*>& shards) {
+        if (shards.empty()) throw std::invalid_argument("concat: no shards");
+        const Options options = shards.front()->options;
+        nb::gil_scoped_release release;
+        const auto copies = copies_of(shards, options);
+        return new PyWindow(concat(copies, options));
+      },
+      nb::arg("shards"), nb::rv_policy::take_ownership,
+      "The whole window from all its shards, in any order.");
+  m.def(
+      "reshard_window",
+      [](const std::vector<PyWindowShard*>& shards, std::uint32_t num_shards) {
+        if (shards.empty()) throw std::invalid_argument("reshard: no shards");
+        const Options options = shards.front()->options;
+        std::vector<WindowShard> result = [&] {
+          nb::gil_scoped_release release;
+          const auto copies = copies_of(shards, options);
+          return reshard(copies, num_shards, options);
+        }();
+        return wrapped(std::move(result), options);
+      },
+      nb::arg("shards"), nb::arg("num_shards"), nb::rv_policy::take_ownership,
+      "The same window cut into `num_shards` shards: a copy of bytes and clock.");
+}
+
+}  // namespace bulkbloom::python
