@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The README's test command, and CI's: installs what is missing (scripts/install-deps.sh), builds
-# and runs the C++ tests (ctest), then builds the Python package into .venv and runs its tests.
+# The README's test command, and CI's: installs what is missing (scripts/install-deps.sh: the
+# Debian packages, .venv for Python and Spark, a JDK and Flink's jars), builds and runs the C++ and
+# Flink tests (ctest), then builds the Python package into .venv and runs its tests (with Spark's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh --python
+bash scripts/install-deps.sh --python --flink
 
 # CMake builds the CUDA backend when it finds nvcc; the toolkit's usual place may be off PATH.
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
