@@ -142,9 +142,13 @@ bool clock_is_reachable(const WindowConfig& config, const WindowAccess::Clock& c
 Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::string& source) {
   auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
   kCodec.check_frame(h, total_bytes, source);
+  if (!kCodec.reserved_are_zero(h, {})) {
+    throw fail("header_bytes " + std::to_string(get(h, detail::HeaderCodec::kHeaderBytes)) +
+               " is not the " + std::to_string(kHeaderBytes) + " version 1 writes");
+  }
   const auto started = get(h, kStarted);
-  if (!kCodec.reserved_are_zero(h, {}) || started > 1) {
-    throw fail("header size or started flag has a value version 1 never writes");
+  if (started > 1) {
+    throw fail("started flag " + std::to_string(started) + " is neither 0 nor 1");
   }
   Header header;
   WindowConfig& config = header.config;

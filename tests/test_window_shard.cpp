@@ -456,5 +456,56 @@ TEST(WindowShard, FilesAndFileBytesRoundTrip) {
   }
 }
 
+// File bytes in memory are checked as a file is: every damage gives the same FormatError, naming
+// what is wrong, from bytes as from the file.
+TEST(WindowShard, BytesAreVerifiedAsFilesAre) {
+  TempDir dir;
+  const WindowConfig cfg =
+      small_window(WindowClock::event_time, 3, Shape::sb256, BlockIndex::high32);
+  WindowedFilter single(cfg);
+  for (const Batch& batch : test_stream(cfg, 404)) dedup_whole(single, batch);
+  const auto shards = split(single, 3);
+  const auto good = to_file_bytes(shards[1], FileState{5, {std::byte{9}}});
+  const auto with_header = [&](std::size_t at, std::uint8_t value) {
+    auto bytes = good;
+    bytes[at] = std::byte{value};
+    const std::uint64_t checksum = XXH3_64bits(bytes.data(), 120);
+    std::memcpy(bytes.data() + 120, &checksum, 8);
+    return bytes;
+  };
+  auto flipped_data = good;
+  flipped_data[4096 + 3] ^= std::byte{1};
+  auto flipped_header = good;
+  flipped_header[60] ^= std::byte{1};
+  auto longer = good;
+  longer.push_back(std::byte{0});
+  const std::vector<std::pair<std::vector<std::byte>, std::string>> damages = {
+      {std::vector<std::byte>(good.begin(), good.end() - 1), "truncated"},
+      {std::vector<std::byte>(good.begin(), good.begin() + 100), "truncated"},
+      {longer, "unexpected bytes"},
+      {flipped_data, "data checksum"},
+      {flipped_header, "header checksum"},
+      {with_header(116, 62), "shard 1 of 62 over 61 blocks"},
+      {with_header(116, 0), "shard 1 of 0"},
+      {with_header(113, 3), "shard 3 of 3"},
+      {with_header(19, 2), "started flag 2"},
+      {with_header(12, 64), "header_bytes 64"},
+  };
+  for (const auto& [bytes, problem] : damages) {
+    SCOPED_TRACE(problem);
+    const auto path = dir.path() / "damaged.bbw";
+    test::write_file(path, bytes);
+    const std::string from_file = message_of<FormatError>([&] { load_window_shard(path); });
+    EXPECT_NE(from_file.find(problem), std::string::npos) << from_file;
+    EXPECT_EQ(message_of<FormatError>([&] {
+                load_window_shard(std::span<const std::byte>(bytes), nullptr, {}, path.string());
+              }),
+              from_file);
+  }
+  EXPECT_EQ(to_file_bytes(load_window_shard(std::span<const std::byte>(good)),
+                          FileState{5, {std::byte{9}}}),
+            good);
+}
+
 }  // namespace
 }  // namespace bulkbloom
