@@ -456,6 +456,180 @@ TEST(WindowShard, FilesAndFileBytesRoundTrip) {
   }
 }
 
+// A stream that leaves shards idle: shard 2's key X at the start, then only shard 0's records
+// for a while, X again late (its own time long past, within the window), a jump of five periods
+// (>= G) on shard 0's records alone, X late again, an empty batch, then shard 1's first record
+// ever, after the whole window has rotated many times.
+std::vector<Batch> idle_shard_stream(const WindowConfig& config) {
+  const Layout& layout = config.generation;
+  const std::uint64_t x = keys_of_block(layout, 50, 1, 11).front();  // shard 2 of 3
+  const std::uint64_t y = keys_of_block(layout, 30, 1, 12).front();  // shard 1 of 3
+  const auto filler = keys_of_block(layout, 5, 400, 13);             // shard 0 of 3
+  const auto p = static_cast<std::int64_t>(config.period());
+  std::vector<Batch> stream(7);
+  stream[0].push_back({x, 0});
+  for (std::size_t i = 0; i < 40; ++i) stream[0].push_back({filler[i], static_cast<int>(i / 4)});
+  for (std::size_t i = 40; i < 80; ++i) {
+    stream[1].push_back({filler[i], static_cast<std::int64_t>(i) - 40 + p / 2});
+  }
+  stream[2].push_back({x, 5});
+  for (std::size_t i = 80; i < 380; ++i) stream[3].push_back({filler[i], 6 * p});
+  stream[4].push_back({x, 6 * p - 3});
+  stream[6].push_back({y, 6 * p + 1});
+  stream[6].push_back({x, 2});
+  stream[6].push_back({y, 6 * p + 2});
+  stream[6].push_back({filler[0], 6 * p + 2});
+  return stream;
+}
+
+// Shards that see no record for several periods, then a late record or their first one, are
+// exact given only the whole window's clock with each record (no advance_to at all); advanced to
+// the whole window's clock before and after each batch, they are also its bytes.
+TEST(WindowShard, IdleShardsMeetLateRecordsAndJumpsExactly) {
+  for (WindowClock clock : {WindowClock::records, WindowClock::event_time}) {
+    SCOPED_TRACE(clock == WindowClock::records ? "records" : "event_time");
+    const WindowConfig cfg = small_window(clock, 3, Shape::sb256, BlockIndex::high32);
+    const auto stream = idle_shard_stream(cfg);
+    const auto clocks = global_clocks(cfg, stream);
+    for (bool advance : {false, true}) {
+      SCOPED_TRACE(advance ? "advanced" : "never advanced");
+      WindowedFilter single(cfg);
+      std::vector<WindowShard> shards;
+      for (std::uint32_t s = 0; s < 3; ++s) shards.emplace_back(cfg, s, 3);
+      std::vector<std::uint8_t> all_flags;
+      for (std::size_t b = 0; b < stream.size(); ++b) {
+        SCOPED_TRACE("batch " + std::to_string(b));
+        if (advance && cfg.clock == WindowClock::event_time && !stream[b].empty()) {
+          advance_all(shards, clocks[b].front());
+        }
+        const auto want = dedup_whole(single, stream[b]);
+        ASSERT_EQ(dedup_sharded(shards, stream[b], clocks[b]), want);
+        all_flags.insert(all_flags.end(), want.begin(), want.end());
+        if (!advance) continue;
+        advance_all_to(shards, single);
+        ASSERT_EQ(to_file_bytes(concat(shards)), to_file_bytes(single));
+      }
+      // X: new, then a repeat within the window, then new again after the jump; then Y new, X a
+      // repeat of the one just before, Y a repeat.
+      EXPECT_EQ(all_flags[0], 1);
+      EXPECT_EQ(all_flags[81], 0);
+      EXPECT_EQ(all_flags[382], 1);
+      EXPECT_EQ(std::vector<std::uint8_t>(all_flags.end() - 4, all_flags.end() - 1),
+                (std::vector<std::uint8_t>{1, 0, 0}));
+      EXPECT_GE(single.rotations(), 6u);
+      for (const WindowShard& shard : shards) {
+        if (advance) EXPECT_EQ(shard.rotations(), single.rotations());
+      }
+    }
+  }
+}
+
+// The condition is needed: a shard given a late record's own time, not the whole window's clock,
+// keeps a generation the whole window has cleared and calls a key seen that the window calls new.
+TEST(WindowShard, ARecordsOwnTimeIsNotTheClock) {
+  const WindowConfig cfg =
+      small_window(WindowClock::event_time, 3, Shape::sb256, BlockIndex::high32);
+  const auto p = static_cast<std::int64_t>(cfg.period());
+  const std::uint64_t x = keys_of_block(cfg.generation, 50, 1, 11).front();
+  const std::uint64_t filler = keys_of_block(cfg.generation, 5, 1, 13).front();
+  const std::vector<Batch> stream = {{{x, 0}}, {{filler, 3 * p}}, {{x, 2 * p}}};
+  WindowedFilter single(cfg);
+  std::vector<WindowShard> shards;
+  for (std::uint32_t s = 0; s < 3; ++s) shards.emplace_back(cfg, s, 3);
+  std::vector<std::uint8_t> want;
+  std::vector<std::uint8_t> got;
+  for (const Batch& batch : stream) {
+    const auto w = dedup_whole(single, batch);
+    want.insert(want.end(), w.begin(), w.end());
+    const std::vector<std::int64_t> own_times{batch.front().time};
+    const auto g = dedup_sharded(shards, batch, own_times);
+    got.insert(got.end(), g.begin(), g.end());
+  }
+  EXPECT_EQ(want, (std::vector<std::uint8_t>{1, 1, 1}));
+  EXPECT_EQ(got, (std::vector<std::uint8_t>{1, 1, 0}));
+}
+
+// An empty batch changes nothing: an unstarted event-time shard stays unstarted, a records-clock
+// shard's count stays where it was.
+TEST(WindowShard, EmptyBatchesChangeNothing) {
+  for (WindowClock clock : {WindowClock::records, WindowClock::event_time}) {
+    const WindowConfig cfg = small_window(clock, 2, Shape::sb512, BlockIndex::full64);
+    WindowShard shard(cfg, 1, 2);
+    const auto before = to_file_bytes(shard);
+    std::uint8_t none = 0;
+    EXPECT_EQ(shard.insert_if_absent(std::span<const std::uint64_t>{},
+                                     std::span<const std::int64_t>{}, std::span(&none, 0)),
+              0u);
+    EXPECT_EQ(shard.insert_if_absent(std::span<const std::string_view>{},
+                                     std::span<const std::int64_t>{}, std::span(&none, 0)),
+              0u);
+    EXPECT_EQ(to_file_bytes(shard), before);
+    EXPECT_EQ(shard.records_seen(), 0u);
+    EXPECT_FALSE(shard.clock_time().has_value());
+  }
+}
+
+// Every CPU implementation and thread count gives a window shard the flags and bytes of
+// cpu/scalar on one thread, with batches large enough for the threaded lookups.
+TEST(WindowShard, EveryCpuImplementationAndThreadCountGivesTheSameFlagsAndBytes) {
+  for (WindowClock clock : {WindowClock::records, WindowClock::event_time}) {
+    SCOPED_TRACE(clock == WindowClock::records ? "records" : "event_time");
+    WindowConfig cfg = small_window(clock, 3, Shape::sb512, BlockIndex::full64);
+    cfg.window = clock == WindowClock::records ? 90000 : 200;
+    cfg.lateness = clock == WindowClock::records ? 0 : 20;
+    cfg.generation.num_blocks = 30011;
+    // Three batches of 2^16 + 1 records, a third of them repeats of the batch before, with event
+    // times over about two periods a batch.
+    std::vector<Batch> stream;
+    std::vector<std::uint64_t> last;
+    for (std::uint64_t b = 0; b < 3; ++b) {
+      auto keys = random_keys(65537, 500 + b);
+      for (std::size_t i = 0; i < last.size(); i += 3) keys[i] = last[i];
+      Batch batch;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        batch.push_back({keys[i], static_cast<std::int64_t>(b * 220 + i / 300)});
+      }
+      last = keys;
+      stream.push_back(std::move(batch));
+    }
+    const auto clocks = global_clocks(cfg, stream);
+    std::vector<std::uint8_t> want_flags;
+    std::vector<std::vector<std::byte>> want_bytes;
+    std::vector<std::pair<std::string, unsigned>> runs{{"cpu/scalar", 1}};
+    for (const std::string& impl : available_implementations()) {
+      if (impl.rfind("cpu", 0) != 0) continue;
+      for (unsigned threads : {1u, 2u}) runs.emplace_back(impl, threads);
+    }
+    for (const auto& [impl, threads] : runs) {
+      SCOPED_TRACE(impl + " threads " + std::to_string(threads));
+      Options options;
+      options.implementation = impl;
+      options.threads = threads;
+      std::vector<WindowShard> shards;
+      for (std::uint32_t s = 0; s < 2; ++s) shards.emplace_back(cfg, s, 2, options);
+      EXPECT_EQ(shards.front().implementation(), impl);
+      std::vector<std::uint8_t> flags;
+      std::vector<std::vector<std::byte>> bytes;
+      for (std::size_t b = 0; b < stream.size(); ++b) {
+        if (cfg.clock == WindowClock::event_time) advance_all(shards, clocks[b].front());
+        const auto f = dedup_sharded(shards, stream[b], clocks[b]);
+        flags.insert(flags.end(), f.begin(), f.end());
+        for (const WindowShard& shard : shards) bytes.push_back(to_file_bytes(shard));
+      }
+      if (want_flags.empty()) {
+        want_flags = flags;
+        want_bytes = bytes;
+        const auto fresh = std::count(flags.begin(), flags.end(), 1);
+        EXPECT_GT(fresh, 100000);  // mostly new keys, and the repeats found
+        EXPECT_LT(fresh, 190000);
+        continue;
+      }
+      ASSERT_EQ(flags, want_flags);
+      ASSERT_EQ(bytes, want_bytes);
+    }
+  }
+}
+
 // File bytes in memory are checked as a file is: every damage gives the same FormatError, naming
 // what is wrong, from bytes as from the file.
 TEST(WindowShard, BytesAreVerifiedAsFilesAre) {

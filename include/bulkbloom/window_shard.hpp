@@ -23,8 +23,9 @@
 /// Under that condition every flag equals the single window's. The state (and so concat()'s
 /// bytes) equals the single window's when, in addition, every shard's clock was started in the
 /// single window's first period and ends at its clock (on event time: call advance_to() on every
-/// shard with the global clock at the start and after each batch, including shards that got no
-/// record; on the records clock: advance_to(total records) after each batch). On event time
+/// shard, before the first batch with the clock of the whole stream's first record and after
+/// each batch with the global clock, including shards that got no record; on the records clock:
+/// advance_to(total records) after each batch). On event time
 /// records_seen() is the shard's own count, and concat() adds them up.
 #pragma once
 
