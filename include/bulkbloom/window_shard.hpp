@@ -109,7 +109,9 @@ class WindowShard {
   std::optional<std::int64_t> clock_time() const;
   /// Periods the window's clock has moved on since it started (WindowedFilter::rotations()).
   std::uint64_t rotations() const;
-  /// Generation by age (0 the newest): the shard's blocks as a filter of their own.
+  /// Generation by age (0 the newest): the shard's blocks as a filter of their own, for its
+  /// statistics (bytes, popcount, current FPR). Its layout is not config().generation, so it does
+  /// not answer for keys: query them through the shard.
   const Filter& generation(std::uint32_t age) const;
   /// False-positive rate of the shard's blocks as they are now: 1 − Π(1 − current_fpr of each
   /// generation). A key's FPR is that of its shard.
