@@ -7,14 +7,16 @@
 //
 //   big_filter KEYS FPR INDEX [THREADS] [PROBES]      INDEX: high32, full64 or auto
 //
-// `big_filter speed KEYS FPR INDEX THREADS ROUNDS [BATCH_KEYS]` measures speed alone, on the filter
-// sized for KEYS: each round runs the random read probe, contains, the read-modify-write probe,
-// insert and insert_if_absent, each over 2^25 keys in batches of BATCH_KEYS (2^22 unless given);
-// the probes run over the filter's own bits (same pages, same page policy), so the filter's
+// `big_filter speed KEYS FPR INDEX THREADS ROUNDS [BATCH_KEYS [4k]]` measures speed alone, on the
+// filter sized for KEYS: each round runs the random read probe, contains, the read-modify-write
+// probe, insert and insert_if_absent, each over 2^25 keys in batches of BATCH_KEYS (2^22 unless
+// given); the probes run over the filter's own bits (same pages, same page policy), so the filter's
 // contents are meaningless, and only the library's calls are timed (not the making of keys),
 // as the probe times only its accesses. Rates are per second of wall time, and per second of CPU
 // time (the process's, divided by THREADS; the probe's threads' own), which the time slicing of a
-// shared machine does not inflate. Prints each round and the medians of rates and ratios.
+// shared machine does not inflate. `4k` turns transparent huge pages off for the process (filter
+// and probe alike). Prints each round and the medians of rates and ratios.
+#include <sys/prctl.h>
 #include <bulkbloom/bulkbloom.hpp>
 
 #include <algorithm>
@@ -75,7 +77,8 @@ double median(std::vector<double> v) {
 // The speed mode (see the top of the file).
 int speed(int argc, char** argv) {
   if (argc < 7) {
-    std::fprintf(stderr, "usage: %s speed KEYS FPR high32|full64|auto THREADS ROUNDS [BATCH]\n",
+    std::fprintf(stderr,
+                 "usage: %s speed KEYS FPR high32|full64|auto THREADS ROUNDS [BATCH [4k]]\n",
                  argv[0]);
     return 2;
   }
@@ -85,6 +88,8 @@ int speed(int argc, char** argv) {
   const unsigned threads = static_cast<unsigned>(std::atoi(argv[5]));
   const int rounds = std::atoi(argv[6]);
   const std::size_t batch_keys = argc > 7 ? std::strtoull(argv[7], nullptr, 10) : 1u << 22;
+  // "4k": no transparent huge pages for this process, to see what they are worth.
+  if (argc > 8 && std::string(argv[8]) == "4k") prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
   constexpr std::uint64_t kKeysPerCase = std::uint64_t{1} << 25;
   std::optional<bulkbloom::BlockIndex> index;
   if (index_name != "auto") index = bulkbloom::parse_block_index(index_name);
