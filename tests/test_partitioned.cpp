@@ -396,7 +396,7 @@ TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLo
   EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1, fixed).mode,
             Mode::single);
   // Several threads writing a sparse batch: by block range below 1 GiB, from 1 GiB up hashed once
-  // and partitioned into 129 to 256 block ranges; contains keeps splitting the keys.
+  // and partitioned into 129 to 256 block ranges.
   const Layout below{Shape::sb512, (std::uint64_t{1} << 24) - 1};
   const Layout odd{Shape::sb256, (std::uint64_t{1} << 25) + 12345};  // 1 GiB and 386 KiB
   for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
@@ -411,8 +411,19 @@ TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLo
     EXPECT_EQ(((odd.num_blocks - 1) >> odd_plan.partition_shift) + 1, 129u);
     EXPECT_EQ(detail::plan_bulk(op, large, std::size_t{1} << 22, 1, fixed).mode, Mode::single);
   }
+  // Reads are partitioned from 4 GiB up, where a page walk joins each miss.
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, large, std::size_t{1} << 22, 2, fixed).mode,
             Mode::key_slices);
+  const Layout read_below{Shape::sb512, (std::uint64_t{1} << 26) - 1};
+  const Layout read_at{Shape::sb512, std::uint64_t{1} << 26};  // 4 GiB
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_below, std::size_t{1} << 22, 2, fixed).mode,
+            Mode::key_slices);
+  const auto read_plan =
+      detail::plan_bulk(BulkOp::contains, read_at, std::size_t{1} << 22, 2, fixed);
+  EXPECT_EQ(read_plan.mode, Mode::partitioned);
+  EXPECT_EQ(read_at.num_blocks >> read_plan.partition_shift, 256u);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_at, std::size_t{1} << 22, 1, fixed).mode,
+            Mode::single);
 }
 
 TEST(PartitionedBulk, AutomaticThreadsWriteFiltersUnder16MiBOnOneThread) {

@@ -35,6 +35,11 @@ constexpr double kMinLocalityKeysPerBlock = 64.0;
 // and two partitioning passes (insert and insert_if_absent at 4 GiB; at 0.5 GiB insert_if_absent,
 // whose flags take a fourth pass, was still faster by block range; bench/RESULTS.md).
 constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30;
+// Reading threads do not scan each other's keys, but on a filter beyond what the TLB maps with huge
+// pages each key's block costs a page walk as well as a miss; partitioned, a thread's blocks come
+// from one partition at a time. Measured no slower from 4 GiB up and clearly faster at 12 GiB
+// (bench/RESULTS.md).
+constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{4} << 30;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -57,9 +62,10 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
   const bool locality =
       layout.size_bytes() >= kMinLocalityFilterBytes &&
       static_cast<double>(n) >= kMinLocalityKeysPerBlock * static_cast<double>(layout.num_blocks);
-  const bool partitioned_writes =
-      parallel && op != BulkOp::contains && layout.size_bytes() >= kMinPartitionedWriteFilterBytes;
-  if (locality || partitioned_writes) {
+  const bool partitioned_threads =
+      parallel && layout.size_bytes() >= (op == BulkOp::contains ? kMinPartitionedReadFilterBytes
+                                                                 : kMinPartitionedWriteFilterBytes);
+  if (locality || partitioned_threads) {
     // From kMinPartitionedWriteFilterBytes up this makes 129 to 2^kMaxPartitionBits partitions,
     // fine enough for the tasks to take nearly equal shares of the keys in whole partitions.
     plan.mode = BulkPlan::Mode::partitioned;

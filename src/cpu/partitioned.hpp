@@ -48,7 +48,7 @@ struct BulkPlan {
     key_slices,    // contains: each task reads a contiguous slice of the keys
     block_ranges,  // insert paths: each task scans every key and owns a range of blocks
     partitioned,   // radix-partitioned by block range first (PartitionScratch): for locality,
-                   // or to hash each key once when several threads write to a large filter
+                   // or to spread a large filter's blocks over several threads
   };
   Mode mode = Mode::single;
   unsigned tasks = 1;
