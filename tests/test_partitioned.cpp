@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bulkbloom/detail/block_math.hpp"
@@ -89,6 +91,96 @@ TEST(PartitionedBulk, MatchesTheScalarKernelsForEveryTargetThreadCountAndPartiti
           scratch.run(BulkOp::contains, *kernels, layout, inserted.data(), probes.data(),
                       probes.size(), KeyMode::hash_with_layout, found.data(), pool, shift);
           ASSERT_EQ(found, want_found);
+        }
+      }
+    }
+  }
+}
+
+// Keys all in one block of `layout`, as prehashed hashes: under full64 any hash between the
+// block's first and last; under high32 any with the block's top half.
+std::vector<std::uint64_t> hashes_in_one_block(const Layout& layout, std::uint64_t block,
+                                               std::size_t n) {
+  SplitMix64 rng(47);
+  std::vector<std::uint64_t> hashes(n);
+  const unsigned __int128 first =
+      ((static_cast<unsigned __int128>(block) << 64) + layout.num_blocks - 1) / layout.num_blocks;
+  const unsigned __int128 span = (std::uint64_t{1} << 63) / layout.num_blocks;  // within the block
+  for (auto& h : hashes) {
+    h = layout.index == BlockIndex::full64
+            ? static_cast<std::uint64_t>(first + rng.next() % span)
+            : ((((block << 32) + layout.num_blocks - 1) / layout.num_blocks) << 32) |
+                  (rng.next() & 0xFFFFFFFFu);
+  }
+  return hashes;
+}
+
+// The partitioning that several threads writing a large filter get (Mode::partitioned with
+// 2^kMaxPartitionBits partitions at most), on adversarial batches: empty, fewer keys than
+// threads, 2^k +- 1 keys around the parallel threshold, all equal, hot keys, and every key in
+// one block. Each thread count gives the single scalar call's bits, flags and count.
+TEST(PartitionedBulk, CoarsePartitionsMatchTheScalarKernelsOnAdversarialBatches) {
+  constexpr std::size_t kParallel = std::size_t{1} << 14;  // kMinParallelKeys
+  for (Shape shape : {Shape::sb256, Shape::sb512}) {
+    for (BlockIndex index : kBothIndexes) {
+      const Layout layout{shape, 4099, KeyHash::xxh64, 0, index};
+      const unsigned shift = 13 - 8;  // ceil(log2(4099)) - kMaxPartitionBits: 129 partitions
+      std::vector<std::pair<std::string, std::vector<std::uint64_t>>> batches = {
+          {"empty", {}},
+          {"one", random_keys(1, 50)},
+          {"three", random_keys(3, 51)},
+          {"2^14-1", batch_with_repeats(kParallel - 1)},
+          {"2^14", batch_with_repeats(kParallel)},
+          {"2^14+1", batch_with_repeats(kParallel + 1)},
+          {"2^16+1", batch_with_repeats((kParallel << 2) + 1)},
+          {"all equal", std::vector<std::uint64_t>(kParallel + 1, 0x5EED)},
+          {"hot keys", hot_key_batch(7, 5000, 3 * kParallel, 52)},
+      };
+      const CpuKernels& scalar = *detail::scalar_target().kernels;
+      for (const auto& [name, keys] : batches) {
+        for (KeyMode mode : {KeyMode::hash_with_layout, KeyMode::prehashed}) {
+          std::vector<std::uint64_t> batch = keys;
+          if (mode == KeyMode::prehashed && !batch.empty()) {
+            batch = hashes_in_one_block(layout, 4098 / 2, batch.size());  // "one block"
+            for (std::uint64_t h : batch) ASSERT_EQ(layout.block_of(h), 4098u / 2);
+          }
+          std::vector<std::byte> want_bits(layout.size_bytes());
+          std::vector<std::uint8_t> want_new(batch.size());
+          const auto want_fresh =
+              scalar.insert_if_absent(layout, want_bits.data(), batch.data(), batch.size(), mode,
+                                      detail::all_blocks(layout), want_new.data());
+          auto probes = random_keys(batch.size() + 5, 53);
+          std::copy(batch.begin(), batch.begin() + static_cast<std::ptrdiff_t>(batch.size() / 2),
+                    probes.begin());
+          std::vector<std::uint8_t> want_found(probes.size());
+          scalar.contains(layout, want_bits.data(), probes.data(), probes.size(), mode,
+                          want_found.data());
+          for (const CpuKernels* kernels : all_kernel_sets()) {
+            for (unsigned threads = 1; threads <= 4; ++threads) {
+              SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
+                           " " + name + (mode == KeyMode::prehashed ? " in one block " : " ") +
+                           kernels->target + " threads " + std::to_string(threads));
+              detail::ThreadPool pool(threads);
+              detail::PartitionScratch scratch;
+              std::vector<std::byte> bits(layout.size_bytes());
+              std::vector<std::uint8_t> is_new(batch.size(), 7);
+              EXPECT_EQ(scratch.run(BulkOp::insert_if_absent, *kernels, layout, bits.data(),
+                                    batch.data(), batch.size(), mode, is_new.data(), pool, shift),
+                        want_fresh);
+              ASSERT_EQ(is_new, want_new);
+              ASSERT_TRUE(bits == want_bits);
+
+              std::vector<std::byte> inserted(layout.size_bytes());
+              scratch.run(BulkOp::insert, *kernels, layout, inserted.data(), batch.data(),
+                          batch.size(), mode, nullptr, pool, shift);
+              ASSERT_TRUE(inserted == want_bits);
+
+              std::vector<std::uint8_t> found(probes.size(), 7);
+              scratch.run(BulkOp::contains, *kernels, layout, inserted.data(), probes.data(),
+                          probes.size(), mode, found.data(), pool, shift);
+              ASSERT_EQ(found, want_found);
+            }
+          }
         }
       }
     }
@@ -301,9 +393,36 @@ TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLo
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
   EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 31, 1, fixed).mode,
             Mode::partitioned);
-  EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 28, 2, fixed).mode,
-            Mode::block_ranges);
   EXPECT_EQ(detail::plan_bulk(BulkOp::insert, large, std::size_t{1} << 16, 1, fixed).mode,
+            Mode::single);
+  // Several threads writing a sparse batch: by block range below 1 GiB, from 1 GiB up hashed once
+  // and partitioned into 129 to 256 block ranges.
+  const Layout below{Shape::sb512, (std::uint64_t{1} << 24) - 1};
+  const Layout odd{Shape::sb256, (std::uint64_t{1} << 25) + 12345};  // 1 GiB and 386 KiB
+  for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
+    EXPECT_EQ(detail::plan_bulk(op, below, std::size_t{1} << 22, 2, fixed).mode,
+              Mode::block_ranges);
+    const auto large_plan = detail::plan_bulk(op, large, std::size_t{1} << 22, 2, fixed);
+    EXPECT_EQ(large_plan.mode, Mode::partitioned);
+    EXPECT_EQ(large_plan.tasks, 2u);
+    EXPECT_EQ(large.num_blocks >> large_plan.partition_shift, 256u);
+    const auto odd_plan = detail::plan_bulk(op, odd, std::size_t{1} << 22, 3, fixed);
+    EXPECT_EQ(odd_plan.mode, Mode::partitioned);
+    EXPECT_EQ(((odd.num_blocks - 1) >> odd_plan.partition_shift) + 1, 129u);
+    EXPECT_EQ(detail::plan_bulk(op, large, std::size_t{1} << 22, 1, fixed).mode, Mode::single);
+  }
+  // Reads are partitioned from 4 GiB up, where a page walk joins each miss.
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, large, std::size_t{1} << 22, 2, fixed).mode,
+            Mode::key_slices);
+  const Layout read_below{Shape::sb512, (std::uint64_t{1} << 26) - 1};
+  const Layout read_at{Shape::sb512, std::uint64_t{1} << 26};  // 4 GiB
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_below, std::size_t{1} << 22, 2, fixed).mode,
+            Mode::key_slices);
+  const auto read_plan =
+      detail::plan_bulk(BulkOp::contains, read_at, std::size_t{1} << 22, 2, fixed);
+  EXPECT_EQ(read_plan.mode, Mode::partitioned);
+  EXPECT_EQ(read_at.num_blocks >> read_plan.partition_shift, 256u);
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_at, std::size_t{1} << 22, 1, fixed).mode,
             Mode::single);
 }
 

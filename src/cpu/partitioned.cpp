@@ -29,6 +29,17 @@ constexpr unsigned kMaxPartitionBits = 8;
 // kernels are chosen there; these thresholds keep partitioning for still denser batches only.
 constexpr std::uint64_t kMinLocalityFilterBytes = std::uint64_t{64} << 20;
 constexpr double kMinLocalityKeysPerBlock = 64.0;
+// Writes on several threads to a filter this large are partitioned even where locality cannot pay:
+// split by block range instead, each thread would hash and scan every key of the batch to find its
+// own, and with every visit a miss to memory that doubled work measured costlier than one hashing
+// and two partitioning passes (insert and insert_if_absent at 4 GiB; at 0.5 GiB insert_if_absent,
+// whose flags take a fourth pass, was still faster by block range; bench/RESULTS.md).
+constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30;
+// Reading threads do not scan each other's keys, but on a filter beyond what the TLB maps with huge
+// pages each key's block costs a page walk as well as a miss; partitioned, a thread's blocks come
+// from one partition at a time. Measured no slower from 4 GiB up and clearly faster at 12 GiB
+// (bench/RESULTS.md).
+constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{4} << 30;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -51,7 +62,12 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
   const bool locality =
       layout.size_bytes() >= kMinLocalityFilterBytes &&
       static_cast<double>(n) >= kMinLocalityKeysPerBlock * static_cast<double>(layout.num_blocks);
-  if (locality) {
+  const bool partitioned_threads =
+      parallel && layout.size_bytes() >= (op == BulkOp::contains ? kMinPartitionedReadFilterBytes
+                                                                 : kMinPartitionedWriteFilterBytes);
+  if (locality || partitioned_threads) {
+    // From kMinPartitionedWriteFilterBytes up this makes 129 to 2^kMaxPartitionBits partitions,
+    // fine enough for the tasks to take nearly equal shares of the keys in whole partitions.
     plan.mode = BulkPlan::Mode::partitioned;
     const unsigned block_bits = ceil_log2(layout.num_blocks);
     const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));

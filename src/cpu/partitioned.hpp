@@ -47,7 +47,8 @@ struct BulkPlan {
     single,        // the calling thread, one kernel call
     key_slices,    // contains: each task reads a contiguous slice of the keys
     block_ranges,  // insert paths: each task scans every key and owns a range of blocks
-    partitioned,   // radix-partitioned by block range first (PartitionScratch)
+    partitioned,   // radix-partitioned by block range first (PartitionScratch): for locality,
+                   // or to spread a large filter's blocks over several threads
   };
   Mode mode = Mode::single;
   unsigned tasks = 1;

@@ -3,8 +3,10 @@
 /// throughput can be read as a fraction of what the hardware allows on the same working set.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 namespace bulkbloom::probe {
 
@@ -21,6 +23,10 @@ struct HardwareLimits {
   double seq_read_bytes_per_s = 0;
 };
 
+/// What the random probes' rates are per: seconds of the wall clock, or of CPU time of the probing
+/// threads, which the time slicing of a shared machine does not inflate.
+enum class Timing { wall, cpu };
+
 /// A probe buffer kept for repeated measurements, so that a benchmark can measure the random rates
 /// right before and right after each timed case, on the same memory: on a shared machine the
 /// rates move by tens of percent from one minute to the next, and a ratio to a limit measured
@@ -31,6 +37,11 @@ class MemoryProbe {
   /// requested, as for filters). Throws std::invalid_argument if `buffer_bytes` < 64,
   /// std::bad_alloc if the buffer cannot be had.
   explicit MemoryProbe(std::uint64_t buffer_bytes);
+  /// Probes `memory` (whole 64-byte lines of it), which the caller owns and keeps alive: a filter's
+  /// own bits, so that probe and filter run on the same pages under the same page policy. The
+  /// read-modify-write probe changes words of it. Throws std::invalid_argument if it is shorter
+  /// than one line.
+  explicit MemoryProbe(std::span<std::byte> memory);
   ~MemoryProbe();
   MemoryProbe(const MemoryProbe&) = delete;
   MemoryProbe& operator=(const MemoryProbe&) = delete;
@@ -39,6 +50,9 @@ class MemoryProbe {
   /// than the machine has hardware threads measure as many as it has. Throws
   /// std::invalid_argument if `threads` == 0.
   HardwareLimits measure(unsigned threads, double seconds = 0.25);
+  /// Times the random probes that follow by `timing` (Timing::wall unless set).
+  void set_timing(Timing timing) { timing_ = timing; }
+
   /// HardwareLimits::random_read_lines_per_s alone, measured for about `seconds`.
   double random_read_lines_per_s(unsigned threads, double seconds);
   /// HardwareLimits::random_rmw_lines_per_s alone, measured for about `seconds`.
@@ -47,6 +61,7 @@ class MemoryProbe {
  private:
   class Buffer;
   std::unique_ptr<Buffer> buffer_;
+  Timing timing_ = Timing::wall;
 };
 
 /// Measures the three rates over a freshly allocated `buffer_bytes` buffer (2 MiB pages requested,
