@@ -1,0 +1,346 @@
+package org.bulkbloom.flink.bench;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.time.Duration;
+import java.util.HashSet;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+import org.apache.flink.api.common.JobID;
+import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
+import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.StateBackendOptions;
+import org.apache.flink.configuration.TaskManagerOptions;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.runtime.execution.ExecutionState;
+import org.apache.flink.runtime.executiongraph.AccessExecutionVertex;
+import org.apache.flink.runtime.jobgraph.SavepointRestoreSettings;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
+import org.apache.flink.state.rocksdb.RocksDBOptions;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.graph.StreamGraph;
+
+/**
+ * One measurement of one dedup on Flink's MiniCluster, in this JVM, printed as one line of
+ * {@code key=value} pairs:
+ *
+ * <ol>
+ *   <li>the main job dedups {@code --records} generated events (parallelism 1); records/s runs from
+ *       the source's first record to the sink's receipt of the stream's last record, which is
+ *       always fresh. A second source that emits nothing keeps the job running once the events
+ *       are out, so that the state is still there for the checkpoint;
+ *   <li>the live state's size (heap growth after a full GC for the hashmap backend, the RocksDB
+ *       folder after the checkpoint, or what the dedup itself reports);
+ *   <li>one checkpoint, triggered then, timed to completion; its size is what it wrote to disk;
+ *   <li>the job is cancelled (the checkpoint is retained) and a probe job of {@value #PROBES}
+ *       events — half of them ids of the stream, half new — runs twice: without state (the cost of
+ *       starting a job) and restored from the checkpoint. The restored run must drop every old id.
+ * </ol>
+ */
+public final class FlinkDedupBench {
+  static final int PROBES = 10_000;
+  static final Duration WINDOW = Duration.ofHours(36);
+  static final long SPAN_MS = Duration.ofHours(24).toMillis();
+  static final long START_MS = 1_700_000_000_000L;
+  static final long MAX_REPEAT_DISTANCE = 1_000_000;
+  static final String DEDUP_UID = "dedup";
+
+  private final Dedup dedup;
+  private final long records;
+  private final EventGenerator generator;
+  private final Path workDir;
+
+  private FlinkDedupBench(Dedup dedup, long records, double repeatFraction, long seed, Path workDir) {
+    this.dedup = dedup;
+    this.records = records;
+    this.generator =
+        new EventGenerator(records, repeatFraction, MAX_REPEAT_DISTANCE, seed, START_MS, SPAN_MS);
+    this.workDir = workDir;
+  }
+
+  public static void main(String[] args) throws Exception {
+    String mode = null;
+    long records = 1_000_000;
+    double repeatFraction = 0.1;
+    long seed = 42;
+    Path workDir = null;
+    for (int i = 0; i < args.length; i += 2) {
+      if (i + 1 >= args.length) {
+        usage("missing value after " + args[i]);
+      }
+      String value = args[i + 1];
+      switch (args[i]) {
+        case "--mode" -> mode = value;
+        case "--records" -> records = parsePositive(args[i], value);
+        case "--repeat-fraction" -> repeatFraction = Double.parseDouble(value);
+        case "--seed" -> seed = Long.parseLong(value);
+        case "--work-dir" -> workDir = Paths.get(value);
+        default -> usage("unknown option " + args[i]);
+      }
+    }
+    if (mode == null || workDir == null) {
+      usage("--mode and --work-dir are required");
+    }
+    if (!(repeatFraction >= 0 && repeatFraction < 1)) {
+      usage("--repeat-fraction must lie in [0, 1), got " + repeatFraction);
+    }
+    if (Files.exists(workDir)) {
+      usage(workDir + " exists; give a fresh --work-dir");
+    }
+    Dedup dedup = Dedup.named(mode);
+    new FlinkDedupBench(dedup, records, repeatFraction, seed, workDir).run();
+    System.exit(0);
+  }
+
+  private static long parsePositive(String option, String value) {
+    long parsed = (long) Double.parseDouble(value);
+    if (parsed <= 1) {
+      usage(option + " must be at least 2, got " + value);
+    }
+    return parsed;
+  }
+
+  private static void usage(String problem) {
+    System.err.println("FlinkDedupBench: " + problem);
+    System.err.println(
+        "usage: FlinkDedupBench --mode " + String.join("|", Dedup.NAMES)
+            + " --records N --work-dir DIR [--repeat-fraction F] [--seed S]");
+    System.exit(2);
+  }
+
+  private Configuration configuration() {
+    Configuration conf = new Configuration();
+    conf.set(StateBackendOptions.STATE_BACKEND, dedup.stateBackend());
+    conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, workDir.resolve("checkpoints").toUri().toString());
+    conf.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, dedup.stateBackend().equals("rocksdb"));
+    conf.set(
+        CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
+        ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
+    conf.set(RocksDBOptions.LOCAL_DIRECTORIES, workDir.resolve("rocksdb").toString());
+    conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("512m"));
+    conf.set(TaskManagerOptions.NUM_TASK_SLOTS, 1);
+    return conf;
+  }
+
+  private void run() throws Exception {
+    Files.createDirectories(workDir);
+    long expectedKept = generator.freshCount();
+    Configuration conf = configuration();
+    MiniCluster cluster =
+        new MiniCluster(
+            new MiniClusterConfiguration.Builder()
+                .setConfiguration(conf)
+                .setNumTaskManagers(1)
+                .setNumSlotsPerTaskManager(1)
+                .build());
+    cluster.start();
+    try {
+      long heapBefore = usedHeapAfterGc();
+      RunClock.reset(generator.lastId(), Set.of());
+      StreamGraph main = mainJob(conf);
+      JobID mainId = cluster.submitJob(main).get().getJobID();
+      awaitLastId(cluster, mainId);
+      double seconds = (RunClock.lastIdNanos() - RunClock.sourceStartNanos()) / 1e9;
+      long kept = RunClock.kept();
+      long heapState = usedHeapAfterGc() - heapBefore;
+
+      long checkpointStart = System.nanoTime();
+      String checkpoint = cluster.triggerCheckpoint(mainId).get(30, TimeUnit.MINUTES);
+      double checkpointSeconds = (System.nanoTime() - checkpointStart) / 1e9;
+      long checkpointBytes = bytesUnder(workDir.resolve("checkpoints").resolve(mainId.toString()));
+      long rocksdbBytes = bytesUnder(workDir.resolve("rocksdb"));
+      long reportedBytes = dedup.reportedStateBytes();
+      cluster.cancelJob(mainId).get();
+      awaitTermination(cluster, mainId);
+
+      ProbeRun cold = probe(cluster, conf, null);
+      ProbeRun restored = probe(cluster, conf, checkpoint);
+
+      long stateBytes =
+          switch (dedup.stateBackend()) {
+            case "rocksdb" -> rocksdbBytes;
+            default -> reportedBytes >= 0 ? reportedBytes : heapState;
+          };
+      System.out.println(
+          String.format(
+              Locale.ROOT,
+              "mode=%s records=%d seconds=%.3f records_per_s=%.0f kept=%d expected_kept=%d"
+                  + " extra_drops=%d state_bytes=%d heap_growth_bytes=%d checkpoint_s=%.3f"
+                  + " checkpoint_bytes=%d cold_init_s=%.3f restore_init_s=%.3f cold_probe_s=%.3f"
+                  + " restore_probe_s=%.3f restore_first_output_s=%.3f probe_kept=%d"
+                  + " probe_expected_kept=%d"
+                  + " probe_old_kept=%d",
+              dedup.name(), records, seconds, records / seconds, kept, expectedKept,
+              expectedKept - kept, stateBytes, heapState, checkpointSeconds, checkpointBytes,
+              cold.initializingSeconds, restored.initializingSeconds, cold.seconds, restored.seconds, restored.firstOutputSeconds, restored.kept,
+              PROBES / 2, restored.oldKept));
+      if (kept > expectedKept || restored.oldKept != 0) {
+        throw new IllegalStateException(
+            "a repeat got through: kept " + kept + " of " + expectedKept
+                + " fresh records, and " + restored.oldKept + " old ids after the restore");
+      }
+    } finally {
+      cluster.close();
+    }
+  }
+
+  private StreamExecutionEnvironment environment(Configuration conf) {
+    StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+    env.setParallelism(1);
+    env.enableCheckpointing(Duration.ofDays(1).toMillis());
+    return env;
+  }
+
+  private StreamGraph mainJob(Configuration conf) {
+    StreamExecutionEnvironment env = environment(conf);
+    TypeInformation<Event> type = TypeInformation.of(Event.class);
+    DataStream<Event> events =
+        env.fromSource(
+                new DataGeneratorSource<>(generator, records, type),
+                WatermarkStrategy.<Event>forMonotonousTimestamps()
+                    .withTimestampAssigner((event, previous) -> event.timeMs),
+                "events")
+            .uid("events");
+    // Emits one event a minute, filtered away: it only keeps the job (and so the dedup's state)
+    // alive after the events run out. Its watermark stops at the end of the events' time so that
+    // the end of the events does not move the dedup's event-time clock.
+    long endMs = START_MS + SPAN_MS;
+    DataStream<Event> keepAlive =
+        env.fromSource(
+                new DataGeneratorSource<>(
+                    index -> new Event(0, endMs), Long.MAX_VALUE, RateLimiterStrategy.perSecond(1.0 / 60),
+                    type),
+                WatermarkStrategy.<Event>forMonotonousTimestamps()
+                    .withTimestampAssigner((event, previous) -> event.timeMs),
+                "keep-alive")
+            .uid("keep-alive")
+            .filter(event -> false)
+            .uid("keep-alive-filter");
+    dedup.apply(events.union(keepAlive), WINDOW).sinkTo(new CountingSink()).uid("sink");
+    StreamGraph graph = env.getStreamGraph();
+    graph.setJobId(new JobID());
+    return graph;
+  }
+
+  private record ProbeRun(
+      double seconds, double initializingSeconds, double firstOutputSeconds, long kept,
+      long oldKept) {}
+
+  /** Even probes carry ids of the stream (spread over it), odd ones ids it never had. */
+  private ProbeRun probe(MiniCluster cluster, Configuration conf, String checkpoint)
+      throws Exception {
+    StreamExecutionEnvironment env = environment(conf);
+    EventGenerator stream = generator;
+    long total = records;
+    long step = Math.max(1, records / PROBES);
+    long endMs = START_MS + SPAN_MS;
+    DataStream<Event> probes =
+        env.fromSource(
+                new DataGeneratorSource<>(
+                    index ->
+                        new Event(
+                            index % 2 == 0 ? stream.idOf(index * step % total)
+                                : stream.freshId(total + index),
+                            endMs),
+                    PROBES, TypeInformation.of(Event.class)),
+                WatermarkStrategy.<Event>forMonotonousTimestamps()
+                    .withTimestampAssigner((event, previous) -> event.timeMs),
+                "probes")
+            .uid("probes");
+    dedup.apply(probes, WINDOW).sinkTo(new CountingSink()).uid("sink");
+    StreamGraph graph = env.getStreamGraph();
+    graph.setJobId(new JobID());
+    if (checkpoint != null) {
+      graph.setSavepointRestoreSettings(SavepointRestoreSettings.forPath(checkpoint, true));
+    }
+    Set<Long> oldIds = new HashSet<>();
+    for (long index = 0; index < PROBES; index += 2) {
+      oldIds.add(stream.idOf(index * step % records));
+    }
+    RunClock.reset(Long.MIN_VALUE, oldIds);
+    long start = System.nanoTime();
+    JobID id = cluster.submitJob(graph).get().getJobID();
+    cluster.requestJobResult(id).get().toJobExecutionResult(getClass().getClassLoader());
+    double seconds = (System.nanoTime() - start) / 1e9;
+    return new ProbeRun(
+        seconds, initializingSeconds(cluster, id), (RunClock.firstOutputNanos() - start) / 1e9,
+        RunClock.kept(), RunClock.oldKept());
+  }
+
+  /**
+   * How long the job's non-source tasks spent initializing, the longest of them: a task restores
+   * its state between INITIALIZING and RUNNING.
+   */
+  private static double initializingSeconds(MiniCluster cluster, JobID id) throws Exception {
+    long longestMs = 0;
+    for (AccessExecutionVertex vertex : cluster.getExecutionGraph(id).get().getAllExecutionVertices()) {
+      if (!vertex.getTaskNameWithSubtaskIndex().startsWith("Source:")) {
+        longestMs =
+            Math.max(
+                longestMs,
+                vertex.getStateTimestamp(ExecutionState.RUNNING)
+                    - vertex.getStateTimestamp(ExecutionState.INITIALIZING));
+      }
+    }
+    return longestMs / 1e3;
+  }
+
+  private void awaitLastId(MiniCluster cluster, JobID id) throws Exception {
+    while (RunClock.lastIdNanos() == 0) {
+      JobStatus status = cluster.getJobStatus(id).get();
+      if (status.isTerminalState()) {
+        cluster.requestJobResult(id).get().toJobExecutionResult(getClass().getClassLoader());
+        throw new IllegalStateException("the main job ended (" + status + ") before its last record");
+      }
+      Thread.sleep(20);
+    }
+  }
+
+  private static void awaitTermination(MiniCluster cluster, JobID id) throws Exception {
+    while (!cluster.getJobStatus(id).get().isGloballyTerminalState()) {
+      Thread.sleep(20);
+    }
+  }
+
+  private static long usedHeapAfterGc() {
+    Runtime runtime = Runtime.getRuntime();
+    for (int i = 0; i < 3; ++i) {
+      System.gc();
+    }
+    return runtime.totalMemory() - runtime.freeMemory();
+  }
+
+  private static long bytesUnder(Path root) {
+    if (!Files.exists(root)) {
+      return 0;
+    }
+    try (Stream<Path> files = Files.walk(root)) {
+      return files.filter(Files::isRegularFile).mapToLong(FlinkDedupBench::sizeOf).sum();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
+  private static long sizeOf(Path file) {
+    try {
+      return Files.size(file);
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+}
