@@ -14,12 +14,20 @@ public interface Dedup {
   /** Flink's state backend for the job: "hashmap" or "rocksdb". */
   String stateBackend();
 
-  /** The dedup stage; its stateful operator carries the uid {@link FlinkDedupBench#DEDUP_UID}. */
-  DataStream<Event> apply(DataStream<Event> events, Duration window);
+  /**
+   * The dedup stage for a window T that holds at most {@code capacity} records; its stateful
+   * operator carries the uid {@link FlinkDedupBench#DEDUP_UID}.
+   */
+  DataStream<Event> apply(DataStream<Event> events, Duration window, long capacity);
 
   /** The live state's size as the dedup itself reports it, or -1 if it does not. */
-  default long reportedStateBytes() {
+  default long reportedStateBytes(Duration window, long capacity) {
     return -1;
+  }
+
+  /** The rate at which the dedup may drop a fresh record (0 for an exact one). */
+  default double falseDropRate() {
+    return 0;
   }
 
   static Dedup named(String name) {
@@ -34,7 +42,7 @@ public interface Dedup {
   /** keyBy(id) into {@link TtlDedup}. */
   record TtlBaseline(String name, String stateBackend) implements Dedup {
     @Override
-    public DataStream<Event> apply(DataStream<Event> events, Duration window) {
+    public DataStream<Event> apply(DataStream<Event> events, Duration window, long capacity) {
       return events
           .keyBy(event -> event.id, Types.LONG)
           .process(new TtlDedup(window))

@@ -164,7 +164,7 @@ public final class FlinkDedupBench {
       double checkpointSeconds = (System.nanoTime() - checkpointStart) / 1e9;
       long checkpointBytes = bytesUnder(workDir.resolve("checkpoints").resolve(mainId.toString()));
       long rocksdbBytes = bytesUnder(workDir.resolve("rocksdb"));
-      long reportedBytes = dedup.reportedStateBytes();
+      long reportedBytes = dedup.reportedStateBytes(WINDOW, records);
       cluster.cancelJob(mainId).get();
       awaitTermination(cluster, mainId);
 
@@ -184,11 +184,11 @@ public final class FlinkDedupBench {
                   + " checkpoint_bytes=%d cold_init_s=%.3f restore_init_s=%.3f cold_probe_s=%.3f"
                   + " restore_probe_s=%.3f restore_first_output_s=%.3f probe_kept=%d"
                   + " probe_expected_kept=%d"
-                  + " probe_old_kept=%d",
+                  + " probe_old_kept=%d false_drop_bound=%.0f",
               dedup.name(), records, seconds, records / seconds, kept, expectedKept,
               expectedKept - kept, stateBytes, heapState, checkpointSeconds, checkpointBytes,
-              cold.initializingSeconds, restored.initializingSeconds, cold.seconds, restored.seconds, restored.firstOutputSeconds, restored.kept,
-              PROBES / 2, restored.oldKept));
+              cold.initializingSeconds, restored.initializingSeconds, cold.seconds, restored.seconds,
+              restored.firstOutputSeconds, restored.kept, PROBES / 2, restored.oldKept, dedup.falseDropRate() * expectedKept));
       if (kept > expectedKept || restored.oldKept != 0) {
         throw new IllegalStateException(
             "a repeat got through: kept " + kept + " of " + expectedKept
@@ -231,7 +231,7 @@ public final class FlinkDedupBench {
             .uid("keep-alive")
             .filter(event -> false)
             .uid("keep-alive-filter");
-    dedup.apply(events.union(keepAlive), WINDOW).sinkTo(new CountingSink()).uid("sink");
+    dedup.apply(events.union(keepAlive), WINDOW, records).sinkTo(new CountingSink()).uid("sink");
     StreamGraph graph = env.getStreamGraph();
     graph.setJobId(new JobID());
     return graph;
@@ -262,7 +262,7 @@ public final class FlinkDedupBench {
                     .withTimestampAssigner((event, previous) -> event.timeMs),
                 "probes")
             .uid("probes");
-    dedup.apply(probes, WINDOW).sinkTo(new CountingSink()).uid("sink");
+    dedup.apply(probes, WINDOW, total).sinkTo(new CountingSink()).uid("sink");
     StreamGraph graph = env.getStreamGraph();
     graph.setJobId(new JobID());
     if (checkpoint != null) {

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs the Flink dedup benchmark (FlinkDedupBench): for each size, REPS rounds, each round every
+# mode once in turn (so the ratios of a round come from the same minutes of a shared machine), one
+# JVM at a time; then prints the medians and the ratios against ttl-rocksdb (summarize.py).
+#
+#   bench/flink/run.sh BUILD_DIR OUT_FILE [--sizes "1e6 1e7"] [--reps 3] [--modes "bloom ttl-rocksdb"]
+#                                         [--heap 4g]
+#
+# BUILD_DIR is a CMake build with the Flink operator (cmake --build BUILD_DIR --target
+# bulkbloom_flink_bench); OUT_FILE receives one line per run. A mode whose JVM fails (say, the
+# hashmap backend out of heap) is recorded as failed and the others go on.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+if (($# < 2)); then
+  sed -n '2,12p' "$0" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+out=$2
+shift 2
+sizes="1e6 1e7"
+reps=3
+modes="bloom ttl-hashmap ttl-rocksdb"
+heap=4g
+while (($#)); do
+  case $1 in
+    --sizes) sizes=$2 ;;
+    --reps) reps=$2 ;;
+    --modes) modes=$2 ;;
+    --heap) heap=$2 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+flink_lib=$(grep -s '^BULKBLOOM_FLINK_HOME:' "$build/CMakeCache.txt" | cut -d= -f2-)/lib
+jars=("$build/bench/flink/bulkbloom-flink-bench.jar" "$build/flink/bulkbloom-flink.jar"
+      "$build/flink/bulkbloom-native.jar" "$flink_lib/flink-dist-2.3.0.jar")
+for jar in "${jars[@]}"; do
+  [[ -f $jar ]] || { echo "run.sh: missing $jar; build the target bulkbloom_flink_bench" >&2; exit 1; }
+done
+classpath=$(IFS=:; echo "${jars[*]}"):$flink_lib/*
+library=$build/flink/libbulkbloom_jni.so
+work=$(mktemp -d "${TMPDIR:-/tmp}/flinkbench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+{
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(uname -n), $(nproc) cores, heap $heap; sizes $sizes; reps $reps"
+  echo "# git $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo '+dirty')"
+} >"$out"
+for size in $sizes; do
+  for ((rep = 1; rep <= reps; ++rep)); do
+    for mode in $modes; do
+      echo "run.sh: $mode, $size records, round $rep" >&2
+      if line=$(java "-Xmx$heap" -XX:+UseG1GC "-Dbulkbloom.jni.library=$library" \
+          "-Dlog4j.configurationFile=$here/log4j2.properties" -cp "$classpath" \
+          org.bulkbloom.flink.bench.FlinkDedupBench --mode "$mode" --records "$size" \
+          --work-dir "$work/$mode-$size-$rep" 2>"$work/stderr"); then
+        echo "$line rep=$rep" | tee -a "$out"
+      else
+        echo "mode=$mode records=$(python3 -c "print(int(float('$size')))") rep=$rep failed=$(
+          grep -m1 -oE '(OutOfMemoryError|Exception)[^ ]*: .{0,80}' "$work/stderr" | tr ' =' '_:' || echo unknown)" |
+          tee -a "$out"
+      fi
+      rm -rf "${work:?}/$mode-$size-$rep"
+    done
+  done
+done
+python3 "$here/summarize.py" "$out"
