@@ -4,7 +4,7 @@
 # JVM at a time; then prints the medians and the ratios against ttl-rocksdb (summarize.py).
 #
 #   bench/flink/run.sh BUILD_DIR OUT_FILE [--sizes "1e6 1e7"] [--reps 3] [--modes "bloom ttl-rocksdb"]
-#                                         [--heap 4g]
+#                                         [--heap 4g] [--shards S]
 #
 # BUILD_DIR is a CMake build with the Flink operator (cmake --build BUILD_DIR --target
 # bulkbloom_flink_bench); OUT_FILE receives one line per run. A mode whose JVM fails (say, the
@@ -23,12 +23,14 @@ sizes="1e6 1e7"
 reps=3
 modes="bloom ttl-hashmap ttl-rocksdb"
 heap=4g
+shards=0
 while (($#)); do
   case $1 in
     --sizes) sizes=$2 ;;
     --reps) reps=$2 ;;
     --modes) modes=$2 ;;
     --heap) heap=$2 ;;
+    --shards) shards=$2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
@@ -51,10 +53,11 @@ for size in $sizes; do
   for ((rep = 1; rep <= reps; ++rep)); do
     for mode in $modes; do
       echo "run.sh: $mode, $size records, round $rep" >&2
-      if line=$(java "-Xmx$heap" -XX:+UseG1GC "-Dbulkbloom.jni.library=$library" \
+      if line=$(java "-Xmx$heap" -XX:+UseG1GC --add-opens=java.base/java.lang=ALL-UNNAMED \
+          --add-opens=java.base/java.util=ALL-UNNAMED "-Dbulkbloom.jni.library=$library" \
           "-Dlog4j.configurationFile=$here/log4j2.properties" -cp "$classpath" \
           org.bulkbloom.flink.bench.FlinkDedupBench --mode "$mode" --records "$size" \
-          --work-dir "$work/$mode-$size-$rep" 2>"$work/stderr"); then
+          --shards "$shards" --work-dir "$work/$mode-$size-$rep" 2>"$work/stderr"); then
         echo "$line rep=$rep" | tee -a "$out"
       else
         echo "mode=$mode records=$(python3 -c "print(int(float('$size')))") rep=$rep failed=$(

@@ -4,10 +4,11 @@ import java.time.Duration;
 import java.util.List;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.bulkbloom.flink.BloomDedup;
 
 /** The dedups the benchmark compares; each applies itself to the stream with a window T. */
 public interface Dedup {
-  List<String> NAMES = List.of("ttl-hashmap", "ttl-rocksdb");
+  List<String> NAMES = List.of("bloom", "ttl-hashmap", "ttl-rocksdb");
 
   String name();
 
@@ -30,13 +31,57 @@ public interface Dedup {
     return 0;
   }
 
-  static Dedup named(String name) {
+  /** The dedup called {@code name}; {@code shards} (0: the default) applies to bloom only. */
+  static Dedup named(String name, int shards) {
     return switch (name) {
+      case "bloom" -> new Bloom(shards == 0 ? BloomDedup.DEFAULT_SHARDS : shards);
       case "ttl-hashmap" -> new TtlBaseline(name, "hashmap");
       case "ttl-rocksdb" -> new TtlBaseline(name, "rocksdb");
       default -> throw new IllegalArgumentException(
           "unknown --mode " + name + "; expected one of " + NAMES);
     };
+  }
+
+  /**
+   * bulkbloom's {@link BloomDedup} on the events' time, at the false-drop rate the issue's users
+   * run with. Its state is raw keyed state, written straight into the checkpoint; the hashmap
+   * backend only holds the (empty) rest.
+   */
+  record Bloom(int shards) implements Dedup {
+    static final double FPR = 0.001;
+
+    private BloomDedup<Event> dedup(Duration window, long capacity) {
+      return BloomDedup.<Event>byLong(event -> event.id)
+          .window(window)
+          .capacity(capacity)
+          .fpr(FPR)
+          .shards(shards);
+    }
+
+    @Override
+    public String name() {
+      return shards == BloomDedup.DEFAULT_SHARDS ? "bloom" : "bloom-" + shards + "shards";
+    }
+
+    @Override
+    public String stateBackend() {
+      return "hashmap";
+    }
+
+    @Override
+    public DataStream<Event> apply(DataStream<Event> events, Duration window, long capacity) {
+      return dedup(window, capacity).apply(events).uid(FlinkDedupBench.DEDUP_UID);
+    }
+
+    @Override
+    public long reportedStateBytes(Duration window, long capacity) {
+      return dedup(window, capacity).sizing().memoryBytes;
+    }
+
+    @Override
+    public double falseDropRate() {
+      return FPR;
+    }
   }
 
   /** keyBy(id) into {@link TtlDedup}. */

@@ -79,6 +79,7 @@ public final class FlinkDedupBench {
     double repeatFraction = 0.1;
     long seed = 42;
     Path workDir = null;
+    int shards = 0;
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         usage("missing value after " + args[i]);
@@ -90,6 +91,7 @@ public final class FlinkDedupBench {
         case "--repeat-fraction" -> repeatFraction = Double.parseDouble(value);
         case "--seed" -> seed = Long.parseLong(value);
         case "--work-dir" -> workDir = Paths.get(value);
+        case "--shards" -> shards = Integer.parseInt(value);
         default -> usage("unknown option " + args[i]);
       }
     }
@@ -102,7 +104,7 @@ public final class FlinkDedupBench {
     if (Files.exists(workDir)) {
       usage(workDir + " exists; give a fresh --work-dir");
     }
-    Dedup dedup = Dedup.named(mode);
+    Dedup dedup = Dedup.named(mode, shards);
     new FlinkDedupBench(dedup, records, repeatFraction, seed, workDir).run();
     System.exit(0);
   }
@@ -119,7 +121,7 @@ public final class FlinkDedupBench {
     System.err.println("FlinkDedupBench: " + problem);
     System.err.println(
         "usage: FlinkDedupBench --mode " + String.join("|", Dedup.NAMES)
-            + " --records N --work-dir DIR [--repeat-fraction F] [--seed S]");
+            + " --records N --work-dir DIR [--repeat-fraction F] [--seed S] [--shards S (bloom)]");
     System.exit(2);
   }
 
@@ -164,7 +166,7 @@ public final class FlinkDedupBench {
       double checkpointSeconds = (System.nanoTime() - checkpointStart) / 1e9;
       long checkpointBytes = bytesUnder(workDir.resolve("checkpoints").resolve(mainId.toString()));
       long rocksdbBytes = bytesUnder(workDir.resolve("rocksdb"));
-      long reportedBytes = dedup.reportedStateBytes(WINDOW, records);
+      long reportedBytes = dedup.reportedStateBytes(WINDOW, capacity());
       cluster.cancelJob(mainId).get();
       awaitTermination(cluster, mainId);
 
@@ -199,10 +201,14 @@ public final class FlinkDedupBench {
     }
   }
 
+  /** The records one window length holds at the stream's rate (it spans less than T). */
+  private long capacity() {
+    return (long) Math.ceil((double) records * WINDOW.toMillis() / SPAN_MS);
+  }
+
   private StreamExecutionEnvironment environment(Configuration conf) {
     StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(1);
-    env.enableCheckpointing(Duration.ofDays(1).toMillis());
     return env;
   }
 
@@ -231,7 +237,7 @@ public final class FlinkDedupBench {
             .uid("keep-alive")
             .filter(event -> false)
             .uid("keep-alive-filter");
-    dedup.apply(events.union(keepAlive), WINDOW, records).sinkTo(new CountingSink()).uid("sink");
+    dedup.apply(events.union(keepAlive), WINDOW, capacity()).sinkTo(new CountingSink()).uid("sink");
     StreamGraph graph = env.getStreamGraph();
     graph.setJobId(new JobID());
     return graph;
@@ -262,7 +268,7 @@ public final class FlinkDedupBench {
                     .withTimestampAssigner((event, previous) -> event.timeMs),
                 "probes")
             .uid("probes");
-    dedup.apply(probes, WINDOW, total).sinkTo(new CountingSink()).uid("sink");
+    dedup.apply(probes, WINDOW, capacity()).sinkTo(new CountingSink()).uid("sink");
     StreamGraph graph = env.getStreamGraph();
     graph.setJobId(new JobID());
     if (checkpoint != null) {
