@@ -8,7 +8,8 @@
 #
 # BUILD_DIR is a CMake build with the Flink operator (cmake --build BUILD_DIR --target
 # bulkbloom_flink_bench); OUT_FILE receives one line per run. A mode whose JVM fails (say, the
-# hashmap backend out of heap) is recorded as failed and the others go on.
+# hashmap backend out of heap) is recorded as failed, its stderr kept beside OUT_FILE, and the
+# others go on.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -60,6 +61,7 @@ for size in $sizes; do
           --shards "$shards" --work-dir "$work/$mode-$size-$rep" 2>"$work/stderr"); then
         echo "$line rep=$rep" | tee -a "$out"
       else
+        cp "$work/stderr" "$out.$mode-$size-$rep.stderr"
         echo "mode=$mode records=$(python3 -c "print(int(float('$size')))") rep=$rep failed=$(
           grep -m1 -oE '(OutOfMemoryError|Exception)[^ ]*: .{0,80}' "$work/stderr" | tr ' =' '_:' || echo unknown)" |
           tee -a "$out"
