@@ -1,0 +1,333 @@
+"""Dedups one Parquet dump (bench/spark/gen_dump.py) with bulkbloom.spark.dedup and with Spark's
+df.dropDuplicates(["event_id"]) in the same local Spark application, alternating, each writing
+Parquet, and reports per run: wall time, shuffle bytes, peak memory and the rows kept.
+
+    python bench/spark/run_bench.py --dump /tmp/dump-5M --rounds 3 --json out.json
+
+What is measured, per run (each run is one Spark job group):
+  wall          seconds from the call to the written output (bulkbloom: routing, i.e. the
+                dedup() call, then the filtering scan and the write).
+  shuffle       shuffle write and shuffle read bytes summed over the run's completed stages, from
+                Spark's REST API (/api/v1/applications/<id>/stages); checked against the
+                shuffle_*.data files the run left in spark.local.dir, which hold what was written.
+  memory        (a) Spark's own per-stage peaks (peakExecutorMetrics: JVM heap used, execution
+                memory, the process tree's JVM and Python RSS); (b) this script's sampler every
+                0.1 s of /proc: the JVM's RSS and the summed PSS of the Python worker processes
+                under it (where bulkbloom's shards live; PSS so forked workers are not counted
+                twice).
+  rows          rows of each output (Parquet footers). dropDuplicates keeps one row per distinct
+                event_id, which the dump's _dump.json gives exactly; bulkbloom's false drops are
+                the distinct keys it dropped, compared with the filter model's expectation
+                sum over n < distinct of expected_fpr(n) of the layout it chose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+import bulkbloom
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and every process under it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def memory_kib(pid: int, field: str) -> int:
+    """A field ("Rss:", "Pss:") of /proc/<pid>/smaps_rollup in KiB, 0 for a process gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def is_python(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"python" in cmdline.read().split(b"\0")[0]
+    except OSError:
+        return False
+
+
+class MemorySampler(threading.Thread):
+    """Peaks of the JVM's RSS and of its Python workers' summed PSS since the last reset()."""
+
+    def __init__(self, jvm_pid: int, interval: float = 0.1) -> None:
+        super().__init__(daemon=True)
+        self.jvm_pid, self.interval = jvm_pid, interval
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.reset()
+
+    def reset(self) -> None:
+        with self.lock:
+            self.jvm_rss = self.python_pss = self.python_workers = 0
+
+    def peaks(self) -> dict:
+        with self.lock:
+            return {"jvm_rss": self.jvm_rss * 1024, "python_pss": self.python_pss * 1024,
+                    "python_processes": self.python_workers}
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            pids = process_tree(self.jvm_pid)
+            workers = [p for p in pids[1:] if is_python(p)]
+            jvm = memory_kib(self.jvm_pid, "Rss:")
+            python = sum(memory_kib(p, "Pss:") for p in workers)
+            with self.lock:
+                self.jvm_rss = max(self.jvm_rss, jvm)
+                self.python_pss = max(self.python_pss, python)
+                self.python_workers = max(self.python_workers, len(workers))
+
+
+class Rest:
+    """Spark's monitoring REST API of the running application."""
+
+    def __init__(self, spark) -> None:
+        self.base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
+
+    def get(self, path: str):
+        with urllib.request.urlopen(f"{self.base}/{path}", timeout=60) as answer:
+            return json.load(answer)
+
+    def group(self, tag: str) -> dict:
+        """Shuffle bytes, peaks and stage times of the completed stages of job group `tag`."""
+        for _ in range(100):  # the listener bus reports a job's end a little after the action
+            jobs = [j for j in self.get("jobs") if j.get("jobGroup") == tag]
+            if jobs and all(j["status"] != "RUNNING" for j in jobs):
+                break
+            time.sleep(0.2)
+        stage_ids = {s for j in jobs for s in j["stageIds"]}
+        stages = [s for s in self.get("stages") if s["stageId"] in stage_ids
+                  and s["status"] == "COMPLETE"]
+        peaks: dict = {}
+        for stage in stages:
+            for name, value in (stage.get("peakExecutorMetrics") or {}).items():
+                peaks[name] = max(peaks.get(name, 0), value)
+        return {
+            "jobs": len(jobs),
+            "failed_jobs": sum(j["status"] == "FAILED" for j in jobs),
+            "shuffle_write": sum(s["shuffleWriteBytes"] for s in stages),
+            "shuffle_read": sum(s["shuffleReadBytes"] for s in stages),
+            "shuffle_write_records": sum(s["shuffleWriteRecords"] for s in stages),
+            "input_bytes": sum(s["inputBytes"] for s in stages),
+            "spill_disk": sum(s["diskBytesSpilled"] for s in stages),
+            "peak_execution_memory_sum": sum(s.get("peakExecutionMemory", 0) for s in stages),
+            "peaks": peaks,
+            "stages": [
+                {"id": s["stageId"], "name": s["name"].split(" at ")[0], "tasks": s["numTasks"],
+                 "run_s": s["executorRunTime"] / 1000,
+                 "wall_s": stage_seconds(s),
+                 "shuffle_write": s["shuffleWriteBytes"], "shuffle_read": s["shuffleReadBytes"]}
+                for s in sorted(stages, key=lambda s: s["stageId"])
+            ],
+        }
+
+
+def stage_seconds(stage: dict) -> float:
+    from datetime import datetime
+
+    def at(text: str) -> float:
+        return datetime.strptime(text.replace("GMT", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+    if not stage.get("submissionTime") or not stage.get("completionTime"):
+        return 0.0
+    return at(stage["completionTime"]) - at(stage["submissionTime"])
+
+
+def shuffle_files(local_dir: Path) -> dict:
+    """The shuffle data files under spark.local.dir and their sizes."""
+    return {p: p.stat().st_size for p in local_dir.rglob("shuffle_*.data")}
+
+
+def parquet_rows(path: Path) -> int:
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in sorted(path.glob("*.parquet")))
+
+
+def expected_false_drops(layout: bulkbloom.Layout, distinct: int) -> float:
+    """Sum over the distinct keys of the model's false-positive rate when each arrives."""
+    model = bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed,
+                                         layout.hash, layout.index)
+    points = np.unique(np.linspace(0, distinct, 2001).astype(np.int64))
+    rates = np.array([model.expected_fpr(int(n)) for n in points])
+    return float(np.trapezoid(rates, points))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dump", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each (alternating)")
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/bulkbloom-spark-bench"))
+    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--num-shards", type=int, default=None,
+                        help="bulkbloom's shards (default: the module's own choice)")
+    parser.add_argument("--fpr", type=float, default=0.001)
+    parser.add_argument("--only", choices=["bulkbloom", "dropDuplicates"], default=None)
+    parser.add_argument("--check-keys", action="store_true",
+                        help="also compare the outputs' key sets (reads both outputs' event_ids)")
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    args = parser.parse_args()
+
+    from pyspark.sql import SparkSession
+
+    if args.only != "dropDuplicates":
+        from bulkbloom import spark as bbspark
+
+    info = json.loads((args.dump / "_dump.json").read_text())
+    if args.scratch.exists():
+        shutil.rmtree(args.scratch)
+    local_dir = args.scratch / "local"
+    local_dir.mkdir(parents=True)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    settings = {
+        "spark.master": "local[2]",
+        "spark.driver.memory": args.driver_memory,
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.shuffle.partitions": "200",
+        "spark.local.dir": str(local_dir),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.executor.processTreeMetrics.enabled": "true",
+        "spark.executor.metrics.pollingInterval": "100ms",
+    }
+    builder = SparkSession.builder.appName("bulkbloom-spark-bench")
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    rest = Rest(spark)
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    sampler = MemorySampler(jvm_pid)
+    sampler.start()
+
+    variants = ["bulkbloom", "dropDuplicates"] if args.only is None else [args.only]
+    runs = []
+    for round_number in range(args.rounds):
+        order = variants if round_number % 2 == 0 else variants[::-1]
+        for variant in order:
+            tag = f"{variant}-{round_number}"
+            out = args.scratch / f"out-{variant}"
+            shutil.rmtree(out, ignore_errors=True)
+            filter_dir = args.scratch / f"filter-{round_number}"
+            before = shuffle_files(local_dir)
+            spark.sparkContext.setJobGroup(tag, tag)
+            sampler.reset()
+            phases = {}
+            started = time.monotonic()
+            df = spark.read.parquet(str(args.dump))
+            if variant == "bulkbloom":
+                result = bbspark.dedup(df, "event_id", num_shards=args.num_shards, fpr=args.fpr,
+                                       filter=str(filter_dir))
+                phases["routing_s"] = time.monotonic() - started
+            else:
+                result = df.dropDuplicates(["event_id"])
+            result.write.parquet(str(out))
+            wall = time.monotonic() - started
+            memory = sampler.peaks()
+            spark.sparkContext.setJobGroup("idle", "idle")
+            metrics = rest.group(tag)
+            after = shuffle_files(local_dir)
+            written_files = sum(size for p, size in after.items() if p not in before)
+            run = {"variant": variant, "round": round_number, "wall_s": wall, **phases,
+                   "rows_out": parquet_rows(out), "sampled": memory, **metrics,
+                   "shuffle_files_bytes": written_files}
+            if variant == "bulkbloom":
+                state = bbspark.open_filter(filter_dir)
+                run["num_shards"] = state.num_shards
+                run["layout"] = str(state.layout)
+                run["expected_false_drops"] = expected_false_drops(state.layout,
+                                                                   info["distinct"])
+                shutil.rmtree(filter_dir, ignore_errors=True)
+            if args.check_keys and round_number == 0:
+                keys = pq.read_table(out, columns=["event_id"])["event_id"].to_numpy()
+                run["distinct_in_output"] = int(len(np.unique(keys)))
+                np.save(args.scratch / f"keys-{variant}.npy", np.sort(keys))
+            runs.append(run)
+            print(f"{tag}: {wall:.1f} s, shuffle write {metrics['shuffle_write'] / 2**20:.1f} MiB"
+                  f" (files {written_files / 2**20:.1f} MiB) read "
+                  f"{metrics['shuffle_read'] / 2**20:.1f} MiB, JVM RSS "
+                  f"{memory['jvm_rss'] / 2**20:.0f} MiB, Python PSS "
+                  f"{memory['python_pss'] / 2**20:.0f} MiB, rows {run['rows_out']:,}", flush=True)
+    sampler.stopped.set()
+    spark.stop()
+
+    key_check = None
+    if args.check_keys and args.only is None:
+        kept = np.load(args.scratch / "keys-bulkbloom.npy")
+        exact = np.load(args.scratch / "keys-dropDuplicates.npy")
+        key_check = {"bulkbloom_keys_not_in_exact": int(len(np.setdiff1d(kept, exact))),
+                     "exact_keys_not_in_bulkbloom": int(len(np.setdiff1d(exact, kept)))}
+    report = {"dump": info, "settings": settings, "num_shards_arg": args.num_shards,
+              "fpr": args.fpr, "runs": runs, "key_check": key_check,
+              "summary": summarize(runs, info)}
+    print(json.dumps(report["summary"], indent=1))
+    if key_check:
+        print(json.dumps(key_check))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    shutil.rmtree(args.scratch, ignore_errors=True)
+
+
+def summarize(runs: list, info: dict) -> dict:
+    def median(variant: str, get) -> float:
+        values = [get(r) for r in runs if r["variant"] == variant]
+        return statistics.median(values) if values else float("nan")
+
+    figures = {
+        "wall_s": lambda r: r["wall_s"],
+        "shuffle_bytes": lambda r: r["shuffle_write"] + r["shuffle_read"],
+        "shuffle_write": lambda r: r["shuffle_write"],
+        "jvm_rss": lambda r: r["sampled"]["jvm_rss"],
+        "jvm_heap_peak": lambda r: r["peaks"].get("JVMHeapMemory", 0),
+        "execution_memory_peak": lambda r: r["peaks"].get("OnHeapExecutionMemory", 0)
+        + r["peaks"].get("OffHeapExecutionMemory", 0),
+        "python_pss": lambda r: r["sampled"]["python_pss"],
+        "rows_out": lambda r: r["rows_out"],
+    }
+    summary: dict = {"rows": info["rows"], "distinct": info["distinct"]}
+    for name, get in figures.items():
+        bb, dd = median("bulkbloom", get), median("dropDuplicates", get)
+        summary[name] = {"bulkbloom": bb, "dropDuplicates": dd,
+                         "ratio": bb / dd if dd else None}
+    bb_runs = [r for r in runs if r["variant"] == "bulkbloom"]
+    if bb_runs:
+        summary["routing_s"] = statistics.median(r["routing_s"] for r in bb_runs)
+        summary["false_drops"] = info["distinct"] - statistics.median(r["rows_out"] for r in bb_runs)
+        summary["expected_false_drops"] = bb_runs[0]["expected_false_drops"]
+        summary["num_shards"] = bb_runs[0]["num_shards"]
+        summary["layout"] = bb_runs[0]["layout"]
+    return summary
+
+
+if __name__ == "__main__":
+    main()
