@@ -1,0 +1,64 @@
+"""Prints the Markdown tables of bench/RESULTS.md's Spark section from run_bench.py --json files.
+
+    python bench/spark/table.py 1M.json 5M.json 20M.json
+"""
+
+import json
+import statistics
+import sys
+
+MIB = 2**20
+
+
+def median(runs: list, variant: str, get) -> float:
+    return statistics.median(get(r) for r in runs if r["variant"] == variant)
+
+
+def main() -> None:
+    reports = [json.load(open(path)) for path in sys.argv[1:]]
+    print("| rows | variant | wall s (runs) | shuffle write + read MiB | JVM heap peak MiB "
+          "| Spark execution memory peak MiB | JVM RSS peak MiB | Python workers PSS peak MiB "
+          "| rows kept |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for report in reports:
+        runs = report["runs"]
+        rows = report["dump"]["rows"]
+        for variant in ("bulkbloom", "dropDuplicates"):
+            walls = sorted(r["wall_s"] for r in runs if r["variant"] == variant)
+            cells = [
+                f"{median(runs, variant, lambda r: r['wall_s']):.1f} "
+                f"({', '.join(f'{w:.1f}' for w in walls)})",
+                f"{median(runs, variant, lambda r: r['shuffle_write'] + r['shuffle_read']) / MIB:,.1f}",
+                f"{median(runs, variant, lambda r: r['peaks'].get('JVMHeapMemory', 0)) / MIB:,.0f}",
+                f"{median(runs, variant, lambda r: r['peaks'].get('OnHeapExecutionMemory', 0)) / MIB:,.0f}",
+                f"{median(runs, variant, lambda r: r['sampled']['jvm_rss']) / MIB:,.0f}",
+                f"{median(runs, variant, lambda r: r['sampled']['python_pss']) / MIB:,.0f}",
+                f"{median(runs, variant, lambda r: r['rows_out']):,.0f}",
+            ]
+            print(f"| {rows / 1e6:g}M | {variant} | " + " | ".join(cells) + " |")
+    print()
+    print("| rows | wall ratio | shuffle ratio | JVM heap ratio | JVM heap + Python ratio "
+          "| bulkbloom routing s | shards | false drops | model | key check |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for report in reports:
+        runs, summary = report["runs"], report["summary"]
+
+        def both(variant: str) -> float:
+            # dropDuplicates runs no Python: the workers alive during its runs are bulkbloom's,
+            # idle, so they are not counted as its memory.
+            heap = median(runs, variant, lambda r: r["peaks"].get("JVMHeapMemory", 0))
+            python = median(runs, variant, lambda r: r["sampled"]["python_pss"])
+            return heap + (python if variant == "bulkbloom" else 0)
+
+        check = report.get("key_check") or {}
+        print(f"| {report['dump']['rows'] / 1e6:g}M | {summary['wall_s']['ratio']:.2f} "
+              f"| {summary['shuffle_bytes']['ratio']:.3f} | {summary['jvm_heap_peak']['ratio']:.2f} "
+              f"| {both('bulkbloom') / both('dropDuplicates'):.2f} | {summary['routing_s']:.1f} "
+              f"| {summary['num_shards']} | {summary['false_drops']:,.0f} "
+              f"| {summary['expected_false_drops']:,.1f} "
+              f"| {check.get('bulkbloom_keys_not_in_exact', '-')} extra, "
+              f"{check.get('exact_keys_not_in_bulkbloom', '-')} missing |")
+
+
+if __name__ == "__main__":
+    main()
