@@ -98,6 +98,9 @@ class FilterShard {
   void clear() { bits_.clear(); }
   /// Number of set bits.
   std::uint64_t popcount() const { return bits_.popcount(); }
+  /// False-positive rate of the shard's blocks as they are now (Filter::current_fpr()): the rate
+  /// for an absent key that this shard owns.
+  double current_fpr() const { return bits_.current_fpr(); }
   /// Copies the shard's size_bytes() bytes (its blocks of the whole filter) into `out`.
   void copy_bytes_to(std::span<std::byte> out) const { bits_.copy_bytes_to(out); }
   /// Replaces the shard's bytes with `in`, which must be size_bytes() long.

@@ -170,6 +170,15 @@ void save(const WindowedFilter& window, const std::filesystem::path& path,
 WindowedFilter load_window(const std::filesystem::path& path, FileState* state = nullptr,
                            const Options& options = {});
 
+/// Exactly the bytes save(window, path, state) writes, in memory (for checkpoints of stream
+/// processors and pickling).
+std::vector<std::byte> to_file_bytes(const WindowedFilter& window, const FileState& state = {});
+
+/// load_window() of file bytes held in memory; `source` names them in errors. A shard's bytes
+/// (bulkbloom/window_shard.hpp) load only when S = 1.
+WindowedFilter load_window(std::span<const std::byte> bytes, FileState* state = nullptr,
+                           const Options& options = {}, const std::string& source = "window bytes");
+
 /// A window together with the caller's metadata from one checkpoint.
 struct WindowCheckpoint {
   WindowedFilter window;            ///< The window as it was at the checkpoint.

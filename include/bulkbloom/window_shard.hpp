@@ -166,15 +166,10 @@ WindowShard load_window_shard(const std::filesystem::path& path, FileState* stat
 /// Exactly the bytes save(shard, path, state) writes, in memory (for checkpoints of stream
 /// processors and pickling).
 std::vector<std::byte> to_file_bytes(const WindowShard& shard, const FileState& state = {});
-/// Exactly the bytes save(window, path, state) writes, in memory.
-std::vector<std::byte> to_file_bytes(const WindowedFilter& window, const FileState& state = {});
 
 /// load_window_shard() of file bytes held in memory; `source` names them in errors.
 WindowShard load_window_shard(std::span<const std::byte> bytes, FileState* state = nullptr,
                               const Options& options = {},
                               const std::string& source = "window bytes");
-/// load_window() of file bytes held in memory; a shard's bytes load only when S = 1.
-WindowedFilter load_window(std::span<const std::byte> bytes, FileState* state = nullptr,
-                           const Options& options = {}, const std::string& source = "window bytes");
 
 }  // namespace bulkbloom

@@ -470,7 +470,8 @@ class _WindowState(_Saved):
 
     @property
     def rotations(self) -> int:
-        """Periods the clock has moved on since it started (each clears a generation)."""
+        """Periods the clock has moved on since it started. Each clears a generation, but a jump
+        of G or more periods clears all G once and still counts every period."""
         return self._core.rotations
 
     def contains(self, keys: Keys) -> np.ndarray:

@@ -1,7 +1,9 @@
 // Subcommands on saved filters: build one from a dump, query a dump against one, describe one,
 // merge several.
 #include <bulkbloom/format.hpp>
+#include <bulkbloom/shard.hpp>
 #include <bulkbloom/window.hpp>
+#include <bulkbloom/window_shard.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -117,11 +119,41 @@ int run_query(const Arguments& args) {
   return 0;
 }
 
+namespace {
+
+// The header fields info prints for a filter file and a filter shard's file alike.
+void add_file_fields(Summary& summary, const std::string& path, const FileInfo& info) {
+  summary.text("file", "file", path);
+  summary.number("version", "format version", info.version);
+  summary.text("layout", "layout", info.layout.describe());
+  summary.text("shape", "", std::string(to_string(info.layout.shape)));
+  summary.number("num_blocks", "", static_cast<double>(info.layout.num_blocks));
+  summary.integer("seed", "", info.layout.seed);
+  summary.text("hash", "", info.layout.hash == KeyHash::xxh64 ? "xxh64" : "identity");
+  summary.number("filter_bytes", "", static_cast<double>(info.layout.size_bytes()));
+  summary.number("file_bytes", "file bytes", static_cast<double>(info.file_bytes));
+  summary.number("keys_inserted", "keys inserted (saved count)",
+                 static_cast<double>(info.keys_inserted));
+  summary.number("metadata_bytes", "metadata bytes", static_cast<double>(info.metadata_bytes));
+}
+
+// Which part of the whole filter or window a shard's file holds (DESIGN §9).
+void add_shard_place(Summary& summary, std::uint32_t index, std::uint32_t num_shards,
+                     BlockSpan blocks) {
+  summary.integer("shard", "shard", index);
+  summary.integer("num_shards", "of shards", num_shards);
+  summary.text("blocks", "blocks",
+               "[" + std::to_string(blocks.begin) + ", " + std::to_string(blocks.end) + ")");
+}
+
+}  // namespace
+
 int run_info(const Arguments& args) {
-  ArgParser parser("info [options] FILTER",
-                   "Describes a saved filter: format version, layout, size, key count, and from "
-                   "its bits the\nestimated distinct keys and current false-positive rate. The "
-                   "whole file is verified.");
+  ArgParser parser(
+      "info [options] FILTER",
+      "Describes a saved filter, grown filter, window or shard of one: format version, "
+      "layout,\nsize, key count, a shard's place, and from its bits the estimated "
+      "distinct keys and\ncurrent false-positive rate. The whole file is verified.");
   parser.flag("json", "print one JSON object");
   if (!parser.parse(args)) return 0;
   if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
@@ -144,37 +176,41 @@ int run_info(const Arguments& args) {
   }
   if (is_window_file(path)) {
     FileState state;
-    const WindowedFilter window = load_window(path, &state);
+    // A whole window's file reads as shard 0 of 1, so one reader describes both.
+    const WindowShard window = load_window_shard(path, &state);
     Summary summary;
     summary.text("file", "file", path);
-    summary.text("kind", "kind", "sliding window");
+    summary.text("kind", "kind",
+                 window.num_shards() > 1 ? "sliding window shard" : "sliding window");
     summary.text("window", "window", window.config().describe());
+    if (window.num_shards() > 1)
+      add_shard_place(summary, window.index(), window.num_shards(), window.blocks());
     summary.integer("records_seen", "records seen", window.records_seen());
     if (const auto clock = window.clock_time()) {
       summary.number("clock_time", "clock (event time)", static_cast<double>(*clock));
     }
-    summary.integer("rotations", "rotations", window.rotations());
+    summary.integer("rotations", "rotations (periods the clock moved on)", window.rotations());
     summary.integer("keys_inserted", "keys inserted (saved count)", state.keys_inserted);
     summary.number("current_fpr", "current false-positive rate", window.current_fpr());
     summary.print(parser.has("json"), stdout);
     return 0;
   }
   const FileInfo info = read_info(path);
+  if (info.num_shards > 1) {
+    const FilterShard shard = map_shard(path);
+    Summary summary;
+    add_file_fields(summary, path, info);
+    summary.text("kind", "kind", "filter shard");
+    add_shard_place(summary, shard.index(), shard.num_shards(), shard.blocks());
+    summary.number("shard_bytes", "shard bytes", static_cast<double>(shard.size_bytes()));
+    summary.number("current_fpr", "current false-positive rate", shard.current_fpr());
+    summary.print(parser.has("json"), stdout);
+    return 0;
+  }
   // Mapped, not copied: a multi-GB filter is read once for its checksum and bit counts.
   const Filter filter = map(path);
   Summary summary;
-  summary.text("file", "file", path);
-  summary.number("version", "format version", info.version);
-  summary.text("layout", "layout", info.layout.describe());
-  summary.text("shape", "", std::string(to_string(info.layout.shape)));
-  summary.number("num_blocks", "", static_cast<double>(info.layout.num_blocks));
-  summary.integer("seed", "", info.layout.seed);
-  summary.text("hash", "", info.layout.hash == KeyHash::xxh64 ? "xxh64" : "identity");
-  summary.number("filter_bytes", "", static_cast<double>(info.layout.size_bytes()));
-  summary.number("file_bytes", "file bytes", static_cast<double>(info.file_bytes));
-  summary.number("keys_inserted", "keys inserted (saved count)",
-                 static_cast<double>(info.keys_inserted));
-  summary.number("metadata_bytes", "metadata bytes", static_cast<double>(info.metadata_bytes));
+  add_file_fields(summary, path, info);
   summary.number("estimated_keys", "estimated distinct keys", filter.estimated_count(),
                  one_line_number(filter.estimated_count()));
   summary.number("current_fpr", "current false-positive rate", filter.current_fpr());

@@ -1,6 +1,7 @@
 """Shards from Python: shard_of routes as DESIGN §9's formula says, and S shards fed the routed keys
 give the one filter's flags and, concatenated, its bytes."""
 
+import json
 import pickle
 
 import numpy as np
@@ -8,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import bulkbloom
+from conftest import run_cli
 
 SHARD_COUNTS = (1, 3, 7)
 
@@ -204,3 +206,18 @@ def test_window_shard_files_and_pickles(tmp_path):
     with pytest.raises(TypeError):
         bulkbloom.concat([bulkbloom.split(whole, 2)[0],
                           bulkbloom.FilterShard(whole.config.generation, 1, 2)])
+
+
+def test_cli_info_describes_shard_files(cli, tmp_path):
+    """`bulkbloom info` names a shard's place in the whole filter or window it is part of."""
+    f = bulkbloom.Filter(50_000, 0.01)
+    f.insert(np.arange(20_000, dtype=np.uint64))
+    window = bulkbloom.WindowedFilter.for_event_time(500, 60, 0.01)
+    window.insert_if_absent(np.arange(2_000, dtype=np.uint64), np.arange(2_000) // 20)
+    for whole, name in ((f, "f.bbf"), (window, "w.bbw")):
+        shard = bulkbloom.split(whole, 3)[2]
+        shard.save(tmp_path / name)
+        info = json.loads(run_cli(cli, "info", "--json", str(tmp_path / name)).stdout)
+        assert (info["shard"], info["num_shards"]) == (2, 3), info
+        assert info["blocks"] == "[%d, %d)" % shard.blocks, info
+        assert info["kind"].endswith("shard"), info
