@@ -22,9 +22,11 @@ How it runs
     2. Commit (the driver, after every shard's task succeeded): the files the successful attempts
        named become a new generation of the filter directory (below), atomically.
     3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
-       same row ids, and its rows whose ids were dropped are removed; a partition reads only its
-       own range of each shard's sorted dropped ids (a memory-mapped binary search), so no row id
-       list is broadcast and nothing is joined: the dropped ids of a partition are all it holds.
+       same row ids, and its rows whose ids were dropped are removed by ``filter`` on a vectorised
+       pandas function of the row id alone: only the row ids go to Python, a batch at a time, and
+       the records stay in the JVM. A batch reads only its own range of each shard's sorted
+       dropped ids (a memory-mapped binary search), so no row id list is broadcast and nothing is
+       joined: the dropped ids of a batch are all it holds.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is
@@ -95,6 +97,7 @@ import numpy as np
 import bulkbloom
 
 try:
+    import pandas as pd
     import pyarrow as pa
     from pyspark import TaskContext
     from pyspark.sql import Column, DataFrame
@@ -102,8 +105,8 @@ try:
     from pyspark.sql import types as T
 except ImportError as error:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "bulkbloom.spark needs pyspark (4.0 or newer) and pyarrow: pip install 'bulkbloom[spark]'"
-        f" ({error})"
+        "bulkbloom.spark needs pyspark (4.0 or newer), pyarrow and pandas: pip install"
+        f" 'bulkbloom[spark]' ({error})"
     ) from error
 
 __all__ = ["dedup", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION"]
@@ -116,9 +119,6 @@ _ROW = "__bulkbloom_row"
 _KEY = "__bulkbloom_key"
 _SHARD = "__bulkbloom_shard"
 _ORDER = "__bulkbloom_order_"
-
-# A row id holds the partition index above this many bits (monotonically_increasing_id).
-_PARTITION_SHIFT = 33
 
 PathLike = Union[str, "os.PathLike[str]"]
 OrderLike = Union[None, str, Column, Sequence[Union[str, Column]]]
@@ -667,32 +667,32 @@ def dedup(
         wait_lock=wait_lock, on_task=_on_task, window=request,
     )
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
-    output_schema = df.schema
+    opened: dict = {}
 
-    def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        partition, dropped = None, None
-        for batch in batches:
-            rows = batch.column(_ROW).to_numpy().view(np.uint64)
-            batch = batch.drop_columns([_ROW])
-            if len(rows) == 0:
-                yield batch
-                continue
-            if partition != rows[0] >> _PARTITION_SHIFT:
-                partition = rows[0] >> _PARTITION_SHIFT
-                dropped = _dropped_rows(drops, int(partition))
-            yield batch.filter(pa.array(~_in_sorted(rows, dropped)))
+    def kept(rows: pd.Series) -> pd.Series:
+        # Only the row ids reach Python; Spark keeps the records and zips the answer back.
+        ids = rows.to_numpy().view(np.uint64)
+        if len(ids) == 0:
+            return pd.Series(np.zeros(0, dtype=bool))
+        dropped = _dropped_rows(drops, opened, ids.min(), ids.max())
+        return pd.Series(~_in_sorted(ids, dropped))
 
-    return df.withColumn(_ROW, F.monotonically_increasing_id()).mapInArrow(keep, output_schema)
+    keep = F.pandas_udf(kept, T.BooleanType())
+    return (
+        df.withColumn(_ROW, F.monotonically_increasing_id())
+        .filter(keep(F.col(_ROW)))
+        .drop(_ROW)
+    )
 
 
-def _dropped_rows(drops: List[str], partition: int) -> np.ndarray:
-    """The dropped row ids of one input partition, sorted: its range of each shard's file."""
-    low = np.uint64(partition << _PARTITION_SHIFT)
-    high = np.uint64((partition + 1) << _PARTITION_SHIFT)
+def _dropped_rows(drops: List[str], opened: dict, low: np.uint64, high: np.uint64) -> np.ndarray:
+    """The dropped row ids in [low, high], sorted: that range of each shard's sorted file."""
     parts = []
     for path in drops:
-        ids = np.load(path, mmap_mode="r")
-        begin, end = np.searchsorted(ids, [low, high])
+        ids = opened.get(path)
+        if ids is None:
+            ids = opened[path] = np.load(path, mmap_mode="r")
+        begin, end = np.searchsorted(ids, low, "left"), np.searchsorted(ids, high, "right")
         if end > begin:
             parts.append(np.array(ids[begin:end]))
     return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
