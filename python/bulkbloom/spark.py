@@ -323,9 +323,17 @@ def _check_names(df: DataFrame) -> None:
         raise ValueError(f"columns {clash} use the prefix __bulkbloom_ that dedup works with")
 
 
-def _default_shards(spark: Any, layout: bulkbloom.Layout) -> int:
-    # At least one task per core, and shards of at most 128 MiB.
+# The most rows a default shard is given: a shard's rows are sorted together in one task's JVM
+# and held together in its Python worker.
+_ROWS_PER_SHARD = 4_000_000
+
+
+def _default_shards(spark: Any, layout: bulkbloom.Layout, rows: Optional[int]) -> int:
+    # At least one task per core, shards of at most 128 MiB, and, where the rows are known
+    # (counted, or the capacity asked for), at most _ROWS_PER_SHARD of them a shard.
     wanted = max(spark.sparkContext.defaultParallelism, math.ceil(layout.size_bytes / 2**27))
+    if rows is not None:
+        wanted = max(wanted, math.ceil(rows / _ROWS_PER_SHARD))
     return min(wanted, layout.num_blocks)
 
 
@@ -556,20 +564,26 @@ def _run(
             extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
         else:
             config = None
+            rows = capacity
             if window is not None:
                 config = window.config
                 if config is None:
-                    wanted = capacity if capacity is not None else max(1, df.count())
+                    if rows is None:
+                        rows = max(1, df.count())
                     config = bulkbloom.WindowConfig.for_event_time(
-                        wanted / window.length, window.length, fpr, generations=window.generations,
+                        rows / window.length, window.length, fpr, generations=window.generations,
                         lateness=window.lateness,
                     )
                 layout = config.generation
             elif layout is None:
-                wanted = capacity if capacity is not None else max(1, df.count())
-                layout = bulkbloom.Layout.for_capacity(wanted, fpr)
+                if rows is None:
+                    rows = max(1, df.count())
+                layout = bulkbloom.Layout.for_capacity(rows, fpr)
             the_layout = layout
-            count = num_shards if num_shards is not None else _default_shards(df.sparkSession, layout)
+            if num_shards is not None:
+                count = num_shards
+            else:
+                count = _default_shards(df.sparkSession, layout, rows)
             extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
         if not 1 <= count <= the_layout.num_blocks:
             raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
@@ -639,8 +653,9 @@ def dedup(
     committed atomically when the routing job succeeds; without it the filter lives in a
     scratch directory of the driver (local mode; on a cluster give a shared ``filter``).
     A new filter is sized for ``capacity`` keys at rate ``fpr`` (capacity None: the input's row
-    count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, and
-    shards of at most 128 MiB); a carried one keeps what it has. ``wait_lock``: wait for
+    count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, shards of
+    at most 128 MiB, and of at most four million rows where the rows are known: ``capacity``
+    or the row count); a carried one keeps what it has. ``wait_lock``: wait for
     another job holding ``filter`` instead of raising.
 
     ``window``: a sliding window of this length instead of a filter (module documentation,

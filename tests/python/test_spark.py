@@ -244,6 +244,13 @@ def test_build_and_query(spark, tmp_path):
         bbspark.query(spark.createDataFrame([("a",)], ["word"]), "word", path)
 
 
+def test_the_default_shards_bound_the_rows_of_a_shard(spark, tmp_path):
+    # 17M rows asked for, in a filter far below 128 MiB, on 3 cores: 5 shards of at most 4M.
+    path = bbspark.build(frame(spark, dump(13, 100)), "event_id", tmp_path / "many",
+                         capacity=17_000_000, fpr=FPR)
+    assert bbspark.open_filter(path).num_shards == 5
+
+
 def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
     start = 1_700_000_000
     rng = np.random.default_rng(12)
