@@ -45,6 +45,9 @@ inline constexpr std::size_t kChunkKeys = std::size_t{1} << 20;
 Options make_options(const std::string& backend, const std::string& implementation,
                      unsigned threads);
 
+/// MapOptions from the Python keywords of a map() call: mapped files live on the CPU backend.
+MapOptions make_map_options(bool verify, const std::string& implementation, unsigned threads);
+
 /// A layout from the Python keywords; throws std::invalid_argument for a bad shape or hash name.
 Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
                    std::uint64_t seed, const std::string& index);

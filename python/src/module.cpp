@@ -22,6 +22,13 @@ Options make_options(const std::string& backend, const std::string& implementati
   return options;
 }
 
+MapOptions make_map_options(bool verify, const std::string& implementation, unsigned threads) {
+  MapOptions map_options;
+  map_options.verify = verify;
+  map_options.options = make_options("cpu", implementation, threads);
+  return map_options;
+}
+
 Layout make_layout(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
                    std::uint64_t seed, const std::string& index) {
   Layout layout;

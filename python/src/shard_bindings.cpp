@@ -151,9 +151,7 @@ void bind_shard(nb::module_& m) {
           "map",
           [](const std::filesystem::path& path, bool verify, const std::string& implementation,
              unsigned threads) {
-            MapOptions map_options;
-            map_options.verify = verify;
-            map_options.options = make_options("cpu", implementation, threads);
+            const MapOptions map_options = make_map_options(verify, implementation, threads);
             return load_into<PyShard>(map_options.options, [&](FileState* state) {
               return map_shard(path, state, map_options);
             });
