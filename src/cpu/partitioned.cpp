@@ -9,8 +9,10 @@
 namespace bulkbloom::detail {
 namespace {
 
-// Keys per partitioned pass: bounds the scratch (17 bytes a key) for batches of any size.
+// Keys per partitioned pass: bounds the scratch (18 bytes a key) for batches of any size.
 constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
+// Keys hashed at a time in the first pass, then partitioned while their hashes are in the L1.
+constexpr std::size_t kHashRun = 512;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // Smaller filters are written by one thread unless the caller fixed the thread count. Writing
@@ -23,6 +25,7 @@ constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
 // longer fit the L1 and the partitioning pass slows.
 constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
 constexpr unsigned kMaxPartitionBits = 8;
+static_assert(kMaxPartitionBits <= 8, "a key's partition is kept in one byte");
 // Partitioning for locality can only pay when the filter is beyond the caches and the batch
 // revisits each block many times: the three extra passes over the batch measured costlier than the
 // cache misses they save up to tens of keys per block (bench/RESULTS.md), so the prefetching
@@ -37,9 +40,9 @@ constexpr double kMinLocalityKeysPerBlock = 64.0;
 constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30;
 // Reading threads do not scan each other's keys, but on a filter beyond what the TLB maps with huge
 // pages each key's block costs a page walk as well as a miss; partitioned, a thread's blocks come
-// from one partition at a time. Measured no slower from 4 GiB up and clearly faster at 12 GiB
-// (bench/RESULTS.md).
-constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{4} << 30;
+// from one partition at a time. On the Zen 4 VM measured, key slices were faster at 2 GiB and
+// partitions from 4 GiB up (bench/DECISIONS.md, "Partitioned threads for big filters").
+constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{3} << 30;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -89,6 +92,7 @@ BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
 void PartitionScratch::reserve(std::size_t keys) {
   if (keys <= capacity_) return;
   hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
+  part_of_key_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
   part_hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
   part_flags_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
   capacity_ = keys;
@@ -98,6 +102,12 @@ std::uint64_t PartitionScratch::run(BulkOp op, const CpuKernels& kernels, const 
                                     std::byte* bits, const std::uint64_t* keys, std::size_t n,
                                     KeyMode mode, std::uint8_t* flags, ThreadPool& pool,
                                     unsigned partition_shift) {
+  // A key's partition is kept in one byte: a finer partitioning is coarsened to
+  // 2^kMaxPartitionBits block ranges. (Answers hold for any grouping of whole blocks; contiguous
+  // ranges are what gives each thread's accesses their locality.)
+  const unsigned block_bits = ceil_log2(layout.num_blocks);
+  partition_shift = std::max(partition_shift,
+                             block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u);
   std::lock_guard lock(mutex_);
   reserve(std::min(n, kMaxChunkKeys));
   std::uint64_t fresh = 0;
@@ -119,15 +129,34 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   const std::size_t parts = ((std::size_t{num_blocks} - 1) >> partition_shift) + 1;
   const unsigned tasks = n >= kMinParallelKeys ? pool.size() : 1;
   const bool with_flags = op != BulkOp::insert;
-  const auto part_of = [&](std::uint64_t hash) { return layout.block_of(hash) >> partition_shift; };
-
-  // 1. Each task hashes its slice of the input and counts its keys per partition.
+  // Plain locals for the loops below: through the byte stores of partitions and flags, which may
+  // alias anything, the compiler would otherwise reload the buffers' addresses and the layout on
+  // every key.
+  const Layout local_layout = layout;
+  std::uint64_t* const hashes = hashes_.get();
+  std::uint64_t* const part_hashes = part_hashes_.get();
+  std::uint8_t* const part_of_key = part_of_key_.get();
+  std::uint8_t* const part_flags = part_flags_.get();
+  // 1. Each task hashes its slice of the input, finds each key's partition and counts its keys per
+  // partition.
   std::vector<std::size_t> cursor(std::size_t{tasks} * parts, 0);  // [task][partition]
   pool.run(tasks, [&](unsigned t) {
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-    kernels.hash(layout, keys + begin, end - begin, mode, hashes_.get() + begin);
-    std::size_t* counts = cursor.data() + std::size_t{t} * parts;
-    for (std::size_t i = begin; i < end; ++i) ++counts[part_of(hashes_[i])];
+    // Counted in a vector of the task's own: counters of two tasks in one cache line would
+    // bounce it between the cores on every key.
+    std::vector<std::size_t> counts(parts, 0);
+    std::size_t* const count = counts.data();
+    for (std::size_t run = begin; run < end; run += kHashRun) {
+      const std::size_t run_end = std::min(end, run + kHashRun);
+      kernels.hash(layout, keys + run, run_end - run, mode, hashes + run);
+      for (std::size_t i = run; i < run_end; ++i) {
+        const auto part =
+            static_cast<std::uint8_t>(local_layout.block_of(hashes[i]) >> partition_shift);
+        part_of_key[i] = part;
+        ++count[part];
+      }
+    }
+    std::copy(counts.begin(), counts.end(), cursor.begin() + std::size_t{t} * parts);
   });
   // 2. Partition-major offsets, earlier slices first: input order survives inside a partition.
   std::vector<std::size_t> part_begin(parts + 1);
@@ -141,12 +170,15 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     }
   }
   part_begin[parts] = offset;
-  const std::vector<std::size_t> slice_starts = cursor;  // to find the slots again in step 4
+  const auto task_cursors = [&](unsigned t) {
+    return std::vector<std::size_t>(cursor.begin() + std::size_t{t} * parts,
+                                    cursor.begin() + std::size_t{t + 1} * parts);
+  };
   pool.run(tasks, [&](unsigned t) {
+    std::vector<std::size_t> cursors = task_cursors(t);
+    std::size_t* const next = cursors.data();
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-    std::size_t* next = cursor.data() + std::size_t{t} * parts;
-    for (std::size_t i = begin; i < end; ++i)
-      part_hashes_[next[part_of(hashes_[i])]++] = hashes_[i];
+    for (std::size_t i = begin; i < end; ++i) part_hashes[next[part_of_key[i]]++] = hashes[i];
   });
   // 3. Each task takes a contiguous run of whole partitions holding about n / tasks keys.
   std::vector<std::size_t> task_begin(tasks + 1);
@@ -157,18 +189,18 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   std::vector<std::uint64_t> task_fresh(tasks, 0);
   pool.run(tasks, [&](unsigned t) {
     const std::size_t begin = task_begin[t], count = task_begin[t + 1] - begin;
-    const std::uint64_t* hashes = part_hashes_.get() + begin;
-    std::uint8_t* out = part_flags_.get() + begin;
+    const std::uint64_t* task_hashes = part_hashes + begin;
+    std::uint8_t* out = part_flags + begin;
     switch (op) {
       case BulkOp::insert:
-        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
+        kernels.insert(layout, bits, task_hashes, count, KeyMode::prehashed, all_blocks(layout));
         break;
       case BulkOp::contains:
-        kernels.contains(layout, bits, hashes, count, KeyMode::prehashed, out);
+        kernels.contains(layout, bits, task_hashes, count, KeyMode::prehashed, out);
         break;
       case BulkOp::insert_if_absent:
-        task_fresh[t] = kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed,
-                                                 all_blocks(layout), out);
+        task_fresh[t] = kernels.insert_if_absent(layout, bits, task_hashes, count,
+                                                 KeyMode::prehashed, all_blocks(layout), out);
         break;
     }
   });
@@ -176,10 +208,10 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   // partition's flags in sequence and writes the output in sequence, with no random access.
   if (with_flags) {
     pool.run(tasks, [&](unsigned t) {
+      std::vector<std::size_t> cursors = task_cursors(t);
+      std::size_t* const next = cursors.data();
       const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-      std::vector<std::size_t> next(slice_starts.begin() + std::size_t{t} * parts,
-                                    slice_starts.begin() + std::size_t{t + 1} * parts);
-      for (std::size_t i = begin; i < end; ++i) flags[i] = part_flags_[next[part_of(hashes_[i])]++];
+      for (std::size_t i = begin; i < end; ++i) flags[i] = part_flags[next[part_of_key[i]]++];
     });
   }
   std::uint64_t fresh = 0;

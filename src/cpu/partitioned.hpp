@@ -23,7 +23,8 @@ enum class BulkOp : std::uint8_t { insert, contains, insert_if_absent };
 class PartitionScratch {
  public:
   /// Runs `op` over `keys` with `partition_shift` (a key of block b goes to partition
-  /// b >> partition_shift) on `pool`; `flags` receives contains / is_new flags (unused for
+  /// b >> partition_shift; a shift making more than 256 partitions is raised to make 256) on
+  /// `pool`; `flags` receives contains / is_new flags (unused for
   /// insert). Returns the number of new keys for insert_if_absent, else 0.
   std::uint64_t run(BulkOp op, const CpuKernels& kernels, const Layout& layout, std::byte* bits,
                     const std::uint64_t* keys, std::size_t n, KeyMode mode, std::uint8_t* flags,
@@ -37,8 +38,9 @@ class PartitionScratch {
 
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::size_t capacity_ = 0;
-  std::unique_ptr<std::uint64_t[]> hashes_, part_hashes_;
-  std::unique_ptr<std::uint8_t[]> part_flags_;
+  std::unique_ptr<std::uint64_t[]> hashes_, part_hashes_;  // in input order; partition by partition
+  // Each key's partition: run() makes at most 256.
+  std::unique_ptr<std::uint8_t[]> part_of_key_, part_flags_;
 };
 
 /// How a bulk call runs.
