@@ -412,11 +412,11 @@ TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLo
     EXPECT_EQ(((odd.num_blocks - 1) >> odd_plan.partition_shift) + 1, 129u);
     EXPECT_EQ(detail::plan_bulk(op, large, std::size_t{1} << 22, 1, fixed).mode, Mode::single);
   }
-  // Reads are partitioned from 3 GiB up, where a page walk joins each miss.
+  // Reads are partitioned from 6 GiB up, where a page walk joins each miss.
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, large, std::size_t{1} << 22, 2, fixed).mode,
             Mode::key_slices);
-  const Layout read_below{Shape::sb512, (std::uint64_t{3} << 24) - 1};
-  const Layout read_at{Shape::sb512, std::uint64_t{3} << 24};  // 3 GiB
+  const Layout read_below{Shape::sb512, (std::uint64_t{3} << 25) - 1};
+  const Layout read_at{Shape::sb512, std::uint64_t{3} << 25};  // 6 GiB
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_below, std::size_t{1} << 22, 2, fixed).mode,
             Mode::key_slices);
   const auto read_plan =

@@ -40,9 +40,10 @@ constexpr double kMinLocalityKeysPerBlock = 64.0;
 constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30;
 // Reading threads do not scan each other's keys, but on a filter beyond what the TLB maps with huge
 // pages each key's block costs a page walk as well as a miss; partitioned, a thread's blocks come
-// from one partition at a time. On the Zen 4 VM measured, key slices were faster at 2 GiB and
-// partitions from 4 GiB up (bench/DECISIONS.md, "Partitioned threads for big filters").
-constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{3} << 30;
+// from one partition at a time. Zen 4's L2 TLB maps 6 GiB of 2 MiB pages (3,072 entries); on the VM
+// measured, key slices were faster at 4 GiB and partitions at 8 and 12 GiB (bench/DECISIONS.md,
+// "Partitioned threads for big filters").
+constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6} << 30;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
