@@ -202,6 +202,11 @@ def main() -> None:
                         help="bulkbloom's shards (default: the module's own choice)")
     parser.add_argument("--fpr", type=float, default=0.001)
     parser.add_argument("--only", choices=["bulkbloom", "dropDuplicates"], default=None)
+    parser.add_argument("--floor", action="store_true",
+                        help="also time `copy`: the dump read and written as it is, without a "
+                             "dedup, the least any dedup that writes its output can take")
+    parser.add_argument("--broadcast-drops", type=int, default=None,
+                        help="bulkbloom's broadcast_drops (default: the module's)")
     parser.add_argument("--check-keys", action="store_true",
                         help="also compare the outputs' key sets (reads both outputs' event_ids)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -239,6 +244,8 @@ def main() -> None:
     sampler.start()
 
     variants = ["bulkbloom", "dropDuplicates"] if args.only is None else [args.only]
+    if args.floor:
+        variants.append("copy")
     # Warm-up, not measured: both on one file, so that neither pays for the JIT or the start of
     # the Python workers.
     spark.sparkContext.setJobGroup("warm-up", "warm-up")
@@ -247,9 +254,12 @@ def main() -> None:
         out = args.scratch / "warm-up"
         if variant == "bulkbloom":
             bbspark.dedup(one_file, "event_id", num_shards=args.num_shards, fpr=args.fpr,
-                          filter=str(args.scratch / "warm-up-filter")).write.parquet(str(out))
-        else:
+                          filter=str(args.scratch / "warm-up-filter"),
+                          broadcast_drops=args.broadcast_drops).write.parquet(str(out))
+        elif variant == "dropDuplicates":
             one_file.dropDuplicates(["event_id"]).write.parquet(str(out))
+        else:
+            one_file.write.parquet(str(out))
         shutil.rmtree(out)
     runs = []
     for round_number in range(args.rounds):
@@ -267,11 +277,17 @@ def main() -> None:
             df = spark.read.parquet(str(args.dump))
             if variant == "bulkbloom":
                 result = bbspark.dedup(df, "event_id", num_shards=args.num_shards, fpr=args.fpr,
-                                       filter=str(filter_dir))
+                                       filter=str(filter_dir),
+                                       broadcast_drops=args.broadcast_drops)
                 phases["routing_s"] = time.monotonic() - started
-            else:
+            elif variant == "dropDuplicates":
                 result = df.dropDuplicates(["event_id"])
+            else:
+                result = df
             result.write.parquet(str(out))
+            if variant == "bulkbloom":
+                plan = result._jdf.queryExecution().executedPlan().toString()
+                phases["filtering"] = "broadcast join" if "BroadcastHashJoin" in plan else "row-id UDF"
             wall = time.monotonic() - started
             memory = sampler.peaks()
             spark.sparkContext.setJobGroup("idle", "idle")
@@ -288,7 +304,7 @@ def main() -> None:
                 run["expected_false_drops"] = expected_false_drops(state.layout,
                                                                    info["distinct"])
                 shutil.rmtree(filter_dir, ignore_errors=True)
-            if args.check_keys and round_number == 0:
+            if args.check_keys and round_number == 0 and variant != "copy":
                 keys = np.sort(pq.read_table(out, columns=["event_id"])["event_id"].to_numpy())
                 run["distinct_in_output"] = int(np.count_nonzero(np.diff(keys)) + (len(keys) > 0))
                 np.save(args.scratch / f"keys-{variant}.npy", keys)
@@ -339,6 +355,9 @@ def summarize(runs: list, info: dict) -> dict:
         bb, dd = median("bulkbloom", get), median("dropDuplicates", get)
         summary[name] = {"bulkbloom": bb, "dropDuplicates": dd,
                          "ratio": bb / dd if dd else None}
+    copies = [r["wall_s"] for r in runs if r["variant"] == "copy"]
+    if copies:
+        summary["copy_wall_s"] = statistics.median(copies)
     bb_runs = [r for r in runs if r["variant"] == "bulkbloom"]
     if bb_runs:
         summary["routing_s"] = statistics.median(r["routing_s"] for r in bb_runs)

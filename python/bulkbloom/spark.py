@@ -12,21 +12,29 @@ layout: a filter of S shards gives the bits and answers of the one filter (docs/
 How it runs
     1. Routing (one Spark job, run when ``dedup`` or ``build`` is called): every record gets a row
        id (``monotonically_increasing_id``: the partition index in the upper bits, the row within
-       the partition below), its shard (``bulkbloom.shard_of`` in a vectorised Arrow function) and
-       its order values. Only the shard, the row id, the key and the order columns are shuffled,
-       never whole records: ``groupBy(shard).applyInArrow`` gives each task the rows of one shard.
-       The task sorts them by (order, row id), opens that shard's file of the current generation
-       (or an empty shard), runs ``insert_if_absent``, saves the shard under a name unique to the
-       task attempt, writes the row ids it dropped, sorted, beside it, and returns one row naming
+       the partition below), its shard and its order values. Where the filter's hash is XXH64
+       with seed 42 (``SPARK_SEED``, which new filters get), the shard is a Spark SQL
+       expression: Spark's ``xxhash64`` is that hash, and docs/DESIGN.md §9's formula is
+       computed in 64-bit integers split so that nothing overflows; for any other layout (a
+       carried filter keeps its seed) it is ``bulkbloom.shard_of`` in a vectorised Arrow
+       function. Only the key, the row id, the order values and the shard are shuffled, never
+       whole records, hash-partitioned so that each shard has a partition, and so a task, of
+       its own. The task (``mapInArrow``) gathers its shard's rows in its Python worker, sorts
+       them by (order, row id), opens that shard's file of the current generation (or an empty
+       shard), runs ``insert_if_absent``, saves the shard under a name unique to the task
+       attempt, writes the row ids it dropped, sorted, beside it, and returns one row naming
        both files.
     2. Commit (the driver, after every shard's task succeeded): the files the successful attempts
        named become a new generation of the filter directory (below), atomically.
     3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
-       same row ids, and its rows whose ids were dropped are removed by ``filter`` on a vectorised
-       pandas function of the row id alone: only the row ids go to Python, a batch at a time, and
-       the records stay in the JVM. A batch reads only its own range of each shard's sorted
-       dropped ids (a memory-mapped binary search), so no row id list is broadcast and nothing is
-       joined: the dropped ids of a batch are all it holds.
+       same row ids. When the run dropped at most ``broadcast_drops`` rows (default 2^22, 32 MiB
+       of row ids, some 100 MiB of hash table in each executor), the driver reads their ids and
+       a left anti join with them broadcast removes those rows: the records never leave the JVM.
+       Beyond that (a dump of billions of rows drops too many to broadcast) the rows whose ids
+       were dropped are removed by ``filter`` on a vectorised pandas function of the row id
+       alone: only the row ids go to Python, a batch at a time, and a batch reads only its own
+       range of each shard's sorted dropped ids (a memory-mapped binary search), so no row id
+       list is broadcast or joined. Both give the same rows in the same order.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is
@@ -109,7 +117,7 @@ except ImportError as error:  # pragma: no cover - depends on the installation
         f" 'bulkbloom[spark]' ({error})"
     ) from error
 
-__all__ = ["dedup", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION"]
+__all__ = ["dedup", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION", "SPARK_SEED"]
 
 FORMAT = "bulkbloom sharded filter"
 FORMAT_VERSION = 1
@@ -323,18 +331,23 @@ def _check_names(df: DataFrame) -> None:
         raise ValueError(f"columns {clash} use the prefix __bulkbloom_ that dedup works with")
 
 
-# The most rows a default shard is given: a shard's rows are sorted together in one task's JVM
-# and held together in its Python worker.
+# The most dropped rows dedup's filtering broadcasts (module documentation, "How it runs").
+_BROADCAST_DROPS = 1 << 22
+
+# The most rows a default shard is given: a shard's rows are sorted together in its task's
+# Python worker.
 _ROWS_PER_SHARD = 4_000_000
 
 
 def _default_shards(spark: Any, layout: bulkbloom.Layout, rows: Optional[int]) -> int:
     # At least one task per core, shards of at most 128 MiB, and, where the rows are known
-    # (counted, or the capacity asked for), at most _ROWS_PER_SHARD of them a shard.
-    wanted = max(spark.sparkContext.defaultParallelism, math.ceil(layout.size_bytes / 2**27))
+    # (counted, or the capacity asked for), at most _ROWS_PER_SHARD of them a shard; a multiple
+    # of the cores, since a shard is a task, so that no core waits out a last short wave.
+    cores = spark.sparkContext.defaultParallelism
+    wanted = max(cores, math.ceil(layout.size_bytes / 2**27))
     if rows is not None:
         wanted = max(wanted, math.ceil(rows / _ROWS_PER_SHARD))
-    return min(wanted, layout.num_blocks)
+    return min(math.ceil(wanted / cores) * cores, layout.num_blocks)
 
 
 def _attempt_name() -> str:
@@ -347,20 +360,114 @@ def _attempt_name() -> str:
     )
 
 
-def _routed(df: DataFrame, key: str, order: List[Column], layout: tuple, num_shards: int) -> Any:
-    """(key, row id, order values..., shard): all the routing job moves."""
+# Spark SQL's xxhash64 is XXH64 with this seed over a long's 8 little-endian bytes and over a
+# string's or binary's bytes: the library's hash of integer and byte keys. For a layout with this
+# seed (new filters get it) Spark computes each record's shard itself (_sql_shard), and routing
+# sends no record through Python; a layout with any other seed or hash (a carried filter keeps
+# its own) is routed by bulkbloom.shard_of in an Arrow function.
+SPARK_SEED = 42
+
+
+def _scaled(x: Column, num_blocks: int, carry: Optional[Column] = None) -> Column:
+    """floor((x * num_blocks + carry) / 2^32) for x, carry and num_blocks below 2^32, in the
+    signed 64-bit arithmetic Spark has (which raises on overflow in ANSI mode). With num_blocks
+    = high * 2^16 + low it is floor((x * high + floor((x * low + carry) / 2^16)) / 2^16): no
+    product or sum reaches 2^49, and flooring the inner quotient first changes no floor of the
+    whole, since x * high is an integer."""
+    high, low = num_blocks >> 16, num_blocks & 0xFFFF
+    inner = x * F.lit(low) if carry is None else x * F.lit(low) + carry
+    return F.shiftrightunsigned(x * F.lit(high) + F.shiftrightunsigned(inner, 16), 16)
+
+
+def _sql_shard(
+    key: Column, kind: str, layout: bulkbloom.Layout, num_shards: int
+) -> Optional[Column]:
+    """The shard of each key (docs/DESIGN.md §9) as a Spark SQL expression, or None where Spark
+    has no function for the layout's hash (or B * S reaches 2^63, which no real filter does)."""
+    if kind == "integer":
+        key = key.cast(T.LongType())  # integers hash as their 64-bit pattern, sign-extended
+    if layout.hash == "xxh64" and layout.seed == SPARK_SEED:
+        hashed = F.xxhash64(key)
+    elif layout.hash == "identity" and kind == "integer":
+        hashed = key
+    else:
+        return None
+    if layout.num_blocks * num_shards >= 2**63:
+        return None
+    high = F.shiftrightunsigned(hashed, 32)
+    if layout.index == "high32":
+        block = _scaled(high, layout.num_blocks)
+    else:
+        low = hashed.bitwiseAND(F.lit(0xFFFFFFFF))
+        block = _scaled(high, layout.num_blocks, _scaled(low, layout.num_blocks))
+    # (block + 1) * S <= B * S stays below 2^63.
+    shard = F.call_function("div", (block + 1) * F.lit(num_shards) - 1, F.lit(layout.num_blocks))
+    return shard.cast(T.IntegerType())
+
+
+def _spark_hash_of_ints(values: np.ndarray) -> np.ndarray:
+    """Spark's ``hash`` of int values (Murmur3_x86_32.hashInt, seed 42), which its hash
+    partitioning takes modulo the partition count."""
+    def rotl(x: np.ndarray, bits: int) -> np.ndarray:
+        return (x << np.uint32(bits)) | (x >> np.uint32(32 - bits))
+
+    k = rotl(values.astype(np.uint32) * np.uint32(0xCC9E2D51), 15) * np.uint32(0x1B873593)
+    h = rotl(np.uint32(42) ^ k, 13) * np.uint32(5) + np.uint32(0xE6546B64)
+    h ^= np.uint32(4)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    h ^= h >> np.uint32(16)
+    return h.view(np.int32)
+
+
+def _spark_seeded(layout: bulkbloom.Layout) -> bulkbloom.Layout:
+    return bulkbloom.Layout.of(layout.shape, layout.num_blocks, SPARK_SEED, layout.hash,
+                               layout.index)
+
+
+def _partition_keys(num_partitions: int) -> List[int]:
+    """For each partition p, the smallest int Spark's hash partitioning over `num_partitions`
+    sends to p: partitioning by key[shard] gives each shard a partition of its own, where
+    partitioning by the shard itself would put some shards together and leave cores idle."""
+    keys: dict = {}
+    start, step = 0, 4 * num_partitions + 64
+    while len(keys) < num_partitions:
+        values = np.arange(start, start + step, dtype=np.int64)
+        partitions = _spark_hash_of_ints(values).astype(np.int64) % num_partitions
+        for partition, value in zip(partitions.tolist(), values.tolist()):
+            keys.setdefault(partition, value)
+        start += step
+    return [keys[p] for p in range(num_partitions)]
+
+
+def _routed(
+    df: DataFrame, key: str, kind: str, order: List[Column], layout: bulkbloom.Layout,
+    num_shards: int,
+) -> DataFrame:
+    """(key, row id, order values..., shard), one shard a partition: all the routing moves."""
     columns = [F.col(key).alias(_KEY), F.col(_ROW)]
     columns += [c.alias(f"{_ORDER}{i}") for i, c in enumerate(order)]
     narrow = df.withColumn(_ROW, F.monotonically_increasing_id()).select(*columns)
-    schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
-    layout_value = bulkbloom.Layout(*layout)
+    shard = _sql_shard(F.col(_KEY), kind, layout, num_shards)
+    if shard is not None:
+        routed = narrow.withColumn(_SHARD, shard)
+    else:
+        schema = T.StructType(
+            narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)]
+        )
+        layout_args = tuple(layout)
 
-    def add_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
-            yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
+        def add_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            layout_value = bulkbloom.Layout(*layout_args)
+            for batch in batches:
+                shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
+                yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
 
-    return narrow.mapInArrow(add_shard, schema)
+        routed = narrow.mapInArrow(add_shard, schema)
+    keys = ", ".join(map(str, _partition_keys(num_shards)))
+    return routed.repartition(num_shards, F.expr(f"element_at(array({keys}), {_SHARD} + 1)"))
 
 
 _DECIDED = T.StructType(
@@ -387,7 +494,6 @@ def _decide_shards(
     on_task: Optional[Callable[[], None]],
 ) -> list:
     """Runs each shard's task (see the module's documentation) and returns their rows."""
-    layout_value = bulkbloom.Layout(*layout)
     shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
     suffix = ".bbf" if window is None else ".bbw"
     base_dir = None if base is None else str(base.directory)
@@ -395,11 +501,10 @@ def _decide_shards(
     sort_columns = [f"{_ORDER}{i}" for i in range(order_count)] + [_ROW]
     work_dir = str(work)
 
-    def decide(group: tuple, table: pa.Table) -> pa.Table:
-        index = group[0].as_py()
+    def decide(index: int, table: pa.Table) -> pa.RecordBatch:
         table = _sorted(table, sort_columns)
         if base_dir is None:
-            shard = _empty_shard(layout_value, window, index, num_shards)
+            shard = _empty_shard(bulkbloom.Layout(*layout), window, index, num_shards)
         else:
             shard = shard_type.load(os.path.join(base_dir, base_shards[index]), backend="cpu")
         keys = table.column(_KEY)
@@ -427,17 +532,30 @@ def _decide_shards(
                 os.fsync(out.fileno())
         if on_task is not None:
             on_task()
-        return pa.table(
+        return pa.RecordBatch.from_pydict(
             {
                 "shard": pa.array([index], pa.int32()),
-                "shard_file": [shard_file],
+                "shard_file": pa.array([shard_file], pa.string()),
                 "drops_file": pa.array([drops_file], pa.string()),
                 "keys": pa.array([len(table)], pa.int64()),
                 "new_keys": pa.array([new_keys], pa.int64()),
             }
         )
 
-    return routed.groupBy(_SHARD).applyInArrow(decide, _DECIDED).collect()
+    def decide_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # The partition's routed rows, held in this worker; normally one shard's (_routed).
+        received = list(batches)
+        if not received:
+            return
+        table = pa.Table.from_batches(received)
+        shards = table.column(_SHARD).to_numpy()
+        present = np.unique(shards)
+        table = table.drop_columns([_SHARD])
+        for index in present.tolist():
+            part = table if len(present) == 1 else table.filter(pa.array(shards == index))
+            yield decide(index, part)
+
+    return routed.mapInArrow(decide_partition, _DECIDED).collect()
 
 
 def _sorted(table: pa.Table, columns: List[str]) -> pa.Table:
@@ -570,15 +688,19 @@ def _run(
                 if config is None:
                     if rows is None:
                         rows = max(1, df.count())
-                    config = bulkbloom.WindowConfig.for_event_time(
+                    sized = bulkbloom.WindowConfig.for_event_time(
                         rows / window.length, window.length, fpr, generations=window.generations,
                         lateness=window.lateness,
+                    )
+                    config = bulkbloom.WindowConfig.of(
+                        sized.clock, sized.window, _spark_seeded(sized.generation),
+                        generations=sized.generations, lateness=sized.lateness,
                     )
                 layout = config.generation
             elif layout is None:
                 if rows is None:
                     rows = max(1, df.count())
-                layout = bulkbloom.Layout.for_capacity(rows, fpr)
+                layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
             the_layout = layout
             if num_shards is not None:
                 count = num_shards
@@ -590,7 +712,7 @@ def _run(
         work = root / f"tmp-{uuid.uuid4().hex}"
         work.mkdir()
         try:
-            routed = _routed(df, key, order, tuple(the_layout), count)
+            routed = _routed(df, key, kind, order, the_layout, count)
             time = None if window is None else window.time
             rows = _decide_shards(
                 routed, base, tuple(the_layout), config, time, count, work, len(order),
@@ -639,6 +761,7 @@ def dedup(
     lateness: int = 0,
     window_config: Optional[bulkbloom.WindowConfig] = None,
     wait_lock: bool = False,
+    broadcast_drops: Optional[int] = None,
     _on_task: Optional[Callable[[], None]] = None,
 ) -> DataFrame:
     """``df`` without the records whose key an earlier record had (and the filter's rare false
@@ -655,8 +778,10 @@ def dedup(
     A new filter is sized for ``capacity`` keys at rate ``fpr`` (capacity None: the input's row
     count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, shards of
     at most 128 MiB, and of at most four million rows where the rows are known: ``capacity``
-    or the row count); a carried one keeps what it has. ``wait_lock``: wait for
-    another job holding ``filter`` instead of raising.
+    or the row count), with ``SPARK_SEED`` as its hash seed; a carried one keeps what it has.
+    ``wait_lock``: wait for another job holding ``filter`` instead of raising.
+    ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: 2^22; 0: always
+    the row-id function; module documentation, "How it runs").
 
     ``window``: a sliding window of this length instead of a filter (module documentation,
     "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
@@ -682,6 +807,15 @@ def dedup(
         wait_lock=wait_lock, on_task=_on_task, window=request,
     )
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
+    dropped_counts = [len(np.load(path, mmap_mode="r")) for path in drops]
+    limit = _BROADCAST_DROPS if broadcast_drops is None else broadcast_drops
+    numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
+    if sum(dropped_counts) <= limit:
+        # Few enough to send every task all of them: the records never leave the JVM.
+        ids = [np.load(path) for path, count in zip(drops, dropped_counts) if count]
+        table = pa.table({_ROW: np.concatenate(ids).view(np.int64) if ids else np.zeros(0, np.int64)})
+        dropped = df.sparkSession.createDataFrame(table).coalesce(1)
+        return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
     opened: dict = {}
 
     def kept(rows: pd.Series) -> pd.Series:
@@ -693,11 +827,7 @@ def dedup(
         return pd.Series(~_in_sorted(ids, dropped))
 
     keep = F.pandas_udf(kept, T.BooleanType())
-    return (
-        df.withColumn(_ROW, F.monotonically_increasing_id())
-        .filter(keep(F.col(_ROW)))
-        .drop(_ROW)
-    )
+    return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
 
 
 def _dropped_rows(drops: List[str], opened: dict, low: np.uint64, high: np.uint64) -> np.ndarray:

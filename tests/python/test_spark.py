@@ -21,6 +21,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from pyspark import TaskContext  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
 
 from bulkbloom import spark as bbspark  # noqa: E402
 
@@ -102,6 +103,10 @@ def assert_same_records(df, keys, cli_kept, first_seq=0):
     assert payload == [f"p{s}" for s in expected_seq]
 
 
+def plan(df) -> str:
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
 def shards_filter(path) -> bulkbloom.Filter:
     state = bbspark.open_filter(path)
     return bulkbloom.concat(state.load(i) for i in range(state.num_shards))
@@ -112,11 +117,16 @@ def listing(path: Path) -> dict:
             for p in sorted(path.rglob("*"))}
 
 
+# Seed 42 is routed by Spark's own xxhash64, seed 0 by bulkbloom.shard_of in an Arrow function.
+ROUTINGS = [pytest.param(bbspark.SPARK_SEED, id="sql-routing"), pytest.param(0, id="arrow-routing")]
+
+
+@pytest.mark.parametrize("seed", ROUTINGS)
 @pytest.mark.parametrize("num_shards", [1, 3, 7])
-def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards):
+def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed):
     keys = dump(1)
     expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", str(FPR),
-                         "--filter", str(tmp_path / "cli.bbf"))
+                         "--seed", str(seed), "--filter", str(tmp_path / "cli.bbf"))
     layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
     assert RECORDS * 3 // 4 - len(expected) > 20  # false drops, which the order decides
 
@@ -127,18 +137,149 @@ def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards):
     assert_same_records(unique, keys, expected)
     state = bbspark.open_filter(tmp_path / "f")
     assert state.num_shards == num_shards and state.layout == layout
-    # The input's own order when no order is given (createDataFrame keeps it).
-    in_order = bbspark.dedup(frame(spark, keys), "event_id", layout=layout, num_shards=num_shards)
-    assert_same_records(in_order, keys, expected)
+    # The input's own order when no order is given (createDataFrame keeps it), the dropped rows
+    # broadcast to a join and, past the limit, looked up by a Python function of the row id.
+    for broadcast_drops in (None, 0):
+        in_order = bbspark.dedup(frame(spark, keys), "event_id", layout=layout,
+                                 num_shards=num_shards, broadcast_drops=broadcast_drops)
+        assert ("BroadcastHashJoin" in plan(in_order)) == (broadcast_drops is None)
+        assert_same_records(in_order, keys, expected)
 
 
-def test_string_keys_as_the_clis_text_keys(spark, cli, tmp_path):
+MASK = 2**64 - 1
+PRIME1, PRIME2 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F
+PRIME3, PRIME4, PRIME5 = 0x165667B19E3779F9, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def rotl(x: int, bits: int) -> int:
+    return ((x << bits) | (x >> (64 - bits))) & MASK
+
+
+def xxh64_of_u64(key: int, seed: int) -> int:
+    """XXH64 of a uint64's 8 little-endian bytes (include/bulkbloom/detail/block_math.hpp)."""
+    h = (seed + PRIME5 + 8) & MASK
+    h ^= rotl(key * PRIME2 & MASK, 31) * PRIME1 & MASK
+    h = (rotl(h, 27) * PRIME1 + PRIME4) & MASK
+    for shift, prime in ((33, PRIME2), (29, PRIME3), (32, 1)):
+        h = (h ^ (h >> shift)) * prime & MASK
+    return h
+
+
+def key_with_xxh64(target: int, seed: int) -> int:
+    """The uint64 key whose XXH64 is `target`: every step of XXH64 of 8 bytes is invertible."""
+    def unshift(y: int, shift: int) -> int:
+        x = y
+        for _ in range(64 // shift + 1):
+            x = y ^ (x >> shift)
+        return x
+
+    h = target
+    for shift, prime in ((32, 1), (29, PRIME3), (33, PRIME2)):
+        h = unshift(h * pow(prime, -1, 2**64) & MASK, shift)
+    h = rotl((h - PRIME4) * pow(PRIME1, -1, 2**64) & MASK, 64 - 27)
+    h ^= (seed + PRIME5 + 8) & MASK
+    return rotl(h * pow(PRIME1, -1, 2**64) & MASK, 64 - 31) * pow(PRIME2, -1, 2**64) & MASK
+
+
+def boundary_hashes(num_blocks: int, num_shards: int, index: str) -> list:
+    """The hashes either side of where each shard (some of them, for many) begins."""
+    shards = range(num_shards) if num_shards <= 70 else [
+        *range(20), *range(num_shards - 20, num_shards), *range(0, num_shards, num_shards // 20)]
+    hashes = []
+    for shard in shards:
+        block = shard * num_blocks // num_shards
+        # The smallest hash of `block`: high32 scales h >> 32, full64 the whole h.
+        if index == "high32":
+            first = -(-block * 2**32 // num_blocks) << 32
+        else:
+            first = -(-block * 2**64 // num_blocks)
+        hashes += [h for h in (first - 1, first, first + 1) if 0 <= h <= MASK]
+    return hashes
+
+
+SHARD_CASES = [
+    (num_blocks, num_shards)
+    for num_blocks in (1, 7, 130, 30_713, 3_071_211_965, 2**32 - 1)
+    for num_shards in (1, 2, 3, 7, 64, 22_000, num_blocks, 2**31)
+    if num_shards <= num_blocks and num_blocks * num_shards < 2**63
+]
+
+
+def test_the_sql_shard_is_shard_of_at_the_shard_boundaries(spark):
+    """Spark's xxhash64 is the library's hash with seed 42, for integer, string and binary keys,
+    and the SQL shard expression computes DESIGN §9's shard without overflowing Spark's signed,
+    ANSI-checked longs, at the hashes either side of every shard's first block."""
+    extremes = [0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, MASK]
+    hashes = set(extremes)
+    for num_blocks, num_shards in SHARD_CASES:
+        for index in ("high32", "full64"):
+            hashes.update(boundary_hashes(num_blocks, num_shards, index))
+    hashes = np.array(sorted(hashes), dtype=np.uint64)
+    keys = np.array([key_with_xxh64(int(h), bbspark.SPARK_SEED) for h in hashes], dtype=np.uint64)
+    assert [xxh64_of_u64(int(k), bbspark.SPARK_SEED) for k in keys[:50]] == hashes[:50].tolist()
+    rng = np.random.default_rng(14)
+    # Strings of every length XXH64 treats differently (< 4, < 8, < 32, >= 32 bytes), not ASCII.
+    words = ["".join(map(chr, rng.integers(32, 0x3000, size=n))) for n in rng.integers(0, 90, 600)]
+    blobs = [rng.bytes(n) for n in rng.integers(0, 90, 600)]
+    integers = spark.createDataFrame(pa.table({"hash": hashes.view(np.int64),
+                                               "key": keys.view(np.int64),
+                                               "small": (keys % 2**31).astype(np.int32)}))
+    texts = spark.createDataFrame(pa.table({"word": words, "blob": pa.array(blobs, pa.binary())}))
+    expected, columns = {}, {"integers": [], "texts": []}
+    for num_blocks, num_shards in SHARD_CASES:
+        for index in ("high32", "full64"):
+            for hash_name in ("identity", "xxh64"):
+                layout = bulkbloom.Layout.of("sb512", num_blocks, bbspark.SPARK_SEED, hash_name,
+                                             index)
+                cases = [("integers", "hash" if hash_name == "identity" else "key",
+                          hashes if hash_name == "identity" else keys, "integer")]
+                if hash_name == "xxh64":
+                    cases += [("integers", "small", (keys % 2**31).astype(np.int32), "integer"),
+                              ("texts", "word", np.array(words, dtype=object), "bytes"),
+                              ("texts", "blob", np.array(blobs, dtype=object), "bytes")]
+                for frame_name, column, values, kind in cases:
+                    name = f"c{len(expected)}"
+                    shard = bbspark._sql_shard(F.col(column), kind, layout, num_shards)
+                    columns[frame_name].append(shard.alias(name))
+                    expected[name] = bulkbloom.shard_of(layout, values, num_shards)
+    got = {}
+    for frame_name, frame_df in (("integers", integers), ("texts", texts)):
+        got.update(frame_df.select(*columns[frame_name]).toArrow().to_pydict())
+    for name, shards in expected.items():
+        np.testing.assert_array_equal(np.array(got[name], dtype=np.uint32), shards, err_msg=name)
+    # Other seeds and hashes have no Spark function: those layouts are routed in Python.
+    assert bbspark._sql_shard(F.col("key"), "integer", bulkbloom.Layout.of("sb512", 7), 2) is None
+    identity = bulkbloom.Layout.of("sb512", 7, 0, "identity")
+    assert bbspark._sql_shard(F.col("word"), "bytes", identity, 2) is None
+    # Nor does a product (block + 1) * S reaching 2^63, which no real filter has.
+    widest = bulkbloom.Layout.of("sb512", 2**32 - 1, bbspark.SPARK_SEED)
+    assert bbspark._sql_shard(F.col("key"), "integer", widest, 2**32 - 1) is None
+
+
+def test_each_shard_gets_a_partition_of_its_own(spark):
+    """Routing hash-partitions by a key per shard that Spark's partitioning sends to the shard's
+    own partition, so that no two shards share a task while another task has none."""
+    for count in (1, 2, 3, 7, 64, 1000):
+        keys = bbspark._partition_keys(count)
+        partitions = spark.createDataFrame(pa.table({"v": pa.array(keys, pa.int32())})).select(
+            F.pmod(F.hash("v"), F.lit(count))).toArrow().column(0).to_pylist()
+        assert partitions == list(range(count)), count
+    keys = dump(15, 5_000)
+    routed = bbspark._routed(frame(spark, keys), "event_id", "integer", [],
+                             bulkbloom.Layout.of("sb512", 1000, bbspark.SPARK_SEED), 7)
+    pairs = routed.select(bbspark._SHARD, F.spark_partition_id().alias("p")).distinct()
+    assert sorted(tuple(r) for r in pairs.collect()) == [(s, s) for s in range(7)]
+
+
+@pytest.mark.parametrize("seed", ROUTINGS)
+def test_string_keys_as_the_clis_text_keys(spark, cli, tmp_path, seed):
     rng = np.random.default_rng(11)
-    words = np.array([f"user-{i}" for i in rng.integers(0, 12_000, size=RECORDS)])
+    words = np.array([f"user-{i}-ü" for i in rng.integers(0, 12_000, size=RECORDS)])
     source = tmp_path / "words.csv"
     source.write_text("".join(f"{w},{i}\n" for i, w in enumerate(words)))
     run_cli(cli, "dedup", "-f", "csv:1", str(source), "-o", str(tmp_path / "out.csv"),
-            "--capacity", str(RECORDS), "--fpr", str(FPR), "--filter", str(tmp_path / "F.bbf"))
+            "--capacity", str(RECORDS), "--fpr", str(FPR), "--seed", str(seed),
+            "--filter", str(tmp_path / "F.bbf"))
     expected = [line.split(",") for line in (tmp_path / "out.csv").read_text().splitlines()]
     layout = bulkbloom.Filter.load(tmp_path / "F.bbf").layout
 
@@ -149,12 +290,13 @@ def test_string_keys_as_the_clis_text_keys(spark, cli, tmp_path):
     ]
 
 
-def cli_two_dumps(cli, tmp_path, first, second):
+def cli_two_dumps(cli, tmp_path, first, second, *sizing):
     """What `bulkbloom dedup --filter F` keeps of two dumps, and F after both."""
     cli_filter = tmp_path / "cli.bbf"
     cli_args = ("--fpr", str(FPR), "--filter", str(cli_filter))
     # Sized for both dumps' records, so that it never grows a second generation.
-    kept_first = cli_dedup(cli, tmp_path, "d1", first, "--capacity", str(2 * RECORDS), *cli_args)
+    kept_first = cli_dedup(cli, tmp_path, "d1", first, "--capacity", str(2 * RECORDS), *sizing,
+                           *cli_args)
     kept_second = cli_dedup(cli, tmp_path, "d2", second, *cli_args)
     return kept_first, kept_second, bulkbloom.Filter.load(cli_filter)
 
@@ -178,10 +320,11 @@ def test_a_carried_filter_is_the_clis_across_two_dumps(spark, cli, tmp_path):
                                                       "gen-000002"]
 
 
-def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path):
+@pytest.mark.parametrize("seed", ROUTINGS)
+def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
     first = dump(4)
     second = dump(5, old=first)
-    _, kept_second, cli_bits = cli_two_dumps(cli, tmp_path, first, second)
+    _, kept_second, cli_bits = cli_two_dumps(cli, tmp_path, first, second, "--seed", str(seed))
 
     def fail_first_attempt():
         # After the attempt saved its shard: the retry must start from the shard as it was.
@@ -231,7 +374,9 @@ def test_build_and_query(spark, tmp_path):
     probes = dump(10, old=keys)
     path = bbspark.build(frame(spark, keys), "event_id", tmp_path / "built", capacity=RECORDS,
                          fpr=0.01, num_shards=7)
-    whole = bulkbloom.Filter.from_layout(*bulkbloom.Layout.for_capacity(RECORDS, 0.01)[:2])
+    # A new filter has Spark's xxhash64 seed, so that Spark computes the shards itself.
+    whole = bulkbloom.Filter.from_layout(*bulkbloom.Layout.for_capacity(RECORDS, 0.01)[:2],
+                                         seed=bbspark.SPARK_SEED)
     whole.insert(keys)
     ours = shards_filter(path)
     ours.keys_inserted = whole.keys_inserted = 0
@@ -245,10 +390,11 @@ def test_build_and_query(spark, tmp_path):
 
 
 def test_the_default_shards_bound_the_rows_of_a_shard(spark, tmp_path):
-    # 17M rows asked for, in a filter far below 128 MiB, on 3 cores: 5 shards of at most 4M.
+    # 17M rows asked for, in a filter far below 128 MiB, on 3 cores: 5 shards of at most 4M,
+    # rounded up to 6, a multiple of the cores.
     path = bbspark.build(frame(spark, dump(13, 100)), "event_id", tmp_path / "many",
                          capacity=17_000_000, fpr=FPR)
-    assert bbspark.open_filter(path).num_shards == 5
+    assert bbspark.open_filter(path).num_shards == 6
 
 
 def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
