@@ -27,14 +27,14 @@ How it runs
     2. Commit (the driver, after every shard's task succeeded): the files the successful attempts
        named become a new generation of the filter directory (below), atomically.
     3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
-       same row ids. When the run dropped at most ``broadcast_drops`` rows (default 2^22, 32 MiB
-       of row ids, some 100 MiB of hash table in each executor), the driver reads their ids and
-       a left anti join with them broadcast removes those rows: the records never leave the JVM.
-       Beyond that (a dump of billions of rows drops too many to broadcast) the rows whose ids
-       were dropped are removed by ``filter`` on a vectorised pandas function of the row id
-       alone: only the row ids go to Python, a batch at a time, and a batch reads only its own
-       range of each shard's sorted dropped ids (a memory-mapped binary search), so no row id
-       list is broadcast or joined. Both give the same rows in the same order.
+       same row ids. When the run dropped at most ``broadcast_drops`` rows (default 2^22), Spark
+       reads the drops files, broadcasts their row ids to every task, and a left anti join on
+       the row id removes those rows: the records never leave the JVM. Beyond that (a dump of
+       billions of rows drops too many to broadcast) ``filter`` on a vectorised pandas function
+       of the row id alone removes them: only the row ids go to Python, a batch at a time, and a
+       batch reads only the row groups of each shard's sorted drops file that its range of row
+       ids needs, so no row id list is broadcast or joined. Both give the same rows in the same
+       order.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is
@@ -67,7 +67,7 @@ sees at the same place, e.g. a shared mount, since shard files are mapped and re
     PATH/CURRENT              the name of the current generation and a newline, replaced by rename
     PATH/gen-000007/manifest.json
     PATH/gen-000007/shard-00000.bbf ... shard-{S-1}.bbf
-    PATH/gen-000007/drops-00000.npy ...   dedup's dropped row ids of that run (sorted uint64)
+    PATH/gen-000007/drops-00000.parquet ...   dedup's dropped row ids of that run (row_id, sorted)
     PATH/tmp-<job>/            a running job's attempt files (removed when it ends)
 
 ``manifest.json`` records ``"format": "bulkbloom sharded filter"``, ``"version": 1``, the
@@ -107,6 +107,7 @@ import bulkbloom
 try:
     import pandas as pd
     import pyarrow as pa
+    import pyarrow.parquet as pq
     from pyspark import TaskContext
     from pyspark.sql import Column, DataFrame
     from pyspark.sql import functions as F
@@ -523,13 +524,9 @@ def _decide_shards(
         shard.save(shard_file)
         drops_file = None
         if write_drops:
-            rows = table.column(_ROW).to_numpy().view(np.uint64)
-            dropped = np.sort(rows[~fresh])
-            drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.npy")
-            with open(drops_file, "wb") as out:
-                np.save(out, dropped)
-                out.flush()
-                os.fsync(out.fileno())
+            rows = table.column(_ROW).to_numpy()
+            drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.parquet")
+            _write_drops(drops_file, np.sort(rows[~fresh]))
         if on_task is not None:
             on_task()
         return pa.RecordBatch.from_pydict(
@@ -593,7 +590,7 @@ def _commit(
         if row is not None:
             os.rename(row["shard_file"], target)
             if row["drops_file"] is not None:
-                drops_name = f"drops-{index:05d}.npy"
+                drops_name = f"drops-{index:05d}.parquet"
                 os.rename(row["drops_file"], staging / drops_name)
                 drops.append(drops_name)
         elif window is not None:
@@ -807,20 +804,19 @@ def dedup(
         wait_lock=wait_lock, on_task=_on_task, window=request,
     )
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
-    dropped_counts = [len(np.load(path, mmap_mode="r")) for path in drops]
+    if not drops:  # no record at all
+        return df
     limit = _BROADCAST_DROPS if broadcast_drops is None else broadcast_drops
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
-    if sum(dropped_counts) <= limit:
+    if sum(pq.ParquetFile(path).metadata.num_rows for path in drops) <= limit:
         # Few enough to send every task all of them: the records never leave the JVM.
-        ids = [np.load(path) for path, count in zip(drops, dropped_counts) if count]
-        table = pa.table({_ROW: np.concatenate(ids).view(np.int64) if ids else np.zeros(0, np.int64)})
-        dropped = df.sparkSession.createDataFrame(table).coalesce(1)
+        dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
     opened: dict = {}
 
     def kept(rows: pd.Series) -> pd.Series:
         # Only the row ids reach Python; Spark keeps the records and zips the answer back.
-        ids = rows.to_numpy().view(np.uint64)
+        ids = rows.to_numpy()
         if len(ids) == 0:
             return pd.Series(np.zeros(0, dtype=bool))
         dropped = _dropped_rows(drops, opened, ids.min(), ids.max())
@@ -830,17 +826,57 @@ def dedup(
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
 
 
-def _dropped_rows(drops: List[str], opened: dict, low: np.uint64, high: np.uint64) -> np.ndarray:
+# A drops file is one int64 column of row ids, ascending, in row groups of this many, each with
+# its minimum and maximum in the footer: the row-id function reads only the groups it needs.
+_DROPPED = "row_id"
+_DROPS_ROW_GROUP = 1 << 16
+
+
+def _write_drops(path: str, dropped: np.ndarray, row_group: int = _DROPS_ROW_GROUP) -> None:
+    table = pa.table({_DROPPED: pa.array(dropped, pa.int64())})
+    with open(path, "wb") as out:
+        pq.write_table(table, out, row_group_size=row_group, use_dictionary=False)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+class _DropsFile:
+    """One shard's drops file, read a row group at a time: a task's batches come in row-id
+    order within each input partition, so the groups of the last batch's range are kept."""
+
+    def __init__(self, path: str) -> None:
+        self.file = pq.ParquetFile(path)
+        meta = self.file.metadata
+        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+        self.groups = [g for g, group in enumerate(groups) if group.num_rows > 0]
+        stats = [groups[g].column(0).statistics for g in self.groups]
+        self.first = np.array([s.min for s in stats], dtype=np.int64)
+        self.last = np.array([s.max for s in stats], dtype=np.int64)
+        self.kept: dict = {}
+
+    def between(self, low: int, high: int) -> np.ndarray:
+        """The ids in [low, high]."""
+        wanted = np.flatnonzero((self.first <= high) & (self.last >= low)).tolist()
+        self.kept = {at: self.kept.get(at) for at in wanted}
+        parts = []
+        for at in wanted:
+            if self.kept[at] is None:
+                group = self.file.read_row_group(self.groups[at], columns=[_DROPPED])
+                self.kept[at] = group.column(0).to_numpy()
+            ids = self.kept[at]
+            parts.append(ids[np.searchsorted(ids, low, "left") : np.searchsorted(ids, high, "right")])
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _dropped_rows(drops: List[str], opened: dict, low: int, high: int) -> np.ndarray:
     """The dropped row ids in [low, high], sorted: that range of each shard's sorted file."""
     parts = []
     for path in drops:
-        ids = opened.get(path)
-        if ids is None:
-            ids = opened[path] = np.load(path, mmap_mode="r")
-        begin, end = np.searchsorted(ids, low, "left"), np.searchsorted(ids, high, "right")
-        if end > begin:
-            parts.append(np.array(ids[begin:end]))
-    return np.sort(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
+        file = opened.get(path)
+        if file is None:
+            file = opened[path] = _DropsFile(path)
+        parts.append(file.between(low, high))
+    return np.sort(np.concatenate(parts))
 
 
 def _in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

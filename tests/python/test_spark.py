@@ -340,10 +340,28 @@ def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
     state = bbspark.open_filter(path)
     assert sorted(p.name for p in state.directory.iterdir()) == sorted(
         ["manifest.json"] + [f"shard-{i:05d}.bbf" for i in range(3)]
-        + [f"drops-{i:05d}.npy" for i in range(3)]
+        + [f"drops-{i:05d}.parquet" for i in range(3)]
     )
     assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
                                                       "gen-000002"]
+
+
+def test_the_row_id_function_reads_the_drops_a_range_needs(tmp_path):
+    """The filtering past broadcast_drops reads each drops file a row group at a time, keeping
+    the groups of the last range: every range, in order or not, gets exactly its ids."""
+    rng = np.random.default_rng(16)
+    files = [np.sort(rng.choice(10_000, size=n, replace=False)) for n in (0, 1, 300, 2_000)]
+    paths = []
+    for number, ids in enumerate(files):
+        paths.append(str(tmp_path / f"drops-{number}.parquet"))
+        bbspark._write_drops(paths[-1], ids, row_group=7)
+    everything = np.sort(np.concatenate(files))
+    opened: dict = {}
+    ranges = [(low, low + 99) for low in range(-50, 10_050, 100)]
+    ranges += [tuple(sorted(rng.integers(-10, 10_010, size=2))) for _ in range(200)]
+    for low, high in ranges:
+        expected = everything[(everything >= low) & (everything <= high)]
+        np.testing.assert_array_equal(bbspark._dropped_rows(paths, opened, low, high), expected)
 
 
 def test_a_failed_job_leaves_the_filter_as_it_was(spark, tmp_path):
