@@ -447,28 +447,27 @@ def _routed(
     df: DataFrame, key: str, kind: str, order: List[Column], layout: bulkbloom.Layout,
     num_shards: int,
 ) -> DataFrame:
-    """(key, row id, order values..., shard), one shard a partition: all the routing moves."""
+    """(key, row id, order values...), each shard's rows in a partition of their own: all the
+    routing moves."""
     columns = [F.col(key).alias(_KEY), F.col(_ROW)]
     columns += [c.alias(f"{_ORDER}{i}") for i, c in enumerate(order)]
     narrow = df.withColumn(_ROW, F.monotonically_increasing_id()).select(*columns)
+    # Partitioning by key_of[shard] gives each shard a partition of its own (_partition_keys).
+    key_of = F.expr(f"array({', '.join(map(str, _partition_keys(num_shards)))})")
     shard = _sql_shard(F.col(_KEY), kind, layout, num_shards)
     if shard is not None:
-        routed = narrow.withColumn(_SHARD, shard)
-    else:
-        schema = T.StructType(
-            narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)]
-        )
-        layout_args = tuple(layout)
+        return narrow.repartition(num_shards, F.element_at(key_of, shard + 1))
+    schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
+    layout_args = tuple(layout)
 
-        def add_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            layout_value = bulkbloom.Layout(*layout_args)
-            for batch in batches:
-                shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
-                yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
+    def add_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        layout_value = bulkbloom.Layout(*layout_args)
+        for batch in batches:
+            shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
+            yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
 
-        routed = narrow.mapInArrow(add_shard, schema)
-    keys = ", ".join(map(str, _partition_keys(num_shards)))
-    return routed.repartition(num_shards, F.expr(f"element_at(array({keys}), {_SHARD} + 1)"))
+    routed = narrow.mapInArrow(add_shard, schema)
+    return routed.repartition(num_shards, F.element_at(key_of, F.col(_SHARD) + 1)).drop(_SHARD)
 
 
 _DECIDED = T.StructType(
@@ -545,9 +544,9 @@ def _decide_shards(
         if not received:
             return
         table = pa.Table.from_batches(received)
-        shards = table.column(_SHARD).to_numpy()
+        # The shard is not shipped: hashing again here costs less than moving it from the JVM.
+        shards = bulkbloom.shard_of(bulkbloom.Layout(*layout), table.column(_KEY), num_shards)
         present = np.unique(shards)
-        table = table.drop_columns([_SHARD])
         for index in present.tolist():
             part = table if len(present) == 1 else table.filter(pa.array(shards == index))
             yield decide(index, part)

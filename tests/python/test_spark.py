@@ -265,10 +265,13 @@ def test_each_shard_gets_a_partition_of_its_own(spark):
             F.pmod(F.hash("v"), F.lit(count))).toArrow().column(0).to_pylist()
         assert partitions == list(range(count)), count
     keys = dump(15, 5_000)
-    routed = bbspark._routed(frame(spark, keys), "event_id", "integer", [],
-                             bulkbloom.Layout.of("sb512", 1000, bbspark.SPARK_SEED), 7)
-    pairs = routed.select(bbspark._SHARD, F.spark_partition_id().alias("p")).distinct()
-    assert sorted(tuple(r) for r in pairs.collect()) == [(s, s) for s in range(7)]
+    for seed in (bbspark.SPARK_SEED, 0):  # routed by Spark SQL, and by an Arrow function
+        layout = bulkbloom.Layout.of("sb512", 1000, seed)
+        routed = bbspark._routed(frame(spark, keys), "event_id", "integer", [], layout, 7)
+        got = routed.select(bbspark._KEY, F.spark_partition_id()).toArrow()
+        np.testing.assert_array_equal(got.column(1).to_numpy(),
+                                      bulkbloom.shard_of(layout, got.column(0), 7))
+        assert len(got) == len(keys)
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
