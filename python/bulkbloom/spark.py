@@ -336,8 +336,8 @@ def _check_names(df: DataFrame) -> None:
 _BROADCAST_DROPS = 1 << 22
 
 # The most rows a default shard is given: a shard's rows are sorted together in its task's
-# Python worker.
-_ROWS_PER_SHARD = 4_000_000
+# Python worker, about 60 bytes a row at the peak (bench/RESULTS.md, "Spark").
+_ROWS_PER_SHARD = 1_000_000
 
 
 def _default_shards(spark: Any, layout: bulkbloom.Layout, rows: Optional[int]) -> int:
@@ -773,8 +773,8 @@ def dedup(
     scratch directory of the driver (local mode; on a cluster give a shared ``filter``).
     A new filter is sized for ``capacity`` keys at rate ``fpr`` (capacity None: the input's row
     count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, shards of
-    at most 128 MiB, and of at most four million rows where the rows are known: ``capacity``
-    or the row count), with ``SPARK_SEED`` as its hash seed; a carried one keeps what it has.
+    at most 128 MiB, and of at most a million rows where the rows are known: ``capacity``
+    or the row count; a multiple of the cores), with ``SPARK_SEED`` as its hash seed; a carried one keeps what it has.
     ``wait_lock``: wait for another job holding ``filter`` instead of raising.
     ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: 2^22; 0: always
     the row-id function; module documentation, "How it runs").

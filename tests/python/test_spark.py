@@ -411,11 +411,11 @@ def test_build_and_query(spark, tmp_path):
 
 
 def test_the_default_shards_bound_the_rows_of_a_shard(spark, tmp_path):
-    # 17M rows asked for, in a filter far below 128 MiB, on 3 cores: 5 shards of at most 4M,
-    # rounded up to 6, a multiple of the cores.
+    # 17M rows asked for, in a filter far below 128 MiB, on 3 cores: 17 shards of at most a
+    # million rows, rounded up to 18, a multiple of the cores.
     path = bbspark.build(frame(spark, dump(13, 100)), "event_id", tmp_path / "many",
                          capacity=17_000_000, fpr=FPR)
-    assert bbspark.open_filter(path).num_shards == 6
+    assert bbspark.open_filter(path).num_shards == 18
 
 
 def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
