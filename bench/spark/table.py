@@ -23,8 +23,10 @@ def main() -> None:
     for report in reports:
         runs = report["runs"]
         rows = report["dump"]["rows"]
-        for variant in ("bulkbloom", "dropDuplicates"):
+        for variant in ("bulkbloom", "dropDuplicates", "copy"):
             walls = sorted(r["wall_s"] for r in runs if r["variant"] == variant)
+            if not walls:
+                continue
             cells = [
                 f"{median(runs, variant, lambda r: r['wall_s']):.1f} "
                 f"({', '.join(f'{w:.1f}' for w in walls)})",
@@ -37,25 +39,34 @@ def main() -> None:
             ]
             print(f"| {rows / 1e6:g}M | {variant} | " + " | ".join(cells) + " |")
     print()
-    print("| rows | wall ratio | shuffle ratio | JVM heap ratio | JVM heap + Python ratio "
-          "| bulkbloom routing s | shards | false drops | model | key check |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| rows | wall ratio | copy / dropDuplicates | shuffle ratio | JVM heap ratio "
+          "| execution memory + Python ratio | JVM heap + Python ratio | bulkbloom routing s "
+          "| shards | filtering | false drops | model | key check |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for report in reports:
         runs, summary = report["runs"], report["summary"]
 
-        def both(variant: str) -> float:
+        def plus_python(variant: str, jvm) -> float:
             # dropDuplicates runs no Python: the workers alive during its runs are bulkbloom's,
             # idle, so they are not counted as its memory.
-            heap = median(runs, variant, lambda r: r["peaks"].get("JVMHeapMemory", 0))
             python = median(runs, variant, lambda r: r["sampled"]["python_pss"])
-            return heap + (python if variant == "bulkbloom" else 0)
+            return median(runs, variant, jvm) + (python if variant == "bulkbloom" else 0)
 
+        def ratio(jvm) -> float:
+            return plus_python("bulkbloom", jvm) / plus_python("dropDuplicates", jvm)
+
+        heap = lambda r: r["peaks"].get("JVMHeapMemory", 0)  # noqa: E731
+        execution = lambda r: r["peaks"].get("OnHeapExecutionMemory", 0)  # noqa: E731
+        copy = summary.get("copy_wall_s")
+        floor = f"{copy / summary['wall_s']['dropDuplicates']:.2f}" if copy else "-"
+        filtering = sorted({r.get("filtering", "row-id UDF") for r in runs
+                            if r["variant"] == "bulkbloom"})
         check = report.get("key_check") or {}
-        print(f"| {report['dump']['rows'] / 1e6:g}M | {summary['wall_s']['ratio']:.2f} "
+        print(f"| {report['dump']['rows'] / 1e6:g}M | {summary['wall_s']['ratio']:.2f} | {floor} "
               f"| {summary['shuffle_bytes']['ratio']:.3f} | {summary['jvm_heap_peak']['ratio']:.2f} "
-              f"| {both('bulkbloom') / both('dropDuplicates'):.2f} | {summary['routing_s']:.1f} "
-              f"| {summary['num_shards']} | {summary['false_drops']:,.0f} "
-              f"| {summary['expected_false_drops']:,.1f} "
+              f"| {ratio(execution):.2f} | {ratio(heap):.2f} | {summary['routing_s']:.1f} "
+              f"| {summary['num_shards']} | {', '.join(filtering)} "
+              f"| {summary['false_drops']:,.0f} | {summary['expected_false_drops']:,.1f} "
               f"| {check.get('bulkbloom_keys_not_in_exact', '-')} extra, "
               f"{check.get('exact_keys_not_in_bulkbloom', '-')} missing |")
 

@@ -27,14 +27,16 @@ How it runs
     2. Commit (the driver, after every shard's task succeeded): the files the successful attempts
        named become a new generation of the filter directory (below), atomically.
     3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
-       same row ids. When the run dropped at most ``broadcast_drops`` rows (default 2^22), Spark
-       reads the drops files, broadcasts their row ids to every task, and a left anti join on
-       the row id removes those rows: the records never leave the JVM. Beyond that (a dump of
-       billions of rows drops too many to broadcast) ``filter`` on a vectorised pandas function
-       of the row id alone removes them: only the row ids go to Python, a batch at a time, and a
-       batch reads only the row groups of each shard's sorted drops file that its range of row
-       ids needs, so no row id list is broadcast or joined. Both give the same rows in the same
-       order.
+       same row ids. When the run dropped at most ``broadcast_drops`` rows (default: as many as
+       ``spark.sql.autoBroadcastJoinThreshold`` holds at 8 bytes a row id, 1,310,720 at its
+       default 10 MiB; the broadcast costs each executor about 190 bytes a dropped row, measured
+       in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every task,
+       and a left anti join on the row id removes those rows: the records never leave the JVM.
+       Beyond that (a dump of billions of rows drops too many to broadcast) ``filter`` on a
+       vectorised pandas function of the row id alone removes them: only the row ids go to
+       Python, a batch at a time, and a batch reads only the row groups of each shard's sorted
+       drops file that its range of row ids needs, so no row id list is broadcast or joined.
+       Both give the same rows in the same order.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is
@@ -332,8 +334,13 @@ def _check_names(df: DataFrame) -> None:
         raise ValueError(f"columns {clash} use the prefix __bulkbloom_ that dedup works with")
 
 
-# The most dropped rows dedup's filtering broadcasts (module documentation, "How it runs").
-_BROADCAST_DROPS = 1 << 22
+def _default_broadcast_drops(spark: Any) -> int:
+    """The most dropped rows dedup's filtering broadcasts by default (module documentation, "How
+    it runs"): as many 8-byte row ids as Spark's own broadcast threshold holds."""
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10MB")
+    size = spark._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(threshold)
+    return max(0, int(size) // 8)
+
 
 # The most rows a default shard is given: a shard's rows are sorted together in its task's
 # Python worker, about 60 bytes a row at the peak (bench/RESULTS.md, "Spark").
@@ -581,6 +588,9 @@ def _commit(
     staging = work / generation
     staging.mkdir()
     by_shard = {row["shard"]: row for row in rows}
+    if len(by_shard) != len(rows):
+        # Each shard's rows must all reach one task; two tasks' halves would each look complete.
+        raise RuntimeError("a shard was decided by two tasks: the routing split its rows")
     shards, drops = [], []
     for index in range(num_shards):
         name = f"shard-{index:05d}.bbf" if window is None else f"shard-{index:05d}.bbw"
@@ -776,8 +786,9 @@ def dedup(
     at most 128 MiB, and of at most a million rows where the rows are known: ``capacity``
     or the row count; a multiple of the cores), with ``SPARK_SEED`` as its hash seed; a carried one keeps what it has.
     ``wait_lock``: wait for another job holding ``filter`` instead of raising.
-    ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: 2^22; 0: always
-    the row-id function; module documentation, "How it runs").
+    ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
+    8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
+    function; module documentation, "How it runs").
 
     ``window``: a sliding window of this length instead of a filter (module documentation,
     "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
@@ -805,11 +816,12 @@ def dedup(
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
     if not drops:  # no record at all
         return df
-    limit = _BROADCAST_DROPS if broadcast_drops is None else broadcast_drops
+    spark = df.sparkSession
+    limit = _default_broadcast_drops(spark) if broadcast_drops is None else broadcast_drops
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     if sum(pq.ParquetFile(path).metadata.num_rows for path in drops) <= limit:
         # Few enough to send every task all of them: the records never leave the JVM.
-        dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
+        dropped = spark.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
     opened: dict = {}
 
