@@ -287,7 +287,8 @@ def main() -> None:
             result.write.parquet(str(out))
             if variant == "bulkbloom":
                 plan = result._jdf.queryExecution().executedPlan().toString()
-                phases["filtering"] = "broadcast join" if "BroadcastHashJoin" in plan else "row-id UDF"
+                joined = "BroadcastHashJoin" in plan
+                phases["filtering"] = "broadcast join" if joined else "row-id UDF"
             wall = time.monotonic() - started
             memory = sampler.peaks()
             spark.sparkContext.setJobGroup("idle", "idle")

@@ -29,14 +29,15 @@ How it runs
     3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
        same row ids. When the run dropped at most ``broadcast_drops`` rows (default: as many as
        ``spark.sql.autoBroadcastJoinThreshold`` holds at 8 bytes a row id, 1,310,720 at its
-       default 10 MiB; the broadcast costs each executor about 190 bytes a dropped row, measured
-       in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every task,
-       and a left anti join on the row id removes those rows: the records never leave the JVM.
-       Beyond that (a dump of billions of rows drops too many to broadcast) ``filter`` on a
+       default 10 MiB; the broadcast took about 80 bytes of Spark's storage memory a dropped
+       row in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every
+       task, and a left anti join on the row id removes those rows: the records never leave the
+       JVM. Beyond that (a dump of billions of rows drops too many to broadcast) ``filter`` on a
        vectorised pandas function of the row id alone removes them: only the row ids go to
        Python, a batch at a time, and a batch reads only the row groups of each shard's sorted
        drops file that its range of row ids needs, so no row id list is broadcast or joined.
-       Both give the same rows in the same order.
+       Both give the same rows in the same order, and took about the same time in
+       bench/RESULTS.md.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is
@@ -783,8 +784,9 @@ def dedup(
     scratch directory of the driver (local mode; on a cluster give a shared ``filter``).
     A new filter is sized for ``capacity`` keys at rate ``fpr`` (capacity None: the input's row
     count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, shards of
-    at most 128 MiB, and of at most a million rows where the rows are known: ``capacity``
-    or the row count; a multiple of the cores), with ``SPARK_SEED`` as its hash seed; a carried one keeps what it has.
+    at most 128 MiB, and of at most a million rows where the rows are known: ``capacity`` or
+    the row count; a multiple of the cores), with ``SPARK_SEED`` as its hash seed; a carried
+    one keeps what it has.
     ``wait_lock``: wait for another job holding ``filter`` instead of raising.
     ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
     8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
@@ -816,12 +818,12 @@ def dedup(
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
     if not drops:  # no record at all
         return df
-    spark = df.sparkSession
-    limit = _default_broadcast_drops(spark) if broadcast_drops is None else broadcast_drops
+    if broadcast_drops is None:
+        broadcast_drops = _default_broadcast_drops(df.sparkSession)
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
-    if sum(pq.ParquetFile(path).metadata.num_rows for path in drops) <= limit:
+    if sum(pq.ParquetFile(path).metadata.num_rows for path in drops) <= broadcast_drops:
         # Few enough to send every task all of them: the records never leave the JVM.
-        dropped = spark.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
+        dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
     opened: dict = {}
 
@@ -875,7 +877,8 @@ class _DropsFile:
                 group = self.file.read_row_group(self.groups[at], columns=[_DROPPED])
                 self.kept[at] = group.column(0).to_numpy()
             ids = self.kept[at]
-            parts.append(ids[np.searchsorted(ids, low, "left") : np.searchsorted(ids, high, "right")])
+            begin, end = np.searchsorted(ids, low, "left"), np.searchsorted(ids, high, "right")
+            parts.append(ids[begin:end])
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
