@@ -583,15 +583,15 @@ def _commit(
     manifest_extra: dict,
 ) -> ShardedFilter:
     """Makes the attempt files the successful tasks named the new generation, atomically."""
+    by_shard = {row["shard"]: row for row in rows}
+    if len(by_shard) != len(rows):
+        # Each shard's rows must all reach one task; two tasks' halves would each look complete.
+        raise RuntimeError("a shard was decided by two tasks: the routing split its rows")
     generations = _generations(root)
     number = int(generations[-1][4:]) + 1 if generations else 1
     generation = f"gen-{number:06d}"
     staging = work / generation
     staging.mkdir()
-    by_shard = {row["shard"]: row for row in rows}
-    if len(by_shard) != len(rows):
-        # Each shard's rows must all reach one task; two tasks' halves would each look complete.
-        raise RuntimeError("a shard was decided by two tasks: the routing split its rows")
     shards, drops = [], []
     for index in range(num_shards):
         name = f"shard-{index:05d}.bbf" if window is None else f"shard-{index:05d}.bbw"

@@ -380,6 +380,29 @@ def test_a_failed_job_leaves_the_filter_as_it_was(spark, tmp_path):
     assert listing(path) == before
 
 
+def test_a_shard_decided_by_two_tasks_is_refused(tmp_path):
+    """Were the routing ever to split a shard's records between two tasks, each would hand in a
+    complete-looking shard of part of its keys: the commit refuses both, and commits nothing."""
+    layout = bulkbloom.Layout.of("sb512", 1000, bbspark.SPARK_SEED)
+    root, work = tmp_path / "filter", tmp_path / "work"
+    root.mkdir()
+    work.mkdir()
+
+    def attempt(shard: int, name: str) -> dict:
+        path = work / name
+        bbspark._empty_shard(layout, None, shard, 2).save(path)
+        return {"shard": shard, "shard_file": str(path), "drops_file": None}
+
+    halves = [attempt(0, "a.bbf"), attempt(0, "b.bbf"), attempt(1, "c.bbf")]
+    with pytest.raises(RuntimeError, match="decided by two tasks"):
+        bbspark._commit(root, None, None, work, halves, layout, None, None, 2, {})
+    assert listing(root) == {}
+    assert all(Path(row["shard_file"]).is_file() for row in halves)
+    # The same hand-in with one task a shard commits.
+    state = bbspark._commit(root, None, None, work, halves[1:], layout, None, None, 2, {})
+    assert state.num_shards == 2 and (root / "CURRENT").is_file()
+
+
 def test_a_second_job_on_a_held_filter_stops(spark, tmp_path):
     path = tmp_path / "filter"
     path.mkdir()
