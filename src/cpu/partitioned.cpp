@@ -9,9 +9,9 @@
 namespace bulkbloom::detail {
 namespace {
 
-// Keys per partitioned pass: bounds the scratch (18 bytes a key) for batches of any size.
+// Keys per partitioned pass: bounds the scratch (10 bytes a key) for batches of any size.
 constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
-// Keys hashed at a time in the first pass, then partitioned while their hashes are in the L1.
+// Keys hashed at a time, then partitioned or scattered while their hashes are in the L1.
 constexpr std::size_t kHashRun = 512;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
@@ -92,7 +92,6 @@ BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
 
 void PartitionScratch::reserve(std::size_t keys) {
   if (keys <= capacity_) return;
-  hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
   part_of_key_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
   part_hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
   part_flags_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
@@ -134,12 +133,13 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   // alias anything, the compiler would otherwise reload the buffers' addresses and the layout on
   // every key.
   const Layout local_layout = layout;
-  std::uint64_t* const hashes = hashes_.get();
   std::uint64_t* const part_hashes = part_hashes_.get();
   std::uint8_t* const part_of_key = part_of_key_.get();
   std::uint8_t* const part_flags = part_flags_.get();
   // 1. Each task hashes its slice of the input, finds each key's partition and counts its keys per
-  // partition.
+  // partition. The hashes are not kept: hashing again in step 2 costs less than writing them out
+  // and reading them back, since these passes share the memory bandwidth with the kernels' blocks
+  // (bench/RESULTS.md, "The bytes say the same").
   std::vector<std::size_t> cursor(std::size_t{tasks} * parts, 0);  // [task][partition]
   pool.run(tasks, [&](unsigned t) {
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
@@ -147,13 +147,14 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     // bounce it between the cores on every key.
     std::vector<std::size_t> counts(parts, 0);
     std::size_t* const count = counts.data();
+    std::uint64_t run_hashes[kHashRun];
     for (std::size_t run = begin; run < end; run += kHashRun) {
-      const std::size_t run_end = std::min(end, run + kHashRun);
-      kernels.hash(layout, keys + run, run_end - run, mode, hashes + run);
-      for (std::size_t i = run; i < run_end; ++i) {
+      const std::size_t run_size = std::min(end - run, kHashRun);
+      kernels.hash(layout, keys + run, run_size, mode, run_hashes);
+      for (std::size_t i = 0; i < run_size; ++i) {
         const auto part =
-            static_cast<std::uint8_t>(local_layout.block_of(hashes[i]) >> partition_shift);
-        part_of_key[i] = part;
+            static_cast<std::uint8_t>(local_layout.block_of(run_hashes[i]) >> partition_shift);
+        part_of_key[run + i] = part;
         ++count[part];
       }
     }
@@ -179,7 +180,14 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     std::vector<std::size_t> cursors = task_cursors(t);
     std::size_t* const next = cursors.data();
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-    for (std::size_t i = begin; i < end; ++i) part_hashes[next[part_of_key[i]]++] = hashes[i];
+    std::uint64_t run_hashes[kHashRun];
+    for (std::size_t run = begin; run < end; run += kHashRun) {
+      const std::size_t run_size = std::min(end - run, kHashRun);
+      kernels.hash(layout, keys + run, run_size, mode, run_hashes);
+      for (std::size_t i = 0; i < run_size; ++i) {
+        part_hashes[next[part_of_key[run + i]]++] = run_hashes[i];
+      }
+    }
   });
   // 3. Each task takes a contiguous run of whole partitions holding about n / tasks keys.
   std::vector<std::size_t> task_begin(tasks + 1);

@@ -38,7 +38,7 @@ class PartitionScratch {
 
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::size_t capacity_ = 0;
-  std::unique_ptr<std::uint64_t[]> hashes_, part_hashes_;  // in input order; partition by partition
+  std::unique_ptr<std::uint64_t[]> part_hashes_;  // partition by partition
   // Each key's partition: run() makes at most 256.
   std::unique_ptr<std::uint8_t[]> part_of_key_, part_flags_;
 };
