@@ -137,9 +137,9 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   std::uint8_t* const part_of_key = part_of_key_.get();
   std::uint8_t* const part_flags = part_flags_.get();
   // 1. Each task hashes its slice of the input, finds each key's partition and counts its keys per
-  // partition. The hashes are not kept: hashing again in step 2 costs less than writing them out
-  // and reading them back, since these passes share the memory bandwidth with the kernels' blocks
-  // (bench/RESULTS.md, "The bytes say the same").
+  // partition. The hashes are not kept: step 2 hashes again, which measured no slower than writing
+  // them out and reading them back, moves fewer bytes in passes that share the memory bandwidth
+  // with the kernels' blocks, and keeps the scratch at 10 bytes a key (bench/DECISIONS.md).
   std::vector<std::size_t> cursor(std::size_t{tasks} * parts, 0);  // [task][partition]
   pool.run(tasks, [&](unsigned t) {
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
