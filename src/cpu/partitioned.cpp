@@ -54,6 +54,21 @@ unsigned ceil_log2(std::uint64_t v) {
   return v <= 1 ? 0 : static_cast<unsigned>(std::bit_width(v - 1));
 }
 
+// Calls `visit(i, hash)` for each key i of keys[begin, end), in order, hashing kHashRun keys at a
+// time into a buffer that stays in the L1. The visitors capture by value: pointers and layout
+// held in the closure, unlike ones reached through references, are not reloaded after each of
+// the visitors' byte stores, which may alias anything.
+template <class Visit>
+void for_each_hash(const CpuKernels& kernels, const Layout& layout, const std::uint64_t* keys,
+                   std::size_t begin, std::size_t end, KeyMode mode, Visit visit) {
+  std::uint64_t run_hashes[kHashRun];
+  for (std::size_t run = begin; run < end; run += kHashRun) {
+    const std::size_t run_size = std::min(end - run, kHashRun);
+    kernels.hash(layout, keys + run, run_size, mode, run_hashes);
+    for (std::size_t i = 0; i < run_size; ++i) visit(run + i, run_hashes[i]);
+  }
+}
+
 }  // namespace
 
 BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
@@ -147,17 +162,11 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     // bounce it between the cores on every key.
     std::vector<std::size_t> counts(parts, 0);
     std::size_t* const count = counts.data();
-    std::uint64_t run_hashes[kHashRun];
-    for (std::size_t run = begin; run < end; run += kHashRun) {
-      const std::size_t run_size = std::min(end - run, kHashRun);
-      kernels.hash(layout, keys + run, run_size, mode, run_hashes);
-      for (std::size_t i = 0; i < run_size; ++i) {
-        const auto part =
-            static_cast<std::uint8_t>(local_layout.block_of(run_hashes[i]) >> partition_shift);
-        part_of_key[run + i] = part;
-        ++count[part];
-      }
-    }
+    for_each_hash(kernels, layout, keys, begin, end, mode, [=](std::size_t i, std::uint64_t hash) {
+      const auto part = static_cast<std::uint8_t>(local_layout.block_of(hash) >> partition_shift);
+      part_of_key[i] = part;
+      ++count[part];
+    });
     std::copy(counts.begin(), counts.end(), cursor.begin() + std::size_t{t} * parts);
   });
   // 2. Partition-major offsets, earlier slices first: input order survives inside a partition.
@@ -180,14 +189,9 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
     std::vector<std::size_t> cursors = task_cursors(t);
     std::size_t* const next = cursors.data();
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-    std::uint64_t run_hashes[kHashRun];
-    for (std::size_t run = begin; run < end; run += kHashRun) {
-      const std::size_t run_size = std::min(end - run, kHashRun);
-      kernels.hash(layout, keys + run, run_size, mode, run_hashes);
-      for (std::size_t i = 0; i < run_size; ++i) {
-        part_hashes[next[part_of_key[run + i]]++] = run_hashes[i];
-      }
-    }
+    for_each_hash(kernels, layout, keys, begin, end, mode, [=](std::size_t i, std::uint64_t hash) {
+      part_hashes[next[part_of_key[i]]++] = hash;
+    });
   });
   // 3. Each task takes a contiguous run of whole partitions holding about n / tasks keys.
   std::vector<std::size_t> task_begin(tasks + 1);
