@@ -232,15 +232,12 @@ double MemoryProbe::random_rmw_lines_per_s(unsigned threads, double seconds) {
   return rate;
 }
 
-HardwareLimits MemoryProbe::measure(unsigned threads, double seconds) {
+double MemoryProbe::seq_read_bytes_per_s(unsigned threads, double seconds) {
   threads = probe_threads(threads);
-  HardwareLimits limits;
-  limits.random_read_lines_per_s = random_read_lines_per_s(threads, seconds);
-  limits.random_rmw_lines_per_s = random_rmw_lines_per_s(threads, seconds);
   std::vector<std::uint64_t> sinks(threads * 8, 0);
   const Buffer& buffer = *buffer_;
   // Each thread streams its own slice; four sums keep the adds off the critical path.
-  limits.seq_read_bytes_per_s = rate(threads, seconds, [&](unsigned t, std::uint64_t& done) {
+  const double bytes_per_s = rate(threads, seconds, [&](unsigned t, std::uint64_t& done) {
     const std::uint64_t words = buffer.bytes() / 8;
     const std::uint64_t begin = words * t / threads, end = words * (t + 1) / threads;
     const std::uint64_t* w = buffer.words();
@@ -258,6 +255,14 @@ HardwareLimits MemoryProbe::measure(unsigned threads, double seconds) {
     });
   });
   keep(sinks);
+  return bytes_per_s;
+}
+
+HardwareLimits MemoryProbe::measure(unsigned threads, double seconds) {
+  HardwareLimits limits;
+  limits.random_read_lines_per_s = random_read_lines_per_s(threads, seconds);
+  limits.random_rmw_lines_per_s = random_rmw_lines_per_s(threads, seconds);
+  limits.seq_read_bytes_per_s = seq_read_bytes_per_s(threads, seconds);
   return limits;
 }
 

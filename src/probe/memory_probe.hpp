@@ -57,6 +57,8 @@ class MemoryProbe {
   double random_read_lines_per_s(unsigned threads, double seconds);
   /// HardwareLimits::random_rmw_lines_per_s alone, measured for about `seconds`.
   double random_rmw_lines_per_s(unsigned threads, double seconds);
+  /// HardwareLimits::seq_read_bytes_per_s alone, measured for about `seconds`.
+  double seq_read_bytes_per_s(unsigned threads, double seconds);
 
  private:
   class Buffer;
