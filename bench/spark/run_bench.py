@@ -80,6 +80,16 @@ def is_python(pid: int) -> bool:
         return False
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds this machine's cores have spent busy since boot (/proc/stat: user, nice,
+    system, irq, softirq; not idle, iowait or time the hypervisor stole). Over a run with nothing
+    else running, the CPU time of the JVM and its Python workers together."""
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()
+    user, nice, system, _idle, _iowait, irq, softirq = (int(v) for v in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 class MemorySampler(threading.Thread):
     """Peaks of the JVM's RSS and of its Python workers' summed PSS since the last reset()."""
 
@@ -198,6 +208,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs of each (alternating)")
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/bulkbloom-spark-bench"))
     parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark's master: local[N] runs N executor cores in the driver's JVM")
     parser.add_argument("--num-shards", type=int, default=None,
                         help="bulkbloom's shards (default: the module's own choice)")
     parser.add_argument("--fpr", type=float, default=0.001)
@@ -224,7 +236,7 @@ def main() -> None:
     local_dir.mkdir(parents=True)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     settings = {
-        "spark.master": "local[2]",
+        "spark.master": args.master,
         "spark.driver.memory": args.driver_memory,
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.shuffle.partitions": "200",
@@ -273,6 +285,7 @@ def main() -> None:
             spark.sparkContext.setJobGroup(tag, tag)
             sampler.reset()
             phases = {}
+            busy_before = busy_cpu_seconds()
             started = time.monotonic()
             df = spark.read.parquet(str(args.dump))
             if variant == "bulkbloom":
@@ -290,12 +303,14 @@ def main() -> None:
                 joined = "BroadcastHashJoin" in plan
                 phases["filtering"] = "broadcast join" if joined else "row-id UDF"
             wall = time.monotonic() - started
+            cpu = busy_cpu_seconds() - busy_before
             memory = sampler.peaks()
             spark.sparkContext.setJobGroup("idle", "idle")
             metrics = rest.group(tag)
             after = shuffle_files(local_dir)
             written_files = sum(size for p, size in after.items() if p not in before)
-            run = {"variant": variant, "round": round_number, "wall_s": wall, **phases,
+            run = {"variant": variant, "round": round_number, "wall_s": wall, "cpu_s": cpu,
+                   **phases,
                    "rows_out": parquet_rows(out), "sampled": memory, **metrics,
                    "shuffle_files_bytes": written_files}
             if variant == "bulkbloom":
@@ -310,7 +325,7 @@ def main() -> None:
                 run["distinct_in_output"] = int(np.count_nonzero(np.diff(keys)) + (len(keys) > 0))
                 np.save(args.scratch / f"keys-{variant}.npy", keys)
             runs.append(run)
-            print(f"{tag}: {wall:.1f} s, shuffle write {metrics['shuffle_write'] / 2**20:.1f} MiB"
+            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s), shuffle write {metrics['shuffle_write'] / 2**20:.1f} MiB"
                   f" (files {written_files / 2**20:.1f} MiB) read "
                   f"{metrics['shuffle_read'] / 2**20:.1f} MiB, JVM RSS "
                   f"{memory['jvm_rss'] / 2**20:.0f} MiB, Python PSS "

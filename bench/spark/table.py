@@ -1,6 +1,7 @@
 """Prints the Markdown tables of bench/RESULTS.md's Spark section from run_bench.py --json files.
 
     python bench/spark/table.py 1M.json 5M.json 20M.json
+    python bench/spark/table.py --scaling 5M-1.json 5M-2.json ...   # runs with different --master
 """
 
 import json
@@ -14,7 +15,36 @@ def median(runs: list, variant: str, get) -> float:
     return statistics.median(get(r) for r in runs if r["variant"] == variant)
 
 
+def scaling(reports: list) -> None:
+    """Wall medians by executor cores, the time per row and core (wall x cores / rows), and the
+    machine's busy CPU seconds (medians), which count the Python workers beside the cores."""
+    print("| rows | master | bulkbloom s | dropDuplicates s | copy s | wall ratio "
+          "| bulkbloom µs a row and core | dropDuplicates µs a row and core "
+          "| CPU s bulkbloom / dropDuplicates / copy |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for report in reports:
+        runs, rows = report["runs"], report["dump"]["rows"]
+        master = report["settings"]["spark.master"]
+        cores = int(master[len("local["):-1])
+        walls = {v: median(runs, v, lambda r: r["wall_s"]) for v in ("bulkbloom", "dropDuplicates")}
+        copies = [r["wall_s"] for r in runs if r["variant"] == "copy"]
+        copy = f"{statistics.median(copies):.1f}" if copies else "-"
+        cpu = " / ".join(
+            f"{median(runs, v, lambda r: r['cpu_s']):.1f}"
+            if any(r["variant"] == v and "cpu_s" in r for r in runs) else "-"
+            for v in ("bulkbloom", "dropDuplicates", "copy")
+        )
+        print(f"| {rows / 1e6:g}M | `{master}` | {walls['bulkbloom']:.1f} "
+              f"| {walls['dropDuplicates']:.1f} | {copy} "
+              f"| {walls['bulkbloom'] / walls['dropDuplicates']:.2f} "
+              f"| {walls['bulkbloom'] * cores / rows * 1e6:.2f} "
+              f"| {walls['dropDuplicates'] * cores / rows * 1e6:.2f} | {cpu} |")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--scaling"]:
+        scaling([json.load(open(path)) for path in sys.argv[2:]])
+        return
     reports = [json.load(open(path)) for path in sys.argv[1:]]
     print("| rows | variant | wall s (runs) | shuffle write + read MiB | JVM heap peak MiB "
           "| Spark execution memory peak MiB | JVM RSS peak MiB | Python workers PSS peak MiB "
