@@ -6,6 +6,9 @@
 #   bash scripts/install-deps.sh --python   also .venv, a virtual environment with the Python
 #                                           package's build and test requirements from PyPI
 #                                           (python/requirements-dev.txt)
+#   bash scripts/install-deps.sh --spark    what --python installs, and a Java 17 runtime for
+#                                           bulkbloom.spark on a local Spark (README, "Scale out
+#                                           with Spark")
 #   bash scripts/install-deps.sh --flink    also a Java 17 JDK and Apache Flink's jars from PyPI
 #                                           (scripts/fetch-flink.sh), for the Flink operator (flink/)
 #   The options combine: --python --flink.
@@ -13,12 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 with_python=0
+with_spark=0
 with_flink=0
 for option in "$@"; do
   case "$option" in
     --python) with_python=1 ;;
+    --spark) with_python=1 with_spark=1 ;;
     --flink) with_flink=1 ;;
-    *) echo "usage: $0 [--python] [--flink]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--python] [--spark] [--flink]" >&2; exit 2 ;;
   esac
 done
 
@@ -31,6 +36,8 @@ packages=(cmake ninja-build g++ ccache python3 python3-pip libhwy-dev libxxhash-
           libbenchmark-dev)
 # The module's build needs Python's headers; Debian's Python needs python3-venv for a venv.
 ((with_python)) && packages+=(python3-dev python3-venv)
+# Spark runs in a JVM. (The JDK of --flink contains this runtime.)
+((with_spark && !with_flink)) && packages+=(openjdk-17-jre-headless)
 # javac, jar and jni.h for the Flink operator's jars and JNI library.
 ((with_flink)) && packages+=(openjdk-17-jdk-headless)
 missing=()
