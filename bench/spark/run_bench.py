@@ -310,8 +310,7 @@ def main() -> None:
             after = shuffle_files(local_dir)
             written_files = sum(size for p, size in after.items() if p not in before)
             run = {"variant": variant, "round": round_number, "wall_s": wall, "cpu_s": cpu,
-                   **phases,
-                   "rows_out": parquet_rows(out), "sampled": memory, **metrics,
+                   **phases, "rows_out": parquet_rows(out), "sampled": memory, **metrics,
                    "shuffle_files_bytes": written_files}
             if variant == "bulkbloom":
                 state = bbspark.open_filter(filter_dir)
@@ -325,8 +324,9 @@ def main() -> None:
                 run["distinct_in_output"] = int(np.count_nonzero(np.diff(keys)) + (len(keys) > 0))
                 np.save(args.scratch / f"keys-{variant}.npy", keys)
             runs.append(run)
-            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s), shuffle write {metrics['shuffle_write'] / 2**20:.1f} MiB"
-                  f" (files {written_files / 2**20:.1f} MiB) read "
+            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s), shuffle write "
+                  f"{metrics['shuffle_write'] / 2**20:.1f} MiB "
+                  f"(files {written_files / 2**20:.1f} MiB) read "
                   f"{metrics['shuffle_read'] / 2**20:.1f} MiB, JVM RSS "
                   f"{memory['jvm_rss'] / 2**20:.0f} MiB, Python PSS "
                   f"{memory['python_pss'] / 2**20:.0f} MiB, rows {run['rows_out']:,}", flush=True)
