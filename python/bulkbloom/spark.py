@@ -101,7 +101,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -655,7 +655,9 @@ def _run(
     wait_lock: bool,
     on_task: Optional[Callable[[], None]],
     window: Optional[_WindowRequest] = None,
-) -> ShardedFilter:
+) -> Tuple[ShardedFilter, int]:
+    """Routes, decides and commits (module documentation, "How it runs"); returns the committed
+    state and how many rows the run dropped (what its drops files hold, with write_drops)."""
     _check_names(df)
     kind = _key_kind(df, key)
     with _locked(root, wait_lock):
@@ -726,9 +728,10 @@ def _run(
                 write_drops, on_task,
             )
             previous = None if current is None else current.generation
-            return _commit(
+            state = _commit(
                 root, base, previous, work, rows, the_layout, config, time, count, extra
             )
+            return state, sum(row["keys"] - row["new_keys"] for row in rows)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -810,7 +813,7 @@ def dedup(
             raise ValueError("window_config must have the event_time clock")
         request = _WindowRequest(int(window), int(time), generations, lateness, window_config)
     root = Path(filter) if filter is not None else _scratch_directory()
-    state = _run(
+    state, dropped_rows = _run(
         df, key, root, order=_order_columns(order), capacity=capacity, fpr=fpr,
         num_shards=num_shards, layout=layout, carry=filter is not None, write_drops=True,
         wait_lock=wait_lock, on_task=_on_task, window=request,
@@ -821,7 +824,7 @@ def dedup(
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
-    if sum(pq.ParquetFile(path).metadata.num_rows for path in drops) <= broadcast_drops:
+    if dropped_rows <= broadcast_drops:
         # Few enough to send every task all of them: the records never leave the JVM.
         dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
