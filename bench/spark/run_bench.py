@@ -262,16 +262,19 @@ def main() -> None:
     # the Python workers.
     spark.sparkContext.setJobGroup("warm-up", "warm-up")
     one_file = spark.read.parquet(str(sorted(args.dump.glob("*.parquet"))[0]))
+
+    def output_of(variant: str, df, filter_dir: Path):
+        """What `variant` writes for input `df` (bulkbloom runs its routing job here)."""
+        if variant == "bulkbloom":
+            return bbspark.dedup(df, "event_id", num_shards=args.num_shards, fpr=args.fpr,
+                                 filter=str(filter_dir), broadcast_drops=args.broadcast_drops)
+        if variant == "dropDuplicates":
+            return df.dropDuplicates(["event_id"])
+        return df  # copy
+
     for variant in variants:
         out = args.scratch / "warm-up"
-        if variant == "bulkbloom":
-            bbspark.dedup(one_file, "event_id", num_shards=args.num_shards, fpr=args.fpr,
-                          filter=str(args.scratch / "warm-up-filter"),
-                          broadcast_drops=args.broadcast_drops).write.parquet(str(out))
-        elif variant == "dropDuplicates":
-            one_file.dropDuplicates(["event_id"]).write.parquet(str(out))
-        else:
-            one_file.write.parquet(str(out))
+        output_of(variant, one_file, args.scratch / "warm-up-filter").write.parquet(str(out))
         shutil.rmtree(out)
     runs = []
     for round_number in range(args.rounds):
@@ -287,16 +290,9 @@ def main() -> None:
             phases = {}
             busy_before = busy_cpu_seconds()
             started = time.monotonic()
-            df = spark.read.parquet(str(args.dump))
+            result = output_of(variant, spark.read.parquet(str(args.dump)), filter_dir)
             if variant == "bulkbloom":
-                result = bbspark.dedup(df, "event_id", num_shards=args.num_shards, fpr=args.fpr,
-                                       filter=str(filter_dir),
-                                       broadcast_drops=args.broadcast_drops)
                 phases["routing_s"] = time.monotonic() - started
-            elif variant == "dropDuplicates":
-                result = df.dropDuplicates(["event_id"])
-            else:
-                result = df
             result.write.parquet(str(out))
             if variant == "bulkbloom":
                 plan = result._jdf.queryExecution().executedPlan().toString()
