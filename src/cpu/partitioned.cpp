@@ -107,9 +107,11 @@ BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
 
 void PartitionScratch::reserve(std::size_t keys) {
   if (keys <= capacity_) return;
-  part_of_key_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
-  part_hashes_ = std::make_unique_for_overwrite<std::uint64_t[]>(keys);
-  part_flags_ = std::make_unique_for_overwrite<std::uint8_t[]>(keys);
+  scratch_.reset();  // the old one goes first: both at once could double the peak
+  scratch_.emplace(keys * (sizeof(std::uint64_t) + 2));
+  part_hashes_ = reinterpret_cast<std::uint64_t*>(scratch_->data());
+  part_of_key_ = reinterpret_cast<std::uint8_t*>(part_hashes_ + keys);
+  part_flags_ = part_of_key_ + keys;
   capacity_ = keys;
 }
 
@@ -148,9 +150,9 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
   // alias anything, the compiler would otherwise reload the buffers' addresses and the layout on
   // every key.
   const Layout local_layout = layout;
-  std::uint64_t* const part_hashes = part_hashes_.get();
-  std::uint8_t* const part_of_key = part_of_key_.get();
-  std::uint8_t* const part_flags = part_flags_.get();
+  std::uint64_t* const part_hashes = part_hashes_;
+  std::uint8_t* const part_of_key = part_of_key_;
+  std::uint8_t* const part_flags = part_flags_;
   // 1. Each task hashes its slice of the input, finds each key's partition and counts its keys per
   // partition. The hashes are not kept: step 2 hashes again, which measured no slower than writing
   // them out and reading them back, moves fewer bytes in passes that share the memory bandwidth

@@ -8,10 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <mutex>
+#include <optional>
 
 #include "bulkbloom/layout.hpp"
+#include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
 #include "thread_pool.hpp"
 
@@ -38,9 +39,12 @@ class PartitionScratch {
 
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::size_t capacity_ = 0;
-  std::unique_ptr<std::uint64_t[]> part_hashes_;  // partition by partition
+  // The three buffers below, in memory that may get 2 MiB pages: the scatter writes 256 streams.
+  std::optional<HostBuffer> scratch_;
+  std::uint64_t* part_hashes_ = nullptr;  // partition by partition
   // Each key's partition: run() makes at most 256.
-  std::unique_ptr<std::uint8_t[]> part_of_key_, part_flags_;
+  std::uint8_t* part_of_key_ = nullptr;
+  std::uint8_t* part_flags_ = nullptr;
 };
 
 /// How a bulk call runs.
