@@ -32,12 +32,14 @@ How it runs
        default 10 MiB; the broadcast took about 80 bytes of Spark's storage memory a dropped
        row in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every
        task, and a left anti join on the row id removes those rows: the records never leave the
-       JVM. Beyond that (a dump of billions of rows drops too many to broadcast) ``filter`` on a
-       vectorised pandas function of the row id alone removes them: only the row ids go to
-       Python, a batch at a time, and a batch reads only the row groups of each shard's sorted
-       drops file that its range of row ids needs, so no row id list is broadcast or joined.
-       Both give the same rows in the same order, and took about the same time in
-       bench/RESULTS.md.
+       JVM. Beyond that (a dump of billions of rows drops too many to broadcast) the commit waits
+       for one more Spark job, which shuffles the dropped row ids alone (8 bytes a dropped row)
+       to regroup them into one sorted file per input partition, and ``filter`` on a vectorised
+       pandas function of the row id removes them: only the row ids go to Python, a batch at a
+       time, and each input partition's task reads its own drops file once, so no row id list
+       is broadcast or joined, and no task reads the drops of every shard (at 22,000 shards
+       that would be 22,000 files a task). Both give the same rows in the same order, and took
+       about the same time in bench/RESULTS.md.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is
@@ -71,12 +73,15 @@ sees at the same place, e.g. a shared mount, since shard files are mapped and re
     PATH/gen-000007/manifest.json
     PATH/gen-000007/shard-00000.bbf ... shard-{S-1}.bbf
     PATH/gen-000007/drops-00000.parquet ...   dedup's dropped row ids of that run (row_id, sorted)
+                                              by shard, or drops-p000000.parquet ... by input
+                                              partition (the row id's upper 31 bits)
     PATH/tmp-<job>/            a running job's attempt files (removed when it ends)
 
 ``manifest.json`` records ``"format": "bulkbloom sharded filter"``, ``"version": 1``, the
 generation number, ``num_shards`` (S), the whole filter's ``layout`` (shape, num_blocks, hash,
-seed, index), the key kind (``"integer"`` or ``"bytes"``), the sizing (capacity, fpr) and the
-shard and drops file names; a sliding window's (``window=``) also its ``window`` (clock,
+seed, index), the key kind (``"integer"`` or ``"bytes"``), the sizing (capacity, fpr), the
+shard and drops file names and how the drops are grouped (``"drops_by"``: ``"shard"`` or
+``"input partition"``); a sliding window's (``window=``) also its ``window`` (clock,
 window, generations, lateness) and the event ``time`` of the last run, and its shards are window
 shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file of the filter file format
 (docs/FORMAT.md): its header records the whole layout and which shard of S it is, and stores the
@@ -570,6 +575,50 @@ def _sorted(table: pa.Table, columns: List[str]) -> pa.Table:
         return table.sort_by([(name, "ascending") for name in columns], null_placement="at_start")
 
 
+_BY_INPUT = T.StructType(
+    [
+        T.StructField("partition", T.LongType(), False),
+        T.StructField("drops_file", T.StringType(), False),
+    ]
+)
+
+
+def _regroup_drops(spark: Any, drops: dict, work: Path, dropped: int) -> list:
+    """Rewrites the shards' drops files (`drops`: name: attempt file) as one file per input
+    partition (module documentation, "How it runs"): a shuffle of the dropped row ids alone, in
+    tasks of about _REGROUP_TASK_ROWS of them. Returns a row per file written."""
+    # One directory of the successful attempts' files, which Spark lists without a job of its own.
+    by_shard = work / "drops-by-shard"
+    by_shard.mkdir()
+    for name, attempt_file in drops.items():
+        os.rename(attempt_file, by_shard / name)
+    work_dir = str(work)
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parts = [batch.column(0).to_numpy() for batch in batches if batch.num_rows]
+        if not parts:
+            return
+        ids = np.sort(np.concatenate(parts))
+        partitions = ids >> _PARTITION_SHIFT
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(partitions)) + 1, [len(ids)]])
+        name = _attempt_name()
+        numbers, paths = [], []
+        for begin, end in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            number = int(partitions[begin])
+            paths.append(os.path.join(work_dir, f"{_input_drops_name(number)}.{name}"))
+            _write_drops(paths[-1], ids[begin:end])
+            numbers.append(number)
+        yield pa.RecordBatch.from_pydict(
+            {"partition": pa.array(numbers, pa.int64()), "drops_file": pa.array(paths, pa.string())}
+        )
+
+    tasks = max(spark.sparkContext.defaultParallelism, -(-dropped // _REGROUP_TASK_ROWS))
+    schema = T.StructType([T.StructField(_DROPPED, T.LongType(), True)])
+    ids = spark.read.schema(schema).parquet(str(by_shard))
+    by_input = ids.repartition(tasks, F.shiftright(F.col(_DROPPED), _PARTITION_SHIFT))
+    return by_input.mapInArrow(write, _BY_INPUT).collect()
+
+
 def _commit(
     root: Path,
     base: Optional[ShardedFilter],
@@ -581,8 +630,12 @@ def _commit(
     time: Optional[int],
     num_shards: int,
     manifest_extra: dict,
+    drops: Optional[dict] = None,
+    drops_by: str = "shard",
 ) -> ShardedFilter:
-    """Makes the attempt files the successful tasks named the new generation, atomically."""
+    """Makes the attempt files the successful tasks named the new generation, atomically:
+    `rows`' shard files, and `drops` (name in the generation: attempt file), grouped by
+    `drops_by` ("shard" or "input partition")."""
     by_shard = {row["shard"]: row for row in rows}
     if len(by_shard) != len(rows):
         # Each shard's rows must all reach one task; two tasks' halves would each look complete.
@@ -592,17 +645,13 @@ def _commit(
     generation = f"gen-{number:06d}"
     staging = work / generation
     staging.mkdir()
-    shards, drops = [], []
+    shards = []
     for index in range(num_shards):
         name = f"shard-{index:05d}.bbf" if window is None else f"shard-{index:05d}.bbw"
         target = staging / name
         row = by_shard.get(index)
         if row is not None:
             os.rename(row["shard_file"], target)
-            if row["drops_file"] is not None:
-                drops_name = f"drops-{index:05d}.parquet"
-                os.rename(row["drops_file"], staging / drops_name)
-                drops.append(drops_name)
         elif window is not None:
             # No record of this run went to it, but its clock moves with the window's.
             shard = base.load(index) if base is not None else _empty_shard(
@@ -619,6 +668,9 @@ def _commit(
         else:
             _empty_shard(layout, None, index, num_shards).save(target)
         shards.append(name)
+    drops = drops or {}
+    for name, attempt_file in drops.items():
+        os.rename(attempt_file, staging / name)
     manifest = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
@@ -628,7 +680,8 @@ def _commit(
         **manifest_extra,
         **({} if window is None else {"window": _window_to_json(window), "time": time}),
         "shards": shards,
-        "drops": drops,
+        "drops": sorted(drops),
+        "drops_by": drops_by,
     }
     _write_durably(staging / "manifest.json", json.dumps(manifest, indent=1).encode() + b"\n")
     _fsync_dir(staging)
@@ -655,9 +708,11 @@ def _run(
     wait_lock: bool,
     on_task: Optional[Callable[[], None]],
     window: Optional[_WindowRequest] = None,
+    regroup_drops_above: Optional[int] = None,
 ) -> Tuple[ShardedFilter, int]:
     """Routes, decides and commits (module documentation, "How it runs"); returns the committed
-    state and how many rows the run dropped (what its drops files hold, with write_drops)."""
+    state and how many rows the run dropped (what its drops files hold, with write_drops). The
+    drops are regrouped by input partition when there are more than `regroup_drops_above`."""
     _check_names(df)
     kind = _key_kind(df, key)
     with _locked(root, wait_lock):
@@ -727,11 +782,21 @@ def _run(
                 routed, base, tuple(the_layout), config, time, count, work, len(order),
                 write_drops, on_task,
             )
+            dropped = sum(row["keys"] - row["new_keys"] for row in rows)
+            drops_by, drops = "shard", {
+                f"drops-{row['shard']:05d}.parquet": row["drops_file"]
+                for row in rows if row["drops_file"] is not None
+            }
+            if drops and regroup_drops_above is not None and dropped > regroup_drops_above:
+                drops_by = "input partition"
+                regrouped = _regroup_drops(df.sparkSession, drops, work, dropped)
+                drops = {_input_drops_name(r["partition"]): r["drops_file"] for r in regrouped}
             previous = None if current is None else current.generation
             state = _commit(
-                root, base, previous, work, rows, the_layout, config, time, count, extra
+                root, base, previous, work, rows, the_layout, config, time, count, extra, drops,
+                drops_by,
             )
-            return state, sum(row["keys"] - row["new_keys"] for row in rows)
+            return state, dropped
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -813,87 +878,78 @@ def dedup(
             raise ValueError("window_config must have the event_time clock")
         request = _WindowRequest(int(window), int(time), generations, lateness, window_config)
     root = Path(filter) if filter is not None else _scratch_directory()
-    state, dropped_rows = _run(
+    if broadcast_drops is None:
+        broadcast_drops = _default_broadcast_drops(df.sparkSession)
+    state, _ = _run(
         df, key, root, order=_order_columns(order), capacity=capacity, fpr=fpr,
         num_shards=num_shards, layout=layout, carry=filter is not None, write_drops=True,
         wait_lock=wait_lock, on_task=_on_task, window=request,
+        regroup_drops_above=broadcast_drops,
     )
     drops = [str(state.directory / name) for name in state.manifest["drops"]]
-    if not drops:  # no record at all
+    if not drops:  # no record at all, or none dropped
         return df
-    if broadcast_drops is None:
-        broadcast_drops = _default_broadcast_drops(df.sparkSession)
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
-    if dropped_rows <= broadcast_drops:
+    if state.manifest["drops_by"] == "shard":
         # Few enough to send every task all of them: the records never leave the JVM.
         dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
-    opened: dict = {}
+    directory = str(state.directory)
+    held: dict = {}
 
     def kept(rows: pd.Series) -> pd.Series:
-        # Only the row ids reach Python; Spark keeps the records and zips the answer back.
+        # Only the row ids reach Python; Spark keeps the records and zips the answer back. A
+        # batch's rows are of one input partition, whose drops file is read once.
         ids = rows.to_numpy()
-        if len(ids) == 0:
-            return pd.Series(np.zeros(0, dtype=bool))
-        dropped = _dropped_rows(drops, opened, ids.min(), ids.max())
-        return pd.Series(~_in_sorted(ids, dropped))
+        keep = np.ones(len(ids), dtype=bool)
+        partitions = ids >> _PARTITION_SHIFT
+        for number in np.unique(partitions).tolist():
+            if held.get("partition") != number:
+                held["partition"], held["ids"] = number, _input_drops(directory, number)
+            rows_of = partitions == number
+            keep[rows_of] = ~_in_sorted(ids[rows_of], held["ids"])
+        return pd.Series(keep)
 
     keep = F.pandas_udf(kept, T.BooleanType())
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
 
 
-# A drops file is one int64 column of row ids, ascending, in row groups of this many, each with
-# its minimum and maximum in the footer: the row-id function reads only the groups it needs.
+# A drops file is one int64 column of row ids, ascending.
 _DROPPED = "row_id"
-_DROPS_ROW_GROUP = 1 << 16
 
 
-def _write_drops(path: str, dropped: np.ndarray, row_group: int = _DROPS_ROW_GROUP) -> None:
+def _write_drops(path: str, dropped: np.ndarray) -> None:
     table = pa.table({_DROPPED: pa.array(dropped, pa.int64())})
     with open(path, "wb") as out:
-        pq.write_table(table, out, row_group_size=row_group, use_dictionary=False)
+        pq.write_table(table, out, use_dictionary=False)
         out.flush()
         os.fsync(out.fileno())
 
 
-class _DropsFile:
-    """One shard's drops file, read a row group at a time: a task's batches come in row-id
-    order within each input partition, so the groups of the last batch's range are kept."""
-
-    def __init__(self, path: str) -> None:
-        self.file = pq.ParquetFile(path)
-        meta = self.file.metadata
-        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
-        self.groups = [g for g, group in enumerate(groups) if group.num_rows > 0]
-        stats = [groups[g].column(0).statistics for g in self.groups]
-        self.first = np.array([s.min for s in stats], dtype=np.int64)
-        self.last = np.array([s.max for s in stats], dtype=np.int64)
-        self.kept: dict = {}
-
-    def between(self, low: int, high: int) -> np.ndarray:
-        """The ids in [low, high]."""
-        wanted = np.flatnonzero((self.first <= high) & (self.last >= low)).tolist()
-        self.kept = {at: self.kept.get(at) for at in wanted}
-        parts = []
-        for at in wanted:
-            if self.kept[at] is None:
-                group = self.file.read_row_group(self.groups[at], columns=[_DROPPED])
-                self.kept[at] = group.column(0).to_numpy()
-            ids = self.kept[at]
-            begin, end = np.searchsorted(ids, low, "left"), np.searchsorted(ids, high, "right")
-            parts.append(ids[begin:end])
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+# monotonically_increasing_id puts the input partition's index above this many bits.
+_PARTITION_SHIFT = 33
+# Dropped row ids a regrouping task takes (8 MiB of them).
+_REGROUP_TASK_ROWS = 1 << 20
 
 
-def _dropped_rows(drops: List[str], opened: dict, low: int, high: int) -> np.ndarray:
-    """The dropped row ids in [low, high], sorted: that range of each shard's sorted file."""
-    parts = []
-    for path in drops:
-        file = opened.get(path)
-        if file is None:
-            file = opened[path] = _DropsFile(path)
-        parts.append(file.between(low, high))
-    return np.sort(np.concatenate(parts))
+def _input_drops_name(partition: int) -> str:
+    return f"drops-p{partition:06d}.parquet"
+
+
+def _input_drops(directory: str, partition: int) -> np.ndarray:
+    """The sorted row ids dropped from input `partition`, from its file in the generation
+    `directory` (an input partition that lost no row has none)."""
+    path = os.path.join(directory, _input_drops_name(partition))
+    try:
+        return pq.read_table(path, columns=[_DROPPED]).column(0).to_numpy()
+    except FileNotFoundError:
+        if not os.path.exists(os.path.join(directory, "manifest.json")):
+            raise FileNotFoundError(
+                f"{directory}, the filter generation this DataFrame filters by, was removed: a "
+                "generation is kept until two later runs commit, so evaluate dedup's DataFrame "
+                "(write it) before then"
+            ) from None
+        return np.zeros(0, dtype=np.int64)
 
 
 def _in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
 
 import bulkbloom
@@ -349,22 +350,50 @@ def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
                                                       "gen-000002"]
 
 
-def test_the_row_id_function_reads_the_drops_a_range_needs(tmp_path):
-    """The filtering past broadcast_drops reads each drops file a row group at a time, keeping
-    the groups of the last range: every range, in order or not, gets exactly its ids."""
-    rng = np.random.default_rng(16)
-    files = [np.sort(rng.choice(10_000, size=n, replace=False)) for n in (0, 1, 300, 2_000)]
-    paths = []
-    for number, ids in enumerate(files):
-        paths.append(str(tmp_path / f"drops-{number}.parquet"))
-        bbspark._write_drops(paths[-1], ids, row_group=7)
-    everything = np.sort(np.concatenate(files))
-    opened: dict = {}
-    ranges = [(low, low + 99) for low in range(-50, 10_050, 100)]
-    ranges += [tuple(sorted(rng.integers(-10, 10_010, size=2))) for _ in range(200)]
-    for low, high in ranges:
-        expected = everything[(everything >= low) & (everything <= high)]
-        np.testing.assert_array_equal(bbspark._dropped_rows(paths, opened, low, high), expected)
+@pytest.mark.parametrize("seed", ROUTINGS)
+def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli, tmp_path, seed):
+    """Past broadcast_drops the dropped row ids are regrouped by input partition, so that the
+    filtering task of a partition reads one file, not one of each shard: each file holds exactly
+    the sorted row ids dropped from its partition, and the records kept are the CLI's."""
+    keys = dump(8)
+    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", str(FPR),
+                         "--seed", str(seed), "--filter", str(tmp_path / "cli.bbf"))
+    layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
+    # Input partitions of a file source (a local relation's row ids are all of partition 0).
+    seq = np.arange(len(keys), dtype=np.int64)
+    table = pa.table({"event_id": keys.view(np.int64), "seq": seq,
+                      "payload": [f"p{s}" for s in seq]})
+    (tmp_path / "in").mkdir()
+    for part in range(5):
+        pa.parquet.write_table(table.slice(part * len(keys) // 5, len(keys) // 5),
+                               tmp_path / "in" / f"part-{part}.parquet")
+    df = spark.read.parquet(str(tmp_path / "in"))
+    numbered = df.withColumn("row", F.monotonically_increasing_id()).toArrow()
+    partitions = len(np.unique(numbered.column("row").to_numpy() >> 33))
+    assert partitions > 1
+    path = tmp_path / "filter"
+    unique = bbspark.dedup(df, "event_id", order="seq", filter=path, layout=layout, num_shards=7,
+                           broadcast_drops=0)
+    assert_same_records(unique, keys, expected)
+    kept_seq = set(spark_kept(unique)[1].tolist())
+    seq, row = numbered.column("seq").to_numpy(), numbered.column("row").to_numpy()
+    dropped = np.sort(row[[s not in kept_seq for s in seq.tolist()]])
+    state = bbspark.open_filter(path)
+    assert state.manifest["drops_by"] == "input partition"
+    names = state.manifest["drops"]
+    assert names == sorted(p.name for p in state.directory.glob("drops-*"))
+    assert len(names) == partitions
+    found = []
+    for name in names:
+        ids = pa.parquet.read_table(state.directory / name).column("row_id").to_numpy()
+        assert (np.diff(ids) > 0).all()
+        assert (ids >> 33 == int(name[len("drops-p"):-len(".parquet")])).all()
+        found.append(ids)
+    np.testing.assert_array_equal(np.sort(np.concatenate(found)), dropped)
+    # The DataFrame filters lazily: once its generation is gone it says so, not keep every row.
+    shutil.rmtree(state.directory)
+    with pytest.raises(Exception, match="was removed"):
+        unique.count()
 
 
 def test_a_failed_job_leaves_the_filter_as_it_was(spark, tmp_path):
