@@ -106,7 +106,7 @@ import tempfile
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -709,10 +709,10 @@ def _run(
     on_task: Optional[Callable[[], None]],
     window: Optional[_WindowRequest] = None,
     regroup_drops_above: Optional[int] = None,
-) -> Tuple[ShardedFilter, int]:
+) -> ShardedFilter:
     """Routes, decides and commits (module documentation, "How it runs"); returns the committed
-    state and how many rows the run dropped (what its drops files hold, with write_drops). The
-    drops are regrouped by input partition when there are more than `regroup_drops_above`."""
+    state. With write_drops, the dropped row ids are regrouped by input partition when there are
+    more than `regroup_drops_above`."""
     _check_names(df)
     kind = _key_kind(df, key)
     with _locked(root, wait_lock):
@@ -792,11 +792,10 @@ def _run(
                 regrouped = _regroup_drops(df.sparkSession, drops, work, dropped)
                 drops = {_input_drops_name(r["partition"]): r["drops_file"] for r in regrouped}
             previous = None if current is None else current.generation
-            state = _commit(
+            return _commit(
                 root, base, previous, work, rows, the_layout, config, time, count, extra, drops,
                 drops_by,
             )
-            return state, dropped
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -880,7 +879,7 @@ def dedup(
     root = Path(filter) if filter is not None else _scratch_directory()
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
-    state, _ = _run(
+    state = _run(
         df, key, root, order=_order_columns(order), capacity=capacity, fpr=fpr,
         num_shards=num_shards, layout=layout, carry=filter is not None, write_drops=True,
         wait_lock=wait_lock, on_task=_on_task, window=request,

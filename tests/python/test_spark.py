@@ -59,15 +59,20 @@ def dump(seed: int, count: int = RECORDS, old: np.ndarray = None) -> np.ndarray:
     return keys
 
 
-def frame(spark, keys: np.ndarray, first_seq: int = 0, shuffled: bool = False):
-    """(event_id, seq, payload) records of `keys` in order, seq numbering them from first_seq;
-    shuffled: the rows in another order, so that only `order="seq"` gives theirs."""
+def records(keys: np.ndarray, first_seq: int = 0) -> pa.Table:
+    """(event_id, seq, payload) records of `keys` in order, seq numbering them from first_seq."""
     seq = np.arange(first_seq, first_seq + len(keys), dtype=np.int64)
-    table = pa.table({
+    return pa.table({
         "event_id": keys.view(np.int64),
         "seq": seq,
         "payload": [f"p{s}" for s in seq],
     })
+
+
+def frame(spark, keys: np.ndarray, first_seq: int = 0, shuffled: bool = False):
+    """records() as a DataFrame; shuffled: the rows in another order, so that only
+    `order="seq"` gives theirs."""
+    table = records(keys, first_seq)
     if shuffled:
         table = table.take(np.random.default_rng(7).permutation(len(keys)))
     return spark.createDataFrame(table.to_pandas())
@@ -360,9 +365,7 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
                          "--seed", str(seed), "--filter", str(tmp_path / "cli.bbf"))
     layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
     # Input partitions of a file source (a local relation's row ids are all of partition 0).
-    seq = np.arange(len(keys), dtype=np.int64)
-    table = pa.table({"event_id": keys.view(np.int64), "seq": seq,
-                      "payload": [f"p{s}" for s in seq]})
+    table = records(keys)
     (tmp_path / "in").mkdir()
     for part in range(5):
         pa.parquet.write_table(table.slice(part * len(keys) // 5, len(keys) // 5),
