@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -149,12 +150,39 @@ void sync_directory(const std::filesystem::path& dir) {
   directory.sync();
 }
 
+namespace {
+
+// The process's umask. umask() can only be read by setting it, which would race with other
+// threads creating files; Linux reports it in /proc/self/status.
+mode_t process_umask() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("Umask:"))
+      return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
+  }
+  return 022;
+}
+
+// The permissions of a file written to replace `path`: those of the file it replaces, else what
+// creat(path, 0666) would give.
+mode_t replacement_mode(const std::filesystem::path& path) {
+  struct stat existing {};
+  if (::stat(path.c_str(), &existing) == 0) return existing.st_mode & 07777;
+  return 0666 & ~process_umask();
+}
+
+}  // namespace
+
 void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(File&)>& write) {
   std::string temp_name = path.string() + ".tmp.XXXXXX";
   const int fd = ::mkstemp(temp_name.data());
   if (fd < 0)
     throw IoError("cannot create a temporary file beside " + path.string() + ": " + errno_text());
+  // mkstemp makes the file 0600, which would leave a shared filter readable by its owner alone.
+  // Best effort: a file system without permissions refuses, and the file keeps what it has.
+  (void)::fchmod(fd, replacement_mode(path));
   ::close(fd);
   const std::filesystem::path temp(temp_name);
   try {

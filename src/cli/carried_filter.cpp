@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cli/errors.hpp"
+#include "cli/record_format.hpp"
 #include "file_io.hpp"
 
 namespace bulkbloom::cli {
@@ -164,6 +165,15 @@ bool starts_with_magic(const std::filesystem::path& path, const std::byte (&expe
 }
 
 }  // namespace
+
+std::optional<SizingRecord> read_sizing_record(std::span<const std::byte> metadata,
+                                               const std::string& source) {
+  Sizing sizing;
+  std::vector<std::byte> caller;
+  if (!decode_metadata(metadata, source, sizing, caller)) return std::nullopt;
+  if (sizing.generations.empty()) throw FormatError(source + ": bad sizing record: no generation");
+  return SizingRecord{sizing.promise, sizing.key_format, sizing.generations.front().first};
+}
 
 bool is_grown_filter_file(const std::filesystem::path& path) {
   return starts_with_magic(path, kGrownMagic);
@@ -335,6 +345,35 @@ void CarriedFilter::set_growth(OnFull on_full, std::uint64_t expected_keys, std:
   expected_keys_ = expected_keys;
   keys_seen_ = keys_done;
   name_ = std::move(name);
+}
+
+void CarriedFilter::merge(const CarriedFilter& other, const std::string& other_name) {
+  if (generations_.size() != 1 || other.generations_.size() != 1) {
+    throw std::logic_error("CarriedFilter::merge takes filters of one generation");
+  }
+  if (!key_format_.empty() && !other.key_format_.empty() &&
+      RecordFormat::parse(key_format_).integer_keys() !=
+          RecordFormat::parse(other.key_format_).integer_keys()) {
+    throw Error(other_name + " holds " + other.key_format_ +
+                " keys, which hash differently from the " + key_format_ +
+                " keys of the filters before it: the union would not find the repeats of either "
+                "kind of key read as the other");
+  }
+  Generation& mine = generations_.front();
+  const Generation& theirs = other.generations_.front();
+  mine.filter.merge(theirs.filter);
+  // The saved count of a union is not the sum of the parts' counts; the bits estimate it. A
+  // saturated union estimates to infinity: its count is then at least every part's.
+  mine.keys = std::max(mine.keys, theirs.keys);
+  const double estimate = mine.filter.estimated_count();
+  if (std::isfinite(estimate))
+    mine.keys = std::max(mine.keys, static_cast<std::uint64_t>(estimate));
+  if (other.promise_ < promise_) {
+    promise_ = other.promise_;
+    mine.target = generation_target(promise_, 0);
+    mine.capacity = capacity_at(mine.filter.layout(), mine.target);
+  }
+  if (key_format_.empty()) key_format_ = other.key_format_;
 }
 
 std::uint64_t CarriedFilter::keys() const {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,6 +47,13 @@ class CarriedFilter {
   /// Saves atomically to `path`: a filter file while there is one generation (so that query,
   /// info and merge of older bulkbloom versions read it), else a grown filter file.
   void save(const std::filesystem::path& path, std::span<const std::byte> caller_metadata) const;
+
+  /// Makes this filter the union of itself and `other` (a bitwise OR), both of one generation
+  /// (std::logic_error otherwise) and one layout (std::invalid_argument otherwise). The union
+  /// promises the lower of the two rates and counts the keys its bits estimate (at least each
+  /// part's). Throws Error, naming `other_name`, when the key formats hash differently (integers
+  /// and byte strings).
+  void merge(const CarriedFilter& other, const std::string& other_name);
 
   /// What to do when a batch would pass the target. `expected_keys` is the number of keys the
   /// run is expected to bring (0: unknown) and `keys_done` how many of them a resumed run had
@@ -123,6 +131,17 @@ class CarriedFilter {
   double expected_false_drops_ = 0.0;
   bool loaded_past_promise_ = false;
 };
+
+/// What a carried filter file of one generation records about itself (docs/FORMAT.md, "The
+/// sizing record"), read from its metadata; nullopt for a filter without one (an older bulkbloom,
+/// or the library's save()). Throws FormatError, naming `source`, for a malformed record.
+struct SizingRecord {
+  double promised_fpr;
+  std::string key_format;
+  std::uint64_t capacity;  ///< Of the first generation.
+};
+std::optional<SizingRecord> read_sizing_record(std::span<const std::byte> metadata,
+                                               const std::string& source);
 
 /// True if the file at `path` is a grown filter file (several generations).
 bool is_grown_filter_file(const std::filesystem::path& path);

@@ -132,12 +132,16 @@ ChunkReader::OpenInput::~OpenInput() {
 }
 
 std::string ChunkReader::sample_first_input(std::size_t limit) const {
-  if (paths_.empty() || !regular_[0]) return {};
-  const OpenInput input(paths_[0], names_[0]);
-  std::string sample(limit, '\0');
-  const ssize_t n = pread(input.fd, sample.data(), limit, 0);
-  sample.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-  return sample;
+  for (std::size_t i = 0; i < paths_.size() && regular_[i]; ++i) {
+    const OpenInput input(paths_[i], names_[i]);
+    std::string sample(limit, '\0');
+    const ssize_t n = pread(input.fd, sample.data(), limit, 0);
+    if (n > 0) {
+      sample.resize(static_cast<std::size_t>(n));
+      return sample;
+    }
+  }
+  return {};
 }
 
 std::unique_ptr<Chunk> ChunkReader::take_free_chunk() {

@@ -58,8 +58,9 @@ class ChunkReader {
   /// Total bytes of all inputs, if every input is a regular file.
   bool total_known() const { return total_known_; }
   std::uint64_t total_bytes() const { return total_bytes_; }
-  /// Up to `limit` bytes from the start of the first input without consuming them, for sizing
-  /// estimates; empty when that input is not a regular file.
+  /// Up to `limit` bytes from the start of the first non-empty input without consuming them, for
+  /// sizing estimates; empty when every input is empty or the inputs before the first non-empty
+  /// one include one that is not a regular file.
   std::string sample_first_input(std::size_t limit) const;
 
  private:

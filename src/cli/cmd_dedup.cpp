@@ -7,6 +7,7 @@
 #include <bulkbloom/format.hpp>
 #include <bulkbloom/window.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -25,6 +26,9 @@
 
 namespace bulkbloom::cli {
 namespace {
+
+constexpr const char* kCheckpointNeedsFiles =
+    "--checkpoint needs file inputs: stdin or a pipe cannot be re-read after a restart";
 
 constexpr std::uint64_t kDefaultCheckpointEvery = 100'000'000;
 
@@ -46,6 +50,24 @@ OnFull on_full_policy(const ArgParser& parser) {
   if (policy == "grow") return OnFull::grow;
   if (policy == "error") return OnFull::error;
   throw UsageError("--on-full: unknown policy '" + policy + "': expected grow or error");
+}
+
+// A carried filter keeps the layout and promise it was made with: sizing options given for it
+// change nothing, which the user should hear about rather than find out from `info`.
+void warn_sizing_ignored(const ArgParser& parser, const CarriedFilter& filter,
+                         const std::string& filter_path) {
+  std::string ignored;
+  for (const char* name : {"capacity", "shape", "seed", "index"}) {
+    if (parser.get(name)) ignored += std::string(ignored.empty() ? "" : ", ") + "--" + name;
+  }
+  if (parser.get("fpr") && sizing_request(parser).fpr != filter.promised_fpr()) {
+    ignored += std::string(ignored.empty() ? "" : ", ") + "--fpr";
+  }
+  if (ignored.empty()) return;
+  std::fprintf(stderr,
+               "bulkbloom dedup: warning: %s ignored: %s exists and keeps the layout and "
+               "false-positive rate it was made with (see bulkbloom info %s)\n",
+               ignored.c_str(), filter_path.c_str(), filter_path.c_str());
 }
 
 }  // namespace
@@ -103,6 +125,19 @@ int run_dedup(const Arguments& args) {
   if (checkpoint_dir && (output_path == "-" || dups_path == "-")) {
     throw UsageError("--checkpoint needs the outputs in files (-o FILE), not stdout");
   }
+  // Checked again once the inputs are open (a named pipe); stdin is refused here, before the
+  // checkpoint directory is made.
+  if (checkpoint_dir &&
+      (parser.positionals().empty() ||
+       std::ranges::find(parser.positionals(), "-") != parser.positionals().end())) {
+    throw UsageError(kCheckpointNeedsFiles);
+  }
+  if (output_path == "-" && dups_path == "-") {
+    throw UsageError(
+        "-o - and --dups - would interleave kept and dropped records on stdout: "
+        "send one of them to a file");
+  }
+  if (filter_path) check_filter_output(*filter_path, "--filter");
   if (window_wanted && parser.has("on-full")) {
     throw UsageError("--on-full applies to filters; a window forgets old keys instead");
   }
@@ -145,9 +180,7 @@ int run_dedup(const Arguments& args) {
 
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes,
                      resumed ? resumed->state.position : InputPosition{}, scan.skip_bad);
-  if (checkpoint_dir && !reader.total_known()) {
-    throw UsageError("--checkpoint needs file inputs: stdin cannot be re-read after a restart");
-  }
+  if (checkpoint_dir && !reader.total_known()) throw UsageError(kCheckpointNeedsFiles);
   std::string capacity_note;
   std::uint64_t keys_before = 0;
   if (resumed) {
@@ -164,6 +197,17 @@ int run_dedup(const Arguments& args) {
       state = window_state(std::move(window));
     } else {
       CarriedFilter filter = CarriedFilter::load(*filter_path, sizing.fpr, backend, &metadata);
+      if (!filter.key_format().empty() &&
+          RecordFormat::parse(filter.key_format()).integer_keys() != scan.format.integer_keys()) {
+        // Integers and byte strings hash differently: every key already in the filter would
+        // pass again as new.
+        throw Error(*filter_path + " holds " + filter.key_format() +
+                    " keys, which hash differently from the " + scan.format.name() +
+                    " keys of this run: a repeat of a key it holds would get through; read the "
+                    "input with a format of the filter's kind (-f " +
+                    filter.key_format() + ") or start a new filter");
+      }
+      warn_sizing_ignored(parser, filter, *filter_path);
       keys_before = filter.keys();
       state = filter_state(std::move(filter));
     }

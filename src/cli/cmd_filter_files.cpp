@@ -40,6 +40,7 @@ int run_build(const Arguments& args) {
   const SizingRequest sizing = sizing_request(parser);
   const auto filter_path = parser.get("output");
   if (!filter_path) throw UsageError("build needs -o FILTER, the file to save the filter to");
+  check_filter_output(*filter_path, "-o");
 
   std::vector<NamedPath> named = {{"output filter", *filter_path, true}};
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
@@ -208,9 +209,15 @@ int run_info(const Arguments& args) {
     return 0;
   }
   // Mapped, not copied: a multi-GB filter is read once for its checksum and bit counts.
-  const Filter filter = map(path);
+  FileState state;
+  const Filter filter = map(path, &state);
   Summary summary;
   add_file_fields(summary, path, info);
+  if (const auto sizing = read_sizing_record(state.metadata, path)) {
+    summary.number("capacity", "sized for (keys)", static_cast<double>(sizing->capacity));
+    summary.number("promised_fpr", "promised false-positive rate", sizing->promised_fpr);
+    summary.text("key_format", "key format", sizing->key_format);
+  }
   summary.number("estimated_keys", "estimated distinct keys", filter.estimated_count(),
                  one_line_number(filter.estimated_count()));
   summary.number("current_fpr", "current false-positive rate", filter.current_fpr());
@@ -228,22 +235,40 @@ int run_merge(const Arguments& args) {
   const auto out = parser.get("output");
   if (!out) throw UsageError("merge needs -o OUT");
   if (parser.positionals().size() < 2) throw UsageError("merge needs at least two filter files");
-  Filter merged = load(parser.positionals().front());
+  check_filter_output(*out, "-o");
+  std::vector<NamedPath> named = {{"output filter", *out, true}};
+  for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
+  check_paths_distinct(named);
+  // Loaded as carried filters, so that the union keeps the sizing record (the promise a later
+  // dedup --filter run holds it to) and the key format of its parts.
+  const auto load_part = [](const std::string& path) {
+    if (is_window_file(path)) {
+      throw Error(path +
+                  " is a window file: merge takes filter files (a window's generations "
+                  "expire on its own clock)");
+    }
+    CarriedFilter part = CarriedFilter::load(path, kDefaultFpr, Options{}, nullptr);
+    if (part.generation_count() > 1) {
+      throw Error(path + " has grown to " + std::to_string(part.generation_count()) +
+                  " generations: merge takes filters of one generation (bulkbloom info " + path +
+                  " lists them)");
+    }
+    return part;
+  };
+  CarriedFilter merged = load_part(parser.positionals().front());
   for (std::size_t i = 1; i < parser.positionals().size(); ++i) {
-    merged.merge(load(parser.positionals()[i]));
+    const std::string& path = parser.positionals()[i];
+    try {
+      merged.merge(load_part(path), path);
+    } catch (const std::invalid_argument& e) {
+      throw Error(path + ": " + e.what());
+    }
   }
-  // The saved count of a union is not the sum of the parts' counts; the bits estimate it.
-  // A saturated union estimates to infinity: its count is then at least every part's.
-  std::uint64_t keys = 0;
-  for (const std::string& part : parser.positionals())
-    keys = std::max(keys, read_info(part).keys_inserted);
-  if (std::isfinite(merged.estimated_count())) {
-    keys = std::max(keys, static_cast<std::uint64_t>(merged.estimated_count()));
-  }
-  save(merged, *out, {keys, {}});
+  merged.save(*out, {});
   std::fprintf(stderr, "merged %zu filters into %s: %s, about %llu distinct keys\n",
-               parser.positionals().size(), out->c_str(), merged.layout().describe().c_str(),
-               static_cast<unsigned long long>(keys));
+               parser.positionals().size(), out->c_str(),
+               merged.newest().layout().describe().c_str(),
+               static_cast<unsigned long long>(merged.keys()));
   return 0;
 }
 

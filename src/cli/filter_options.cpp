@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cstdio>
 
+#include "cli/carried_filter.hpp"
+
 namespace bulkbloom::cli {
 namespace {
 
@@ -15,6 +17,7 @@ constexpr std::size_t kSizingSample = std::size_t{1} << 20;
 std::uint64_t estimated_records(const ChunkReader& reader, const RecordFormat& format) {
   if (format.kind == FormatKind::u64) return reader.total_bytes() / 8;
   const std::string sample = reader.sample_first_input(kSizingSample);
+  if (sample.empty()) return 0;  // every input is empty
   const auto lines = static_cast<std::uint64_t>(std::count(sample.begin(), sample.end(), '\n'));
   // Records are at least as many as the sample's density predicts; one more covers a last line
   // without its newline.
@@ -108,12 +111,15 @@ std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& re
 }
 
 Layout sized_layout(const SizingRequest& request, std::uint64_t capacity) {
+  // Sized at the promise itself, the first generation would pass its target a little before
+  // `capacity` keys and grow (or, with --on-full error, refuse) on the very input it was sized for.
+  const double target = generation_target(request.fpr, 0);
   try {
     if (request.shape) {
-      return Layout::for_capacity(*request.shape, capacity, request.fpr, KeyHash::xxh64,
-                                  request.seed, request.index);
+      return Layout::for_capacity(*request.shape, capacity, target, KeyHash::xxh64, request.seed,
+                                  request.index);
     }
-    return Layout::for_capacity(capacity, request.fpr, KeyHash::xxh64, request.seed, request.index);
+    return Layout::for_capacity(capacity, target, KeyHash::xxh64, request.seed, request.index);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

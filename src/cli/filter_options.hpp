@@ -47,7 +47,9 @@ std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& re
 /// and --capacity is not given: a warning says so.
 inline constexpr std::uint64_t kPipedCapacity = 10'000'000;
 
-/// The layout for `request` at `capacity` keys (from sized_capacity()).
+/// The layout of a new carried filter (dedup, build) for `request` at `capacity` keys (from
+/// sized_capacity()): sized at its first generation's target rate, three quarters of --fpr
+/// (docs/FORMAT.md, "Growth"), so that it holds `capacity` keys before it grows.
 Layout sized_layout(const SizingRequest& request, std::uint64_t capacity);
 
 /// The number of records of `reader`'s inputs (all regular files), estimated from their sizes

@@ -37,6 +37,13 @@ void check_paths_distinct(const std::vector<NamedPath>& paths) {
   }
 }
 
+void check_filter_output(const std::string& path, const char* option) {
+  if (path != "-") return;
+  throw UsageError(std::string(option) +
+                   " -: a filter file is committed by renaming it into place, which standard "
+                   "output cannot take; name a file");
+}
+
 void add_scan_options(ArgParser& parser) {
   parser.value("format", "FMT", "u64 (default), lines, dec, hex, csv:N, tsv:N", 'f')
       .flag("skip-bad", "skip and count malformed records, and empty inputs, instead of stopping")

@@ -27,6 +27,10 @@ struct NamedPath {
 /// before any work starts. "-" (stdin, stdout) is skipped.
 void check_paths_distinct(const std::vector<NamedPath>& paths);
 
+/// Throws UsageError when `path`, given with `option`, is "-": filter files are committed by
+/// renaming a finished file into place, which standard output cannot take.
+void check_filter_output(const std::string& path, const char* option);
+
 /// Declares --format, --skip-bad, --stats and --buffer-size.
 void add_scan_options(ArgParser& parser);
 

@@ -298,6 +298,12 @@ def case_skip_bad():
     proc = run(["dedup", "-f", "dec", "empty", "bad.dec", "empty", "--skip-bad", "-o", "out"])
     check(read("out") == b"1\n2\n" and b"skipping empty input empty" in proc.stderr,
           proc.stderr.decode())
+    # Only empty text inputs: nothing to size the filter by, nothing to write.
+    run(["dedup", "-f", "dec", "empty", "--skip-bad", "-o", "none", "--stats", "none"])
+    check(read("none") == b"", "dedup of an empty input wrote records")
+    run(["build", "-f", "dec", "empty", "--skip-bad", "-o", "none.bbf", "--stats", "none"])
+    info = json.loads(run(["info", "--json", "none.bbf"]).stdout)
+    check(info["keys_inserted"] == 0, f"build of an empty input: {info}")
 
 
 def case_usage_errors():
@@ -653,12 +659,19 @@ def case_path_collisions():
             (["dedup", "-f", "dec", "in", "-o", "in"], "in is both the input and the output"),
             (["dedup", "-f", "dec", "in", "-o", "alias"], "alias is both the input"),
             (["query", "-f", "dec", "in", "--filter", "f.bbf", "-o", "f.bbf"], "f.bbf is both"),
-            (["build", "-f", "dec", "in", "-o", "in"], "in is both")]:
+            (["build", "-f", "dec", "in", "-o", "in"], "in is both"),
+            (["merge", "f.bbf", "f.bbf", "-o", "f.bbf"], "f.bbf is both"),
+            (["build", "-f", "dec", "in", "-o", "-"], "-o -: a filter file is committed"),
+            (["merge", "f.bbf", "f.bbf", "-o", "-"], "-o -: a filter file is committed"),
+            (["dedup", "-f", "dec", "in", "-o", "x", "--filter", "-"], "--filter -: a filter"),
+            (["dedup", "-f", "dec", "in", "-o", "-", "--dups", "-"], "would interleave"),
+            (["dedup", "-f", "dec", "-o", "x", "--checkpoint", "ck"], "needs file inputs")]:
         err = run(args, expect_rc=2).stderr
         check(message.encode() in err, f"{args}: {err.decode()}")
         for name, data in before.items():
             check(read(name) == data, f"{args} changed {name}")
-    check(not os.path.exists(path("x")), "an output was written")
+    for name in ("x", "-", "-.lock", "ck"):
+        check(not os.path.exists(path(name)), f"{name} was left behind")
 
 
 def case_piped_default_capacity():
@@ -700,6 +713,83 @@ def case_window_future_time():
           f"the future time pinned the clock: {read('out')!r}")
     check(stats_of(proc)["bad_records_skipped"] == 1, "the future record was not counted")
     run(common + ["-o", "out", "--max-future", "30d"])  # allowed when the bound says so
+
+
+def case_capacity_holds_its_keys():
+    """A filter sized for N keys takes N distinct keys without growing: larger capacities never
+    give smaller filters, and --on-full error accepts the input the filter was sized for."""
+    run(["gen", "--count", "20000", "--dup-fraction", "0", "-o", "keys"])
+    sizes = []
+    for capacity in (20000, 25000, 40000):
+        run(["build", "keys", "-o", f"f{capacity}.bbf", "--capacity", str(capacity),
+             "--stats", "none"])
+        info = json.loads(run(["info", "--json", f"f{capacity}.bbf"]).stdout)
+        check(info["capacity"] == capacity and info["keys_inserted"] >= 19990, f"{info}")
+        sizes.append(info["file_bytes"])
+    check(sizes == sorted(sizes), f"file sizes {sizes} for growing capacities")
+    proc = run(["dedup", "keys", "-o", "out", "--filter", "n.bbf", "--capacity", "20000",
+                "--on-full", "error", "--stats", "json"])
+    stats = stats_of(proc)
+    check(stats["generations"] == 1 and stats["growths"] == 0 and stats["final_fpr"] <= 0.001,
+          f"{stats}")
+
+
+def case_filter_key_format():
+    """A carried filter refuses keys that hash differently from its own (integers against byte
+    strings): its keys would pass again as new. Formats of the same kind share it, and sizing
+    options it cannot honour are named in a warning."""
+    run(["gen", "--count", "2000", "-f", "dec", "-o", "in"])
+    run(["dedup", "-f", "dec", "in", "-o", "out", "--filter", "f.bbf", "--stats", "none"])
+    before = read("f.bbf")
+    err = expect_failure(["dedup", "-f", "lines", "in", "--filter", "f.bbf"],
+                         "f.bbf holds dec keys, which hash differently from the lines keys")
+    check(read("f.bbf") == before, "a refused run changed the filter")
+    write("hex", b"".join(b"%x\n" % int(r) for r in split_records(read("in"), "dec")))
+    proc = run(["dedup", "-f", "hex", "hex", "-o", "again", "--filter", "f.bbf", "--seed", "7",
+                "--stats", "json"])
+    check(read("again") == b"" and stats_of(proc)["records_read"] == 2000,
+          "hex keys passed again")
+    check(b"--seed ignored: f.bbf exists" in proc.stderr, proc.stderr.decode())
+
+
+def case_merge_keeps_sizing():
+    """merge keeps what its parts promise and the key format they hold, refuses parts it cannot
+    join, and names them."""
+    for seed in (1, 2):
+        run(["gen", "--count", "3000", "-f", "dec", "--seed", str(seed), "-o", f"in{seed}"])
+        run(["build", "-f", "dec", f"in{seed}", "-o", f"{seed}.bbf", "--capacity", "6000",
+             "--fpr", "0.01", "--stats", "none"])
+    run(["merge", "1.bbf", "2.bbf", "-o", "m.bbf"])
+    info = json.loads(run(["info", "--json", "m.bbf"]).stdout)
+    check(info["promised_fpr"] == 0.01 and info["key_format"] == "dec", f"{info}")
+    proc = run(["dedup", "-f", "dec", "in1", "in2", "-o", "out", "--filter", "m.bbf",
+                "--stats", "json"])
+    check(stats_of(proc)["promised_fpr"] == 0.01 and read("out") == b"", "merged promise lost")
+    write("words", b"a\nb\n")
+    run(["build", "-f", "lines", "words", "-o", "words.bbf", "--capacity", "6000", "--fpr",
+         "0.01", "--stats", "none"])
+    for part in ("in1", "in2"):  # sized for the first, grown by the second
+        run(["dedup", "-f", "dec", part, "-o", "out", "--filter", "grown.bbf", "--stats", "none"])
+    write("w.csv", b"k1,1000\nk2,1001\n")
+    run(["dedup", "-f", "csv:1", "--window", "1h", "--time-field", "2", "w.csv", "--filter",
+         "w.bbw", "-o", "out", "--stats", "none"])
+    for parts, message in [(["1.bbf", "words.bbf"], "words.bbf holds lines keys"),
+                           (["1.bbf", "grown.bbf"], "grown.bbf has grown to"),
+                           (["w.bbw", "1.bbf"], "w.bbw is a window file")]:
+        err = run(["merge"] + parts + ["-o", "x.bbf"], expect_rc=1).stderr
+        check(message.encode() in err and not os.path.exists(path("x.bbf")), err.decode())
+
+
+def case_file_modes():
+    """Filter files get the permissions a plain create would give, and a replaced one keeps
+    its own, as -o outputs do."""
+    os.umask(0o022)
+    run(["gen", "--count", "1000", "-f", "dec", "-o", "in"])
+    run(["build", "-f", "dec", "in", "-o", "f.bbf", "--stats", "none"])
+    check(os.stat(path("f.bbf")).st_mode & 0o777 == 0o644, oct(os.stat(path("f.bbf")).st_mode))
+    os.chmod(path("f.bbf"), 0o640)
+    run(["dedup", "-f", "dec", "in", "-o", "out", "--filter", "f.bbf", "--stats", "none"])
+    check(os.stat(path("f.bbf")).st_mode & 0o777 == 0o640, oct(os.stat(path("f.bbf")).st_mode))
 
 
 def case_merge_saturated():
