@@ -110,7 +110,7 @@ const Entry& find(const std::string& name) {
     if (entry.info.backend != Backend::cuda) continue;
     if (!entry.info.usable) {
       throw BackendUnavailable("the CUDA backend is built but " + entry.info.unusable_reason +
-                               "; use backend cpu or automatic");
+                               "; use backend cpu or auto");
     }
     throw BackendUnavailable("CUDA implementation '" + name +
                              "' is not available: the current device is " + entry.info.name);

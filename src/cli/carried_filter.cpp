@@ -205,6 +205,11 @@ CarriedFilter::CarriedFilter(std::vector<Generation> generations, double promise
 CarriedFilter CarriedFilter::load(const std::filesystem::path& path, double default_fpr,
                                   const Options& options, std::vector<std::byte>* caller_metadata) {
   const std::string source = path.string();
+  if (is_window_file(path)) {
+    throw FormatError(source +
+                      " is a sliding window's file, not a filter: dedup reads it with --window "
+                      "and the options it was made with, info describes it");
+  }
   const File file(path, O_RDONLY);
   const std::uint64_t size = file.regular_file_size();
   std::array<std::byte, kGrownHeaderBytes> header{};

@@ -242,11 +242,6 @@ int run_merge(const Arguments& args) {
   // Loaded as carried filters, so that the union keeps the sizing record (the promise a later
   // dedup --filter run holds it to) and the key format of its parts.
   const auto load_part = [](const std::string& path) {
-    if (is_window_file(path)) {
-      throw Error(path +
-                  " is a window file: merge takes filter files (a window's generations "
-                  "expire on its own clock)");
-    }
     CarriedFilter part = CarriedFilter::load(path, kDefaultFpr, Options{}, nullptr);
     if (part.generation_count() > 1) {
       throw Error(path + " has grown to " + std::to_string(part.generation_count()) +

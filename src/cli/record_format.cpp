@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -173,7 +174,19 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
     }
     if (!good) {
       if (!skip_bad) {
-        std::string shown(line.substr(0, 60));
+        // Control bytes as \xNN: a binary file read as text would otherwise send them to the
+        // terminal, and a NUL would end the message where C strings meet it.
+        std::string shown;
+        for (const char c : line.substr(0, 60)) {
+          const auto byte = static_cast<unsigned char>(c);
+          if (byte < 0x20 || byte == 0x7f) {
+            char escaped[5];
+            std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+            shown += escaped;
+          } else {
+            shown += c;
+          }
+        }
         if (line.size() > 60) shown += "...";
         // An odd number of quotes: a quoted field runs past the end of the line.
         const bool open_quote =

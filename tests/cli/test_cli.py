@@ -306,6 +306,15 @@ def case_skip_bad():
     check(info["keys_inserted"] == 0, f"build of an empty input: {info}")
 
 
+def case_binary_shown_escaped():
+    """A binary file read as text is named with its control bytes escaped: a NUL does not cut
+    the message, and nothing raw reaches the terminal."""
+    write("bin", b"\x05\x00\x1b[31m\n")
+    err = expect_failure(["dedup", "-f", "dec", "bin"],
+                         "not a dec integer: '\\x05\\x00\\x1b[31m'")
+    check("--skip-bad" in err and "\x1b" not in err, err)
+
+
 def case_usage_errors():
     write("in", b"1\n")
     for args, message in [(["dedup", "-f", "yaml", "in"], "unknown format 'yaml'"),
@@ -775,9 +784,14 @@ def case_merge_keeps_sizing():
          "w.bbw", "-o", "out", "--stats", "none"])
     for parts, message in [(["1.bbf", "words.bbf"], "words.bbf holds lines keys"),
                            (["1.bbf", "grown.bbf"], "grown.bbf has grown to"),
-                           (["w.bbw", "1.bbf"], "w.bbw is a window file")]:
+                           (["w.bbw", "1.bbf"], "w.bbw is a sliding window's file")]:
         err = run(["merge"] + parts + ["-o", "x.bbf"], expect_rc=1).stderr
         check(message.encode() in err and not os.path.exists(path("x.bbf")), err.decode())
+    for args in (["query", "--filter", "w.bbw", "-f", "dec", "in1", "-o", "q"],
+                 ["dedup", "--filter", "w.bbw", "-f", "dec", "in1", "-o", "q"]):
+        err = run(args, expect_rc=1).stderr
+        check(b"w.bbw is a sliding window's file" in err and not os.path.exists(path("q")),
+              err.decode())
 
 
 def case_file_modes():
