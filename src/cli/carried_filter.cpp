@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <utility>
 
 #include "cli/errors.hpp"
@@ -402,9 +403,17 @@ void CarriedFilter::refresh_older_fpr() {
 }
 
 // Before a batch of `batch_keys` keys: if the newest generation's model could pass its target
-// with all of them new, add a generation sized for the rest of the run's load (or refuse).
-void CarriedFilter::make_room(std::uint64_t batch_keys) {
+// with all the keys no generation holds yet taken as new, add a generation sized for the rest of
+// the run's load (or refuse).
+void CarriedFilter::make_room(std::uint64_t batch_keys,
+                              const std::function<std::uint64_t()>& count_absent) {
   const Generation& newest = generations_.back();
+  if (newest.filter.expected_fpr(newest.keys + batch_keys) <= newest.target) return;
+  // Near the target, a batch is counted before growing for it: a dump carried into the next run
+  // is mostly repeats, and growing for all its records would add a generation (or, under
+  // --on-full error, refuse the run) for keys the filter already holds. Those the filter does
+  // not hold bound the batch's new keys.
+  batch_keys = count_absent();
   if (newest.filter.expected_fpr(newest.keys + batch_keys) <= newest.target) return;
   const std::string sized = "sized for " + count_text(capacity()) +
                             " keys at a false-positive "
@@ -412,8 +421,8 @@ void CarriedFilter::make_room(std::uint64_t batch_keys) {
                             exact(promise_);
   if (on_full_ == OnFull::error) {
     throw Error(name_ + " is full: it holds " + count_text(keys()) + " keys (" + sized +
-                "), and the next " + count_text(batch_keys) +
-                " records could pass that rate; without --on-full error it grows");
+                "), and the next batch's " + count_text(batch_keys) +
+                " keys it does not hold could pass that rate; without --on-full error it grows");
   }
   const bool replace = newest.keys == 0;  // an empty generation holds nothing: resize it
   if (!replace && generations_.size() == kMaxGenerations) {
@@ -455,7 +464,10 @@ void CarriedFilter::contains_all(std::span<const Key> keys, std::span<std::uint8
 
 template <typename Key>
 std::uint64_t CarriedFilter::dedup(std::span<const Key> keys, std::span<std::uint8_t> is_new) {
-  make_room(keys.size());
+  make_room(keys.size(), [&] {
+    contains_all(keys, is_new);  // is_new as scratch: written again below
+    return static_cast<std::uint64_t>(std::count(is_new.begin(), is_new.end(), std::uint8_t{0}));
+  });
   Generation& newest = generations_.back();
   std::uint64_t fresh = 0;
   if (generations_.size() == 1) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -115,7 +116,7 @@ class CarriedFilter {
   void contains_all(std::span<const Key> keys, std::span<std::uint8_t> out) const;
   template <typename Key>
   void contains_older(std::span<const Key> keys, std::span<std::uint8_t> out) const;
-  void make_room(std::uint64_t batch_keys);
+  void make_room(std::uint64_t batch_keys, const std::function<std::uint64_t()>& count_absent);
   void refresh_older_fpr();
 
   std::vector<Generation> generations_;

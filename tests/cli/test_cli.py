@@ -741,6 +741,13 @@ def case_capacity_holds_its_keys():
     stats = stats_of(proc)
     check(stats["generations"] == 1 and stats["growths"] == 0 and stats["final_fpr"] <= 0.001,
           f"{stats}")
+    # The same dump again: all repeats, so the full filter neither grows nor refuses.
+    before = read("n.bbf")
+    proc = run(["dedup", "keys", "-o", "again", "--filter", "n.bbf", "--on-full", "error",
+                "--stats", "json"])
+    stats = stats_of(proc)
+    check(read("again") == b"" and stats["generations"] == 1, f"{stats}")
+    check(len(read("n.bbf")) == len(before), "the filter was resized for repeats")
 
 
 def case_filter_key_format():
