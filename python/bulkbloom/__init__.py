@@ -215,9 +215,13 @@ class _BulkCalls(_Saved):
 
     __slots__ = ()
 
+    def _pieces_to_write(self, keys: Keys) -> list:
+        """The pieces of a batch that insert or insert_if_absent is given."""
+        return _keys.key_pieces(keys)
+
     def insert(self, keys: Keys) -> None:
         """Inserts every key of a batch."""
-        _run_pieces(_keys.key_pieces(keys), None, self._core.insert, self._core.insert_bytes)
+        _run_pieces(self._pieces_to_write(keys), None, self._core.insert, self._core.insert_bytes)
 
     def contains(self, keys: Keys) -> np.ndarray:
         """A bool array: True where the key may be present (never False for an inserted key)."""
@@ -231,7 +235,7 @@ class _BulkCalls(_Saved):
         absent before (counting earlier keys of the batch), exactly as the loop
         ``new = key not in f; f.add(key)`` would. A repeated key is reported new at most once.
         ``keys[f.insert_if_absent(keys)]`` is the batch without its repeats."""
-        pieces = _keys.key_pieces(keys)
+        pieces = self._pieces_to_write(keys)
         out = _flags(sum(map(_keys.piece_length, pieces)))
         _run_pieces(
             pieces, out, self._core.insert_if_absent, self._core.insert_if_absent_bytes
@@ -492,9 +496,8 @@ class _WindowState(_Saved):
         return self._core.current_fpr()
 
 
-def _timed_dedup(core: Any, keys: Keys, times: Any) -> np.ndarray:
+def _timed_dedup(core: Any, pieces: list, times: Any) -> np.ndarray:
     """insert_if_absent of a window or window shard, piece by piece, with each record's time."""
-    pieces = _keys.key_pieces(keys)
     count = sum(map(_keys.piece_length, pieces))
     all_times = _keys.event_times(times, count)
     out = _flags(count)
@@ -597,7 +600,7 @@ class WindowedFilter(_WindowState):
         """Dedups a batch in order: True where no generation held the key. Every key is inserted
         into the newest generation. ``times`` (event-time windows only, required there) gives each
         record's time: integers, or datetime64 (taken in seconds)."""
-        return _timed_dedup(self._core, keys, times)
+        return _timed_dedup(self._core, _keys.key_pieces(keys), times)
 
     def __contains__(self, key: Union[int, str, bytes]) -> bool:
         value = _keys.scalar_key(key)
@@ -692,18 +695,20 @@ def shard_of(layout: LayoutLike, keys: Keys, num_shards: int) -> np.ndarray:
     ``((block + 1) * num_shards - 1) // num_blocks`` of the key's block (docs/DESIGN.md §9), so
     an engine without this package can compute it too. ``ValueError`` unless
     ``1 <= num_shards <= num_blocks``."""
-    args = _layout_args(layout)
-    count = _shard_count(num_shards)
-    pieces = _keys.key_pieces(keys)
+    return _owners(_layout_args(layout), _keys.key_pieces(keys), _shard_count(num_shards))
+
+
+def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
+    """shard_of for the pieces of a batch."""
     out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
     start = 0
     for piece in pieces:
         length = _keys.piece_length(piece)
         part = out[start : start + length]
         if isinstance(piece, _keys.U64Piece):
-            _core.shard_of(*args, piece.keys, count, part)
+            _core.shard_of(*layout_args, piece.keys, num_shards, part)
         else:
-            _core.shard_of_bytes(*args, piece.offsets, piece.data, count, part)
+            _core.shard_of_bytes(*layout_args, piece.offsets, piece.data, num_shards, part)
         start += length
     return out
 
@@ -729,6 +734,49 @@ class _ShardPlace:
         """The blocks ``[begin, end)`` of the whole layout (of each generation, for a window) this
         shard holds."""
         return self._core.blocks
+
+    def _check_owned(self, layout: Layout, pieces: list) -> None:
+        """Raises ValueError, naming the key as the library does, if a key of `pieces` belongs to
+        another shard. The library checks each core call before applying it, but a batch of
+        several pieces, or of more than ``chunk_keys`` keys, is applied in several calls: checked
+        only there, a foreign key in a later call would leave the earlier calls applied and be
+        reported at its position in its own call."""
+        if len(pieces) == 1 and _keys.piece_length(pieces[0]) <= chunk_keys:
+            return
+        owners = _owners(_layout_args(layout), pieces, self.num_shards)
+        foreign = np.flatnonzero(owners != self.index)
+        if len(foreign) == 0:
+            return
+        position = int(foreign[0])
+        owner = int(owners[position])
+        # The owner's blocks by DESIGN §9's formula (shard_blocks in C++).
+        owner_blocks = _blocks_text(
+            owner * layout.num_blocks // self.num_shards,
+            (owner + 1) * layout.num_blocks // self.num_shards,
+        )
+        raise ValueError(
+            f"{_describe_key(pieces, position)} belongs to shard {owner} of {self.num_shards} "
+            f"(blocks {owner_blocks}), not to shard {self.index} (blocks "
+            f"{_blocks_text(*self.blocks)}) of {layout.description}; route keys with shard_of()"
+        )
+
+
+def _describe_key(pieces: list, position: int) -> str:
+    """The key at `position` of a batch, named as the library's messages name it."""
+    at = position
+    for piece in pieces:
+        length = _keys.piece_length(piece)
+        if at < length:
+            break
+        at -= length
+    if isinstance(piece, _keys.U64Piece):
+        return f"key {int(piece.keys[at])} at position {position}"
+    size = int(piece.offsets[at + 1]) - int(piece.offsets[at])
+    return f"the byte key at position {position} ({size} bytes)"
+
+
+def _blocks_text(begin: int, end: int) -> str:
+    return f"[{begin}, {end})"
 
 
 class FilterShard(_BulkCalls, _ShardPlace):
@@ -771,6 +819,11 @@ class FilterShard(_BulkCalls, _ShardPlace):
     def size_bytes(self) -> int:
         """Size of the shard's bits in bytes."""
         return self._core.size_bytes
+
+    def _pieces_to_write(self, keys: Keys) -> list:
+        pieces = _keys.key_pieces(keys)
+        self._check_owned(self.layout, pieces)
+        return pieces
 
     def __repr__(self) -> str:
         begin, end = self.blocks
@@ -874,7 +927,9 @@ class WindowShard(_WindowState, _ShardPlace):
         or datetime64 taken in seconds)."""
         if clocks is None:
             raise TypeError("insert_if_absent needs the window's clock at each record")
-        return _timed_dedup(self._core, keys, clocks)
+        pieces = _keys.key_pieces(keys)
+        self._check_owned(self.config.generation, pieces)
+        return _timed_dedup(self._core, pieces, clocks)
 
     @classmethod
     def load(

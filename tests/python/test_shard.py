@@ -113,6 +113,36 @@ def test_a_shard_refuses_another_shards_key_and_changes_nothing():
     assert shard.contains(mine).all()
 
 
+def test_a_batch_of_several_calls_is_checked_whole_before_any_is_applied():
+    # Identity hash: key k < 2**32 lies in block 0 (shard 0 of 2), 2**64 - 1 in the last block.
+    layout = bulkbloom.Layout.of("sb256", 1000, hash="identity")
+    last = np.uint64(2**64 - 1)
+    mine = np.arange(bulkbloom.chunk_keys + 1, dtype=np.uint64)
+    words = np.array([f"k{i}" for i in range(1_000)])
+    word_layout = bulkbloom.Layout.of("sb256", 1000)
+    owners = bulkbloom.shard_of(word_layout, words, 2)
+    my_words = words[owners == 0]
+    cases = [
+        (layout, pa.chunked_array([mine[:100], [last]]),
+         "key 18446744073709551615 at position 100 belongs to shard 1 of 2"),
+        (layout, np.append(mine, last), f"at position {len(mine)} belongs to shard 1 of 2"),
+        (word_layout, pa.chunked_array([my_words, words[owners == 1][:1]]),
+         f"byte key at position {len(my_words)} .* belongs to shard 1 of 2"),
+    ]
+    for shard_layout, keys, message in cases:
+        shard = bulkbloom.FilterShard(shard_layout, 0, 2)
+        for call in (shard.insert, shard.insert_if_absent):
+            with pytest.raises(ValueError, match=message):
+                call(keys)
+            assert shard.popcount() == 0
+    config = bulkbloom.WindowConfig.of("event_time", 100, layout)
+    window_shard = bulkbloom.WindowShard(config, 0, 2)
+    with pytest.raises(ValueError, match="at position 100 belongs to shard 1"):
+        window_shard.insert_if_absent(pa.chunked_array([mine[:100], [last]]), np.arange(101))
+    assert (window_shard.records_seen, window_shard.clock_time) == (0, None)
+    assert not window_shard.contains(mine[:100]).any()
+
+
 def test_shard_files_pickles_and_whole_filter_files(tmp_path, keys):
     whole = bulkbloom.Filter.from_layout("sb512", 3001, seed=9)
     whole.insert(keys)
