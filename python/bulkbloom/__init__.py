@@ -485,21 +485,23 @@ class _WindowState(_Saved):
         _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
         return out
 
-    def advance_to(self, time: int) -> None:
+    def advance_to(self, time: Any) -> None:
         """Event-time clock: moves the clock to ``time`` with no record (an idle source's
-        progress), rotating as due. Earlier times change nothing. (A window shard on the records
-        clock takes the whole window's record count.)"""
-        self._core.advance_to(int(time))
+        progress), rotating as due; ``time`` is read as ``insert_if_absent`` reads each record's
+        (an integer, or a datetime64 taken in seconds). Earlier times change nothing. (A window
+        shard on the records clock takes the whole window's record count.)"""
+        self._core.advance_to(_keys.event_time(time))
 
     def current_fpr(self) -> float:
         """The false-positive rate as it is now (of a shard: of its blocks)."""
         return self._core.current_fpr()
 
 
-def _timed_dedup(core: Any, pieces: list, times: Any) -> np.ndarray:
-    """insert_if_absent of a window or window shard, piece by piece, with each record's time."""
+def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
+    """insert_if_absent of a window or window shard, piece by piece, with each record's time
+    (`times`, the argument `name`)."""
     count = sum(map(_keys.piece_length, pieces))
-    all_times = _keys.event_times(times, count)
+    all_times = _keys.event_times(times, count, name)
     out = _flags(count)
     start = 0
     for piece in pieces:
@@ -599,8 +601,9 @@ class WindowedFilter(_WindowState):
     def insert_if_absent(self, keys: Keys, times: Any = None) -> np.ndarray:
         """Dedups a batch in order: True where no generation held the key. Every key is inserted
         into the newest generation. ``times`` (event-time windows only, required there) gives each
-        record's time: integers, or datetime64 (taken in seconds)."""
-        return _timed_dedup(self._core, _keys.key_pieces(keys), times)
+        record's time: integers, or datetime64 (taken in seconds); ``ValueError`` names a null,
+        NaT or integer outside int64 (the clock's range)."""
+        return _timed_dedup(self._core, _keys.key_pieces(keys), times, "times")
 
     def __contains__(self, key: Union[int, str, bytes]) -> bool:
         value = _keys.scalar_key(key)
@@ -929,7 +932,7 @@ class WindowShard(_WindowState, _ShardPlace):
             raise TypeError("insert_if_absent needs the window's clock at each record")
         pieces = _keys.key_pieces(keys)
         self._check_owned(self.config.generation, pieces)
-        return _timed_dedup(self._core, pieces, clocks)
+        return _timed_dedup(self._core, pieces, clocks, "clocks")
 
     @classmethod
     def load(

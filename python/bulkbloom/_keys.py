@@ -15,6 +15,8 @@ from typing import Any, List, NamedTuple, Optional, Union
 import numpy as np
 
 MASK64 = (1 << 64) - 1
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
 
 
 class U64Piece(NamedTuple):
@@ -217,20 +219,66 @@ def bytes_piece(key: bytes) -> BytesPiece:
     )
 
 
-def event_times(times: Any, count: int) -> Optional[np.ndarray]:
-    """Event times as a contiguous int64 array of `count` values (datetime64 in seconds)."""
+def event_times(times: Any, count: int, name: str = "times") -> Optional[np.ndarray]:
+    """Event times (or a window shard's clocks), `name` in messages, as a contiguous int64 array of
+    `count` values."""
     if times is None:
         return None
     pa = _pyarrow()
     if pa is not None and isinstance(times, (pa.Array, pa.ChunkedArray)):
-        times = times.to_numpy()
-    array = np.asarray(times)
+        if times.null_count:
+            first = int(np.flatnonzero(np.asarray(times.is_null()))[0])
+            raise ValueError(f"{name}[{first}] is null: every record needs a time")
+    array = _times_array(times)
     if array.ndim != 1:
-        raise ValueError(f"times must be a 1-D array, not {array.ndim}-D")
-    if array.dtype.kind == "M":
-        array = array.astype("datetime64[s]").view(np.int64)
-    elif array.dtype.kind not in "iu":
-        raise TypeError(f"times must be integers or datetime64, not {array.dtype}")
+        raise ValueError(f"{name} must be a 1-D array, not {array.ndim}-D")
     if len(array) != count:
-        raise ValueError(f"{len(array)} times for {count} keys")
+        raise ValueError(f"{len(array)} {name} for {count} keys")
+    return _int64_times(array, name, lambda i: f"{name}[{i}]")
+
+
+def event_time(time: Any) -> int:
+    """One time, read as event_times() reads each of its values."""
+    if np.ndim(time) != 0:
+        raise TypeError(f"time must be one integer or datetime64, not an array of {np.shape(time)}")
+    return int(_int64_times(_times_array([time]), "time", lambda i: "time")[0])
+
+
+def _times_array(times: Any) -> np.ndarray:
+    if isinstance(times, (list, tuple)) and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in times
+    ):
+        # Python ints stay exact as objects; numpy would make floats of ints past 2**63 beside
+        # negative ones.
+        return np.array(times, dtype=object)
+    return np.asarray(times)
+
+
+def _int64_times(array: np.ndarray, name: str, where: Any) -> np.ndarray:
+    """A 1-D array of times as int64 (datetime64 in seconds), the window's clock type. An integer
+    outside int64 or a NaT would otherwise wrap around to another time: ValueError names the first,
+    `where(i)` its position."""
+    kind = array.dtype.kind
+    if kind == "O":
+        for i, value in enumerate(array):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(
+                    f"{name}: expected integers or datetime64, not {type(value).__name__}"
+                )
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise ValueError(f"{where(i)} = {value} is outside int64, the clock's range")
+        return array.astype(np.int64)
+    if kind == "M":
+        missing = np.flatnonzero(np.isnat(array))
+        if len(missing):
+            raise ValueError(f"{where(missing[0])} is NaT: every record needs a time")
+        return np.ascontiguousarray(array.astype("datetime64[s]").view(np.int64))
+    if kind == "u":
+        past = np.flatnonzero(array > INT64_MAX)
+        if len(past):
+            raise ValueError(
+                f"{where(past[0])} = {int(array[past[0]])} is outside int64, the clock's range"
+            )
+    elif kind != "i":
+        raise TypeError(f"{name}: expected integers or datetime64, not {array.dtype}")
     return np.ascontiguousarray(array, dtype=np.int64)
