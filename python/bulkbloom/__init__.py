@@ -38,6 +38,7 @@ Errors
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 from typing import Any, Iterable, NamedTuple, Optional, Union
@@ -660,12 +661,15 @@ class WindowedFilter(_WindowState):
         implementation: str = "",
         threads: int = 0,
     ) -> Optional["WindowedFilter"]:
-        """The latest checkpoint in ``directory``, or None if none was ever completed there;
-        resuming from it and replaying the records after it gives the answers an uninterrupted
-        run would have given."""
-        found = _core.WindowedFilter.load_checkpoint(
-            os.fspath(directory), backend, implementation, threads
-        )
+        """The latest checkpoint in ``directory``, or None if none was ever completed there (or
+        ``directory`` does not exist); resuming from it and replaying the records after it gives
+        the answers an uninterrupted run would have given. ``NotADirectoryError`` if
+        ``directory`` is a file."""
+        path = os.fspath(directory)
+        # The library looks for its checkpoint file inside: below a file, that reads as "none".
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+        found = _core.WindowedFilter.load_checkpoint(path, backend, implementation, threads)
         return None if found is None else cls._wrap(*found)
 
 

@@ -155,6 +155,14 @@ def test_checkpoint_and_resume_give_the_uninterrupted_answers(tmp_path):
         bulkbloom.WindowedFilter.load(tmp_path / "bad.bbw")
 
 
+def test_load_checkpoint_of_a_file_is_an_error_not_no_checkpoint(tmp_path):
+    (tmp_path / "file").write_bytes(b"not a directory")
+    with pytest.raises(NotADirectoryError) as raised:
+        bulkbloom.WindowedFilter.load_checkpoint(tmp_path / "file")
+    assert raised.value.filename == str(tmp_path / "file")
+    assert bulkbloom.WindowedFilter.load_checkpoint(tmp_path / "missing") is None
+
+
 def test_event_time_calls_longer_than_a_chunk_answer_as_short_ones():
     rng = np.random.default_rng(12)
     count = bulkbloom.chunk_keys + 300_000
