@@ -169,6 +169,19 @@ def test_shard_files_pickles_and_whole_filter_files(tmp_path, keys):
         bulkbloom.FilterShard.load(tmp_path / "bad.bbf")
 
 
+def test_reading_a_shard_as_a_whole_names_the_python_readers(tmp_path):
+    bulkbloom.split(bulkbloom.Filter.from_layout("sb256", 100), 2)[1].save(tmp_path / "s.bbf")
+    for read in (bulkbloom.Filter.load, bulkbloom.Filter.map,
+                 lambda path: bulkbloom.Filter.from_bytes(path.read_bytes())):
+        with pytest.raises(bulkbloom.FormatError, match=r"shard 1 of 2") as raised:
+            read(tmp_path / "s.bbf")
+        assert "bulkbloom.FilterShard.load or .map" in str(raised.value)
+        assert "load_shard" not in str(raised.value)
+    bulkbloom.split(bulkbloom.WindowedFilter.for_records(1000), 2)[1].save(tmp_path / "s.bbw")
+    with pytest.raises(bulkbloom.FormatError, match="bulkbloom.WindowShard.load or .from_bytes"):
+        bulkbloom.WindowedFilter.load(tmp_path / "s.bbw")
+
+
 def test_concat_needs_every_shard_once():
     whole = bulkbloom.Filter.from_layout("sb256", 100)
     shards = bulkbloom.split(whole, 4)
