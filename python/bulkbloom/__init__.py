@@ -186,11 +186,33 @@ class _Saved:
     """What filters and windows share: the C++ object, and the caller's ``keys_inserted`` counter
     and ``metadata`` bytes that files store beside the bits."""
 
-    __slots__ = ("_core", "keys_inserted", "metadata", "__weakref__")
+    __slots__ = ("_core", "_keys_inserted", "_metadata", "__weakref__")
 
     _core: Any
-    keys_inserted: int
-    metadata: bytes
+
+    # Both are checked when set, not first at save(), where the mistake would be far from its cause.
+    @property
+    def keys_inserted(self) -> int:
+        """The caller's key counter that files store beside the bits, in [0, 2**64)."""
+        return self._keys_inserted
+
+    @keys_inserted.setter
+    def keys_inserted(self, value: int) -> None:
+        self._keys_inserted = _count(value, "keys_inserted")
+
+    @property
+    def metadata(self) -> bytes:
+        """The caller's bytes that files store beside the bits (any bytes-like value is copied)."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: Any) -> None:
+        if isinstance(value, str):
+            raise TypeError("metadata must be bytes, not str: encode it")
+        try:
+            self._metadata = bytes(memoryview(value))
+        except TypeError:
+            raise TypeError(f"metadata must be bytes, not {type(value).__name__}") from None
 
     @classmethod
     def _wrap(cls, core: Any, keys_inserted: int = 0, metadata: bytes = b"") -> Any:
@@ -208,7 +230,7 @@ class _Saved:
     def save(self, path: PathLike) -> None:
         """Writes it (with ``keys_inserted`` and ``metadata``) to ``path`` in the project's file
         format, atomically: a crash leaves the old file or the new one."""
-        self._core.save(os.fspath(path), self.keys_inserted, bytes(self.metadata))
+        self._core.save(os.fspath(path), self.keys_inserted, self.metadata)
 
 
 class _BulkCalls(_Saved):
@@ -275,7 +297,7 @@ class Filter(_BulkCalls):
         threads: int = 0,
     ) -> None:
         self._core = _core.Filter.for_capacity(
-            _count(capacity, "capacity"), float(fpr), backend, implementation, threads
+            _count(capacity, "capacity"), float(fpr), *_options(backend, implementation, threads)
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -298,8 +320,8 @@ class Filter(_BulkCalls):
         ``"identity"`` (keys that are already uniform 64-bit hashes); ``index`` is ``"high32"``
         (Parquet's block index) or ``"full64"`` (even block loads beyond ~10^8 blocks)."""
         core = _core.Filter(
-            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), index, backend,
-            implementation, threads,
+            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), index,
+            *_options(backend, implementation, threads),
         )
         return cls._wrap(core)
 
@@ -409,7 +431,8 @@ class Filter(_BulkCalls):
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "Filter":
         """Reads and fully verifies a filter file (``FormatError`` if it is damaged)."""
-        return cls._wrap(*_core.Filter.load(os.fspath(path), backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.Filter.load(os.fspath(path), *options))
 
     @classmethod
     def map(
@@ -418,11 +441,12 @@ class Filter(_BulkCalls):
         """Maps a filter file into memory without copying it (pages are read on first touch).
         Inserts change only this process's copy of the touched pages, never the file.
         ``verify=False`` skips reading every page for the checksum."""
-        return cls._wrap(*_core.Filter.map(os.fspath(path), verify, implementation, threads))
+        options = _map_options(verify, implementation, threads)
+        return cls._wrap(*_core.Filter.map(os.fspath(path), *options))
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return self._core.serialize(self.keys_inserted, bytes(self.metadata))
+        return self._core.serialize(self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -430,7 +454,8 @@ class Filter(_BulkCalls):
     ) -> "Filter":
         """A filter from the bytes of a filter file (any buffer: bytes, memoryview, numpy)."""
         image = _byte_buffer(data)
-        return cls._wrap(*_core.Filter.deserialize(image, backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.Filter.deserialize(image, *options))
 
     def __reduce__(self) -> tuple:
         # Through the file format: a pickled filter answers identically in any process.
@@ -446,7 +471,8 @@ class Filter(_BulkCalls):
         cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "Filter":
         """A filter from a Parquet split-block Bloom filter (header followed by the bitset)."""
-        core = _core.Filter.from_parquet(_byte_buffer(data), backend, implementation, threads)
+        options = _options(backend, implementation, threads)
+        core = _core.Filter.from_parquet(_byte_buffer(data), *options)
         return cls._wrap(core)
 
 
@@ -549,7 +575,7 @@ class WindowedFilter(_WindowState):
         self._core = _core.WindowedFilter(
             clock, _count(window, "window"), _count(generations, "generations"),
             _count(lateness, "lateness"), shape, _count(num_blocks, "num_blocks"), hash,
-            _count(seed, "seed"), index, backend, implementation, threads,
+            _count(seed, "seed"), index, *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -569,7 +595,7 @@ class WindowedFilter(_WindowState):
         or under ``fpr`` when full."""
         core = _core.WindowedFilter.for_records(
             _count(window_records, "window_records"), float(fpr),
-            _count(generations, "generations"), backend, implementation, threads,
+            _count(generations, "generations"), *_options(backend, implementation, threads),
         )
         return cls._wrap(core)
 
@@ -591,8 +617,8 @@ class WindowedFilter(_WindowState):
         the largest time seen by up to ``lateness``."""
         core = _core.WindowedFilter.for_event_time(
             float(records_per_unit), _count(window, "window"), float(fpr),
-            _count(generations, "generations"), _count(lateness, "lateness"), backend,
-            implementation, threads,
+            _count(generations, "generations"), _count(lateness, "lateness"),
+            *_options(backend, implementation, threads),
         )
         return cls._wrap(core)
 
@@ -627,12 +653,12 @@ class WindowedFilter(_WindowState):
     ) -> "WindowedFilter":
         """Reads and fully verifies a window file."""
         return cls._wrap(
-            *_core.WindowedFilter.load(os.fspath(path), backend, implementation, threads)
+            *_core.WindowedFilter.load(os.fspath(path), *_options(backend, implementation, threads))
         )
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return _core.window_to_file_bytes(self._core, self.keys_inserted, bytes(self.metadata))
+        return _core.window_to_file_bytes(self._core, self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -640,7 +666,8 @@ class WindowedFilter(_WindowState):
     ) -> "WindowedFilter":
         """A window from the bytes of a window file (any buffer)."""
         image = _byte_buffer(data)
-        return cls._wrap(*_core.window_from_file_bytes(image, backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.window_from_file_bytes(image, *options))
 
     def __reduce__(self) -> tuple:
         # Through the file format, clock and all: a pickled window answers identically anywhere.
@@ -650,7 +677,7 @@ class WindowedFilter(_WindowState):
         """Saves a checkpoint into ``directory`` (created if missing): the window,
         ``keys_inserted`` and ``metadata`` (e.g. a source offset) in one atomically written
         file, so they always belong to the same moment."""
-        self._core.save_checkpoint(os.fspath(directory), self.keys_inserted, bytes(self.metadata))
+        self._core.save_checkpoint(os.fspath(directory), self.keys_inserted, self.metadata)
 
     @classmethod
     def load_checkpoint(
@@ -669,7 +696,8 @@ class WindowedFilter(_WindowState):
         # The library looks for its checkpoint file inside: below a file, that reads as "none".
         if os.path.exists(path) and not os.path.isdir(path):
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
-        found = _core.WindowedFilter.load_checkpoint(path, backend, implementation, threads)
+        options = _options(backend, implementation, threads)
+        found = _core.WindowedFilter.load_checkpoint(path, *options)
         return None if found is None else cls._wrap(*found)
 
 
@@ -811,8 +839,8 @@ class FilterShard(_BulkCalls, _ShardPlace):
         threads: int = 0,
     ) -> None:
         self._core = _core.FilterShard(
-            *_layout_args(layout), _count(index, "index"), _shard_count(num_shards), backend,
-            implementation, threads,
+            *_layout_args(layout), _count(index, "index"), _shard_count(num_shards),
+            *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -856,14 +884,16 @@ class FilterShard(_BulkCalls, _ShardPlace):
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "FilterShard":
         """Reads and fully verifies a shard file (``FormatError`` if it is damaged)."""
-        return cls._wrap(*_core.FilterShard.load(os.fspath(path), backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.FilterShard.load(os.fspath(path), *options))
 
     @classmethod
     def map(
         cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
     ) -> "FilterShard":
         """Maps a shard file without copying it, as ``Filter.map`` does."""
-        return cls._wrap(*_core.FilterShard.map(os.fspath(path), verify, implementation, threads))
+        options = _map_options(verify, implementation, threads)
+        return cls._wrap(*_core.FilterShard.map(os.fspath(path), *options))
 
     @classmethod
     def _from_bits(
@@ -880,7 +910,7 @@ class FilterShard(_BulkCalls, _ShardPlace):
         return (
             FilterShard._from_bits,
             (tuple(self.layout), self.index, self.num_shards, self.bits(), self.keys_inserted,
-             bytes(self.metadata)),
+             self.metadata),
         )
 
 
@@ -911,7 +941,7 @@ class WindowShard(_WindowState, _ShardPlace):
         self._core = _core.WindowShard(
             config.clock, config.window, config.generations, config.lateness,
             *_layout_args(config.generation), _count(index, "index"), _shard_count(num_shards),
-            backend, implementation, threads,
+            *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -943,11 +973,12 @@ class WindowShard(_WindowState, _ShardPlace):
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "WindowShard":
         """Reads and fully verifies a window shard file (a whole window's is shard 0 of 1)."""
-        return cls._wrap(*_core.WindowShard.load(os.fspath(path), backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.WindowShard.load(os.fspath(path), *options))
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, bytes(self.metadata))
+        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -955,7 +986,8 @@ class WindowShard(_WindowState, _ShardPlace):
     ) -> "WindowShard":
         """A window shard from the bytes of its file (any buffer)."""
         image = _byte_buffer(data)
-        return cls._wrap(*_core.WindowShard.from_file_bytes(image, backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.WindowShard.from_file_bytes(image, *options))
 
     def __reduce__(self) -> tuple:
         return (WindowShard.from_bytes, (self.to_bytes(),))
@@ -1010,16 +1042,39 @@ def reshard(shards: Iterable[Any], num_shards: int) -> Shards:
     return [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
 
 
-def _count(value: Any, name: str) -> int:
+def _count(value: Any, name: str, bits: int = 64) -> int:
+    """`value` as an int in [0, 2**bits)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float)):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"{name} must be a whole number, not {value}")
         value = int(value)
-    if not 0 <= int(value) <= _keys.MASK64:
-        raise ValueError(f"{name} must be in [0, 2**64), not {value}")
+    if not 0 <= int(value) < 1 << bits:
+        raise ValueError(f"{name} must be in [0, 2**{bits}), not {value}")
     return int(value)
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _options(backend: Any, implementation: Any, threads: Any) -> tuple[str, str, int]:
+    """The backend, implementation and threads keywords, checked here: the core would only say
+    that its arguments are incompatible."""
+    return (
+        _text(backend, "backend"), _text(implementation, "implementation"),
+        _count(threads, "threads", bits=32),
+    )
+
+
+def _map_options(verify: Any, implementation: Any, threads: Any) -> tuple[bool, str, int]:
+    """The keywords of a map() call, checked as _options() checks them."""
+    if not isinstance(verify, (bool, np.bool_)):
+        raise TypeError(f"verify must be a bool, not {type(verify).__name__}")
+    return (bool(verify), *_options("cpu", implementation, threads)[1:])
 
 
 def _same_kind(other: Any, operation: str) -> Any:
