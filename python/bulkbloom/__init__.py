@@ -21,7 +21,8 @@ Shards
     ``shard_of(layout, keys, S)`` routes each key to its shard, a ``FilterShard`` (or, of a
     sliding window, a ``WindowShard``) answers for the keys it owns, and ``split``, ``concat`` and
     ``reshard`` copy bytes between one filter or window and S shards. The shards' bytes, concatenated, are byte for byte the one filter built from the same
-    keys, so every answer is the same. ``bulkbloom.spark`` builds on them.
+    keys, so every answer is the same (``split`` says where ``keys_inserted`` and ``metadata``
+    go). ``bulkbloom.spark`` builds on them.
 
 Threads
     Bulk calls release the GIL and are cut into chunks of ``chunk_keys`` keys; a call on a filter
@@ -998,21 +999,40 @@ Shards = Union[list[FilterShard], list[WindowShard]]
 
 def split(filter: Union[Filter, WindowedFilter], num_shards: int) -> Shards:
     """A filter cut into ``num_shards`` FilterShards, or a window into WindowShards, each a
-    copy of its blocks (and a window's clock): byte-exact."""
+    copy of its blocks (and a window's clock): byte-exact. Every shard gets the filter's
+    ``metadata``; shard 0 its ``keys_inserted`` and the others 0, so that the shards' counts add
+    up to it as the counts of shards that each count the keys they took do (``concat`` adds
+    them)."""
     count = _shard_count(num_shards)
     if isinstance(filter, Filter):
-        return [FilterShard._wrap(core) for core in _core.split(filter._core, count)]
-    if isinstance(filter, WindowedFilter):
+        shards: list = [FilterShard._wrap(core) for core in _core.split(filter._core, count)]
+    elif isinstance(filter, WindowedFilter):
         cores = _core.split_window(filter._core, count, "auto", "", 0)
-        return [WindowShard._wrap(core) for core in cores]
-    raise TypeError(
-        f"split needs a bulkbloom.Filter or WindowedFilter, not {type(filter).__name__}"
-    )
+        shards = [WindowShard._wrap(core) for core in cores]
+    else:
+        raise TypeError(
+            f"split needs a bulkbloom.Filter or WindowedFilter, not {type(filter).__name__}"
+        )
+    _hand_out(shards, filter.keys_inserted, filter.metadata)
+    return shards
 
 
-def _shard_cores(shards: Iterable[Any], operation: str) -> tuple[bool, list]:
+def _hand_out(shards: list, keys_inserted: int, metadata: bytes) -> None:
+    """Gives the shards of a whole its keys_inserted and metadata, as split() says."""
+    for shard in shards:
+        shard.metadata = metadata
+    shards[0].keys_inserted = keys_inserted
+
+
+def _whole_state(shards: list) -> tuple[int, bytes]:
+    """The keys_inserted and metadata of the whole of `shards`, as concat() says."""
+    kinds_of_metadata = {shard.metadata for shard in shards}
+    metadata = kinds_of_metadata.pop() if len(kinds_of_metadata) == 1 else b""
+    return sum(shard.keys_inserted for shard in shards), metadata
+
+
+def _shard_cores(shards: list, operation: str) -> tuple[bool, list]:
     """(whether they are window shards, their cores); all of one kind."""
-    shards = list(shards)
     kinds = set(map(type, shards))
     if not (kinds <= {FilterShard} or kinds <= {WindowShard}):
         names = ", ".join(sorted(k.__name__ for k in kinds))
@@ -1026,20 +1046,31 @@ def _shard_cores(shards: Iterable[Any], operation: str) -> tuple[bool, list]:
 def concat(shards: Iterable[Any]) -> Union[Filter, WindowedFilter]:
     """The whole filter (or window) from all its shards, given in any order: byte for byte the
     one they were cut from. ``ValueError`` unless they are exactly shards 0..S-1 of one layout
-    (or window configuration and clock) and S."""
+    (or window configuration and clock) and S. Its ``keys_inserted`` is the sum of the shards',
+    its ``metadata`` theirs if all hold the same bytes, else empty (a whole has one; per-shard
+    bytes, such as each shard's source offset, have no single value): ``concat(split(f, S))``
+    has ``f``'s."""
+    shards = list(shards)
     windows, cores = _shard_cores(shards, "concat")
     if windows:
-        return WindowedFilter._wrap(_core.concat_window(cores))
-    return Filter._wrap(_core.concat(cores))
+        return WindowedFilter._wrap(_core.concat_window(cores), *_whole_state(shards))
+    return Filter._wrap(_core.concat(cores), *_whole_state(shards))
 
 
 def reshard(shards: Iterable[Any], num_shards: int) -> Shards:
     """The same filter (or window) cut into ``num_shards`` shards instead: a copy of bytes, no
-    key is rehashed and no answer changes. ``shards`` as for ``concat``."""
+    key is rehashed and no answer changes. ``shards`` as for ``concat``; ``keys_inserted`` and
+    ``metadata`` are ``split(concat(shards), num_shards)``'s."""
+    shards = list(shards)
     windows, cores = _shard_cores(shards, "reshard")
     if windows:
-        return [WindowShard._wrap(c) for c in _core.reshard_window(cores, _shard_count(num_shards))]
-    return [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
+        result: list = [
+            WindowShard._wrap(c) for c in _core.reshard_window(cores, _shard_count(num_shards))
+        ]
+    else:
+        result = [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
+    _hand_out(result, *_whole_state(shards))
+    return result
 
 
 def _count(value: Any, name: str, bits: int = 64) -> int:

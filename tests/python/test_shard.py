@@ -182,6 +182,29 @@ def test_reading_a_shard_as_a_whole_names_the_python_readers(tmp_path):
         bulkbloom.WindowedFilter.load(tmp_path / "s.bbw")
 
 
+def test_split_concat_and_reshard_carry_keys_inserted_and_metadata():
+    whole = bulkbloom.Filter.from_layout("sb256", 100)
+    window = bulkbloom.WindowedFilter.for_records(1000)
+    for one in (whole, window):
+        one.keys_inserted, one.metadata = 42, b"offset 7"
+        shards = bulkbloom.split(one, 3)
+        assert [(s.keys_inserted, s.metadata) for s in shards] == [(42, b"offset 7"),
+                                                                   (0, b"offset 7"),
+                                                                   (0, b"offset 7")]
+        again = bulkbloom.concat(shards[::-1])
+        assert (again.keys_inserted, again.metadata) == (42, b"offset 7")
+        assert again.to_bytes() == one.to_bytes()
+        recut = bulkbloom.reshard(shards, 2)
+        assert [(s.keys_inserted, s.metadata) for s in recut] == [(42, b"offset 7"),
+                                                                  (0, b"offset 7")]
+        # Shards that each counted their own keys and kept their own offsets: the counts add up,
+        # and no one offset stands for all.
+        for i, shard in enumerate(shards):
+            shard.keys_inserted, shard.metadata = 10 * i, b"offset %d" % i
+        joined = bulkbloom.concat(shards)
+        assert (joined.keys_inserted, joined.metadata) == (30, b"")
+
+
 def test_concat_needs_every_shard_once():
     whole = bulkbloom.Filter.from_layout("sb256", 100)
     shards = bulkbloom.split(whole, 4)
