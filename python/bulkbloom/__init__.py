@@ -11,7 +11,9 @@ Keys
     integer array (``uint64`` and ``int64`` used in place; a negative ``int64`` key is its
     two's-complement 64-bit pattern, so ``-1`` and ``2**64 - 1`` are one key), any object with
     the buffer protocol or ``__dlpack__`` (host memory), a pyarrow integer, string or binary array
-    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list.
+    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list
+    or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
+    iterable.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
     filter built here has the bits of the one ``bulkbloom build`` makes of the same keys.

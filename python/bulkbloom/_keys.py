@@ -68,6 +68,12 @@ def key_pieces(keys: Any) -> List[Piece]:
     except TypeError:
         view = None
     array = np.asarray(view if view is not None else keys)
+    if array.ndim == 0 and hasattr(keys, "__iter__"):
+        # A set, dict, generator, ...: numpy would take it for one object.
+        raise TypeError(
+            f"a bulk call takes a sequence of keys (array, list, Arrow array), not a "
+            f"{type(keys).__name__}: pass list(keys), or update() to insert any iterable"
+        )
     if array.ndim == 0:
         raise TypeError(
             "keys must be a batch (array, list, Arrow array), not a single "
@@ -82,21 +88,33 @@ def _sequence_piece(keys: Union[list, tuple]) -> Piece:
     kinds = set(map(type, keys))
     if not kinds:
         return U64Piece(np.zeros(0, dtype=np.uint64))
-    if kinds <= {str}:
-        return _joined_bytes(list(map(str.encode, keys)))
-    if kinds <= {bytes}:
-        return _joined_bytes(keys)
-    if all(issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds):
+    # Subclasses too: numpy's str_ and bytes_ are str and bytes.
+    if all(issubclass(k, str) for k in kinds):
+        return _joined_bytes([str.encode(k, "utf-8") for k in keys])
+    if all(issubclass(k, (bytes, bytearray)) for k in kinds):
+        return _joined_bytes(list(keys))
+    if _all_ints(kinds):
         try:
             return _numpy_piece(np.asarray(keys))
         except (OverflowError, TypeError):
-            # Beyond int64 and below 0 in one list: each int's 64-bit pattern.
-            return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
+            return _int_patterns(keys)
     names = ", ".join(sorted(k.__name__ for k in kinds))
     raise TypeError(f"keys must all be int, or all str, or all bytes; got {names}")
 
 
-def _joined_bytes(keys: List[bytes]) -> BytesPiece:
+def _all_ints(kinds: set) -> bool:
+    return all(
+        issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds
+    )
+
+
+def _int_patterns(keys: Any) -> U64Piece:
+    """Each int's 64-bit pattern, one by one: for ints numpy or Arrow cannot hold in one integer
+    type (beyond int64 beside negative ones)."""
+    return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
+
+
+def _joined_bytes(keys: List[Any]) -> BytesPiece:
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=offsets[1:])
     return BytesPiece(offsets, np.frombuffer(b"".join(keys), dtype=np.uint8))
@@ -157,6 +175,9 @@ def _object_piece(array: np.ndarray) -> Piece:
     try:
         converted = pa.array(array)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
+        # Arrow reads Python ints as int64.
+        if _all_ints(set(map(type, array))):
+            return _int_patterns(array)
         raise TypeError(f"keys must all be int, str or bytes: {error}") from None
     return _arrow_piece(pa, converted)
 

@@ -37,6 +37,9 @@ def f():
         ([True, 1], TypeError, "bool"),
         ([[1, 2], [3, 4]], TypeError, "list"),
         (object(), TypeError, "single object"),
+        ({1, 2}, TypeError, "a sequence of keys .* not a set: pass list"),
+        ((k for k in (1, 2)), TypeError, "not a generator: pass list"),
+        ({1: 2}, TypeError, "not a dict"),
     ],
 )
 def test_bad_batches_raise_and_change_nothing(f, batch, error, message):
