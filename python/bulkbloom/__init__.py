@@ -11,7 +11,9 @@ Keys
     integer array (``uint64`` and ``int64`` used in place; a negative ``int64`` key is its
     two's-complement 64-bit pattern, so ``-1`` and ``2**64 - 1`` are one key), any object with
     the buffer protocol or ``__dlpack__`` (host memory), a pyarrow integer, string or binary array
-    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list.
+    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list
+    or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
+    iterable.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
     filter built here has the bits of the one ``bulkbloom build`` makes of the same keys.
@@ -21,7 +23,8 @@ Shards
     ``shard_of(layout, keys, S)`` routes each key to its shard, a ``FilterShard`` (or, of a
     sliding window, a ``WindowShard``) answers for the keys it owns, and ``split``, ``concat`` and
     ``reshard`` copy bytes between one filter or window and S shards. The shards' bytes, concatenated, are byte for byte the one filter built from the same
-    keys, so every answer is the same. ``bulkbloom.spark`` builds on them.
+    keys, so every answer is the same (``split`` says where ``keys_inserted`` and ``metadata``
+    go). ``bulkbloom.spark`` builds on them.
 
 Threads
     Bulk calls release the GIL and are cut into chunks of ``chunk_keys`` keys; a call on a filter
@@ -38,6 +41,7 @@ Errors
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 from typing import Any, Iterable, NamedTuple, Optional, Union
@@ -185,11 +189,33 @@ class _Saved:
     """What filters and windows share: the C++ object, and the caller's ``keys_inserted`` counter
     and ``metadata`` bytes that files store beside the bits."""
 
-    __slots__ = ("_core", "keys_inserted", "metadata", "__weakref__")
+    __slots__ = ("_core", "_keys_inserted", "_metadata", "__weakref__")
 
     _core: Any
-    keys_inserted: int
-    metadata: bytes
+
+    # Both are checked when set, not first at save(), where the mistake would be far from its cause.
+    @property
+    def keys_inserted(self) -> int:
+        """The caller's key counter that files store beside the bits, in [0, 2**64)."""
+        return self._keys_inserted
+
+    @keys_inserted.setter
+    def keys_inserted(self, value: int) -> None:
+        self._keys_inserted = _count(value, "keys_inserted")
+
+    @property
+    def metadata(self) -> bytes:
+        """The caller's bytes that files store beside the bits (any bytes-like value is copied)."""
+        return self._metadata
+
+    @metadata.setter
+    def metadata(self, value: Any) -> None:
+        if isinstance(value, str):
+            raise TypeError("metadata must be bytes, not str: encode it")
+        try:
+            self._metadata = bytes(memoryview(value))
+        except TypeError:
+            raise TypeError(f"metadata must be bytes, not {type(value).__name__}") from None
 
     @classmethod
     def _wrap(cls, core: Any, keys_inserted: int = 0, metadata: bytes = b"") -> Any:
@@ -207,7 +233,7 @@ class _Saved:
     def save(self, path: PathLike) -> None:
         """Writes it (with ``keys_inserted`` and ``metadata``) to ``path`` in the project's file
         format, atomically: a crash leaves the old file or the new one."""
-        self._core.save(os.fspath(path), self.keys_inserted, bytes(self.metadata))
+        self._core.save(os.fspath(path), self.keys_inserted, self.metadata)
 
 
 class _BulkCalls(_Saved):
@@ -215,9 +241,13 @@ class _BulkCalls(_Saved):
 
     __slots__ = ()
 
+    def _pieces_to_write(self, keys: Keys) -> list:
+        """The pieces of a batch that insert or insert_if_absent is given."""
+        return _keys.key_pieces(keys)
+
     def insert(self, keys: Keys) -> None:
         """Inserts every key of a batch."""
-        _run_pieces(_keys.key_pieces(keys), None, self._core.insert, self._core.insert_bytes)
+        _run_pieces(self._pieces_to_write(keys), None, self._core.insert, self._core.insert_bytes)
 
     def contains(self, keys: Keys) -> np.ndarray:
         """A bool array: True where the key may be present (never False for an inserted key)."""
@@ -231,7 +261,7 @@ class _BulkCalls(_Saved):
         absent before (counting earlier keys of the batch), exactly as the loop
         ``new = key not in f; f.add(key)`` would. A repeated key is reported new at most once.
         ``keys[f.insert_if_absent(keys)]`` is the batch without its repeats."""
-        pieces = _keys.key_pieces(keys)
+        pieces = self._pieces_to_write(keys)
         out = _flags(sum(map(_keys.piece_length, pieces)))
         _run_pieces(
             pieces, out, self._core.insert_if_absent, self._core.insert_if_absent_bytes
@@ -270,7 +300,7 @@ class Filter(_BulkCalls):
         threads: int = 0,
     ) -> None:
         self._core = _core.Filter.for_capacity(
-            _count(capacity, "capacity"), float(fpr), backend, implementation, threads
+            _count(capacity, "capacity"), float(fpr), *_options(backend, implementation, threads)
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -293,8 +323,8 @@ class Filter(_BulkCalls):
         ``"identity"`` (keys that are already uniform 64-bit hashes); ``index`` is ``"high32"``
         (Parquet's block index) or ``"full64"`` (even block loads beyond ~10^8 blocks)."""
         core = _core.Filter(
-            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), index, backend,
-            implementation, threads,
+            shape, _count(num_blocks, "num_blocks"), hash, _count(seed, "seed"), index,
+            *_options(backend, implementation, threads),
         )
         return cls._wrap(core)
 
@@ -404,7 +434,8 @@ class Filter(_BulkCalls):
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "Filter":
         """Reads and fully verifies a filter file (``FormatError`` if it is damaged)."""
-        return cls._wrap(*_core.Filter.load(os.fspath(path), backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.Filter.load(os.fspath(path), *options))
 
     @classmethod
     def map(
@@ -413,11 +444,12 @@ class Filter(_BulkCalls):
         """Maps a filter file into memory without copying it (pages are read on first touch).
         Inserts change only this process's copy of the touched pages, never the file.
         ``verify=False`` skips reading every page for the checksum."""
-        return cls._wrap(*_core.Filter.map(os.fspath(path), verify, implementation, threads))
+        options = _map_options(verify, implementation, threads)
+        return cls._wrap(*_core.Filter.map(os.fspath(path), *options))
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return self._core.serialize(self.keys_inserted, bytes(self.metadata))
+        return self._core.serialize(self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -425,7 +457,8 @@ class Filter(_BulkCalls):
     ) -> "Filter":
         """A filter from the bytes of a filter file (any buffer: bytes, memoryview, numpy)."""
         image = _byte_buffer(data)
-        return cls._wrap(*_core.Filter.deserialize(image, backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.Filter.deserialize(image, *options))
 
     def __reduce__(self) -> tuple:
         # Through the file format: a pickled filter answers identically in any process.
@@ -441,7 +474,8 @@ class Filter(_BulkCalls):
         cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "Filter":
         """A filter from a Parquet split-block Bloom filter (header followed by the bitset)."""
-        core = _core.Filter.from_parquet(_byte_buffer(data), backend, implementation, threads)
+        options = _options(backend, implementation, threads)
+        core = _core.Filter.from_parquet(_byte_buffer(data), *options)
         return cls._wrap(core)
 
 
@@ -481,22 +515,23 @@ class _WindowState(_Saved):
         _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
         return out
 
-    def advance_to(self, time: int) -> None:
+    def advance_to(self, time: Any) -> None:
         """Event-time clock: moves the clock to ``time`` with no record (an idle source's
-        progress), rotating as due. Earlier times change nothing. (A window shard on the records
-        clock takes the whole window's record count.)"""
-        self._core.advance_to(int(time))
+        progress), rotating as due; ``time`` is read as ``insert_if_absent`` reads each record's
+        (an integer, or a datetime64 taken in seconds). Earlier times change nothing. (A window
+        shard on the records clock takes the whole window's record count.)"""
+        self._core.advance_to(_keys.event_time(time))
 
     def current_fpr(self) -> float:
         """The false-positive rate as it is now (of a shard: of its blocks)."""
         return self._core.current_fpr()
 
 
-def _timed_dedup(core: Any, keys: Keys, times: Any) -> np.ndarray:
-    """insert_if_absent of a window or window shard, piece by piece, with each record's time."""
-    pieces = _keys.key_pieces(keys)
+def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
+    """insert_if_absent of a window or window shard, piece by piece, with each record's time
+    (`times`, the argument `name`)."""
     count = sum(map(_keys.piece_length, pieces))
-    all_times = _keys.event_times(times, count)
+    all_times = _keys.event_times(times, count, name)
     out = _flags(count)
     start = 0
     for piece in pieces:
@@ -543,7 +578,7 @@ class WindowedFilter(_WindowState):
         self._core = _core.WindowedFilter(
             clock, _count(window, "window"), _count(generations, "generations"),
             _count(lateness, "lateness"), shape, _count(num_blocks, "num_blocks"), hash,
-            _count(seed, "seed"), index, backend, implementation, threads,
+            _count(seed, "seed"), index, *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -563,7 +598,7 @@ class WindowedFilter(_WindowState):
         or under ``fpr`` when full."""
         core = _core.WindowedFilter.for_records(
             _count(window_records, "window_records"), float(fpr),
-            _count(generations, "generations"), backend, implementation, threads,
+            _count(generations, "generations"), *_options(backend, implementation, threads),
         )
         return cls._wrap(core)
 
@@ -585,8 +620,8 @@ class WindowedFilter(_WindowState):
         the largest time seen by up to ``lateness``."""
         core = _core.WindowedFilter.for_event_time(
             float(records_per_unit), _count(window, "window"), float(fpr),
-            _count(generations, "generations"), _count(lateness, "lateness"), backend,
-            implementation, threads,
+            _count(generations, "generations"), _count(lateness, "lateness"),
+            *_options(backend, implementation, threads),
         )
         return cls._wrap(core)
 
@@ -596,8 +631,9 @@ class WindowedFilter(_WindowState):
     def insert_if_absent(self, keys: Keys, times: Any = None) -> np.ndarray:
         """Dedups a batch in order: True where no generation held the key. Every key is inserted
         into the newest generation. ``times`` (event-time windows only, required there) gives each
-        record's time: integers, or datetime64 (taken in seconds)."""
-        return _timed_dedup(self._core, keys, times)
+        record's time: integers, or datetime64 (taken in seconds); ``ValueError`` names a null,
+        NaT or integer outside int64 (the clock's range)."""
+        return _timed_dedup(self._core, _keys.key_pieces(keys), times, "times")
 
     def __contains__(self, key: Union[int, str, bytes]) -> bool:
         value = _keys.scalar_key(key)
@@ -620,12 +656,12 @@ class WindowedFilter(_WindowState):
     ) -> "WindowedFilter":
         """Reads and fully verifies a window file."""
         return cls._wrap(
-            *_core.WindowedFilter.load(os.fspath(path), backend, implementation, threads)
+            *_core.WindowedFilter.load(os.fspath(path), *_options(backend, implementation, threads))
         )
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return _core.window_to_file_bytes(self._core, self.keys_inserted, bytes(self.metadata))
+        return _core.window_to_file_bytes(self._core, self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -633,7 +669,8 @@ class WindowedFilter(_WindowState):
     ) -> "WindowedFilter":
         """A window from the bytes of a window file (any buffer)."""
         image = _byte_buffer(data)
-        return cls._wrap(*_core.window_from_file_bytes(image, backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.window_from_file_bytes(image, *options))
 
     def __reduce__(self) -> tuple:
         # Through the file format, clock and all: a pickled window answers identically anywhere.
@@ -643,7 +680,7 @@ class WindowedFilter(_WindowState):
         """Saves a checkpoint into ``directory`` (created if missing): the window,
         ``keys_inserted`` and ``metadata`` (e.g. a source offset) in one atomically written
         file, so they always belong to the same moment."""
-        self._core.save_checkpoint(os.fspath(directory), self.keys_inserted, bytes(self.metadata))
+        self._core.save_checkpoint(os.fspath(directory), self.keys_inserted, self.metadata)
 
     @classmethod
     def load_checkpoint(
@@ -654,12 +691,16 @@ class WindowedFilter(_WindowState):
         implementation: str = "",
         threads: int = 0,
     ) -> Optional["WindowedFilter"]:
-        """The latest checkpoint in ``directory``, or None if none was ever completed there;
-        resuming from it and replaying the records after it gives the answers an uninterrupted
-        run would have given."""
-        found = _core.WindowedFilter.load_checkpoint(
-            os.fspath(directory), backend, implementation, threads
-        )
+        """The latest checkpoint in ``directory``, or None if none was ever completed there (or
+        ``directory`` does not exist); resuming from it and replaying the records after it gives
+        the answers an uninterrupted run would have given. ``NotADirectoryError`` if
+        ``directory`` is a file."""
+        path = os.fspath(directory)
+        # The library looks for its checkpoint file inside: below a file, that reads as "none".
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+        options = _options(backend, implementation, threads)
+        found = _core.WindowedFilter.load_checkpoint(path, *options)
         return None if found is None else cls._wrap(*found)
 
 
@@ -692,18 +733,20 @@ def shard_of(layout: LayoutLike, keys: Keys, num_shards: int) -> np.ndarray:
     ``((block + 1) * num_shards - 1) // num_blocks`` of the key's block (docs/DESIGN.md §9), so
     an engine without this package can compute it too. ``ValueError`` unless
     ``1 <= num_shards <= num_blocks``."""
-    args = _layout_args(layout)
-    count = _shard_count(num_shards)
-    pieces = _keys.key_pieces(keys)
+    return _owners(_layout_args(layout), _keys.key_pieces(keys), _shard_count(num_shards))
+
+
+def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
+    """shard_of for the pieces of a batch."""
     out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
     start = 0
     for piece in pieces:
         length = _keys.piece_length(piece)
         part = out[start : start + length]
         if isinstance(piece, _keys.U64Piece):
-            _core.shard_of(*args, piece.keys, count, part)
+            _core.shard_of(*layout_args, piece.keys, num_shards, part)
         else:
-            _core.shard_of_bytes(*args, piece.offsets, piece.data, count, part)
+            _core.shard_of_bytes(*layout_args, piece.offsets, piece.data, num_shards, part)
         start += length
     return out
 
@@ -729,6 +772,49 @@ class _ShardPlace:
         """The blocks ``[begin, end)`` of the whole layout (of each generation, for a window) this
         shard holds."""
         return self._core.blocks
+
+    def _check_owned(self, layout: Layout, pieces: list) -> None:
+        """Raises ValueError, naming the key as the library does, if a key of `pieces` belongs to
+        another shard. The library checks each core call before applying it, but a batch of
+        several pieces, or of more than ``chunk_keys`` keys, is applied in several calls: checked
+        only there, a foreign key in a later call would leave the earlier calls applied and be
+        reported at its position in its own call."""
+        if len(pieces) == 1 and _keys.piece_length(pieces[0]) <= chunk_keys:
+            return
+        owners = _owners(_layout_args(layout), pieces, self.num_shards)
+        foreign = np.flatnonzero(owners != self.index)
+        if len(foreign) == 0:
+            return
+        position = int(foreign[0])
+        owner = int(owners[position])
+        # The owner's blocks by DESIGN §9's formula (shard_blocks in C++).
+        owner_blocks = _blocks_text(
+            owner * layout.num_blocks // self.num_shards,
+            (owner + 1) * layout.num_blocks // self.num_shards,
+        )
+        raise ValueError(
+            f"{_describe_key(pieces, position)} belongs to shard {owner} of {self.num_shards} "
+            f"(blocks {owner_blocks}), not to shard {self.index} (blocks "
+            f"{_blocks_text(*self.blocks)}) of {layout.description}; route keys with shard_of()"
+        )
+
+
+def _describe_key(pieces: list, position: int) -> str:
+    """The key at `position` of a batch, named as the library's messages name it."""
+    at = position
+    for piece in pieces:
+        length = _keys.piece_length(piece)
+        if at < length:
+            break
+        at -= length
+    if isinstance(piece, _keys.U64Piece):
+        return f"key {int(piece.keys[at])} at position {position}"
+    size = int(piece.offsets[at + 1]) - int(piece.offsets[at])
+    return f"the byte key at position {position} ({size} bytes)"
+
+
+def _blocks_text(begin: int, end: int) -> str:
+    return f"[{begin}, {end})"
 
 
 class FilterShard(_BulkCalls, _ShardPlace):
@@ -756,8 +842,8 @@ class FilterShard(_BulkCalls, _ShardPlace):
         threads: int = 0,
     ) -> None:
         self._core = _core.FilterShard(
-            *_layout_args(layout), _count(index, "index"), _shard_count(num_shards), backend,
-            implementation, threads,
+            *_layout_args(layout), _count(index, "index"), _shard_count(num_shards),
+            *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -771,6 +857,11 @@ class FilterShard(_BulkCalls, _ShardPlace):
     def size_bytes(self) -> int:
         """Size of the shard's bits in bytes."""
         return self._core.size_bytes
+
+    def _pieces_to_write(self, keys: Keys) -> list:
+        pieces = _keys.key_pieces(keys)
+        self._check_owned(self.layout, pieces)
+        return pieces
 
     def __repr__(self) -> str:
         begin, end = self.blocks
@@ -796,14 +887,16 @@ class FilterShard(_BulkCalls, _ShardPlace):
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "FilterShard":
         """Reads and fully verifies a shard file (``FormatError`` if it is damaged)."""
-        return cls._wrap(*_core.FilterShard.load(os.fspath(path), backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.FilterShard.load(os.fspath(path), *options))
 
     @classmethod
     def map(
         cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
     ) -> "FilterShard":
         """Maps a shard file without copying it, as ``Filter.map`` does."""
-        return cls._wrap(*_core.FilterShard.map(os.fspath(path), verify, implementation, threads))
+        options = _map_options(verify, implementation, threads)
+        return cls._wrap(*_core.FilterShard.map(os.fspath(path), *options))
 
     @classmethod
     def _from_bits(
@@ -820,7 +913,7 @@ class FilterShard(_BulkCalls, _ShardPlace):
         return (
             FilterShard._from_bits,
             (tuple(self.layout), self.index, self.num_shards, self.bits(), self.keys_inserted,
-             bytes(self.metadata)),
+             self.metadata),
         )
 
 
@@ -851,7 +944,7 @@ class WindowShard(_WindowState, _ShardPlace):
         self._core = _core.WindowShard(
             config.clock, config.window, config.generations, config.lateness,
             *_layout_args(config.generation), _count(index, "index"), _shard_count(num_shards),
-            backend, implementation, threads,
+            *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
         self.metadata = b""
@@ -874,18 +967,21 @@ class WindowShard(_WindowState, _ShardPlace):
         or datetime64 taken in seconds)."""
         if clocks is None:
             raise TypeError("insert_if_absent needs the window's clock at each record")
-        return _timed_dedup(self._core, keys, clocks)
+        pieces = _keys.key_pieces(keys)
+        self._check_owned(self.config.generation, pieces)
+        return _timed_dedup(self._core, pieces, clocks, "clocks")
 
     @classmethod
     def load(
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
     ) -> "WindowShard":
         """Reads and fully verifies a window shard file (a whole window's is shard 0 of 1)."""
-        return cls._wrap(*_core.WindowShard.load(os.fspath(path), backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.WindowShard.load(os.fspath(path), *options))
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, bytes(self.metadata))
+        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -893,7 +989,8 @@ class WindowShard(_WindowState, _ShardPlace):
     ) -> "WindowShard":
         """A window shard from the bytes of its file (any buffer)."""
         image = _byte_buffer(data)
-        return cls._wrap(*_core.WindowShard.from_file_bytes(image, backend, implementation, threads))
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.WindowShard.from_file_bytes(image, *options))
 
     def __reduce__(self) -> tuple:
         return (WindowShard.from_bytes, (self.to_bytes(),))
@@ -904,21 +1001,40 @@ Shards = Union[list[FilterShard], list[WindowShard]]
 
 def split(filter: Union[Filter, WindowedFilter], num_shards: int) -> Shards:
     """A filter cut into ``num_shards`` FilterShards, or a window into WindowShards, each a
-    copy of its blocks (and a window's clock): byte-exact."""
+    copy of its blocks (and a window's clock): byte-exact. Every shard gets the filter's
+    ``metadata``; shard 0 its ``keys_inserted`` and the others 0, so that the shards' counts add
+    up to it as the counts of shards that each count the keys they took do (``concat`` adds
+    them)."""
     count = _shard_count(num_shards)
     if isinstance(filter, Filter):
-        return [FilterShard._wrap(core) for core in _core.split(filter._core, count)]
-    if isinstance(filter, WindowedFilter):
+        shards: list = [FilterShard._wrap(core) for core in _core.split(filter._core, count)]
+    elif isinstance(filter, WindowedFilter):
         cores = _core.split_window(filter._core, count, "auto", "", 0)
-        return [WindowShard._wrap(core) for core in cores]
-    raise TypeError(
-        f"split needs a bulkbloom.Filter or WindowedFilter, not {type(filter).__name__}"
-    )
+        shards = [WindowShard._wrap(core) for core in cores]
+    else:
+        raise TypeError(
+            f"split needs a bulkbloom.Filter or WindowedFilter, not {type(filter).__name__}"
+        )
+    _hand_out(shards, filter.keys_inserted, filter.metadata)
+    return shards
 
 
-def _shard_cores(shards: Iterable[Any], operation: str) -> tuple[bool, list]:
+def _hand_out(shards: list, keys_inserted: int, metadata: bytes) -> None:
+    """Gives the shards of a whole its keys_inserted and metadata, as split() says."""
+    for shard in shards:
+        shard.metadata = metadata
+    shards[0].keys_inserted = keys_inserted
+
+
+def _whole_state(shards: list) -> tuple[int, bytes]:
+    """The keys_inserted and metadata of the whole of `shards`, as concat() says."""
+    kinds_of_metadata = {shard.metadata for shard in shards}
+    metadata = kinds_of_metadata.pop() if len(kinds_of_metadata) == 1 else b""
+    return sum(shard.keys_inserted for shard in shards), metadata
+
+
+def _shard_cores(shards: list, operation: str) -> tuple[bool, list]:
     """(whether they are window shards, their cores); all of one kind."""
-    shards = list(shards)
     kinds = set(map(type, shards))
     if not (kinds <= {FilterShard} or kinds <= {WindowShard}):
         names = ", ".join(sorted(k.__name__ for k in kinds))
@@ -932,32 +1048,66 @@ def _shard_cores(shards: Iterable[Any], operation: str) -> tuple[bool, list]:
 def concat(shards: Iterable[Any]) -> Union[Filter, WindowedFilter]:
     """The whole filter (or window) from all its shards, given in any order: byte for byte the
     one they were cut from. ``ValueError`` unless they are exactly shards 0..S-1 of one layout
-    (or window configuration and clock) and S."""
+    (or window configuration and clock) and S. Its ``keys_inserted`` is the sum of the shards',
+    its ``metadata`` theirs if all hold the same bytes, else empty (a whole has one; per-shard
+    bytes, such as each shard's source offset, have no single value): ``concat(split(f, S))``
+    has ``f``'s."""
+    shards = list(shards)
     windows, cores = _shard_cores(shards, "concat")
     if windows:
-        return WindowedFilter._wrap(_core.concat_window(cores))
-    return Filter._wrap(_core.concat(cores))
+        return WindowedFilter._wrap(_core.concat_window(cores), *_whole_state(shards))
+    return Filter._wrap(_core.concat(cores), *_whole_state(shards))
 
 
 def reshard(shards: Iterable[Any], num_shards: int) -> Shards:
     """The same filter (or window) cut into ``num_shards`` shards instead: a copy of bytes, no
-    key is rehashed and no answer changes. ``shards`` as for ``concat``."""
+    key is rehashed and no answer changes. ``shards`` as for ``concat``; ``keys_inserted`` and
+    ``metadata`` are ``split(concat(shards), num_shards)``'s."""
+    shards = list(shards)
     windows, cores = _shard_cores(shards, "reshard")
     if windows:
-        return [WindowShard._wrap(c) for c in _core.reshard_window(cores, _shard_count(num_shards))]
-    return [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
+        result: list = [
+            WindowShard._wrap(c) for c in _core.reshard_window(cores, _shard_count(num_shards))
+        ]
+    else:
+        result = [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
+    _hand_out(result, *_whole_state(shards))
+    return result
 
 
-def _count(value: Any, name: str) -> int:
+def _count(value: Any, name: str, bits: int = 64) -> int:
+    """`value` as an int in [0, 2**bits)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float)):
         raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
     if isinstance(value, float):
         if not value.is_integer():
             raise ValueError(f"{name} must be a whole number, not {value}")
         value = int(value)
-    if not 0 <= int(value) <= _keys.MASK64:
-        raise ValueError(f"{name} must be in [0, 2**64), not {value}")
+    if not 0 <= int(value) < 1 << bits:
+        raise ValueError(f"{name} must be in [0, 2**{bits}), not {value}")
     return int(value)
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _options(backend: Any, implementation: Any, threads: Any) -> tuple[str, str, int]:
+    """The backend, implementation and threads keywords, checked here: the core would only say
+    that its arguments are incompatible."""
+    return (
+        _text(backend, "backend"), _text(implementation, "implementation"),
+        _count(threads, "threads", bits=32),
+    )
+
+
+def _map_options(verify: Any, implementation: Any, threads: Any) -> tuple[bool, str, int]:
+    """The keywords of a map() call, checked as _options() checks them."""
+    if not isinstance(verify, (bool, np.bool_)):
+        raise TypeError(f"verify must be a bool, not {type(verify).__name__}")
+    return (bool(verify), *_options("cpu", implementation, threads)[1:])
 
 
 def _same_kind(other: Any, operation: str) -> Any:

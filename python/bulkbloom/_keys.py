@@ -15,6 +15,8 @@ from typing import Any, List, NamedTuple, Optional, Union
 import numpy as np
 
 MASK64 = (1 << 64) - 1
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
 
 
 class U64Piece(NamedTuple):
@@ -66,6 +68,12 @@ def key_pieces(keys: Any) -> List[Piece]:
     except TypeError:
         view = None
     array = np.asarray(view if view is not None else keys)
+    if array.ndim == 0 and hasattr(keys, "__iter__"):
+        # A set, dict, generator, ...: numpy would take it for one object.
+        raise TypeError(
+            f"a bulk call takes a sequence of keys (array, list, Arrow array), not a "
+            f"{type(keys).__name__}: pass list(keys), or update() to insert any iterable"
+        )
     if array.ndim == 0:
         raise TypeError(
             "keys must be a batch (array, list, Arrow array), not a single "
@@ -80,21 +88,33 @@ def _sequence_piece(keys: Union[list, tuple]) -> Piece:
     kinds = set(map(type, keys))
     if not kinds:
         return U64Piece(np.zeros(0, dtype=np.uint64))
-    if kinds <= {str}:
-        return _joined_bytes(list(map(str.encode, keys)))
-    if kinds <= {bytes}:
-        return _joined_bytes(keys)
-    if all(issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds):
+    # Subclasses too: numpy's str_ and bytes_ are str and bytes.
+    if all(issubclass(k, str) for k in kinds):
+        return _joined_bytes([str.encode(k, "utf-8") for k in keys])
+    if all(issubclass(k, (bytes, bytearray)) for k in kinds):
+        return _joined_bytes(list(keys))
+    if _all_ints(kinds):
         try:
             return _numpy_piece(np.asarray(keys))
         except (OverflowError, TypeError):
-            # Beyond int64 and below 0 in one list: each int's 64-bit pattern.
-            return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
+            return _int_patterns(keys)
     names = ", ".join(sorted(k.__name__ for k in kinds))
     raise TypeError(f"keys must all be int, or all str, or all bytes; got {names}")
 
 
-def _joined_bytes(keys: List[bytes]) -> BytesPiece:
+def _all_ints(kinds: set) -> bool:
+    return all(
+        issubclass(k, (int, np.integer)) and not issubclass(k, (bool, np.bool_)) for k in kinds
+    )
+
+
+def _int_patterns(keys: Any) -> U64Piece:
+    """Each int's 64-bit pattern, one by one: for ints numpy or Arrow cannot hold in one integer
+    type (beyond int64 beside negative ones)."""
+    return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
+
+
+def _joined_bytes(keys: List[Any]) -> BytesPiece:
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=offsets[1:])
     return BytesPiece(offsets, np.frombuffer(b"".join(keys), dtype=np.uint8))
@@ -155,6 +175,9 @@ def _object_piece(array: np.ndarray) -> Piece:
     try:
         converted = pa.array(array)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
+        # Arrow reads Python ints as int64.
+        if _all_ints(set(map(type, array))):
+            return _int_patterns(array)
         raise TypeError(f"keys must all be int, str or bytes: {error}") from None
     return _arrow_piece(pa, converted)
 
@@ -217,20 +240,66 @@ def bytes_piece(key: bytes) -> BytesPiece:
     )
 
 
-def event_times(times: Any, count: int) -> Optional[np.ndarray]:
-    """Event times as a contiguous int64 array of `count` values (datetime64 in seconds)."""
+def event_times(times: Any, count: int, name: str = "times") -> Optional[np.ndarray]:
+    """Event times (or a window shard's clocks), `name` in messages, as a contiguous int64 array of
+    `count` values."""
     if times is None:
         return None
     pa = _pyarrow()
     if pa is not None and isinstance(times, (pa.Array, pa.ChunkedArray)):
-        times = times.to_numpy()
-    array = np.asarray(times)
+        if times.null_count:
+            first = int(np.flatnonzero(np.asarray(times.is_null()))[0])
+            raise ValueError(f"{name}[{first}] is null: every record needs a time")
+    array = _times_array(times)
     if array.ndim != 1:
-        raise ValueError(f"times must be a 1-D array, not {array.ndim}-D")
-    if array.dtype.kind == "M":
-        array = array.astype("datetime64[s]").view(np.int64)
-    elif array.dtype.kind not in "iu":
-        raise TypeError(f"times must be integers or datetime64, not {array.dtype}")
+        raise ValueError(f"{name} must be a 1-D array, not {array.ndim}-D")
     if len(array) != count:
-        raise ValueError(f"{len(array)} times for {count} keys")
+        raise ValueError(f"{len(array)} {name} for {count} keys")
+    return _int64_times(array, name, lambda i: f"{name}[{i}]")
+
+
+def event_time(time: Any) -> int:
+    """One time, read as event_times() reads each of its values."""
+    if np.ndim(time) != 0:
+        raise TypeError(f"time must be one integer or datetime64, not an array of {np.shape(time)}")
+    return int(_int64_times(_times_array([time]), "time", lambda i: "time")[0])
+
+
+def _times_array(times: Any) -> np.ndarray:
+    if isinstance(times, (list, tuple)) and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in times
+    ):
+        # Python ints stay exact as objects; numpy would make floats of ints past 2**63 beside
+        # negative ones.
+        return np.array(times, dtype=object)
+    return np.asarray(times)
+
+
+def _int64_times(array: np.ndarray, name: str, where: Any) -> np.ndarray:
+    """A 1-D array of times as int64 (datetime64 in seconds), the window's clock type. An integer
+    outside int64 or a NaT would otherwise wrap around to another time: ValueError names the first,
+    `where(i)` its position."""
+    kind = array.dtype.kind
+    if kind == "O":
+        for i, value in enumerate(array):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(
+                    f"{name}: expected integers or datetime64, not {type(value).__name__}"
+                )
+            if not INT64_MIN <= value <= INT64_MAX:
+                raise ValueError(f"{where(i)} = {value} is outside int64, the clock's range")
+        return array.astype(np.int64)
+    if kind == "M":
+        missing = np.flatnonzero(np.isnat(array))
+        if len(missing):
+            raise ValueError(f"{where(missing[0])} is NaT: every record needs a time")
+        return np.ascontiguousarray(array.astype("datetime64[s]").view(np.int64))
+    if kind == "u":
+        past = np.flatnonzero(array > INT64_MAX)
+        if len(past):
+            raise ValueError(
+                f"{where(past[0])} = {int(array[past[0]])} is outside int64, the clock's range"
+            )
+    elif kind != "i":
+        raise TypeError(f"{name}: expected integers or datetime64, not {array.dtype}")
     return np.ascontiguousarray(array, dtype=np.int64)

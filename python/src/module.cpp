@@ -8,6 +8,9 @@
 #include <bulkbloom/format.hpp>
 
 #include <new>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "bindings.hpp"
 
@@ -116,12 +119,26 @@ std::span<const std::string_view> ByteKeys::chunk(std::size_t begin, std::size_t
 
 namespace {
 
+// The library's messages name its C++ readers of a shard's file (the command line shows them too);
+// a Python user reads one with the shard classes' methods.
+std::string with_python_names(std::string message) {
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"(load_shard, map_shard)", "(bulkbloom.FilterShard.load or .map)"},
+      {"load_window_shard()", "bulkbloom.WindowShard.load or .from_bytes"},
+  };
+  for (const auto& [cpp, python] : kNames) {
+    if (const auto at = message.find(cpp); at != std::string::npos)
+      message.replace(at, cpp.size(), python);
+  }
+  return message;
+}
+
 void translate_exception(const std::exception_ptr& p, void* payload) {
   auto* types = static_cast<PyObject**>(payload);
   try {
     std::rethrow_exception(p);
   } catch (const FormatError& e) {
-    PyErr_SetString(types[0], e.what());
+    PyErr_SetString(types[0], with_python_names(e.what()).c_str());
   } catch (const IoError& e) {
     PyErr_SetString(types[1], e.what());
   } catch (const BackendUnavailable& e) {

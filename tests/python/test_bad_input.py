@@ -37,6 +37,9 @@ def f():
         ([True, 1], TypeError, "bool"),
         ([[1, 2], [3, 4]], TypeError, "list"),
         (object(), TypeError, "single object"),
+        ({1, 2}, TypeError, "a sequence of keys .* not a set: pass list"),
+        ((k for k in (1, 2)), TypeError, "not a generator: pass list"),
+        ({1: 2}, TypeError, "not a dict"),
     ],
 )
 def test_bad_batches_raise_and_change_nothing(f, batch, error, message):
@@ -87,6 +90,31 @@ def test_bad_parameters():
         bulkbloom.WindowedFilter.for_records(100, 0.01, generations=1)
     with pytest.raises(ValueError, match="clock"):
         bulkbloom.WindowedFilter("days", 10, "sb512", 8)
+
+
+def test_bad_options_and_saved_state_are_named_when_given(tmp_path, f):
+    """Not nanobind's "incompatible function arguments", and not first at save()."""
+    calls = [
+        (lambda: bulkbloom.Filter(10, threads=-1), ValueError,
+         r"threads must be in \[0, 2\*\*32\)"),
+        (lambda: bulkbloom.Filter(10, threads=2**32), ValueError, "threads must be in"),
+        (lambda: bulkbloom.FilterShard(f, 0, 1, threads="2"), TypeError, "threads must be an int"),
+        (lambda: bulkbloom.Filter(10, backend=None), TypeError, "backend must be a str"),
+        (lambda: bulkbloom.Filter.map(tmp_path / "f.bbf", verify=1), TypeError,
+         "verify must be a bool"),
+        (lambda: bulkbloom.WindowedFilter.for_records(10).advance_to(2**64), ValueError,
+         "time = 18446744073709551616 is outside int64"),
+        (lambda: setattr(f, "keys_inserted", -1), ValueError, "keys_inserted must be in"),
+        (lambda: setattr(f, "keys_inserted", "3"), TypeError, "keys_inserted must be an int"),
+        (lambda: setattr(f, "metadata", "offset 5"), TypeError, "metadata must be bytes, not str"),
+        (lambda: setattr(f, "metadata", 5), TypeError, "metadata must be bytes, not int"),
+    ]
+    for call, error, message in calls:
+        with pytest.raises(error, match=message):
+            call()
+    assert (f.keys_inserted, f.metadata) == (0, b"")
+    f.metadata = bytearray(b"offset 5")
+    assert f.metadata == b"offset 5" and type(f.metadata) is bytes
 
 
 def test_too_large_a_filter_is_a_memory_error():

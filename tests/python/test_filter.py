@@ -47,7 +47,13 @@ def test_every_integer_batch_kind_gives_the_same_filter():
         "arrow uint64": pa.array(values),
         "arrow int64 sliced": pa.array(np.concatenate([[9], signed, [9]]))[1:-1],
         "arrow chunked": pa.chunked_array([pa.array(signed[:3]), pa.array(signed[3:])]),
+        "object array of python ints": np.array([int(v) for v in values], dtype=object),
+        "object array, negative and past 2**63": np.array([int(v) for v in signed][:4]
+                                                          + [int(v) for v in values][4:],
+                                                          dtype=object),
     }
+    pd = pytest.importorskip("pandas")
+    batches["pandas object series"] = pd.Series([int(v) for v in values], dtype=object)
     for name, batch in batches.items():
         f = bulkbloom.Filter(10_000, 0.01)
         f.insert(batch)
@@ -109,6 +115,17 @@ def test_empty_batches():
         assert f.insert_if_absent(empty).shape == (0,)
         f.insert(empty)
     assert f.popcount() == 0
+
+
+def test_lists_of_numpy_scalars_and_bytearrays_are_keys():
+    f, expected = bulkbloom.Filter(1000), bulkbloom.Filter(1000)
+    expected.insert(["a", "bc"])
+    expected.insert([b"x", b"yz"])
+    f.insert([np.str_("a"), "bc"])
+    f.update([np.bytes_(b"x"), bytearray(b"yz")])
+    assert f.to_bytes() == expected.to_bytes()
+    assert f.insert_if_absent([np.str_("bc"), np.str_("a")]).tolist() == [False, False]
+    assert f.contains([bytearray(b"yz"), np.bytes_(b"x")]).all()
 
 
 def test_update_takes_batches_and_iterables():

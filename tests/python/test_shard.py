@@ -113,6 +113,36 @@ def test_a_shard_refuses_another_shards_key_and_changes_nothing():
     assert shard.contains(mine).all()
 
 
+def test_a_batch_of_several_calls_is_checked_whole_before_any_is_applied():
+    # Identity hash: key k < 2**32 lies in block 0 (shard 0 of 2), 2**64 - 1 in the last block.
+    layout = bulkbloom.Layout.of("sb256", 1000, hash="identity")
+    last = np.uint64(2**64 - 1)
+    mine = np.arange(bulkbloom.chunk_keys + 1, dtype=np.uint64)
+    words = np.array([f"k{i}" for i in range(1_000)])
+    word_layout = bulkbloom.Layout.of("sb256", 1000)
+    owners = bulkbloom.shard_of(word_layout, words, 2)
+    my_words = words[owners == 0]
+    cases = [
+        (layout, pa.chunked_array([mine[:100], [last]]),
+         "key 18446744073709551615 at position 100 belongs to shard 1 of 2"),
+        (layout, np.append(mine, last), f"at position {len(mine)} belongs to shard 1 of 2"),
+        (word_layout, pa.chunked_array([my_words, words[owners == 1][:1]]),
+         f"byte key at position {len(my_words)} .* belongs to shard 1 of 2"),
+    ]
+    for shard_layout, keys, message in cases:
+        shard = bulkbloom.FilterShard(shard_layout, 0, 2)
+        for call in (shard.insert, shard.insert_if_absent):
+            with pytest.raises(ValueError, match=message):
+                call(keys)
+            assert shard.popcount() == 0
+    config = bulkbloom.WindowConfig.of("event_time", 100, layout)
+    window_shard = bulkbloom.WindowShard(config, 0, 2)
+    with pytest.raises(ValueError, match="at position 100 belongs to shard 1"):
+        window_shard.insert_if_absent(pa.chunked_array([mine[:100], [last]]), np.arange(101))
+    assert (window_shard.records_seen, window_shard.clock_time) == (0, None)
+    assert not window_shard.contains(mine[:100]).any()
+
+
 def test_shard_files_pickles_and_whole_filter_files(tmp_path, keys):
     whole = bulkbloom.Filter.from_layout("sb512", 3001, seed=9)
     whole.insert(keys)
@@ -137,6 +167,42 @@ def test_shard_files_pickles_and_whole_filter_files(tmp_path, keys):
     (tmp_path / "bad.bbf").write_bytes((tmp_path / "shard1.bbf").read_bytes()[:-1])
     with pytest.raises(bulkbloom.FormatError):
         bulkbloom.FilterShard.load(tmp_path / "bad.bbf")
+
+
+def test_reading_a_shard_as_a_whole_names_the_python_readers(tmp_path):
+    bulkbloom.split(bulkbloom.Filter.from_layout("sb256", 100), 2)[1].save(tmp_path / "s.bbf")
+    for read in (bulkbloom.Filter.load, bulkbloom.Filter.map,
+                 lambda path: bulkbloom.Filter.from_bytes(path.read_bytes())):
+        with pytest.raises(bulkbloom.FormatError, match=r"shard 1 of 2") as raised:
+            read(tmp_path / "s.bbf")
+        assert "bulkbloom.FilterShard.load or .map" in str(raised.value)
+        assert "load_shard" not in str(raised.value)
+    bulkbloom.split(bulkbloom.WindowedFilter.for_records(1000), 2)[1].save(tmp_path / "s.bbw")
+    with pytest.raises(bulkbloom.FormatError, match="bulkbloom.WindowShard.load or .from_bytes"):
+        bulkbloom.WindowedFilter.load(tmp_path / "s.bbw")
+
+
+def test_split_concat_and_reshard_carry_keys_inserted_and_metadata():
+    whole = bulkbloom.Filter.from_layout("sb256", 100)
+    window = bulkbloom.WindowedFilter.for_records(1000)
+    for one in (whole, window):
+        one.keys_inserted, one.metadata = 42, b"offset 7"
+        shards = bulkbloom.split(one, 3)
+        assert [(s.keys_inserted, s.metadata) for s in shards] == [(42, b"offset 7"),
+                                                                   (0, b"offset 7"),
+                                                                   (0, b"offset 7")]
+        again = bulkbloom.concat(shards[::-1])
+        assert (again.keys_inserted, again.metadata) == (42, b"offset 7")
+        assert again.to_bytes() == one.to_bytes()
+        recut = bulkbloom.reshard(shards, 2)
+        assert [(s.keys_inserted, s.metadata) for s in recut] == [(42, b"offset 7"),
+                                                                  (0, b"offset 7")]
+        # Shards that each counted their own keys and kept their own offsets: the counts add up,
+        # and no one offset stands for all.
+        for i, shard in enumerate(shards):
+            shard.keys_inserted, shard.metadata = 10 * i, b"offset %d" % i
+        joined = bulkbloom.concat(shards)
+        assert (joined.keys_inserted, joined.metadata) == (30, b"")
 
 
 def test_concat_needs_every_shard_once():

@@ -73,6 +73,50 @@ def test_event_time_window():
     assert 0 <= w.current_fpr() < 1 and w.expected_fpr(100) > 0
 
 
+def test_bad_event_times_are_refused_not_wrapped_around():
+    pa = pytest.importorskip("pyarrow")
+    stamps = pa.timestamp("s")
+    bad = [
+        ([5, 2**63], ValueError, r"times\[1\] = 9223372036854775808 is outside int64"),
+        ([-1, 2**63], ValueError, r"times\[1\] = 9223372036854775808 is outside int64"),
+        (np.array([5, 2**64 - 1], dtype=np.uint64), ValueError,
+         r"times\[1\] = 18446744073709551615"),
+        ([5, 2**64], ValueError, r"times\[1\] = 18446744073709551616"),
+        (np.array(["2024-01-01", "NaT"], dtype="datetime64[s]"), ValueError, r"times\[1\] is NaT"),
+        (pa.chunked_array([pa.array([5], stamps), pa.array([None], stamps)]), ValueError,
+         r"times\[1\] is null"),
+        (pa.array([5, None]), ValueError, r"times\[1\] is null"),
+        (pa.chunked_array([[5], [None]]), ValueError, r"times\[1\] is null"),
+        ([5.0, 6.0], TypeError, "times: expected integers or datetime64, not float64"),
+    ]
+    for times, error, message in bad:
+        w = bulkbloom.WindowedFilter.for_event_time(100, 3600)
+        with pytest.raises(error, match=message):
+            w.insert_if_absent([1, 2], times=times)
+        assert (w.clock_time, w.records_seen) == (None, 0)
+    shard = bulkbloom.WindowShard(w.config, 0, 1)
+    with pytest.raises(ValueError, match=r"clocks\[0\] = 9223372036854775808"):
+        shard.insert_if_absent([1], [2**63])
+    assert shard.clock_time is None
+
+
+def test_advance_to_reads_a_time_as_insert_if_absent_does():
+    w = bulkbloom.WindowedFilter.for_event_time(100, 3600)
+    w.insert_if_absent([1], times=np.array(["2024-01-01T00:00"], dtype="datetime64[ns]"))
+    w.advance_to(np.datetime64("2024-01-01T00:10", "ns"))  # 600 seconds later: remembered
+    assert w.clock_time == int(np.datetime64("2024-01-01T00:10", "s").astype(np.int64))
+    assert 1 in w
+    w.advance_to(np.int64(w.clock_time + 1))
+    for time, error, message in [("5", TypeError, "time: expected integers"),
+                                 (1.9e18, TypeError, "time: expected integers"),
+                                 (2**64, ValueError, "time = 18446744073709551616 is outside"),
+                                 (np.datetime64("NaT"), ValueError, "time is NaT"),
+                                 ([5, 6], TypeError, "one integer")]:
+        with pytest.raises(error, match=message):
+            w.advance_to(time)
+    assert 1 in w
+
+
 def test_checkpoint_and_resume_give_the_uninterrupted_answers(tmp_path):
     rng = np.random.default_rng(9)
     keys = rng.integers(0, 5_000, size=40_000, dtype=np.uint64)
@@ -109,6 +153,14 @@ def test_checkpoint_and_resume_give_the_uninterrupted_answers(tmp_path):
     with pytest.raises(bulkbloom.FormatError):
         (tmp_path / "bad.bbw").write_bytes(b"x" * 200)
         bulkbloom.WindowedFilter.load(tmp_path / "bad.bbw")
+
+
+def test_load_checkpoint_of_a_file_is_an_error_not_no_checkpoint(tmp_path):
+    (tmp_path / "file").write_bytes(b"not a directory")
+    with pytest.raises(NotADirectoryError) as raised:
+        bulkbloom.WindowedFilter.load_checkpoint(tmp_path / "file")
+    assert raised.value.filename == str(tmp_path / "file")
+    assert bulkbloom.WindowedFilter.load_checkpoint(tmp_path / "missing") is None
 
 
 def test_event_time_calls_longer_than_a_chunk_answer_as_short_ones():
