@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 
 #include "cli/carried_filter.hpp"
 #include "cli/commands.hpp"
@@ -165,7 +166,10 @@ int run_info(const Arguments& args) {
     summary.text("file", "file", path);
     summary.text("kind", "kind", "grown filter (a key may be in any generation)");
     summary.number("generations", "generations", static_cast<double>(filter.generation_count()));
-    summary.text("generation_list", "", filter.describe_generations());
+    std::vector<std::string> generation_lines;
+    std::istringstream described(filter.describe_generations());
+    for (std::string line; std::getline(described, line);) generation_lines.push_back(line);
+    summary.list("generation_list", generation_lines);
     summary.number("keys_inserted", "keys inserted (saved count)",
                    static_cast<double>(filter.keys()));
     summary.number("promised_fpr", "promised false-positive rate", filter.promised_fpr());

@@ -109,6 +109,16 @@ void Summary::integer(std::string key, std::string label, std::uint64_t value) {
       {std::move(key), std::move(label), digits, true, static_cast<double>(value), digits});
 }
 
+void Summary::list(std::string key, const std::vector<std::string>& items) {
+  std::string array = "[";
+  for (const std::string& item : items) {
+    if (array.size() > 1) array += ", ";
+    array += '"' + json_escape(item) + '"';
+  }
+  array += ']';
+  entries_.push_back({std::move(key), {}, {}, false, 0.0, std::move(array)});
+}
+
 void Summary::text(std::string key, std::string label, std::string value) {
   entries_.push_back({std::move(key), std::move(label), std::move(value), false, 0.0, {}});
 }

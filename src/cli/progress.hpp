@@ -47,6 +47,8 @@ class Summary {
   void integer(std::string key, std::string label, std::uint64_t value);
   /// A string value.
   void text(std::string key, std::string label, std::string value);
+  /// A list of strings: a JSON array; not in the text form (whose caller prints its own lines).
+  void list(std::string key, const std::vector<std::string>& items);
   /// Writes "label: text" lines, or one JSON object on one line when `json`.
   void print(bool json, std::FILE* to = stderr) const;
 

@@ -437,6 +437,7 @@ def case_filter_grows():
     check(stats2["final_fpr"] <= 0.01 and stats2["promised_fpr"] == 0.01, f"day 2: {stats2}")
     info = json.loads(run(["info", "--json", "f.bbf"]).stdout)
     check(info["generations"] == stats2["generations"] and info["key_format"] == "hex", f"{info}")
+    check(len(info["generation_list"]) == info["generations"], f"{info['generation_list']}")
 
     # Every key of both days is seen by the grown filter, whatever its generation.
     run(["query", "--filter", "f.bbf", "-f", "hex", "out1", "out2", "-o", "seen", "--unseen",
