@@ -388,18 +388,30 @@ std::uint64_t CarriedFilter::keys() const {
   return total;
 }
 
+namespace {
+
+// 1 − Π(1 − p) over `rates`, as −expm1(Σ log1p(−p)): formed directly, a rate below 1e-16 would
+// vanish in 1 − p and print as 0.
+double any_claims(const std::vector<double>& rates) {
+  double log_none_claims = 0.0;
+  for (const double p : rates) log_none_claims += std::log1p(-p);
+  return -std::expm1(log_none_claims);
+}
+
+}  // namespace
+
 double CarriedFilter::current_fpr() const {
-  double none_claims = 1.0;
-  for (const Generation& g : generations_) none_claims *= 1.0 - g.filter.current_fpr();
-  return 1.0 - none_claims;
+  std::vector<double> rates;
+  for (const Generation& g : generations_) rates.push_back(g.filter.current_fpr());
+  return any_claims(rates);
 }
 
 void CarriedFilter::refresh_older_fpr() {
-  double none_claims = 1.0;
+  std::vector<double> rates;
   for (std::size_t i = 0; i + 1 < generations_.size(); ++i) {
-    none_claims *= 1.0 - generations_[i].filter.current_fpr();
+    rates.push_back(generations_[i].filter.current_fpr());
   }
-  older_fpr_ = 1.0 - none_claims;
+  older_fpr_ = any_claims(rates);
 }
 
 // Before a batch of `batch_keys` keys: if the newest generation's model could pass its target

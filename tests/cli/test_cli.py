@@ -802,6 +802,18 @@ def case_merge_keeps_sizing():
               err.decode())
 
 
+def case_tiny_rates_shown():
+    """A nearly empty filter's rate is reported as the tiny number it is, not as 0."""
+    run(["gen", "--count", "100", "-f", "dec", "-o", "in"])
+    run(["build", "-f", "dec", "in", "-o", "f.bbf", "--capacity", "1M", "--fpr", "1e-6",
+         "--stats", "none"])
+    proc = run(["query", "--filter", "f.bbf", "-f", "dec", "in", "-o", "seen", "--stats", "json"])
+    info = json.loads(run(["info", "--json", "f.bbf"]).stdout)
+    rate = stats_of(proc)["filter_fpr"]
+    check(0 < rate and abs(rate - info["current_fpr"]) <= 1e-3 * info["current_fpr"],
+          f"query {rate}, info {info['current_fpr']}")
+
+
 def case_file_modes():
     """Filter files get the permissions a plain create would give, and a replaced one keeps
     its own, as -o outputs do."""
