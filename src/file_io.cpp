@@ -78,13 +78,20 @@ std::uint64_t DataChecksum::digest() const {
   return XXH3_64bits_digest(state_of(state_));
 }
 
-std::string errno_text() {
-  return std::strerror(errno);
+namespace {
+
+// The IoError for the call on `path` that just failed: "cannot VERB PATH: reason", with errno.
+IoError errno_error(const std::string& verb, const std::filesystem::path& path) {
+  const int number = errno;
+  return IoError("cannot " + verb + " " + path.string() + ": " + std::strerror(number), number,
+                 path);
 }
+
+}  // namespace
 
 File::File(const std::filesystem::path& path, int flags, mode_t mode) : path_(path) {
   fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-  if (fd_ < 0) throw IoError("cannot open " + path.string() + ": " + errno_text());
+  if (fd_ < 0) throw errno_error("open", path);
 }
 
 File::File(File&& other) noexcept
@@ -97,12 +104,12 @@ File::~File() {
 void File::close() {
   const int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) throw IoError("cannot close " + path_.string() + ": " + errno_text());
+  if (::close(fd) != 0) throw errno_error("close", path_);
 }
 
 std::uint64_t File::regular_file_size() const {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) throw IoError("cannot stat " + path_.string() + ": " + errno_text());
+  if (::fstat(fd_, &st) != 0) throw errno_error("stat", path_);
   if (!S_ISREG(st.st_mode)) {
     throw FormatError(path_.string() + ": not a regular file" +
                       (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
@@ -115,7 +122,7 @@ void File::read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) c
     const ssize_t got =
         ::pread(fd_, out, std::min<std::uint64_t>(n, kIoChunk), static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw IoError("cannot read " + path_.string() + ": " + errno_text());
+    if (got < 0) throw errno_error("read", path_);
     if (got == 0) throw FormatError(path_.string() + ": truncated while reading");
     out += got;
     n -= static_cast<std::uint64_t>(got);
@@ -128,21 +135,20 @@ void File::write_all(const std::byte* data, std::uint64_t n) {
   while (n > 0) {
     const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, kIoChunk));
     if (put < 0 && errno == EINTR) continue;
-    if (put < 0) throw IoError("cannot write " + path_.string() + ": " + errno_text());
+    if (put < 0) throw errno_error("write", path_);
     data += put;
     n -= static_cast<std::uint64_t>(put);
   }
 }
 
 void File::write_at(std::span<const std::byte> data, std::uint64_t offset) {
-  if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0)
-    throw IoError("cannot seek in " + path_.string() + ": " + errno_text());
+  if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) throw errno_error("seek in", path_);
   write_all(data);
 }
 
 void File::sync() {
   fault_point("fsync");
-  if (::fsync(fd_) != 0) throw IoError("cannot flush " + path_.string() + ": " + errno_text());
+  if (::fsync(fd_) != 0) throw errno_error("flush", path_);
 }
 
 void sync_directory(const std::filesystem::path& dir) {
@@ -178,8 +184,7 @@ void write_file_atomically(const std::filesystem::path& path,
                            const std::function<void(File&)>& write) {
   std::string temp_name = path.string() + ".tmp.XXXXXX";
   const int fd = ::mkstemp(temp_name.data());
-  if (fd < 0)
-    throw IoError("cannot create a temporary file beside " + path.string() + ": " + errno_text());
+  if (fd < 0) throw errno_error("create a temporary file beside", path);
   // mkstemp makes the file 0600, which would leave a shared filter readable by its owner alone.
   // Best effort: a file system without permissions refuses, and the file keeps what it has.
   (void)::fchmod(fd, replacement_mode(path));
@@ -192,8 +197,7 @@ void write_file_atomically(const std::filesystem::path& path,
     out.close();
     fault_point("rename");
     if (::rename(temp.c_str(), path.c_str()) != 0) {
-      throw IoError("cannot rename " + temp.string() + " to " + path.string() + ": " +
-                    errno_text());
+      throw errno_error("rename " + temp.string() + " to", path);
     }
   } catch (...) {
     std::error_code ignored;
@@ -208,7 +212,8 @@ void save_checkpoint_file(const std::filesystem::path& dir, const std::string& f
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error)
-    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message());
+    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message(),
+                  error.value(), dir);
   // A save killed mid-write leaves its temporary file behind; the directory has one writer, so
   // any such file is stale.
   remove_stale_saves(dir / file_name);
@@ -221,7 +226,8 @@ std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem:
   std::error_code error;
   const bool exists = std::filesystem::exists(path, error);
   if (error)
-    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message());
+    throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message(),
+                  error.value(), path);
   if (!exists) return std::nullopt;
   return path;
 }

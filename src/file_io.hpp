@@ -43,9 +43,6 @@ class DataChecksum {
   void* state_;
 };
 
-/// The text of the current errno.
-std::string errno_text();
-
 /// An owned file descriptor whose errors name the path.
 class File {
  public:

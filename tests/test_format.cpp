@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -230,6 +231,17 @@ TEST_F(BadFiles, NotARegularFile) {
             std::string::npos);
   EXPECT_THROW(load(dir_.path() / "does-not-exist"), IoError);
   EXPECT_THROW(read_info(dir_.path() / "does-not-exist"), IoError);
+}
+
+TEST_F(BadFiles, IoErrorsCarryErrnoAndPath) {
+  const auto missing = dir_.path() / "does-not-exist";
+  try {
+    load(missing);
+    FAIL() << "loaded a missing file";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_number(), ENOENT);
+    EXPECT_EQ(e.path(), missing);
+  }
 }
 
 // Parquet's split-block filter written out from the Parquet specification, independently of the

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "bulkbloom/error.hpp"
@@ -27,6 +28,18 @@ class FormatError : public Error {
 class IoError : public Error {
  public:
   using Error::Error;
+  /// For the failed call on `path`, with its errno value.
+  IoError(const std::string& what, int error_number, std::filesystem::path path)
+      : Error(what), error_number_(error_number), path_(std::move(path)) {}
+
+  /// errno of the failed call (ENOENT, EACCES, ...); 0 when none is known.
+  int error_number() const noexcept { return error_number_; }
+  /// The path the failed call was given; empty when none is known.
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  int error_number_ = 0;
+  std::filesystem::path path_;
 };
 
 /// What a filter file holds besides the bits: a key counter and the caller's own bytes (for

@@ -34,9 +34,11 @@ Threads
 
 Errors
     ``ValueError`` for bad parameters and malformed batches, ``TypeError`` for keys of the wrong
-    type, ``FormatError`` for a damaged or foreign file, ``IoError`` (an ``OSError``) when the
-    operating system fails a call, ``BackendUnavailable`` for a backend this build or machine
-    lacks, ``MemoryError`` when the filter's memory cannot be had.
+    type, ``FormatError`` for a damaged or foreign file, ``IoError`` (an ``OSError``, with
+    ``errno`` and ``filename``) when the operating system fails a call, ``BackendUnavailable``
+    for a backend this build or machine lacks, ``MemoryError`` when the filter's memory cannot be
+    had. Where Python's own ``OSError`` would be a ``FileNotFoundError``, ``PermissionError`` and
+    so on, the ``IoError`` raised is one too (``IoError.FileNotFoundError``, ...).
 """
 
 from __future__ import annotations
@@ -70,6 +72,22 @@ __all__ = [
     "chunk_keys",
 ]
 __version__ = "0.1.0"
+
+# IoError's subclass for each OSError subclass Python picks by errno: the core raises
+# IoError.FileNotFoundError for a missing file. Class attributes named by their qualified names,
+# so that pickle finds them in any process.
+for _kind in (
+    BlockingIOError, ChildProcessError, ConnectionError, BrokenPipeError, ConnectionAbortedError,
+    ConnectionRefusedError, ConnectionResetError, FileExistsError, FileNotFoundError,
+    InterruptedError, IsADirectoryError, NotADirectoryError, PermissionError, ProcessLookupError,
+    TimeoutError,
+):
+    setattr(IoError, _kind.__name__, type(_kind.__name__, (IoError, _kind), {
+        "__module__": __name__,
+        "__qualname__": f"IoError.{_kind.__name__}",
+        "__doc__": f"An IoError that Python's own OSError would raise as {_kind.__name__}.",
+    }))
+del _kind
 
 #: Keys per chunk of a bulk call (the GIL is released per chunk; Ctrl-C is seen between chunks).
 chunk_keys: int = _core.chunk_keys

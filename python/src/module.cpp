@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 
@@ -133,6 +134,40 @@ std::string with_python_names(std::string message) {
   return message;
 }
 
+// Raises `e` as bulkbloom.IoError (`io_error`), made as OSError(errno, message) with its
+// filename, so that errno, strerror and filename read as on Python's own I/O errors. Where Python
+// maps the errno to an OSError subclass (FileNotFoundError, PermissionError, ...), the type is
+// IoError's subclass for it, IoError.FileNotFoundError and so on (made in __init__.py), so that
+// `except FileNotFoundError` catches a missing file.
+void raise_io_error(PyObject* io_error, const IoError& e) {
+  if (e.error_number() == 0) {
+    PyErr_SetString(io_error, e.what());
+    return;
+  }
+  // Python's own choice of subclass for this errno, from the OSError constructor.
+  PyObject* probe = PyObject_CallFunction(PyExc_OSError, "is", e.error_number(), "");
+  if (probe == nullptr) return;
+  PyObject* type = PyObject_GetAttrString(io_error, Py_TYPE(probe)->tp_name);
+  Py_DECREF(probe);
+  if (type == nullptr) {  // OSError itself, or a subclass IoError has none for
+    PyErr_Clear();
+    type = Py_NewRef(io_error);
+  }
+  PyObject* error = PyObject_CallFunction(type, "is", e.error_number(), e.what());
+  if (error != nullptr && !e.path().empty()) {
+    PyObject* filename = PyUnicode_DecodeFSDefault(e.path().c_str());
+    if (filename == nullptr || PyObject_SetAttrString(error, "filename", filename) != 0) {
+      Py_CLEAR(error);
+    }
+    Py_XDECREF(filename);
+  }
+  if (error != nullptr) {
+    PyErr_SetObject(type, error);
+    Py_DECREF(error);
+  }
+  Py_DECREF(type);
+}
+
 void translate_exception(const std::exception_ptr& p, void* payload) {
   auto* types = static_cast<PyObject**>(payload);
   try {
@@ -140,7 +175,7 @@ void translate_exception(const std::exception_ptr& p, void* payload) {
   } catch (const FormatError& e) {
     PyErr_SetString(types[0], with_python_names(e.what()).c_str());
   } catch (const IoError& e) {
-    PyErr_SetString(types[1], e.what());
+    raise_io_error(types[1], e);
   } catch (const BackendUnavailable& e) {
     PyErr_SetString(types[2], e.what());
   } catch (const AllocationError& e) {

@@ -1,6 +1,9 @@
 """Every bad input gives a Python exception with a message, never a crash, and leaves the filter
 as it was."""
 
+import errno
+import pickle
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -146,6 +149,25 @@ def test_damaged_files_and_images(tmp_path, f):
         bulkbloom.Filter.from_bytes(12)
     with pytest.raises(bulkbloom.FormatError):
         bulkbloom.Filter.from_parquet_bytes(b"\x00" * 40)
+
+
+def test_io_errors_carry_errno_and_filename_as_python_s_own_do(tmp_path):
+    missing = tmp_path / "missing.bbf"
+    with pytest.raises(FileNotFoundError) as caught:
+        bulkbloom.Filter.load(missing)
+    error = caught.value
+    assert isinstance(error, bulkbloom.IoError) and isinstance(error, bulkbloom.Error)
+    assert error.errno == errno.ENOENT and error.filename == str(missing)
+    assert f"cannot open {missing}" in str(error)
+    # Pickled (a worker process sending it back) it is the same kind, errno and file.
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and again.errno == errno.ENOENT
+    assert again.filename == str(missing)
+
+    (tmp_path / "plain").write_bytes(b"")
+    with pytest.raises(NotADirectoryError) as caught:
+        bulkbloom.Filter(100).save(tmp_path / "plain" / "f.bbf")
+    assert caught.value.errno == errno.ENOTDIR and isinstance(caught.value, bulkbloom.IoError)
 
 
 def test_window_bad_calls():
