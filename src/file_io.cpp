@@ -156,10 +156,6 @@ void sync_directory(const std::filesystem::path& dir) {
   directory.sync();
 }
 
-namespace {
-
-// The process's umask. umask() can only be read by setting it, which would race with other
-// threads creating files; Linux reports it in /proc/self/status.
 mode_t process_umask() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -167,8 +163,13 @@ mode_t process_umask() {
     if (line.starts_with("Umask:"))
       return static_cast<mode_t>(std::stoul(line.substr(6), nullptr, 8));
   }
-  return 022;
+  // No /proc (a bare chroot): read it by setting it, racy as that is.
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  return mask;
 }
+
+namespace {
 
 // The permissions of a file written to replace `path`: those of the file it replaces, else what
 // creat(path, 0666) would give.

@@ -43,6 +43,10 @@ class DataChecksum {
   void* state_;
 };
 
+/// The process's umask, read from /proc where it can be: umask() reads it only by setting it,
+/// which races with other threads creating files.
+mode_t process_umask();
+
 /// An owned file descriptor whose errors name the path.
 class File {
  public:

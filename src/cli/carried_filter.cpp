@@ -12,7 +12,6 @@
 #include <utility>
 
 #include "cli/errors.hpp"
-#include "cli/record_format.hpp"
 #include "file_io.hpp"
 
 namespace bulkbloom::cli {
@@ -357,9 +356,7 @@ void CarriedFilter::merge(const CarriedFilter& other, const std::string& other_n
   if (generations_.size() != 1 || other.generations_.size() != 1) {
     throw std::logic_error("CarriedFilter::merge takes filters of one generation");
   }
-  if (!key_format_.empty() && !other.key_format_.empty() &&
-      RecordFormat::parse(key_format_).integer_keys() !=
-          RecordFormat::parse(other.key_format_).integer_keys()) {
+  if (!other.key_format_.empty() && !hashes_like(RecordFormat::parse(other.key_format_))) {
     throw Error(other_name + " holds " + other.key_format_ +
                 " keys, which hash differently from the " + key_format_ +
                 " keys of the filters before it: the union would not find the repeats of either "
@@ -380,6 +377,11 @@ void CarriedFilter::merge(const CarriedFilter& other, const std::string& other_n
     mine.capacity = capacity_at(mine.filter.layout(), mine.target);
   }
   if (key_format_.empty()) key_format_ = other.key_format_;
+}
+
+bool CarriedFilter::hashes_like(const RecordFormat& format) const {
+  return key_format_.empty() ||
+         RecordFormat::parse(key_format_).integer_keys() == format.integer_keys();
 }
 
 std::uint64_t CarriedFilter::keys() const {

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/record_format.hpp"
+
 namespace bulkbloom::cli {
 
 /// What a run does when its keys would push the carried filter past its target rate.
@@ -80,6 +82,9 @@ class CarriedFilter {
   double promised_fpr() const { return promise_; }
   /// The key format it was made for (empty if unknown: a filter of an older bulkbloom).
   const std::string& key_format() const { return key_format_; }
+  /// Whether keys read with `format` hash as its own do: false for integers against byte strings;
+  /// true when its key format is unknown.
+  bool hashes_like(const RecordFormat& format) const;
   /// Capacity of the first generation.
   std::uint64_t capacity() const { return generations_.front().capacity; }
   std::size_t generation_count() const { return generations_.size(); }

@@ -54,13 +54,13 @@ OnFull on_full_policy(const ArgParser& parser) {
 
 // A carried filter keeps the layout and promise it was made with: sizing options given for it
 // change nothing, which the user should hear about rather than find out from `info`.
-void warn_sizing_ignored(const ArgParser& parser, const CarriedFilter& filter,
-                         const std::string& filter_path) {
+void warn_sizing_ignored(const ArgParser& parser, const SizingRequest& sizing,
+                         const CarriedFilter& filter, const std::string& filter_path) {
   std::string ignored;
   for (const char* name : {"capacity", "shape", "seed", "index"}) {
     if (parser.get(name)) ignored += std::string(ignored.empty() ? "" : ", ") + "--" + name;
   }
-  if (parser.get("fpr") && sizing_request(parser).fpr != filter.promised_fpr()) {
+  if (parser.get("fpr") && sizing.fpr != filter.promised_fpr()) {
     ignored += std::string(ignored.empty() ? "" : ", ") + "--fpr";
   }
   if (ignored.empty()) return;
@@ -197,8 +197,7 @@ int run_dedup(const Arguments& args) {
       state = window_state(std::move(window));
     } else {
       CarriedFilter filter = CarriedFilter::load(*filter_path, sizing.fpr, backend, &metadata);
-      if (!filter.key_format().empty() &&
-          RecordFormat::parse(filter.key_format()).integer_keys() != scan.format.integer_keys()) {
+      if (!filter.hashes_like(scan.format)) {
         // Integers and byte strings hash differently: every key already in the filter would
         // pass again as new.
         throw Error(*filter_path + " holds " + filter.key_format() +
@@ -207,7 +206,7 @@ int run_dedup(const Arguments& args) {
                     "input with a format of the filter's kind (-f " +
                     filter.key_format() + ") or start a new filter");
       }
-      warn_sizing_ignored(parser, filter, *filter_path);
+      warn_sizing_ignored(parser, sizing, filter, *filter_path);
       keys_before = filter.keys();
       state = filter_state(std::move(filter));
     }

@@ -90,8 +90,7 @@ int run_query(const Arguments& args) {
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   check_paths_distinct(named);
   CarriedFilter filter = CarriedFilter::load(*filter_path, kDefaultFpr, backend, nullptr);
-  if (!filter.key_format().empty() &&
-      RecordFormat::parse(filter.key_format()).integer_keys() != scan.format.integer_keys()) {
+  if (!filter.hashes_like(scan.format)) {
     std::fprintf(stderr,
                  "bulkbloom query: warning: %s was built from %s keys, which hash differently "
                  "from %s keys: matches are only false positives\n",

@@ -181,9 +181,7 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
   staged_path_ = pattern;
   remove_on_failure_ = true;
   // mkstemp creates 0600; give the output the permissions a plain creat() would.
-  const mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd_, 0666 & ~mask);
+  fchmod(fd_, 0666 & ~detail::process_umask());
 }
 
 OutputFile::~OutputFile() {
