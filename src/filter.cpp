@@ -76,22 +76,28 @@ Filter::Filter(Filter&&) noexcept = default;
 Filter& Filter::operator=(Filter&&) noexcept = default;
 Filter::~Filter() = default;
 
+detail::Engine& Filter::engine() const {
+  // A moved-from filter has no bits; say so rather than dereference nothing.
+  if (!engine_) throw std::logic_error("bulkbloom::Filter used after it was moved from");
+  return *engine_;
+}
+
 std::string Filter::implementation() const {
-  return engine_->implementation();
+  return engine().implementation();
 }
 unsigned Filter::threads() const {
-  return engine_->threads();
+  return engine().threads();
 }
 
 void Filter::insert(std::span<const std::uint64_t> keys) {
-  engine_->insert(keys, KeyMode::hash_with_layout);
+  engine().insert(keys, KeyMode::hash_with_layout);
 }
 
 void Filter::insert(std::span<const std::string_view> keys) {
   check_byte_keys_allowed(layout_);
   for_each_hashed_chunk(keys, layout_.seed,
                         [&](std::span<const std::uint64_t> hashes, std::size_t) {
-                          engine_->insert(hashes, KeyMode::prehashed);
+                          engine().insert(hashes, KeyMode::prehashed);
                         });
 }
 
@@ -101,7 +107,7 @@ void Filter::insert(std::uint64_t key) {
 
 void Filter::contains(std::span<const std::uint64_t> keys, std::span<std::uint8_t> out) const {
   check_size(keys.size(), out.size(), "contains: output span");
-  engine_->contains(keys, KeyMode::hash_with_layout, out);
+  engine().contains(keys, KeyMode::hash_with_layout, out);
 }
 
 void Filter::contains(std::span<const std::string_view> keys, std::span<std::uint8_t> out) const {
@@ -109,7 +115,7 @@ void Filter::contains(std::span<const std::string_view> keys, std::span<std::uin
   check_size(keys.size(), out.size(), "contains: output span");
   for_each_hashed_chunk(
       keys, layout_.seed, [&](std::span<const std::uint64_t> hashes, std::size_t offset) {
-        engine_->contains(hashes, KeyMode::prehashed, out.subspan(offset, hashes.size()));
+        engine().contains(hashes, KeyMode::prehashed, out.subspan(offset, hashes.size()));
       });
 }
 
@@ -122,7 +128,7 @@ bool Filter::contains(std::uint64_t key) const {
 std::uint64_t Filter::insert_if_absent(std::span<const std::uint64_t> keys,
                                        std::span<std::uint8_t> is_new) {
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
-  return engine_->insert_if_absent(keys, KeyMode::hash_with_layout, is_new);
+  return engine().insert_if_absent(keys, KeyMode::hash_with_layout, is_new);
 }
 
 std::uint64_t Filter::insert_if_absent(std::span<const std::string_view> keys,
@@ -132,7 +138,7 @@ std::uint64_t Filter::insert_if_absent(std::span<const std::string_view> keys,
   std::uint64_t fresh = 0;
   for_each_hashed_chunk(keys, layout_.seed,
                         [&](std::span<const std::uint64_t> hashes, std::size_t offset) {
-                          fresh += engine_->insert_if_absent(hashes, KeyMode::prehashed,
+                          fresh += engine().insert_if_absent(hashes, KeyMode::prehashed,
                                                              is_new.subspan(offset, hashes.size()));
                         });
   return fresh;
@@ -146,20 +152,20 @@ bool Filter::insert_if_absent(std::uint64_t key) {
 
 void Filter::merge(const Filter& other) {
   check_same_layout(layout_, other.layout_, "merge");
-  combine_into(*engine_, *other.engine_, layout_.size_bytes(), detail::CombineOp::bit_or);
+  combine_into(engine(), other.engine(), layout_.size_bytes(), detail::CombineOp::bit_or);
 }
 
 void Filter::intersect(const Filter& other) {
   check_same_layout(layout_, other.layout_, "intersect");
-  combine_into(*engine_, *other.engine_, layout_.size_bytes(), detail::CombineOp::bit_and);
+  combine_into(engine(), other.engine(), layout_.size_bytes(), detail::CombineOp::bit_and);
 }
 
 void Filter::clear() {
-  engine_->clear();
+  engine().clear();
 }
 
 std::uint64_t Filter::popcount() const {
-  return engine_->popcount();
+  return engine().popcount();
 }
 
 double Filter::estimated_count() const {
@@ -174,21 +180,21 @@ double Filter::estimated_count() const {
 }
 
 double Filter::current_fpr() const {
-  return engine_->current_fpr();
+  return engine().current_fpr();
 }
 
 FilterRef Filter::view() const {
-  return engine_->view();
+  return engine().view();
 }
 
 void Filter::copy_bytes_to(std::span<std::byte> out) const {
   check_size(layout_.size_bytes(), out.size(), "copy_bytes_to: destination");
-  engine_->copy_bytes_to(out);
+  engine().copy_bytes_to(out);
 }
 
 void Filter::copy_bytes_from(std::span<const std::byte> in) {
   check_size(layout_.size_bytes(), in.size(), "copy_bytes_from: source");
-  engine_->copy_bytes_from(in);
+  engine().copy_bytes_from(in);
 }
 
 Backend parse_backend(std::string_view name) {

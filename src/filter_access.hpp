@@ -11,7 +11,7 @@
 namespace bulkbloom::detail {
 
 struct FilterAccess {
-  static Engine& engine(const Filter& filter) { return *filter.engine_; }
+  static Engine& engine(const Filter& filter) { return filter.engine(); }
   static Filter make(const Layout& layout, std::unique_ptr<Engine> engine) {
     return Filter(layout, std::move(engine));
   }

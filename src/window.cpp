@@ -245,7 +245,16 @@ WindowedFilter::WindowedFilter(WindowedFilter&&) noexcept = default;
 WindowedFilter& WindowedFilter::operator=(WindowedFilter&&) noexcept = default;
 WindowedFilter::~WindowedFilter() = default;
 
+void WindowedFilter::require_generations(const char* call) const {
+  // A moved-from window's ring is empty; say so rather than index nothing.
+  if (ring_.empty()) {
+    throw std::logic_error(std::string("bulkbloom::WindowedFilter::") + call +
+                           " on a window that was moved from");
+  }
+}
+
 std::string WindowedFilter::implementation() const {
+  require_generations("implementation");
   return ring_.front().implementation();
 }
 
@@ -263,6 +272,7 @@ template <typename Key>
 std::uint64_t WindowedFilter::dedup_keys(std::span<const Key> keys,
                                          std::span<const std::int64_t> times,
                                          std::span<std::uint8_t> is_new) {
+  require_generations("insert_if_absent");
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
   std::uint64_t fresh = 0;
   for_each_hashed_chunk(
@@ -275,6 +285,7 @@ std::uint64_t WindowedFilter::dedup_keys(std::span<const Key> keys,
 
 template <typename Key>
 void WindowedFilter::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
+  require_generations("contains");
   check_size(keys.size(), out.size(), "contains: output span");
   for_each_hashed_chunk(
       keys, config_.generation, *host_of(ring_).kernels,
@@ -327,6 +338,7 @@ bool WindowedFilter::contains(std::uint64_t key) const {
 
 void WindowedFilter::advance_to(std::int64_t time) {
   require_clock(WindowClock::event_time, "advance_to");
+  require_generations("advance_to");
   move_clock(time);
 }
 
@@ -336,6 +348,7 @@ std::optional<std::int64_t> WindowedFilter::clock_time() const {
 }
 
 const Filter& WindowedFilter::generation(std::uint32_t age) const {
+  require_generations("generation");
   if (age >= config_.generations) {
     throw std::invalid_argument("generation age " + std::to_string(age) +
                                 " is out of range: this window has " +
@@ -345,6 +358,7 @@ const Filter& WindowedFilter::generation(std::uint32_t age) const {
 }
 
 double WindowedFilter::current_fpr() const {
+  require_generations("current_fpr");
   double none_claims = 1.0;
   for (const Filter& g : ring_) none_claims *= 1.0 - g.current_fpr();
   return 1.0 - none_claims;
@@ -434,6 +448,7 @@ std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
                                              std::span<const std::uint64_t> hashes,
                                              std::span<const std::int64_t> clocks,
                                              std::uint8_t* is_new) {
+  w.require_generations("insert_if_absent");
   std::uint64_t fresh = 0;
   for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
     const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
@@ -463,6 +478,7 @@ std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
 void detail::WindowAccess::contains_hashes(const WindowedFilter& w,
                                            std::span<const std::uint64_t> hashes,
                                            std::uint8_t* out) {
+  w.require_generations("contains");
   for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
     const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
     w.contains_hashes(hashes.subspan(offset, n), out + offset);
@@ -472,6 +488,7 @@ void detail::WindowAccess::contains_hashes(const WindowedFilter& w,
 // After n records the newest generation is the period of record n - 1, as dedup_hashes() leaves
 // it: the rotation for record n happens when record n comes.
 void detail::WindowAccess::advance_records(WindowedFilter& w, std::uint64_t records) {
+  w.require_generations("advance_to");
   if (records <= w.records_seen_) return;
   w.rotate_to_epoch(static_cast<std::int64_t>((records - 1) / w.config_.period()));
   w.records_seen_ = records;

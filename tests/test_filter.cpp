@@ -390,5 +390,26 @@ TEST(FilterApi, MovesAndByteRoundTrip) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(c.view().data()) % 64, 0u);
 }
 
+TEST(FilterApi, AMovedFromFilterThrowsUntilAssignedTo) {
+  Filter a(Layout{Shape::sb256, 100});
+  Filter b = std::move(a);
+  const std::vector<std::uint64_t> keys = {1, 2, 3};
+  std::vector<std::uint8_t> flags(keys.size());
+  const auto says_moved = [](auto call) {
+    return message_of<std::logic_error>(call).find("moved from") != std::string::npos;
+  };
+  EXPECT_TRUE(says_moved([&] { a.insert(keys); }));
+  EXPECT_TRUE(says_moved([&] { a.contains(keys, flags); }));
+  EXPECT_TRUE(says_moved([&] { a.insert_if_absent(std::uint64_t{7}); }));
+  EXPECT_TRUE(says_moved([&] { a.popcount(); }));
+  EXPECT_TRUE(says_moved([&] { a.implementation(); }));
+  EXPECT_TRUE(says_moved([&] { b.merge(a); }));
+  EXPECT_TRUE(says_moved([&] { save(a, testing::TempDir() + "moved_from.bbf"); }));
+  EXPECT_FALSE(std::filesystem::exists(testing::TempDir() + "moved_from.bbf"));
+  a = Filter(Layout{Shape::sb256, 100});
+  a.insert(keys);
+  EXPECT_TRUE(a.contains(std::uint64_t{2}));
+}
+
 }  // namespace
 }  // namespace bulkbloom::test

@@ -442,6 +442,29 @@ TEST(WindowErrors, BadParametersNameTheValueAndTheLimit) {
   EXPECT_THROW(prehashed.insert_if_absent(words, short_flags), std::invalid_argument);
 }
 
+TEST(WindowErrors, AMovedFromWindowThrowsUntilAssignedTo) {
+  WindowedFilter records(small_config(WindowClock::records, Shape::sb512));
+  WindowedFilter timed(small_config(WindowClock::event_time, Shape::sb512));
+  WindowedFilter records_now = std::move(records);
+  WindowedFilter timed_now = std::move(timed);
+  std::vector<std::uint64_t> keys = {1, 2, 3};
+  std::vector<std::int64_t> times = {1, 2, 3};
+  std::vector<std::uint8_t> flags(3);
+  const auto says_moved = [](auto call) {
+    return message_of<std::logic_error>(call).find("moved from") != std::string::npos;
+  };
+  EXPECT_TRUE(says_moved([&] { records.insert_if_absent(keys, flags); }));
+  EXPECT_TRUE(says_moved([&] { timed.insert_if_absent(keys, times, flags); }));
+  EXPECT_TRUE(says_moved([&] { timed.advance_to(9); }));
+  EXPECT_TRUE(says_moved([&] { records.contains(std::uint64_t{1}); }));
+  EXPECT_TRUE(says_moved([&] { records.generation(0); }));
+  EXPECT_TRUE(says_moved([&] { records.current_fpr(); }));
+  EXPECT_TRUE(says_moved([&] { records.implementation(); }));
+  EXPECT_TRUE(says_moved([&] { to_file_bytes(records); }));
+  records = std::move(records_now);
+  EXPECT_EQ(records.insert_if_absent(keys, flags), 3u);
+}
+
 TEST(WindowKeys, ByteStringsDedupLikeTheirHashes) {
   // A byte-string key is placed by its XXH64, as in the plain filter.
   WindowConfig config = small_config(WindowClock::records, Shape::sb256, 512);

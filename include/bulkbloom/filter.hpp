@@ -70,13 +70,13 @@ std::vector<Implementation> implementations();
 /// The names of the usable entries of implementations(), in the same order.
 std::vector<std::string> available_implementations();
 
-/// A blocked Bloom filter that owns its bits. Move-only.
+/// A blocked Bloom filter that owns its bits. Move-only: a moved-from filter is only fit to be
+/// assigned to or destroyed, and every call that reaches its bits throws std::logic_error.
 ///
 /// Contracts (DESIGN §3): no false negatives; insert() is order-independent and gives the same
-/// bytes on every backend; insert_if_absent() reports a repeated key new at most once, and on the
-/// CPU returns exactly what the sequential loop `new = !contains(k); insert(k)` would. On the GPU
-/// copies of a key race: one of them (not necessarily the first) is reported new, and a never-seen
-/// key may be reported present when other keys of the batch set all its bits.
+/// bytes on every backend; insert_if_absent() reports a repeated key new at most once, and on every
+/// backend, thread count and SIMD target returns exactly what the sequential loop
+/// `new = !contains(k); insert(k)` would.
 class Filter {
  public:
   /// An empty filter with an explicit layout. Throws std::invalid_argument for a bad layout,
@@ -151,6 +151,7 @@ class Filter {
  private:
   friend struct detail::FilterAccess;
   Filter(const Layout& layout, std::unique_ptr<detail::Engine> engine);
+  detail::Engine& engine() const;
 
   Layout layout_;
   std::unique_ptr<detail::Engine> engine_;

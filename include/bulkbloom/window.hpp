@@ -70,12 +70,14 @@ struct WindowConfig {
                                      std::uint32_t generations = 4, std::uint64_t lateness = 0);
 };
 
-/// A sliding-window dedup filter: G generations of one layout in a ring. Move-only.
+/// A sliding-window dedup filter: G generations of one layout in a ring. Move-only: a moved-from
+/// window is only fit to be assigned to or destroyed, and every call that reaches its generations
+/// throws std::logic_error.
 ///
 /// A record is new when no generation may contain its key; every record (new or not) is inserted
 /// into the newest generation. Each period() the oldest generation is cleared and becomes the
-/// newest. On the CPU, insert_if_absent() returns exactly what the sequential per-record loop
-/// (rotate if due; new = no generation contains the key; insert into the newest) returns.
+/// newest. On every backend, insert_if_absent() returns exactly what the sequential per-record
+/// loop (rotate if due; new = no generation contains the key; insert into the newest) returns.
 class WindowedFilter {
  public:
   /// An empty window. Throws std::invalid_argument for a bad config, and what Filter throws.
@@ -149,6 +151,7 @@ class WindowedFilter {
   void move_clock(std::int64_t time);
   void rotate_to_epoch(std::int64_t epoch);
   void require_clock(WindowClock clock, const char* call) const;
+  void require_generations(const char* call) const;
 
   WindowConfig config_;
   std::vector<Filter> ring_;       // ring_[newest_] is the newest generation
