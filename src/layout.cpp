@@ -210,6 +210,7 @@ Layout Layout::for_capacity(Shape shape, std::uint64_t capacity, double fpr, Key
 Layout Layout::for_capacity(std::uint64_t capacity, double fpr, KeyHash hash, std::uint64_t seed,
                             std::optional<BlockIndex> index) {
   check_sizing_arguments(capacity, fpr);
+  Layout{Shape::sb512, 1, hash, seed, index.value_or(BlockIndex::high32)}.validate();
   // Wider blocks first, so that a tie in bytes goes to the 512-bit shapes; table order otherwise.
   auto preference = kAllShapes;
   std::stable_sort(preference.begin(), preference.end(),
@@ -233,14 +234,29 @@ Layout Layout::for_capacity(std::uint64_t capacity, double fpr, KeyHash hash, st
 }
 
 std::string Layout::describe() const {
-  char buf[192];
-  const double mib = static_cast<double>(size_bytes()) / (1024.0 * 1024.0);
+  // A layout that validate() would refuse is described with its raw codes, never as a valid one.
+  const std::string hash_name = hash == KeyHash::xxh64 ? "xxh64"
+                                : hash == KeyHash::identity
+                                    ? "identity"
+                                    : "hash code " + std::to_string(static_cast<int>(hash));
   // The index is named only when it is not Parquet's, which is what every older file holds.
-  std::snprintf(buf, sizeof buf, "%s x %llu blocks (%.1f MiB), %s seed %llu%s",
-                std::string(to_string(shape)).c_str(), static_cast<unsigned long long>(num_blocks),
-                mib, hash == KeyHash::xxh64 ? "xxh64" : "identity",
-                static_cast<unsigned long long>(seed),
-                index == BlockIndex::full64 ? ", index full64" : "");
+  const std::string index_name = index == BlockIndex::high32 ? ""
+                                 : index == BlockIndex::full64
+                                     ? ", index full64"
+                                     : ", index code " + std::to_string(static_cast<int>(index));
+  const bool known_shape = static_cast<std::size_t>(shape) < kAllShapes.size();
+  const std::string shape_name = known_shape
+                                     ? std::string(to_string(shape))
+                                     : "shape code " + std::to_string(static_cast<int>(shape));
+  char size[32] = "size unknown";
+  if (known_shape) {
+    std::snprintf(size, sizeof size, "%.1f MiB",
+                  static_cast<double>(size_bytes()) / (1024.0 * 1024.0));
+  }
+  char buf[224];
+  std::snprintf(buf, sizeof buf, "%s x %llu blocks (%s), %s seed %llu%s", shape_name.c_str(),
+                static_cast<unsigned long long>(num_blocks), size, hash_name.c_str(),
+                static_cast<unsigned long long>(seed), index_name.c_str());
   return buf;
 }
 

@@ -27,6 +27,19 @@ TEST(Layout, ShapeGeometry) {
             "sb512 x 10 blocks (0.0 MiB), xxh64 seed 0, index full64");
 }
 
+TEST(Layout, UnknownCodesAreRefusedBySizingAndNamedByDescribe) {
+  const auto bad_hash = static_cast<KeyHash>(7);
+  const auto bad_index = static_cast<BlockIndex>(9);
+  EXPECT_THROW(Layout::for_capacity(1000, 0.01, bad_hash), std::invalid_argument);
+  EXPECT_THROW(Layout::for_capacity(1000, 0.01, KeyHash::xxh64, 0, bad_index),
+               std::invalid_argument);
+  EXPECT_THROW(Layout::for_capacity(Shape::sb256, 1000, 0.01, bad_hash), std::invalid_argument);
+  EXPECT_EQ(Layout(Shape::sb256, 4, bad_hash, 3, bad_index).describe(),
+            "sb256 x 4 blocks (0.0 MiB), hash code 7 seed 3, index code 9");
+  EXPECT_EQ(Layout(static_cast<Shape>(200), 4).describe(),
+            "shape code 200 x 4 blocks (size unknown), xxh64 seed 0");
+}
+
 // DESIGN §2 written out again, independently of src/layout.cpp: the FPR of a block whose load is
 // Poisson(lambda), summed term by term.
 double poisson_block_fpr(Shape shape, double lambda) {

@@ -5,6 +5,7 @@
 /// the device. This header is the single definition of where a key's bits go (DESIGN §1).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -107,7 +108,7 @@ struct BlockGeometry {
 
   /// The word-wise bit pattern a hash sets in its block.
   struct Pattern {
-    Word word[kWords];
+    Word word[static_cast<std::size_t>(kWords)];
   };
 
   BULKBLOOM_HOST_DEVICE static constexpr Pattern pattern(std::uint64_t hash) {
