@@ -47,16 +47,20 @@ std::uint32_t HeaderCodec::check_frame(const std::byte* header, std::uint64_t to
   if (get(header, checksum()) != header_checksum(header, checksum().at)) {
     throw format_error(source, "header checksum mismatch: the header is corrupt");
   }
+  if (get(header, kHeaderBytes) != bytes) {
+    throw format_error(source, "header_bytes " + std::to_string(get(header, kHeaderBytes)) +
+                                   " is not the " + std::to_string(bytes) + " this " + kind +
+                                   " header has");
+  }
   return found;
 }
 
 bool HeaderCodec::reserved_are_zero(const std::byte* header,
                                     std::initializer_list<Reserved> reserved) const {
-  return get(header, kHeaderBytes) == bytes &&
-         std::all_of(reserved.begin(), reserved.end(), [&](const Reserved& r) {
-           return std::all_of(header + r.from, header + r.to,
-                              [](std::byte b) { return b == std::byte{0}; });
-         });
+  return std::all_of(reserved.begin(), reserved.end(), [&](const Reserved& r) {
+    return std::all_of(header + r.from, header + r.to,
+                       [](std::byte b) { return b == std::byte{0}; });
+  });
 }
 
 }  // namespace bulkbloom::detail

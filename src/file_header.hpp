@@ -84,12 +84,12 @@ struct HeaderCodec {
   /// Writes the header checksum, once every other field is in place.
   void seal(std::byte* header) const;
 
-  /// Reading steps 1 to 4, in this order: the source holds at least a header (`total_bytes`),
-  /// the magic, the version, the header checksum. Throws FormatError naming `source` and the
-  /// first failure. Returns the version.
+  /// Reading steps 1 to 5, in this order: the source holds at least a header (`total_bytes`),
+  /// the magic, the version, the header checksum, header_bytes is this kind's. Throws
+  /// FormatError naming `source` and the first failure. Returns the version.
   std::uint32_t check_frame(const std::byte* header, std::uint64_t total_bytes,
                             const std::string& source) const;
-  /// Reading step 5: header_bytes is this kind's and every reserved byte is zero.
+  /// Whether every byte of the `reserved` ranges is zero (the rest of reading step 5).
   bool reserved_are_zero(const std::byte* header, std::initializer_list<Reserved> reserved) const;
 };
 

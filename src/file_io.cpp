@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -223,8 +224,15 @@ void save_checkpoint_file(const std::filesystem::path& dir, const std::string& f
 
 std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem::path& dir,
                                                           const std::string& file_name) {
-  auto path = dir / file_name;
+  // Below a regular file the checkpoint's path reads as "not found"; a resumed run must not take
+  // that for a directory that never held a checkpoint.
   std::error_code error;
+  const auto dir_status = std::filesystem::status(dir, error);
+  if (std::filesystem::exists(dir_status) && !std::filesystem::is_directory(dir_status)) {
+    throw IoError("cannot look for a checkpoint in " + dir.string() + ": " + std::strerror(ENOTDIR),
+                  ENOTDIR, dir);
+  }
+  auto path = dir / file_name;
   const bool exists = std::filesystem::exists(path, error);
   if (error)
     throw IoError("cannot look for a checkpoint at " + path.string() + ": " + error.message(),

@@ -90,7 +90,8 @@ void save_checkpoint_file(const std::filesystem::path& dir, const std::string& f
                           const std::function<void(const std::filesystem::path&)>& save);
 
 /// The path of checkpoint `file_name` in `dir`, or nullopt when it is known to be absent. A
-/// directory that cannot be searched is an IoError, or a resumed run would silently start over.
+/// directory that cannot be searched, or a `dir` that is not a directory, is an IoError, or a
+/// resumed run would silently start over.
 std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem::path& dir,
                                                           const std::string& file_name);
 

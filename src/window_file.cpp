@@ -142,10 +142,6 @@ bool clock_is_reachable(const WindowConfig& config, const WindowAccess::Clock& c
 Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::string& source) {
   auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
   kCodec.check_frame(h, total_bytes, source);
-  if (!kCodec.reserved_are_zero(h, {})) {
-    throw fail("header_bytes " + std::to_string(get(h, detail::HeaderCodec::kHeaderBytes)) +
-               " is not the " + std::to_string(kHeaderBytes) + " version 1 writes");
-  }
   const auto started = get(h, kStarted);
   if (started > 1) {
     throw fail("started flag " + std::to_string(started) + " is neither 0 nor 1");

@@ -146,6 +146,17 @@ TEST(Format, UnsearchableCheckpointDirectoryIsAnErrorNotAnAbsentCheckpoint) {
   const auto loop = dir.path() / "loop";
   fs::create_symlink(loop, loop);
   EXPECT_THROW(load_checkpoint(loop), IoError);
+  // A regular file where the directory should be: below it the checkpoint reads as "not found".
+  const auto plain = dir.path() / "plain";
+  std::ofstream(plain) << "not a directory";
+  try {
+    load_checkpoint(plain);
+    ADD_FAILURE() << "a regular file read as a directory without a checkpoint";
+  } catch (const IoError& e) {
+    EXPECT_EQ(e.error_number(), ENOTDIR);
+    EXPECT_EQ(e.path(), plain);
+  }
+  EXPECT_THROW(load_window_checkpoint(plain), IoError);
 }
 
 // Damaged files. Patches that must get past the header checksum recompute it the way
@@ -193,6 +204,9 @@ TEST_F(BadFiles, EachHeaderProblemIsNamed) {
   corrupt_header[30] ^= std::byte{1};
   EXPECT_NE(error_loading(corrupt_header).find("header checksum"), std::string::npos);
   EXPECT_NE(error_loading(patched(80, 5, 8)).find("reserved"), std::string::npos);
+  EXPECT_NE(error_loading(patched(12, 128, 4))
+                .find("header_bytes 128 is not the 96 this bulkbloom filter header has"),
+            std::string::npos);
   EXPECT_NE(error_loading(patched(16, 7, 1)).find("unknown shape"), std::string::npos);
   // Byte 18 is the block index (0 high32, 1 full64); an unknown mode is not guessed at, and byte
   // 19 stays reserved.

@@ -195,7 +195,8 @@ void save_checkpoint(const std::filesystem::path& dir, const WindowedFilter& win
                      const FileState& state);
 
 /// The latest window checkpoint in `dir`, or nothing if none was ever completed there.
-/// Throws FormatError if the checkpoint file exists but is damaged.
+/// Throws FormatError if the checkpoint file exists but is damaged, IoError if `dir` is not a
+/// directory or cannot be searched (a resumed run must not start over by mistake).
 std::optional<WindowCheckpoint> load_window_checkpoint(const std::filesystem::path& dir,
                                                        const Options& options = {});
 

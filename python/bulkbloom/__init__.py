@@ -43,7 +43,6 @@ Errors
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 from typing import Any, Iterable, NamedTuple, Optional, Union
@@ -713,12 +712,8 @@ class WindowedFilter(_WindowState):
         ``directory`` does not exist); resuming from it and replaying the records after it gives
         the answers an uninterrupted run would have given. ``NotADirectoryError`` if
         ``directory`` is a file."""
-        path = os.fspath(directory)
-        # The library looks for its checkpoint file inside: below a file, that reads as "none".
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
         options = _options(backend, implementation, threads)
-        found = _core.WindowedFilter.load_checkpoint(path, *options)
+        found = _core.WindowedFilter.load_checkpoint(os.fspath(directory), *options)
         return None if found is None else cls._wrap(*found)
 
 
