@@ -1,10 +1,13 @@
 """WindowedFilter: the per-record rule of docs/WINDOW.md exactly, its two guarantees, and
 checkpoint / resume giving the answers of an uninterrupted run."""
 
+import re
+
 import numpy as np
 import pytest
 
 import bulkbloom
+from conftest import REPO
 
 
 def reference_records_window(w, keys):
@@ -179,3 +182,29 @@ def test_event_time_calls_longer_than_a_chunk_answer_as_short_ones():
                                for a in splits])
     assert (flags == expected).all()
     assert whole.rotations == pieces.rotations > 0
+
+
+def test_docs_36_hour_table_is_what_the_sizing_gives():
+    # docs/WINDOW.md's table of 36-hour windows at p = 0.001, row by row, against the code.
+    text = (REPO / "docs/WINDOW.md").read_text()
+    table = text[text.index("### 36 hours at p = 0.001"):text.index("## Persistence")]
+    row_pattern = re.compile(
+        r"^\| 10\^(\d+) +\| (\d+) \|[^|]+\|[^|]+\| (\w+) × ([\d,]+) blocks(, index full64)? "
+        r"\(([\d.]+) GiB\) +\| ([\d.]+) GiB +\|",
+        re.M,
+    )
+    rows = row_pattern.findall(table)
+    assert len(rows) == 6
+    for exponent, generations, shape, blocks, full64, each_gib, all_gib in rows:
+        config = bulkbloom.WindowConfig.for_event_time(
+            10 ** int(exponent) / 86400, 129600, 0.001, generations=int(generations))
+        layout = config.generation
+        documented = (shape, int(blocks.replace(",", "")), "full64" if full64 else "high32")
+        assert (layout.shape, layout.num_blocks, layout.index) == documented
+        gib = layout.size_bytes / 2**30
+
+        def rounded_as(value, shown):  # to the decimals the table shows
+            return f"{value:.{len(shown.partition('.')[2])}f}"
+
+        assert rounded_as(gib, each_gib) == each_gib
+        assert rounded_as(gib * int(generations), all_gib) == all_gib
