@@ -161,9 +161,12 @@ class CompactReader {
 
 std::vector<std::byte> to_parquet(const Filter& filter) {
   const Layout& layout = filter.layout();
-  if (layout.shape != Shape::sb256 || layout.hash != KeyHash::xxh64 || layout.seed != 0) {
+  // Parquet readers place every key with high32: a full64 filter's bits exported as they are would
+  // answer "absent" for some of its keys there.
+  if (layout.shape != Shape::sb256 || layout.hash != KeyHash::xxh64 || layout.seed != 0 ||
+      layout.index != BlockIndex::high32) {
     throw std::invalid_argument(
-        "Parquet Bloom filters are sb256 with xxh64 and seed 0; this "
+        "Parquet Bloom filters are sb256 with xxh64, seed 0 and block index high32; this "
         "filter is " +
         layout.describe());
   }

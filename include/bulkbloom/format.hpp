@@ -123,8 +123,8 @@ std::optional<Checkpoint> load_checkpoint(const std::filesystem::path& dir,
 
 /// The Parquet split-block Bloom filter of a column chunk for this filter: the Thrift compact
 /// BloomFilterHeader (SPLIT_BLOCK, XXHASH, UNCOMPRESSED) followed by the bitset. Requires an sb256
-/// layout with the xxh64 hash and seed 0 (std::invalid_argument otherwise) and at most 2^31 - 1
-/// bitset bytes.
+/// layout with the xxh64 hash, seed 0 and the high32 block index, which is how Parquet readers
+/// place keys (std::invalid_argument otherwise), and at most 2^31 - 1 bitset bytes.
 std::vector<std::byte> to_parquet(const Filter& filter);
 
 /// Reads a Parquet Bloom filter (header followed by bitset, as to_parquet() writes and Parquet

@@ -483,7 +483,8 @@ class Filter(_BulkCalls):
 
     def to_parquet_bytes(self) -> bytes:
         """The Parquet split-block Bloom filter of this filter (Thrift header + bitset), for an
-        ``sb256``, ``xxh64``, seed-0 filter (``ValueError`` otherwise)."""
+        ``sb256``, ``xxh64``, seed-0 filter with the ``high32`` block index, which is how
+        Parquet readers place keys (``ValueError`` otherwise)."""
         return self._core.to_parquet()
 
     @classmethod

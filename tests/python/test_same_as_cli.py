@@ -154,5 +154,8 @@ def test_parquet_bytes_round_trip(tmp_path):
     assert g.to_bytes() == f.to_bytes()
     with pytest.raises(ValueError):
         bulkbloom.Filter(1000).to_parquet_bytes()  # sb512: not a Parquet filter
+    with pytest.raises(ValueError, match="high32"):
+        # Parquet readers place keys with high32, so a full64 filter is not theirs either.
+        bulkbloom.Filter.from_layout("sb256", 1000, index="full64").to_parquet_bytes()
     with pytest.raises(bulkbloom.FormatError):
         bulkbloom.Filter.from_parquet_bytes(parquet[:10])
