@@ -51,6 +51,11 @@ std::optional<WindowRequest> window_request(const ArgParser& parser, const Recor
     throw UsageError(
         "--shape does not apply to a window: each generation takes the smallest shape");
   }
+  if (parser.has("index")) {
+    throw UsageError(
+        "--index does not apply to a window: each generation takes the block index its sizing "
+        "chooses (full64 where high32 would cost more than 0.5 % of the false-positive rate)");
+  }
   WindowRequest request;
   const std::uint64_t generations = parser.get_count("generations").value_or(4);
   if (generations < 2 || generations > WindowConfig::kMaxGenerations) {

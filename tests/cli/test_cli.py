@@ -1064,7 +1064,9 @@ def case_window_errors():
                           (["--window", "1h", "--time-field", "2", "--generations", "1"],
                            "outside [2, 64]"),
                           (["--window", "1h", "--time-field", "2", "--shape", "sb256"],
-                           "--shape does not apply")]:
+                           "--shape does not apply"),
+                          (["--window-records", "5", "--index", "high32"],
+                           "--index does not apply")]:
         expect_failure(["dedup", "-f", "csv:1", "in.csv"] + args, message, rc=2)
     expect_failure(["dedup", "-f", "dec", "in.csv", "--window", "1h", "--time-field", "2"],
                    "needs a csv:N or tsv:N format", rc=2)
