@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +14,7 @@
 
 #include "cpu/kernels.hpp"
 #include "cpu/partitioned.hpp"
+#include "cpu/plan_chooser.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom::test {
@@ -425,6 +428,126 @@ TEST(PartitionedBulk, PlanSplitsWritesByBlockRangeAndPartitionsLargeBatchesForLo
   EXPECT_EQ(read_at.num_blocks >> read_plan.partition_shift, 192u);
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_at, std::size_t{1} << 22, 1, fixed).mode,
             Mode::single);
+}
+
+TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
+  using Mode = detail::BulkPlan::Mode;
+  const bool fixed = true;
+  const std::size_t n = std::size_t{1} << 22;
+  const Layout below{Shape::sb512, (std::uint64_t{1} << 24) - 1};
+  const Layout large{Shape::sb512, std::uint64_t{1} << 24};    // 1 GiB
+  const Layout read_at{Shape::sb512, std::uint64_t{3} << 25};  // 6 GiB
+  const auto alternative = [&](BulkOp op, const Layout& layout, std::size_t keys,
+                               unsigned threads) {
+    return detail::alternative_plan(op, layout, keys,
+                                    detail::plan_bulk(op, layout, keys, threads, fixed));
+  };
+  EXPECT_FALSE(alternative(BulkOp::contains, below, n, 2));
+  const Layout read_below{Shape::sb512, (std::uint64_t{3} << 25) - 1};  // 6 GiB less a block
+  for (const Layout& layout : {large, read_below}) {
+    const auto plan = detail::plan_bulk(BulkOp::contains, layout, n, 2, fixed);
+    EXPECT_EQ(plan.mode, Mode::key_slices);
+    const auto other = detail::alternative_plan(BulkOp::contains, layout, n, plan);
+    ASSERT_TRUE(other);
+    EXPECT_EQ(other->mode, Mode::partitioned);
+    EXPECT_EQ(other->tasks, 2u);
+    EXPECT_EQ(((layout.num_blocks - 1) >> other->partition_shift) + 1,
+              layout == large ? 256u : 192u);
+  }
+  // Partitioned from 6 GiB up, always: key slices were slower there on every host measured.
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_at, n, 2, fixed).mode, Mode::partitioned);
+  EXPECT_FALSE(alternative(BulkOp::contains, read_at, n, 2));
+  // One thread, calls too short to time, and writes keep the plan by size.
+  EXPECT_FALSE(alternative(BulkOp::contains, large, n, 1));
+  EXPECT_FALSE(alternative(BulkOp::contains, large, (std::size_t{1} << 18) - 1, 2));
+  EXPECT_FALSE(alternative(BulkOp::insert, large, n, 2));
+  EXPECT_FALSE(alternative(BulkOp::insert_if_absent, read_at, n, 2));
+}
+
+// A 1 GiB filter on two threads reads each batch of 2^18 keys or more with either plan, whichever
+// the chooser picks; the first calls try both. Every call must give the scalar reference's answers.
+TEST(PartitionedBulk, CallsChosenByMeasurementGiveTheScalarAnswers) {
+  const Layout layout{Shape::sb512, std::uint64_t{1} << 24, KeyHash::xxh64, 7, BlockIndex::full64};
+  Options two_threads;
+  two_threads.threads = 2;
+  Filter filter(layout, two_threads);
+  Options scalar;
+  scalar.implementation = "cpu/scalar";
+  scalar.threads = 1;
+  Filter reference(layout, scalar);
+  const std::size_t n = std::size_t{1} << 18;
+  const auto fresh = random_keys(6 * n, 45);
+  std::vector<std::uint8_t> flags(n), expected(n);
+  for (std::size_t round = 0; round < 6; ++round) {
+    // Half new keys, half copies of this and earlier rounds' keys.
+    std::vector<std::uint64_t> batch(fresh.begin() + round * n, fresh.begin() + (round + 1) * n);
+    SplitMix64 rng(round);
+    for (std::size_t i = 1; i < n; i += 2) batch[i] = fresh[rng.next() % (round * n + i)];
+    ASSERT_EQ(filter.insert_if_absent(batch, flags), reference.insert_if_absent(batch, expected));
+    ASSERT_EQ(flags, expected) << "insert_if_absent, round " << round;
+    auto probes = random_keys(n, 100 + round);
+    std::copy_n(batch.begin(), n / 2, probes.begin());
+    filter.contains(probes, flags);
+    reference.contains(probes, expected);
+    ASSERT_EQ(flags, expected) << "contains, round " << round;
+    const auto more = random_keys(n, 200 + round);
+    filter.insert(more);
+    reference.insert(more);
+  }
+  EXPECT_EQ(std::memcmp(filter.view().data(), reference.view().data(), layout.size_bytes()), 0);
+}
+
+// Drives a chooser with plans that take `seconds_per_key[plan]`, returning the plans it ran.
+std::vector<unsigned> choices(detail::PlanChooser& chooser, int calls,
+                              const std::function<double(unsigned plan, int call)>& seconds) {
+  std::vector<unsigned> ran;
+  for (int call = 0; call < calls; ++call) {
+    const unsigned plan = chooser.next();
+    chooser.record(plan, 1000, 1000 * seconds(plan, call));
+    ran.push_back(plan);
+  }
+  return ran;
+}
+
+TEST(PlanChooser, TriesBothThenKeepsTheFasterAndRechecksTheOtherEverLessOften) {
+  using detail::PlanChooser;
+  for (unsigned faster : {0u, 1u}) {
+    PlanChooser chooser;
+    const auto ran =
+        choices(chooser, 2000, [&](unsigned plan, int) { return plan == faster ? 1e-9 : 2e-9; });
+    // The first calls alternate, the plan by size first.
+    for (unsigned i = 0; i < 2 * PlanChooser::kFirstRuns; ++i) EXPECT_EQ(ran[i], i % 2) << i;
+    // Then the slower plan runs only as rechecks, each further from the last, up to the limit.
+    std::vector<std::size_t> rechecks;
+    for (std::size_t i = 2 * PlanChooser::kFirstRuns; i < ran.size(); ++i) {
+      if (ran[i] != faster) rechecks.push_back(i);
+    }
+    ASSERT_GE(rechecks.size(), 5u);
+    EXPECT_EQ(rechecks[0] - (2 * PlanChooser::kFirstRuns - 1), PlanChooser::kFirstRecheckInterval);
+    for (std::size_t r = 1; r < rechecks.size(); ++r) {
+      const std::size_t gap = rechecks[r] - rechecks[r - 1];
+      const std::size_t expected = std::min<std::size_t>(PlanChooser::kFirstRecheckInterval << r,
+                                                         PlanChooser::kMaxRecheckInterval);
+      EXPECT_EQ(gap, expected) << "recheck " << r << " (faster plan " << faster << ")";
+    }
+  }
+}
+
+TEST(PlanChooser, SwitchesWhenTheOtherPlanBecomesFasterAndIgnoresOneSlowCall) {
+  detail::PlanChooser chooser;
+  // Plan 0 is faster for the first 500 calls, except one call slowed by a neighbour; from then on
+  // plan 1 is.
+  const auto ran = choices(chooser, 1500, [](unsigned plan, int call) {
+    if (call == 100) return 50e-9;
+    if (call < 500) return plan == 0 ? 1e-9 : 2e-9;
+    return plan == 0 ? 3e-9 : 2e-9;
+  });
+  EXPECT_EQ(ran[101], 0u);  // the slow call alone does not make plan 0 look slower
+  // Rechecks of plan 1 at calls 19, 51, 115, 243 and 499: gaps of 16, 32, 64, 128 and 256.
+  EXPECT_EQ(std::count(ran.begin() + 4, ran.begin() + 500, 1u), 5);
+  // After the change the next recheck of plan 1 wins it back, and plan 0 is rechecked from then.
+  EXPECT_LE(std::count(ran.begin() + 1000, ran.end(), 0u), 2);
+  EXPECT_EQ(ran.back(), 1u);
 }
 
 TEST(PartitionedBulk, AutomaticThreadsWriteFiltersUnder16MiBOnOneThread) {

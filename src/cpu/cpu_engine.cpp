@@ -1,11 +1,14 @@
 // The CPU backend: host memory, a kernel set chosen by target, and the whole-filter operations.
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "cpu/cpu_engine.hpp"
 #include "cpu/partitioned.hpp"
+#include "cpu/plan_chooser.hpp"
 
 namespace bulkbloom::detail {
 namespace {
@@ -47,17 +50,18 @@ class CpuEngine final : public Engine {
                 std::span<std::uint8_t> out) const override {
     const BulkPlan plan =
         plan_bulk(BulkOp::contains, layout_, keys.size(), pool_->size(), threads_fixed_);
-    if (plan.mode == BulkPlan::Mode::partitioned) {
-      scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
-                   mode, out.data(), *pool_, plan.partition_shift);
+    const std::optional<BulkPlan> other =
+        alternative_plan(BulkOp::contains, layout_, keys.size(), plan);
+    if (!other) {
+      contains_with(plan, keys, mode, out);
       return;
     }
-    const std::size_t n = keys.size();
-    pool_->run(plan.tasks, [&](unsigned t) {
-      const std::size_t begin = n * t / plan.tasks, end = n * (t + 1) / plan.tasks;
-      kernels_.contains(layout_, bits_.data(), keys.data() + begin, end - begin, mode,
-                        out.data() + begin);
-    });
+    const unsigned choice = read_plans_.next();
+    const auto start = std::chrono::steady_clock::now();
+    contains_with(choice == 0 ? plan : *other, keys, mode, out);
+    read_plans_.record(
+        choice, keys.size(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
@@ -121,6 +125,21 @@ class CpuEngine final : public Engine {
   }
 
  private:
+  void contains_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode,
+                     std::span<std::uint8_t> out) const {
+    if (plan.mode == BulkPlan::Mode::partitioned) {
+      scratch_.run(BulkOp::contains, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                   mode, out.data(), *pool_, plan.partition_shift);
+      return;
+    }
+    const std::size_t n = keys.size();
+    pool_->run(plan.tasks, [&](unsigned t) {
+      const std::size_t begin = n * t / plan.tasks, end = n * (t + 1) / plan.tasks;
+      kernels_.contains(layout_, bits_.data(), keys.data() + begin, end - begin, mode,
+                        out.data() + begin);
+    });
+  }
+
   // Each task writes the flags of its own keys into a private zeroed buffer, merged afterwards:
   // writing them in place would have the tasks fight over every cache line of the flags.
   std::uint64_t insert_if_absent_by_block_ranges(std::span<const std::uint64_t> keys, KeyMode mode,
@@ -154,6 +173,8 @@ class CpuEngine final : public Engine {
   std::shared_ptr<ThreadPool> pool_;
   bool threads_fixed_;
   mutable PartitionScratch scratch_;
+  // Between key slices and partitions for the reads of a filter of 1 to 6 GiB (alternative_plan).
+  mutable PlanChooser read_plans_;
   HostBuffer bits_;
 };
 

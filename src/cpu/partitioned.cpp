@@ -44,6 +44,16 @@ constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30
 // measured, key slices were faster at 4 GiB and partitions at 8 and 12 GiB (bench/DECISIONS.md,
 // "Partitioned threads for big filters").
 constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6} << 30;
+// From here up to kMinPartitionedReadFilterBytes, whether partitions or key slices read faster
+// turned out to depend on the host as much as on the size (cpu/plan_chooser.hpp), so the engine
+// reads with partitions now and then as well and keeps the faster. Beyond it partitions were the
+// faster on every host measured, and each trial of key slices there cost a slow call.
+// Writes keep their plan by size: one host wrote a little faster by block range, the others far
+// slower, and every trial of the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen
+// by measurement"). Calls of fewer keys keep the size-chosen plan: they are over in well under a
+// millisecond, too short to time against a shared machine's noise.
+constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_t{1} << 30;
+constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -52,6 +62,17 @@ std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
 
 unsigned ceil_log2(std::uint64_t v) {
   return v <= 1 ? 0 : static_cast<unsigned>(std::bit_width(v - 1));
+}
+
+// Partitions of kCachePartitionBytes, or 2^kMaxPartitionBits of them where that is more: from
+// kMinPartitionedWriteFilterBytes up this makes 129 to 256 partitions, fine enough for the tasks to
+// take nearly equal shares of the keys in whole partitions.
+unsigned partition_shift_of(const Layout& layout) {
+  const unsigned block_bits = ceil_log2(layout.num_blocks);
+  const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));
+  return std::min(
+      block_bits,
+      std::max(bytes_bits, block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u));
 }
 
 // Calls `visit(i, hash)` for each key i of keys[begin, end), in order, hashing kHashRun keys at a
@@ -85,19 +106,25 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
       parallel && layout.size_bytes() >= (op == BulkOp::contains ? kMinPartitionedReadFilterBytes
                                                                  : kMinPartitionedWriteFilterBytes);
   if (locality || partitioned_threads) {
-    // From kMinPartitionedWriteFilterBytes up this makes 129 to 2^kMaxPartitionBits partitions,
-    // fine enough for the tasks to take nearly equal shares of the keys in whole partitions.
     plan.mode = BulkPlan::Mode::partitioned;
-    const unsigned block_bits = ceil_log2(layout.num_blocks);
-    const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));
-    plan.partition_shift = std::min(
-        block_bits,
-        std::max(bytes_bits, block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u));
+    plan.partition_shift = partition_shift_of(layout);
   } else if (parallel) {
     // contains only reads, so threads may share blocks; the writing calls split by block range.
     plan.mode = op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::block_ranges;
   }
   return plan;
+}
+
+std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
+                                         const BulkPlan& plan) {
+  if (op != BulkOp::contains || plan.mode != BulkPlan::Mode::key_slices ||
+      n < kMinChosenByMeasurementKeys || layout.size_bytes() < kMinChosenByMeasurementFilterBytes) {
+    return std::nullopt;
+  }
+  BulkPlan other = plan;
+  other.mode = BulkPlan::Mode::partitioned;
+  other.partition_shift = partition_shift_of(layout);
+  return other;
 }
 
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {

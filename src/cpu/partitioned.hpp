@@ -67,6 +67,13 @@ struct BulkPlan {
 BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
                    bool threads_fixed);
 
+/// The other plan worth timing against `plan` (plan_bulk's for the same call), if any: partitions,
+/// for a contains of at least 2^18 keys that `plan` reads in key slices on several threads from a
+/// filter of 1 to 6 GiB. Both give the same answers; which is faster depends on the machine
+/// (cpu/plan_chooser.hpp).
+std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
+                                         const BulkPlan& plan);
+
 /// The blocks task `t` of `tasks` owns in Mode::block_ranges.
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);
 
