@@ -47,9 +47,9 @@ double mixture_fpr(int words, int bits, double lambda) {
 }
 
 // Fewest blocks of `shape` whose modelled FPR at `capacity` keys under `index` is <= fpr, or 0 if
-// none fits. A binary search: the FPR falls with the block count, except that under high32 the
-// uneven loads past ~10^9 blocks can make it rise again locally; the count found then still meets
-// fpr under the exact model, it may just not be the very smallest.
+// none fits. A binary search, exact because the modelled FPR never rises with the block count:
+// under high32 the loads are those of floor(2^32 / B) and one more prefixes, which one more block
+// leaves unchanged or lowers, while it moves prefixes from the more loaded blocks to the others.
 std::uint64_t min_blocks(Shape shape, std::uint64_t capacity, double fpr, BlockIndex index) {
   Layout layout{shape, Layout::kMaxBlocks};
   layout.index = index;
