@@ -497,7 +497,8 @@ TEST(PartitionedBulk, CallsChosenByMeasurementGiveTheScalarAnswers) {
   EXPECT_EQ(std::memcmp(filter.view().data(), reference.view().data(), layout.size_bytes()), 0);
 }
 
-// Drives a chooser with plans that take `seconds_per_key[plan]`, returning the plans it ran.
+// Drives a chooser for `calls` calls of 1000 keys, call `call` with plan `plan` taking
+// `seconds(plan, call)` a key; returns the plans it ran.
 std::vector<unsigned> choices(detail::PlanChooser& chooser, int calls,
                               const std::function<double(unsigned plan, int call)>& seconds) {
   std::vector<unsigned> ran;
@@ -545,7 +546,8 @@ TEST(PlanChooser, SwitchesWhenTheOtherPlanBecomesFasterAndIgnoresOneSlowCall) {
   EXPECT_EQ(ran[101], 0u);  // the slow call alone does not make plan 0 look slower
   // Rechecks of plan 1 at calls 19, 51, 115, 243 and 499: gaps of 16, 32, 64, 128 and 256.
   EXPECT_EQ(std::count(ran.begin() + 4, ran.begin() + 500, 1u), 5);
-  // After the change the next recheck of plan 1 wins it back, and plan 0 is rechecked from then.
+  // After the change plan 0's own slower calls hand the preference to plan 1, and plan 0 runs
+  // only as a recheck from then.
   EXPECT_LE(std::count(ran.begin() + 1000, ran.end(), 0u), 2);
   EXPECT_EQ(ran.back(), 1u);
 }

@@ -14,10 +14,14 @@ unsigned PlanChooser::preferred() const {
   return best(1) < best(0) ? 1u : 0u;
 }
 
+bool PlanChooser::trying_both() const {
+  return runs_[0] < kFirstRuns || runs_[1] < kFirstRuns;
+}
+
 unsigned PlanChooser::next() {
   std::lock_guard lock(mutex_);
   // First each plan in turn, the size-chosen one first.
-  if (runs_[0] < kFirstRuns || runs_[1] < kFirstRuns) return runs_[0] <= runs_[1] ? 0u : 1u;
+  if (trying_both()) return runs_[0] <= runs_[1] ? 0u : 1u;
   const unsigned best = preferred();
   if (++since_recheck_ < recheck_interval_) return best;
   since_recheck_ = 0;
@@ -27,7 +31,7 @@ unsigned PlanChooser::next() {
 void PlanChooser::record(unsigned plan, std::size_t keys, double seconds) {
   if (keys == 0) return;
   std::lock_guard lock(mutex_);
-  const bool settled = runs_[0] >= kFirstRuns && runs_[1] >= kFirstRuns;
+  const bool settled = !trying_both();
   const unsigned before = preferred();
   recent_[plan][runs_[plan] % kFirstRuns] = seconds / static_cast<double>(keys);
   ++runs_[plan];

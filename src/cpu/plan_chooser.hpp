@@ -30,6 +30,8 @@ class PlanChooser {
   // The faster plan so far: the one whose recent calls include the lowest seconds per key (the
   // fastest of a few calls, since a shared machine's noise only ever slows a call down).
   unsigned preferred() const;
+  // Whether a plan still has fewer than kFirstRuns calls recorded.
+  bool trying_both() const;
 
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::array<std::array<double, kFirstRuns>, 2> recent_{};  // seconds per key, newest overwritten
