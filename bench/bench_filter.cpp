@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "core/splitmix64.hpp"
 #include "probe/memory_probe.hpp"
-#include "splitmix64.hpp"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/splitmix64.hpp"
 #include "probe/memory_probe.hpp"
-#include "splitmix64.hpp"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "core/filter_access.hpp"
 #include "cpu/kernels.hpp"
-#include "filter_access.hpp"
+#include "registry/backend.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom::test {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "shard_math.hpp"
+#include "shard/shard_math.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "splitmix64.hpp"
+#include "core/splitmix64.hpp"
 
 namespace bulkbloom::test {
 

@@ -4,10 +4,10 @@
 #include <memory>
 
 #include "bulkbloom/layout.hpp"
+#include "core/thread_pool.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
-#include "engine.hpp"
-#include "thread_pool.hpp"
+#include "registry/engine.hpp"
 
 namespace bulkbloom::detail {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "bulkbloom/layout.hpp"
-#include "host_kernels.hpp"
-#include "key_mode.hpp"
+#include "core/host_kernels.hpp"
+#include "core/key_mode.hpp"
 
 namespace bulkbloom::detail {
 

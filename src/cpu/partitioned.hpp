@@ -12,9 +12,9 @@
 #include <optional>
 
 #include "bulkbloom/layout.hpp"
+#include "core/thread_pool.hpp"
 #include "cpu/host_buffer.hpp"
 #include "cpu/kernels.hpp"
-#include "thread_pool.hpp"
 
 namespace bulkbloom::detail {
 

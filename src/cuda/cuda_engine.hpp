@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cuda/device_runtime.hpp"
-#include "engine.hpp"
+#include "registry/engine.hpp"
 
 namespace bulkbloom::detail {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "bulkbloom/error.hpp"
-#include "engine.hpp"
-#include "filter_access.hpp"
+#include "core/filter_access.hpp"
+#include "registry/engine.hpp"
 
 #include "cuda/cuda_engine.hpp"
 

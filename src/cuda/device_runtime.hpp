@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "bulkbloom/layout.hpp"
-#include "engine.hpp"
+#include "registry/engine.hpp"
 
 namespace bulkbloom::detail {
 

@@ -16,7 +16,7 @@
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/layout.hpp"
 #include "cuda/key_placement.hpp"
-#include "engine.hpp"
+#include "registry/engine.hpp"
 
 namespace bulkbloom::detail::gpu {
 

@@ -8,7 +8,7 @@
 #include "bulkbloom/detail/block_math.hpp"
 #include "bulkbloom/filter_ref.hpp"
 #include "bulkbloom/layout.hpp"
-#include "engine.hpp"
+#include "registry/engine.hpp"
 
 namespace bulkbloom::detail::gpu {
 

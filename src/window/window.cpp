@@ -1,0 +1,497 @@
+// The sliding window: a ring of generations, the clocks that rotate it, and dedup over the union.
+// The rules and their reasons are in docs/WINDOW.md.
+#include "bulkbloom/window.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+#include <type_traits>
+
+#include "core/filter_access.hpp"
+#include "core/key_hash.hpp"
+#include "registry/backend.hpp"
+#include "window/window_access.hpp"
+#include "window/window_clock.hpp"
+
+namespace bulkbloom {
+namespace {
+
+using detail::FilterAccess;
+using detail::KeyMode;
+
+// Keys are hashed once per chunk this long, then every generation works on the hashes.
+constexpr std::size_t kHashChunk = std::size_t{1} << 16;
+// Bound on T + L, so that period arithmetic and G·period fit an int64 with room to spare.
+constexpr std::uint64_t kMaxSpan = std::uint64_t{1} << 61;
+
+// Buffers a thread reuses from call to call, at most kHashChunk entries each. Fresh ones cost a
+// page fault per 4 KiB on every call and, as vectors, a pass of zeroing, a visible share of a
+// window's dedup time in a profile (bench/DECISIONS.md). Per thread, since const calls may
+// come from several threads at once.
+struct Scratch {
+  std::unique_ptr<std::uint64_t[]> hashes;   // a chunk's hashes
+  std::unique_ptr<std::uint64_t[]> pending;  // clear_found: hashes still absent
+  std::unique_ptr<std::uint32_t[]> index;    // clear_found: their positions in the chunk
+  std::unique_ptr<std::uint8_t[]> found;     // clear_found: one generation's answers
+
+  // The scratch of the calling thread, with room for kHashChunk entries.
+  static Scratch& of_this_thread() {
+    thread_local Scratch scratch;
+    if (!scratch.hashes) {
+      scratch.hashes = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
+      scratch.pending = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
+      scratch.index = std::make_unique_for_overwrite<std::uint32_t[]>(kHashChunk);
+      scratch.found = std::make_unique_for_overwrite<std::uint8_t[]>(kHashChunk);
+    }
+    return scratch;
+  }
+};
+
+// Hands the layout hashes of `keys` to `consume(hashes, offset)` chunk by chunk, in order.
+// uint64_t keys are hashed by `host`'s kernels, byte strings one at a time.
+template <typename Key, typename Consume>
+void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout,
+                           const detail::HostKernels& host, Consume&& consume) {
+  constexpr bool kByteKeys = std::is_same_v<Key, std::string_view>;
+  if constexpr (kByteKeys) detail::check_byte_keys_allowed(layout);
+  std::uint64_t* const hashes = Scratch::of_this_thread().hashes.get();
+  for (std::size_t offset = 0; offset < keys.size(); offset += kHashChunk) {
+    const std::size_t n = std::min(kHashChunk, keys.size() - offset);
+    if constexpr (kByteKeys) {
+      for (std::size_t i = 0; i < n; ++i) {
+        hashes[i] = detail::xxh64_bytes(keys[offset + i], layout.seed);
+      }
+    } else {
+      host.hash(layout, keys.data() + offset, n, KeyMode::hash_with_layout, hashes);
+    }
+    consume(std::span<const std::uint64_t>(hashes, n), offset);
+  }
+}
+
+// The host side of a window's implementation: all its generations are made with the same
+// options, so any one of them answers for all.
+const detail::HostSide& host_of(const std::vector<Filter>& ring) {
+  return FilterAccess::engine(ring.front()).host();
+}
+
+void check_size(std::size_t expected, std::size_t actual, const char* what) {
+  if (expected != actual) {
+    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
+                                " entries; expected " + std::to_string(expected));
+  }
+}
+
+// For each i with absent[i] == 1, looks the hash up in `filters` in order and sets absent[i] = 0
+// at the first that may contain it. Only the still-absent keys are looked up in each filter, so a
+// key found in a recent generation costs no further reads. Returns how many stay absent.
+// `hashes` holds at most kHashChunk entries.
+//
+// The lists of keys still pending are compacted by `host`'s kernels, without a branch per key
+// (whether a key was found is as unpredictable as the traffic's repeats), and `absent` is written
+// once at the end rather than after every filter.
+std::uint64_t clear_found(const detail::HostKernels& host, std::span<const Filter* const> filters,
+                          std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
+  Scratch& scratch = Scratch::of_this_thread();
+  std::uint32_t* const index = scratch.index.get();
+  std::uint64_t* const pending = scratch.pending.get();
+  std::uint8_t* const found = scratch.found.get();
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    index[count] = static_cast<std::uint32_t>(i);
+    pending[count] = hashes[i];
+    count += absent[i] != 0 ? 1 : 0;
+  }
+  for (const Filter* filter : filters) {
+    if (count == 0) break;
+    FilterAccess::engine(*filter).contains({pending, count}, KeyMode::prehashed, {found, count});
+    count = host.keep_not_found(found, index, pending, count);
+  }
+  std::fill(absent, absent + hashes.size(), std::uint8_t{0});
+  for (std::size_t j = 0; j < count; ++j) absent[index[j]] = 1;
+  return count;
+}
+
+// Below this many keys a window's lookups stay on the calling thread (as bulk calls do).
+constexpr std::size_t kMinParallelLookups = std::size_t{1} << 14;
+
+// clear_found over `hashes` cut into one slice per worker of `host`, each slice looked up in
+// every filter on one thread. Splitting each filter's lookup between the threads instead handed
+// every list of pending keys and every answer from core to core, which measured slower than one
+// thread on a window in the caches (bench/DECISIONS.md).
+std::uint64_t clear_found_in_slices(const detail::HostSide& host,
+                                    std::span<const Filter* const> filters,
+                                    std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
+  const unsigned slices = hashes.size() >= kMinParallelLookups ? host.workers->size() : 1;
+  if (slices <= 1) return clear_found(*host.kernels, filters, hashes, absent);
+  std::vector<std::uint64_t> remaining(slices);
+  host.workers->run(slices, [&](unsigned slice) {
+    const std::size_t begin = hashes.size() * slice / slices;
+    const std::size_t end = hashes.size() * (slice + 1) / slices;
+    remaining[slice] =
+        clear_found(*host.kernels, filters, hashes.subspan(begin, end - begin), absent + begin);
+  });
+  std::uint64_t total = 0;
+  for (const std::uint64_t r : remaining) total += r;
+  return total;
+}
+
+}  // namespace
+
+std::uint64_t WindowConfig::period() const {
+  const std::uint64_t span = window + lateness;
+  if (generations < 2) return span;  // an invalid config; validate() names the problem
+  return (span + generations - 2) / (generations - 1);
+}
+
+std::uint64_t WindowConfig::forget_after() const {
+  return period() * generations;
+}
+
+double WindowConfig::expected_fpr(std::uint64_t keys_per_generation) const {
+  return -std::expm1(generations * std::log1p(-generation.expected_fpr(keys_per_generation)));
+}
+
+void WindowConfig::validate() const {
+  if (clock != WindowClock::records && clock != WindowClock::event_time) {
+    throw std::invalid_argument("window clock " + std::to_string(static_cast<int>(clock)) +
+                                " is unknown: expected records (0) or event_time (1)");
+  }
+  if (generations < 2 || generations > kMaxGenerations) {
+    throw std::invalid_argument("window generations " + std::to_string(generations) +
+                                " is out of range: expected 2 to " +
+                                std::to_string(kMaxGenerations));
+  }
+  if (window == 0) throw std::invalid_argument("window length 0 is too short: expected at least 1");
+  if (clock == WindowClock::records && lateness != 0) {
+    throw std::invalid_argument("lateness " + std::to_string(lateness) +
+                                " applies to event_time windows only; a records window needs 0");
+  }
+  if (window > kMaxSpan || lateness > kMaxSpan - window) {
+    throw std::invalid_argument("window " + std::to_string(window) + " plus lateness " +
+                                std::to_string(lateness) + " exceeds the limit of " +
+                                std::to_string(kMaxSpan) + " clock units");
+  }
+  generation.validate();
+}
+
+std::string WindowConfig::describe() const {
+  const char* clock_name = clock == WindowClock::records ? "records" : "event_time";
+  std::string text = std::string(clock_name) + " window " + std::to_string(window);
+  if (lateness != 0) text += " + lateness " + std::to_string(lateness);
+  const double mib = static_cast<double>(memory_bytes()) / double(1 << 20);
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f MiB", mib);
+  return text + " over " + std::to_string(generations) + " generations (rotation every " +
+         std::to_string(period()) + ", forgotten after " + std::to_string(forget_after()) +
+         "), each " + generation.describe() + "; " + memory + " in all";
+}
+
+namespace {
+
+// Sizes `config`'s generations for `records_per_unit` records per clock unit at a union FPR of
+// `fpr` when all G generations are full.
+WindowConfig sized(WindowConfig config, double records_per_unit, double fpr) {
+  config.validate();
+  if (!(fpr > 0.0 && fpr < 1.0)) {
+    throw std::invalid_argument("window false-positive rate " + std::to_string(fpr) +
+                                " is out of range: expected 0 < fpr < 1");
+  }
+  const double records = records_per_unit * static_cast<double>(config.period());
+  if (!(records_per_unit > 0.0) || !(records < 0x1p63)) {
+    throw std::invalid_argument("records per clock unit " + std::to_string(records_per_unit) +
+                                " is out of range: expected > 0 and under 2^63 per period");
+  }
+  // The union of G generations at fpr_g each is 1 - (1 - fpr_g)^G; solve for fpr_g.
+  const double generation_fpr = -std::expm1(std::log1p(-fpr) / config.generations);
+  config.generation =
+      Layout::for_capacity(static_cast<std::uint64_t>(std::ceil(records)), generation_fpr);
+  return config;
+}
+
+}  // namespace
+
+WindowConfig WindowConfig::for_records(std::uint64_t window_records, double fpr,
+                                       std::uint32_t generations) {
+  WindowConfig config;
+  config.clock = WindowClock::records;
+  config.window = window_records;
+  config.generations = generations;
+  return sized(config, 1.0, fpr);
+}
+
+WindowConfig WindowConfig::for_event_time(double records_per_unit, std::uint64_t window, double fpr,
+                                          std::uint32_t generations, std::uint64_t lateness) {
+  WindowConfig config;
+  config.clock = WindowClock::event_time;
+  config.window = window;
+  config.generations = generations;
+  config.lateness = lateness;
+  return sized(config, records_per_unit, fpr);
+}
+
+WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& options)
+    : config_(config) {
+  config_.validate();
+  ring_.reserve(config_.generations);
+  for (std::uint32_t g = 0; g < config_.generations; ++g) {
+    ring_.emplace_back(config_.generation, options);
+  }
+  started_ = config_.clock == WindowClock::records;
+}
+
+WindowedFilter::WindowedFilter(WindowedFilter&&) noexcept = default;
+WindowedFilter& WindowedFilter::operator=(WindowedFilter&&) noexcept = default;
+WindowedFilter::~WindowedFilter() = default;
+
+void WindowedFilter::require_generations(const char* call) const {
+  // A moved-from window's ring is empty; say so rather than index nothing.
+  if (ring_.empty()) {
+    throw std::logic_error(std::string("bulkbloom::WindowedFilter::") + call +
+                           " on a window that was moved from");
+  }
+}
+
+std::string WindowedFilter::implementation() const {
+  require_generations("implementation");
+  return ring_.front().implementation();
+}
+
+void WindowedFilter::require_clock(WindowClock clock, const char* call) const {
+  if (config_.clock == clock) return;
+  throw std::invalid_argument(std::string(call) + " needs a window with the " +
+                              (clock == WindowClock::records
+                                   ? "records clock; this window runs on event time (pass times)"
+                                   : "event_time clock; this window counts records (pass no "
+                                     "times)"));
+}
+
+// Hashes the keys once, chunk by chunk, and dedups each chunk's hashes in order.
+template <typename Key>
+std::uint64_t WindowedFilter::dedup_keys(std::span<const Key> keys,
+                                         std::span<const std::int64_t> times,
+                                         std::span<std::uint8_t> is_new) {
+  require_generations("insert_if_absent");
+  check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
+  std::uint64_t fresh = 0;
+  for_each_hashed_chunk(
+      keys, config_.generation, *host_of(ring_).kernels, [&](auto hashes, std::size_t offset) {
+        const auto chunk_times = times.empty() ? times : times.subspan(offset, hashes.size());
+        fresh += dedup_hashes(hashes, chunk_times, is_new.data() + offset);
+      });
+  return fresh;
+}
+
+template <typename Key>
+void WindowedFilter::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
+  require_generations("contains");
+  check_size(keys.size(), out.size(), "contains: output span");
+  for_each_hashed_chunk(
+      keys, config_.generation, *host_of(ring_).kernels,
+      [&](auto hashes, std::size_t offset) { contains_hashes(hashes, out.data() + offset); });
+}
+
+std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> keys,
+                                               std::span<std::uint8_t> is_new) {
+  require_clock(WindowClock::records, "insert_if_absent without times");
+  return dedup_keys(keys, {}, is_new);
+}
+
+std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::string_view> keys,
+                                               std::span<std::uint8_t> is_new) {
+  require_clock(WindowClock::records, "insert_if_absent without times");
+  return dedup_keys(keys, {}, is_new);
+}
+
+std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::uint64_t> keys,
+                                               std::span<const std::int64_t> times,
+                                               std::span<std::uint8_t> is_new) {
+  require_clock(WindowClock::event_time, "insert_if_absent with times");
+  check_size(keys.size(), times.size(), "insert_if_absent: times span");
+  return dedup_keys(keys, times, is_new);
+}
+
+std::uint64_t WindowedFilter::insert_if_absent(std::span<const std::string_view> keys,
+                                               std::span<const std::int64_t> times,
+                                               std::span<std::uint8_t> is_new) {
+  require_clock(WindowClock::event_time, "insert_if_absent with times");
+  check_size(keys.size(), times.size(), "insert_if_absent: times span");
+  return dedup_keys(keys, times, is_new);
+}
+
+void WindowedFilter::contains(std::span<const std::uint64_t> keys,
+                              std::span<std::uint8_t> out) const {
+  contains_keys(keys, out);
+}
+
+void WindowedFilter::contains(std::span<const std::string_view> keys,
+                              std::span<std::uint8_t> out) const {
+  contains_keys(keys, out);
+}
+
+bool WindowedFilter::contains(std::uint64_t key) const {
+  std::uint8_t flag = 0;
+  contains(std::span<const std::uint64_t>(&key, 1), std::span<std::uint8_t>(&flag, 1));
+  return flag != 0;
+}
+
+void WindowedFilter::advance_to(std::int64_t time) {
+  require_clock(WindowClock::event_time, "advance_to");
+  require_generations("advance_to");
+  move_clock(time);
+}
+
+std::optional<std::int64_t> WindowedFilter::clock_time() const {
+  if (config_.clock != WindowClock::event_time || !started_) return std::nullopt;
+  return clock_time_;
+}
+
+const Filter& WindowedFilter::generation(std::uint32_t age) const {
+  require_generations("generation");
+  if (age >= config_.generations) {
+    throw std::invalid_argument("generation age " + std::to_string(age) +
+                                " is out of range: this window has " +
+                                std::to_string(config_.generations) + " generations");
+  }
+  return ring_[(newest_ + config_.generations - age) % config_.generations];
+}
+
+double WindowedFilter::current_fpr() const {
+  require_generations("current_fpr");
+  double none_claims = 1.0;
+  for (const Filter& g : ring_) none_claims *= 1.0 - g.current_fpr();
+  return 1.0 - none_claims;
+}
+
+// Splits the chunk where the window rotates and dedups each piece against a fixed set of older
+// generations: records clock, at multiples of period() records; event time, before each record
+// whose period lies after the newest generation's.
+std::uint64_t WindowedFilter::dedup_hashes(std::span<const std::uint64_t> hashes,
+                                           std::span<const std::int64_t> times,
+                                           std::uint8_t* is_new) {
+  const std::uint64_t period = config_.period();
+  std::uint64_t fresh = 0;
+  std::size_t begin = 0;
+  while (begin < hashes.size()) {
+    std::size_t end = begin + 1;
+    if (config_.clock == WindowClock::records) {
+      rotate_to_epoch(static_cast<std::int64_t>(records_seen_ / period));
+      const std::uint64_t room = period - records_seen_ % period;
+      end = begin + static_cast<std::size_t>(std::min<std::uint64_t>(room, hashes.size() - begin));
+    } else {
+      move_clock(times[begin]);
+      while (end < hashes.size() && detail::period_of(times[end], period) <= newest_epoch_) {
+        clock_time_ = std::max(clock_time_, times[end]);
+        ++end;
+      }
+    }
+    fresh += dedup_segment(hashes.subspan(begin, end - begin), is_new + begin);
+    records_seen_ += end - begin;
+    begin = end;
+  }
+  return fresh;
+}
+
+// Within a segment the older generations do not change, so the sequential loop's answer is
+// "new in the newest generation (which takes every record) and in no older one".
+std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashes,
+                                            std::uint8_t* is_new) {
+  const std::uint64_t fresh_in_newest =
+      FilterAccess::engine(ring_[newest_])
+          .insert_if_absent(hashes, KeyMode::prehashed, {is_new, hashes.size()});
+  if (fresh_in_newest == 0) return 0;
+  std::vector<const Filter*> older;
+  for (std::uint32_t age = 1; age < config_.generations; ++age) older.push_back(&generation(age));
+  return clear_found_in_slices(host_of(ring_), older, hashes, is_new);
+}
+
+void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
+                                     std::uint8_t* out) const {
+  std::vector<const Filter*> all;
+  for (std::uint32_t age = 0; age < config_.generations; ++age) all.push_back(&generation(age));
+  std::fill(out, out + hashes.size(), std::uint8_t{1});
+  clear_found_in_slices(host_of(ring_), all, hashes, out);  // out[i] now says "absent"
+  for (std::size_t i = 0; i < hashes.size(); ++i) out[i] ^= 1;
+}
+
+void WindowedFilter::move_clock(std::int64_t time) {
+  clock_time_ = started_ ? std::max(clock_time_, time) : time;
+  rotate_to_epoch(detail::period_of(clock_time_, config_.period()));
+}
+
+// Each period the newest generation moves on: the oldest is cleared and becomes the newest. A
+// jump of G or more periods clears every generation once. Which slot of the ring is the newest
+// after such a jump does not matter: every generation is empty, and files keep them by age.
+void WindowedFilter::rotate_to_epoch(std::int64_t epoch) {
+  if (!started_) {
+    started_ = true;
+    newest_epoch_ = epoch;
+    return;
+  }
+  if (epoch <= newest_epoch_) return;
+  const std::uint64_t steps =
+      static_cast<std::uint64_t>(epoch) - static_cast<std::uint64_t>(newest_epoch_);
+  const std::uint64_t clears = std::min<std::uint64_t>(steps, config_.generations);
+  for (std::uint64_t c = 0; c < clears; ++c) {
+    newest_ = (newest_ + 1) % config_.generations;
+    ring_[newest_].clear();
+  }
+  // Counted in periods, not clears, so that the count depends only on the first and the current
+  // period and not on the steps in between: a window shard that jumps where the whole window
+  // stepped (DESIGN §9) keeps the same state.
+  rotations_ += steps;
+  newest_epoch_ = epoch;
+}
+
+std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
+                                             std::span<const std::uint64_t> hashes,
+                                             std::span<const std::int64_t> clocks,
+                                             std::uint8_t* is_new) {
+  w.require_generations("insert_if_absent");
+  std::uint64_t fresh = 0;
+  for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
+    const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
+    const auto chunk = hashes.subspan(offset, n);
+    const auto chunk_clocks = clocks.subspan(offset, n);
+    if (w.config_.clock == WindowClock::event_time) {
+      fresh += w.dedup_hashes(chunk, chunk_clocks, is_new + offset);
+      continue;
+    }
+    // Records clock: the record at position p is in period p / P, as in dedup_hashes(); the
+    // whole window's other records fall between this shard's and only move the clock.
+    const std::uint64_t period = w.config_.period();
+    std::size_t begin = 0;
+    while (begin < n) {
+      const std::uint64_t epoch = static_cast<std::uint64_t>(chunk_clocks[begin]) / period;
+      w.rotate_to_epoch(static_cast<std::int64_t>(epoch));
+      std::size_t end = begin + 1;
+      while (end < n && static_cast<std::uint64_t>(chunk_clocks[end]) / period == epoch) ++end;
+      fresh += w.dedup_segment(chunk.subspan(begin, end - begin), is_new + offset + begin);
+      w.records_seen_ = static_cast<std::uint64_t>(chunk_clocks[end - 1]) + 1;
+      begin = end;
+    }
+  }
+  return fresh;
+}
+
+void detail::WindowAccess::contains_hashes(const WindowedFilter& w,
+                                           std::span<const std::uint64_t> hashes,
+                                           std::uint8_t* out) {
+  w.require_generations("contains");
+  for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
+    const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
+    w.contains_hashes(hashes.subspan(offset, n), out + offset);
+  }
+}
+
+// After n records the newest generation is the period of record n - 1, as dedup_hashes() leaves
+// it: the rotation for record n happens when record n comes.
+void detail::WindowAccess::advance_records(WindowedFilter& w, std::uint64_t records) {
+  w.require_generations("advance_to");
+  if (records <= w.records_seen_) return;
+  w.rotate_to_epoch(static_cast<std::int64_t>((records - 1) / w.config_.period()));
+  w.records_seen_ = records;
+}
+
+}  // namespace bulkbloom

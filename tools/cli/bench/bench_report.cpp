@@ -1,0 +1,847 @@
+#include "cli/bench/bench_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "cli/progress.hpp"
+
+namespace bulkbloom::cli::bench_report {
+namespace {
+
+// ---- JSON --------------------------------------------------------------------------------------
+
+Json strings(const std::vector<std::string>& values) {
+  Json array = Json::array();
+  for (const auto& v : values) array.push(v);
+  return array;
+}
+
+Json numbers(const std::vector<double>& values) {
+  Json array = Json::array();
+  for (double v : values) array.push(v);
+  return array;
+}
+
+std::uint64_t whole(const Json& json, std::string_view what) {
+  const double value = json.number(what);
+  if (value < 0 || value != std::floor(value)) {
+    throw std::runtime_error(std::string(what) + " is not a whole number");
+  }
+  return static_cast<std::uint64_t>(value);
+}
+
+bool flag(const Json& json, std::string_view what) {
+  if (json.kind() != Json::Kind::boolean)
+    throw std::runtime_error(std::string(what) + " is not true or false");
+  return json.dump(-1) == "true";
+}
+
+// ---- Text --------------------------------------------------------------------------------------
+
+std::string format(const char* fmt, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, value);
+  return buf;
+}
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// ---- Plots -------------------------------------------------------------------------------------
+
+struct Point {
+  double x, y;
+  std::string tip;      // the point's tooltip
+  bool marked = false;  // drawn larger and outlined (a difference beyond noise)
+};
+
+struct Series {
+  std::string id;  // data-series attribute: what a checker matches against the JSON
+  std::string label, color, dash;
+  double width = 2;
+  std::vector<Point> points;
+};
+
+struct Mark {
+  double x;
+  std::string label;
+};
+
+struct Axis {
+  double min, max;  // in data units, drawn on a log scale
+  std::vector<std::pair<double, std::string>> ticks;
+};
+
+constexpr double kWidth = 1000, kHeight = 500;
+constexpr double kLeft = 80, kRight = 250, kTop = 56, kBottom = 56;  // margins; legend right
+
+class Plot {
+ public:
+  Plot(Axis x, Axis y) : x_(std::move(x)), y_(std::move(y)) {}
+
+  double px(double v) const {
+    return kLeft + (kWidth - kLeft - kRight) * (std::log(v) - std::log(x_.min)) /
+                       (std::log(x_.max) - std::log(x_.min));
+  }
+  double py(double v) const {
+    return kHeight - kBottom -
+           (kHeight - kTop - kBottom) * (std::log(v) - std::log(y_.min)) /
+               (std::log(y_.max) - std::log(y_.min));
+  }
+
+  std::string svg(const std::string& title, const std::string& x_label, const std::string& y_label,
+                  const std::vector<Series>& series, const std::vector<Mark>& marks,
+                  double reference_line) const {
+    std::string s;
+    const auto add = [&](const std::string& text) { s += text; };
+    const auto n = [](double v) { return format("%.1f", v); };
+    const double right = kWidth - kRight, bottom = kHeight - kBottom;
+    add("<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" viewBox=\"0 0 " + n(kWidth) +
+        " " + n(kHeight) + "\" width=\"" + n(kWidth) + "\" height=\"" + n(kHeight) +
+        "\" font-family=\"sans-serif\" font-size=\"12\" role=\"img\">\n");
+    add("<title>" + escape(title) + "</title>\n");
+    add("<rect x=\"0\" y=\"0\" width=\"" + n(kWidth) + "\" height=\"" + n(kHeight) +
+        "\" fill=\"white\"/>\n");
+    add("<text x=\"" + n(kLeft) + "\" y=\"20\" font-size=\"15\" font-weight=\"bold\">" +
+        escape(title) + "</text>\n");
+    // Grid and tick labels.
+    for (const auto& [v, label] : x_.ticks) {
+      add("<line x1=\"" + n(px(v)) + "\" y1=\"" + n(kTop) + "\" x2=\"" + n(px(v)) + "\" y2=\"" +
+          n(bottom) + "\" stroke=\"#e4e4e4\"/>\n");
+      add("<text x=\"" + n(px(v)) + "\" y=\"" + n(bottom + 16) + "\" text-anchor=\"middle\">" +
+          escape(label) + "</text>\n");
+    }
+    for (const auto& [v, label] : y_.ticks) {
+      add("<line x1=\"" + n(kLeft) + "\" y1=\"" + n(py(v)) + "\" x2=\"" + n(right) + "\" y2=\"" +
+          n(py(v)) + "\" stroke=\"#e4e4e4\"/>\n");
+      add("<text x=\"" + n(kLeft - 6) + "\" y=\"" + n(py(v) + 4) + "\" text-anchor=\"end\">" +
+          escape(label) + "</text>\n");
+    }
+    if (reference_line > 0) {
+      add("<line x1=\"" + n(kLeft) + "\" y1=\"" + n(py(reference_line)) + "\" x2=\"" + n(right) +
+          "\" y2=\"" + n(py(reference_line)) + "\" stroke=\"#555\" stroke-width=\"1.5\"/>\n");
+    }
+    add("<rect x=\"" + n(kLeft) + "\" y=\"" + n(kTop) + "\" width=\"" + n(right - kLeft) +
+        "\" height=\"" + n(bottom - kTop) + "\" fill=\"none\" stroke=\"#888\"/>\n");
+    add("<text x=\"" + n((kLeft + right) / 2) + "\" y=\"" + n(kHeight - 12) +
+        "\" text-anchor=\"middle\">" + escape(x_label) + "</text>\n");
+    add("<text transform=\"translate(18," + n((kTop + bottom) / 2) +
+        ") rotate(-90)\" text-anchor=\"middle\">" + escape(y_label) + "</text>\n");
+    // Cache sizes: a dotted line each, labels staggered over two rows above the plot.
+    for (std::size_t i = 0; i < marks.size(); ++i) {
+      const double x = px(marks[i].x);
+      if (x < kLeft || x > right) continue;
+      add("<line class=\"cache\" x1=\"" + n(x) + "\" y1=\"" + n(kTop) + "\" x2=\"" + n(x) +
+          "\" y2=\"" + n(bottom) + "\" stroke=\"#9467bd\" stroke-dasharray=\"2 3\"/>\n");
+      add("<text x=\"" + n(x) + "\" y=\"" + n(kTop - 6 - 14 * static_cast<double>(i % 2)) +
+          "\" text-anchor=\"middle\" fill=\"#6a3d9a\">" + escape(marks[i].label) + "</text>\n");
+    }
+    // One polyline per series, its points as circles with their figures as tooltips.
+    for (const Series& line : series) {
+      std::string points;
+      for (const Point& p : line.points) points += n(px(p.x)) + "," + n(py(p.y)) + " ";
+      if (!points.empty()) points.pop_back();
+      add("<polyline data-series=\"" + escape(line.id) + "\" points=\"" + points +
+          "\" fill=\"none\" stroke=\"" + line.color + "\" stroke-width=\"" + n(line.width) + "\"" +
+          (line.dash.empty() ? "" : " stroke-dasharray=\"" + line.dash + "\"") + "/>\n");
+      for (const Point& p : line.points) {
+        add("<circle cx=\"" + n(px(p.x)) + "\" cy=\"" + n(py(p.y)) + "\" r=\"" +
+            (p.marked ? "6" : "2.5") + "\" fill=\"" + line.color + "\"" +
+            (p.marked ? " stroke=\"black\" stroke-width=\"2\"" : "") + "><title>" +
+            escape(line.label + ": " + p.tip) + "</title></circle>\n");
+      }
+    }
+    // Legend, right of the plot.
+    double y = kTop + 8;
+    for (const Series& line : series) {
+      const double x = right + 16;
+      add("<line x1=\"" + n(x) + "\" y1=\"" + n(y) + "\" x2=\"" + n(x + 30) + "\" y2=\"" + n(y) +
+          "\" stroke=\"" + line.color + "\" stroke-width=\"" + n(line.width) + "\"" +
+          (line.dash.empty() ? "" : " stroke-dasharray=\"" + line.dash + "\"") + "/>\n");
+      add("<text x=\"" + n(x + 38) + "\" y=\"" + n(y + 4) + "\">" + escape(line.label) +
+          "</text>\n");
+      y += 20;
+    }
+    add("</svg>\n");
+    return s;
+  }
+
+ private:
+  Axis x_, y_;
+};
+
+// Filter sizes: the sweep's sizes, labelled at each power of 4 (at most about 12 labels).
+Axis size_axis(std::uint64_t smallest, std::uint64_t largest) {
+  Axis axis{static_cast<double>(smallest) / 1.5, static_cast<double>(largest) * 1.5, {}};
+  unsigned step = 2;
+  while (std::log2(static_cast<double>(largest) / smallest) / step > 12) step += 2;
+  for (std::uint64_t v = std::uint64_t{1} << 10; v <= largest * 2; v <<= step) {
+    if (v >= axis.min && v <= axis.max)
+      axis.ticks.emplace_back(static_cast<double>(v), size_label(v));
+  }
+  return axis;
+}
+
+// "20 M", "500 k", "1 G": a round rate for an axis.
+std::string tick_label(double value) {
+  const char* units[] = {"", " k", " M", " G", " T"};
+  int unit = 0;
+  while (value >= 999.5 && unit < 4) {
+    value /= 1000;
+    ++unit;
+  }
+  return format("%.0f", value) + units[unit];
+}
+
+// Rates on a log scale: ticks at 1, 2 and 5 times each power of ten in range.
+Axis rate_axis(double low, double high) {
+  Axis axis{low / 1.4, high * 1.4, {}};
+  for (double decade = std::pow(10, std::floor(std::log10(axis.min))); decade < axis.max;
+       decade *= 10) {
+    for (double m : {1.0, 2.0, 5.0}) {
+      const double v = decade * m;
+      if (v >= axis.min && v <= axis.max) axis.ticks.emplace_back(v, tick_label(v));
+    }
+  }
+  return axis;
+}
+
+// Ratios on a log scale around 1.
+Axis ratio_axis(double low, double high) {
+  Axis axis{std::min(low, 0.8) / 1.1, std::max(high, 1.25) * 1.1, {}};
+  for (double v : {0.1, 0.2, 0.33, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0}) {
+    if (v >= axis.min && v <= axis.max) axis.ticks.emplace_back(v, format("%.2g", v) + "x");
+  }
+  return axis;
+}
+
+const char* operation_color(const std::string& operation) {
+  if (operation == "insert") return "#1f77b4";
+  if (operation == "contains") return "#2ca02c";
+  return "#d62728";
+}
+
+const char* role_title(const std::string& role) {
+  if (role == "best") return "best implementation";
+  if (role == "reference") return "scalar reference";
+  return "GPU";
+}
+
+std::vector<std::string> roles_of(const Report& report) {
+  std::vector<std::string> roles;
+  for (const Case& c : report.cases) {
+    if (std::find(roles.begin(), roles.end(), c.role) == roles.end()) roles.push_back(c.role);
+  }
+  return roles;
+}
+
+// The thread counts of a role's series, one thread first.
+std::vector<std::pair<bool, unsigned>> thread_kinds(const Report& report, const std::string& role) {
+  std::vector<std::pair<bool, unsigned>> kinds;
+  for (const Case& c : report.cases) {
+    if (c.role != role) continue;
+    const std::pair kind(c.all_threads, c.threads);
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  }
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
+}
+
+std::vector<Mark> cache_marks(const Json& machine) {
+  std::vector<Mark> marks;
+  const Json* caches = machine.find("caches");
+  if (caches == nullptr || caches->kind() != Json::Kind::array) return marks;
+  for (const Json& cache : caches->items()) {
+    const std::string type = cache.at("type").string("cache type");
+    if (type == "Instruction") continue;
+    const auto level = static_cast<unsigned>(cache.at("level").number("cache level"));
+    const auto bytes = whole(cache.at("size_bytes"), "cache size_bytes");
+    marks.push_back(
+        {static_cast<double>(bytes),
+         "L" + std::to_string(level) + (type == "Data" ? "d " : " ") + size_label(bytes)});
+  }
+  return marks;
+}
+
+std::string series_id(const std::string& role, const std::string& operation, unsigned threads) {
+  return role + "/" + operation + "/" + std::to_string(threads);
+}
+
+// The median of the paired probes of kind `limit` ("random_read" or "random_rmw") taken beside
+// the cases at one size and thread count, of every implementation: the machine's limit there, less
+// exposed to a passing load than any single probe. 0 when no case has that probe.
+double paired_limit(const Report& report, const std::string& limit, unsigned threads,
+                    std::uint64_t filter_bytes) {
+  std::vector<double> probes;
+  for (const Case& c : report.cases) {
+    if (c.limit == limit && c.threads == threads && c.filter_bytes == filter_bytes) {
+      probes.push_back(c.limit_before);
+      probes.push_back(c.limit_after);
+    }
+  }
+  if (probes.empty()) return 0;
+  std::sort(probes.begin(), probes.end());
+  const std::size_t n = probes.size();
+  return n % 2 == 1 ? probes[n / 2] : (probes[n / 2 - 1] + probes[n / 2]) / 2;
+}
+
+// keys/s of each operation and thread count of one role against filter size, with the paired
+// limits' curves (random reads and RMWs, per thread count) beside them.
+std::string role_plot(const Report& report, const std::string& role) {
+  std::vector<Series> series;
+  std::uint64_t smallest = UINT64_MAX, largest = 0;
+  double low = 1e300, high = 0;
+  const auto extend = [&](std::uint64_t x, double y) {
+    smallest = std::min(smallest, x);
+    largest = std::max(largest, x);
+    if (y > 0) {
+      low = std::min(low, y);
+      high = std::max(high, y);
+    }
+  };
+  const auto kinds = thread_kinds(report, role);
+  for (const auto& [all, threads] : kinds) {
+    for (const char* operation : kOperations) {
+      Series line{series_id(role, operation, threads),
+                  series_label(operation, threads),
+                  operation_color(operation),
+                  all ? "" : "7 4",
+                  all ? 2.5 : 1.8,
+                  {}};
+      for (const Case& c : report.cases) {
+        if (c.role != role || c.operation != operation || c.threads != threads) continue;
+        extend(c.filter_bytes, c.keys_per_s);
+        line.points.push_back({static_cast<double>(c.filter_bytes), c.keys_per_s,
+                               size_label(c.filter_bytes) + ", " + si(c.keys_per_s) + "keys/s ±" +
+                                   format("%.0f", 100 * c.noise) + "%"});
+      }
+      if (!line.points.empty()) series.push_back(std::move(line));
+    }
+  }
+  // The limit curves: only for roles measured against the host probes.
+  const bool host = std::any_of(report.cases.begin(), report.cases.end(),
+                                [&](const Case& c) { return c.role == role && !c.limit.empty(); });
+  if (host) {
+    for (const auto& [all, threads] : kinds) {
+      for (const bool rmw : {false, true}) {
+        const std::string name = rmw ? "random RMW" : "random read";
+        // The same dashes as the cases (solid: all threads), in grey and brown.
+        Series line{"limit/" + std::string(rmw ? "random_rmw" : "random_read") + "/" +
+                        std::to_string(threads),
+                    "limit: " + name + ", " + std::to_string(threads) +
+                        (threads == 1 ? " thread" : " threads"),
+                    rmw ? "#b07a5a" : "#a0a0a0",
+                    all ? "" : "7 4",
+                    all ? 2.5 : 1.8,
+                    {}};
+        for (const Limits& l : report.limits) {
+          if (l.threads != threads) continue;
+          const double v =
+              paired_limit(report, rmw ? "random_rmw" : "random_read", threads, l.filter_bytes);
+          if (v <= 0) continue;
+          extend(l.filter_bytes, v);
+          line.points.push_back({static_cast<double>(l.filter_bytes), v,
+                                 size_label(l.filter_bytes) + ", " + si(v) +
+                                     "lines/s (median of the probes beside the cases)"});
+        }
+        if (!line.points.empty()) series.push_back(std::move(line));
+      }
+    }
+  }
+  if (series.empty()) return {};
+  const auto first = std::find_if(report.cases.begin(), report.cases.end(),
+                                  [&](const Case& c) { return c.role == role; });
+  const Plot plot(size_axis(smallest, largest), rate_axis(low, high));
+  return plot.svg("Keys/s against filter size: " + std::string(role_title(role)) + " (" +
+                      first->implementation + ")",
+                  "filter size (bytes, log scale)", "keys/s (log scale); limits in 64-byte lines/s",
+                  series, host ? cache_marks(report.machine) : std::vector<Mark>{}, 0);
+}
+
+// The ratio now/before of each series against filter size; differences beyond noise marked.
+std::string comparison_plot(const Report& report, const Comparison& comparison) {
+  std::vector<Series> series;
+  std::uint64_t smallest = UINT64_MAX, largest = 0;
+  double low = 1, high = 1;
+  for (const std::string& role : roles_of(report)) {
+    for (const auto& [all, threads] : thread_kinds(report, role)) {
+      for (const char* operation : kOperations) {
+        Series line{"ratio/" + series_id(role, operation, threads),
+                    std::string(role == "best"        ? "best"
+                                : role == "reference" ? "scalar"
+                                                      : "GPU") +
+                        ": " + series_label(operation, threads),
+                    operation_color(operation),
+                    all ? "" : "7 4",
+                    all ? 2.5 : 1.8,
+                    {}};
+        if (role == "reference") line.dash = all ? "2 2" : "1 3";
+        for (const Difference& d : comparison.differences) {
+          if (d.role != role || d.operation != operation || d.all_threads != all) continue;
+          smallest = std::min(smallest, d.filter_bytes);
+          largest = std::max(largest, d.filter_bytes);
+          low = std::min(low, d.ratio);
+          high = std::max(high, d.ratio);
+          line.points.push_back({static_cast<double>(d.filter_bytes), d.ratio,
+                                 size_label(d.filter_bytes) + ": " + format("%.3f", d.ratio) +
+                                     "x (noise ±" + format("%.0f", 100 * d.noise) + "%)",
+                                 d.flagged});
+        }
+        if (!line.points.empty()) series.push_back(std::move(line));
+      }
+    }
+  }
+  if (series.empty()) return {};
+  const Plot plot(size_axis(smallest, largest), ratio_axis(low, high));
+  return plot.svg("This run against " + comparison.against + " (large dots: beyond noise)",
+                  "filter size (bytes, log scale)", "keys/s now / before (log scale)", series, {},
+                  1.0);
+}
+
+std::string machine_table(const Json& machine) {
+  std::string s = "<table class=\"machine\">\n";
+  for (const auto& [key, value] : machine.members("machine")) {
+    std::string text;
+    if (key == "caches") {
+      for (const Json& cache : value.items()) {
+        const auto bytes = whole(cache.at("size_bytes"), "cache size_bytes");
+        text += "L";
+        text += cache.at("level").dump(-1) + " " + cache.at("type").string() + " " +
+                size_label(bytes) + " (×" + cache.at("instances").dump(-1) + ", each shared by " +
+                cache.at("shared_by_cpus").dump(-1) + " CPUs); ";
+      }
+    } else if (key == "gpus") {
+      for (const Json& gpu : value.items()) {
+        text += gpu.at("name").string() + ", " +
+                size_label(whole(gpu.at("memory_bytes"), "gpu memory")) + ", driver " +
+                gpu.at("driver").string() + "; ";
+      }
+      if (text.empty()) text = "none";
+    } else if (key.ends_with("_bytes") && value.kind() == Json::Kind::number) {
+      text = size_label(whole(value, key));
+    } else if (value.kind() == Json::Kind::string) {
+      text = value.string();
+    } else if (value.kind() == Json::Kind::object) {
+      for (const auto& [name, reason] : value.members()) {
+        text += name + ": " +
+                (reason.kind() == Json::Kind::string ? reason.string() : reason.dump(-1)) + "; ";
+      }
+      if (text.empty()) text = "none";
+    } else if (value.kind() == Json::Kind::array) {
+      for (const Json& item : value.items())
+        text += (item.kind() == Json::Kind::string ? item.string() : item.dump(-1)) + ", ";
+      if (text.size() >= 2) text.resize(text.size() - 2);
+    } else {
+      text = value.dump(-1);
+    }
+    if (text.ends_with("; ")) text.resize(text.size() - 2);
+    s += "<tr><th>" + escape(key) + "</th><td>" + escape(text) + "</td></tr>\n";
+  }
+  return s + "</table>\n";
+}
+
+}  // namespace
+
+std::string size_label(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  double value = static_cast<double>(bytes);
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return format(value == std::floor(value) ? "%.0f" : "%.1f", value) + " " + units[unit];
+}
+
+std::string series_label(const std::string& operation, unsigned threads) {
+  return operation + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+}
+
+Json to_json(const Report& report, const Comparison* comparison) {
+  Json root = Json::object();
+  root.set("schema", "bulkbloom-bench-report");
+  root.set("schema_version", kSchemaVersion);
+  root.set("date", report.date);
+  root.set("command", strings(report.command));
+  root.set("machine", report.machine);
+  root.set("settings", report.settings);
+  Json limits = Json::array();
+  for (const Limits& l : report.limits) {
+    limits.push(Json::object()
+                    .set("filter_bytes", l.filter_bytes)
+                    .set("threads", l.threads)
+                    .set("all_threads", l.all_threads)
+                    .set("random_read_lines_per_s", l.random_read_lines_per_s)
+                    .set("random_rmw_lines_per_s", l.random_rmw_lines_per_s)
+                    .set("seq_read_bytes_per_s", l.seq_read_bytes_per_s));
+  }
+  root.set("limits", std::move(limits));
+  Json cases = Json::array();
+  for (const Case& c : report.cases) {
+    Json item = Json::object()
+                    .set("implementation", c.implementation)
+                    .set("role", c.role)
+                    .set("operation", c.operation)
+                    .set("threads", c.threads)
+                    .set("all_threads", c.all_threads)
+                    .set("filter_bytes", c.filter_bytes)
+                    .set("keys_per_call", c.keys_per_call)
+                    .set("runs_keys_per_s", numbers(c.runs))
+                    .set("keys_per_s", c.keys_per_s)
+                    .set("noise", c.noise)
+                    .set("limit", c.limit)
+                    .set("limit_before_lines_per_s", c.limit_before)
+                    .set("limit_after_lines_per_s", c.limit_after);
+    if (!c.limit.empty()) item.set("fraction_of_limit", c.keys_per_s / c.limit_per_s());
+    cases.push(std::move(item));
+  }
+  root.set("cases", std::move(cases));
+  root.set("notes", strings(report.notes));
+  if (comparison != nullptr) {
+    Json differences = Json::array();
+    for (const Difference& d : comparison->differences) {
+      differences.push(Json::object()
+                           .set("role", d.role)
+                           .set("operation", d.operation)
+                           .set("all_threads", d.all_threads)
+                           .set("filter_bytes", d.filter_bytes)
+                           .set("ratio", d.ratio)
+                           .set("limit_ratio", d.limit_ratio)
+                           .set("noise", d.noise)
+                           .set("flagged", d.flagged));
+    }
+    root.set("comparison", Json::object()
+                               .set("against", comparison->against)
+                               .set("against_date", comparison->against_date)
+                               .set("against_cpu", comparison->against_cpu)
+                               .set("differences", std::move(differences)));
+  }
+  return root;
+}
+
+Report from_json(const Json& json) {
+  if (json.kind() != Json::Kind::object || json.find("schema") == nullptr ||
+      json.at("schema").kind() != Json::Kind::string ||
+      json.at("schema").string() != "bulkbloom-bench-report") {
+    throw std::runtime_error(
+        "not a bulkbloom bench report (no \"schema\": \"bulkbloom-bench-report\")");
+  }
+  const double version = json.at("schema_version").number("schema_version");
+  if (version != kSchemaVersion) {
+    throw std::runtime_error("report schema version " + format("%g", version) +
+                             ", this bulkbloom reads version " + std::to_string(kSchemaVersion));
+  }
+  Report report;
+  report.date = json.at("date").string("date");
+  for (const Json& arg : json.at("command").items("command"))
+    report.command.push_back(arg.string("command"));
+  report.machine = json.at("machine");
+  report.machine.members("machine");
+  report.settings = json.at("settings");
+  for (const Json& l : json.at("limits").items("limits")) {
+    report.limits.push_back({whole(l.at("filter_bytes"), "limits filter_bytes"),
+                             static_cast<unsigned>(whole(l.at("threads"), "limits threads")),
+                             flag(l.at("all_threads"), "limits all_threads"),
+                             l.at("random_read_lines_per_s").number("random_read_lines_per_s"),
+                             l.at("random_rmw_lines_per_s").number("random_rmw_lines_per_s"),
+                             l.at("seq_read_bytes_per_s").number("seq_read_bytes_per_s")});
+  }
+  for (const Json& item : json.at("cases").items("cases")) {
+    Case c;
+    c.implementation = item.at("implementation").string("implementation");
+    c.role = item.at("role").string("role");
+    c.operation = item.at("operation").string("operation");
+    c.threads = static_cast<unsigned>(whole(item.at("threads"), "threads"));
+    c.all_threads = flag(item.at("all_threads"), "all_threads");
+    c.filter_bytes = whole(item.at("filter_bytes"), "filter_bytes");
+    c.keys_per_call = whole(item.at("keys_per_call"), "keys_per_call");
+    for (const Json& r : item.at("runs_keys_per_s").items("runs_keys_per_s")) {
+      c.runs.push_back(r.number("runs_keys_per_s"));
+    }
+    c.keys_per_s = item.at("keys_per_s").number("keys_per_s");
+    c.noise = item.at("noise").number("noise");
+    c.limit = item.at("limit").string("limit");
+    c.limit_before = item.at("limit_before_lines_per_s").number("limit_before_lines_per_s");
+    c.limit_after = item.at("limit_after_lines_per_s").number("limit_after_lines_per_s");
+    report.cases.push_back(std::move(c));
+  }
+  for (const Json& note : json.at("notes").items("notes"))
+    report.notes.push_back(note.string("note"));
+  return report;
+}
+
+Comparison compare(const Report& now, const Report& before, std::string against) {
+  Comparison comparison;
+  comparison.against = std::move(against);
+  comparison.against_date = before.date;
+  if (const Json* cpu = before.machine.find("cpu_model");
+      cpu && cpu->kind() == Json::Kind::string) {
+    comparison.against_cpu = cpu->string();
+  }
+  using Key = std::tuple<std::string, std::string, bool, std::uint64_t>;
+  std::map<Key, const Case*> earlier;
+  for (const Case& c : before.cases)
+    earlier[{c.role, c.operation, c.all_threads, c.filter_bytes}] = &c;
+  for (const Case& c : now.cases) {
+    const auto found = earlier.find({c.role, c.operation, c.all_threads, c.filter_bytes});
+    if (found == earlier.end() || found->second->keys_per_s <= 0) continue;
+    const Case& old = *found->second;
+    Difference d{
+        c.role, c.operation,         c.all_threads, c.filter_bytes, c.keys_per_s / old.keys_per_s,
+        0,      c.noise + old.noise, false};
+    if (!c.limit.empty() && old.limit == c.limit && old.limit_per_s() > 0) {
+      d.limit_ratio = c.limit_per_s() / old.limit_per_s();
+    }
+    d.flagged = std::fabs(d.ratio - 1) > d.noise;
+    comparison.differences.push_back(d);
+  }
+  return comparison;
+}
+
+std::vector<std::string> explain(const Report& report) {
+  std::vector<std::string> notes;
+  // Random RMWs faster than random reads over the same buffer.
+  std::vector<std::string> rmw_ahead;
+  for (const Limits& l : report.limits) {
+    const double read = paired_limit(report, "random_read", l.threads, l.filter_bytes);
+    const double rmw = paired_limit(report, "random_rmw", l.threads, l.filter_bytes);
+    if (read > 0 && rmw > read * 1.05) {
+      rmw_ahead.push_back(size_label(l.filter_bytes) + " with " + std::to_string(l.threads) +
+                          (l.threads == 1 ? " thread" : " threads") + " (" +
+                          format("%.2f", rmw / read) + "x)");
+    }
+  }
+  if (!rmw_ahead.empty()) {
+    std::string sizes;
+    for (const auto& s : rmw_ahead) sizes += (sizes.empty() ? "" : ", ") + s;
+    notes.push_back(
+        "The random read-modify-write limit (the median of the probes beside the cases) exceeds "
+        "the "
+        "random read limit at " +
+        sizes +
+        ". The two probes share the buffer out as a filter's threads do: readers all read the "
+        "whole buffer, as threads answering contains() do, while each writer works in its own "
+        "slice, as each writing thread of a filter owns a block range. With N threads each "
+        "writer's "
+        "working set is 1/N of the buffer, so where the buffer is near a cache size more of a "
+        "writer's lines stay in cache than a reader's (random reads over a buffer half the size "
+        "with two threads run as fast as the writes, or faster). A filter's writes gain the same, "
+        "so the paired limit is the right one for them. With one thread the two probes cover the "
+        "same lines; in repeated interleaved probes neither leads consistently there, so a write "
+        "above a read with one thread is the machine's noise.");
+  }
+  // Rates above their paired limit.
+  std::vector<std::string> above;
+  for (const Case& c : report.cases) {
+    if (!c.limit.empty() && c.limit_per_s() > 0 && c.keys_per_s > c.limit_per_s() * 1.05) {
+      above.push_back(c.implementation + " " + series_label(c.operation, c.threads) + " at " +
+                      size_label(c.filter_bytes));
+    }
+  }
+  if (!above.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < above.size() && i < 6; ++i) list += (i ? "; " : "") + above[i];
+    if (above.size() > 6) list += "; and " + std::to_string(above.size() - 6) + " more";
+    notes.push_back(
+        "Some cases run above their paired limit: " + list +
+        ". Each key touches one 64-byte line, so a case above the random-line limit gets more "
+        "lines in flight than the probe does: the kernels hash whole groups of keys and prefetch "
+        "their lines groups ahead, while the probe walks a list of addresses with at most 128 "
+        "lines prefetched. There the probe understates what the memory delivers; and on a shared "
+        "machine a probe that ran during another job's burst reads low too.");
+  }
+  // The reference beating the best implementation.
+  std::map<std::tuple<std::string, unsigned, std::uint64_t>, const Case*> best;
+  for (const Case& c : report.cases) {
+    if (c.role == "best") best[{c.operation, c.threads, c.filter_bytes}] = &c;
+  }
+  std::vector<std::string> slower;
+  for (const Case& c : report.cases) {
+    if (c.role != "reference") continue;
+    const auto b = best.find({c.operation, c.threads, c.filter_bytes});
+    if (b != best.end() &&
+        c.keys_per_s > b->second->keys_per_s * (1 + c.noise + b->second->noise)) {
+      slower.push_back(series_label(c.operation, c.threads) + " at " + size_label(c.filter_bytes));
+    }
+  }
+  if (!slower.empty()) {
+    std::string list;
+    for (const auto& s : slower) list += (list.empty() ? "" : "; ") + s;
+    notes.push_back("The scalar reference beats the best implementation beyond noise for " + list +
+                    ". Past the caches both wait on the same memory, and the difference is the "
+                    "machine's drift between the two cases.");
+  }
+  // Writes on all threads slower than on one.
+  std::map<std::tuple<std::string, std::string, std::uint64_t>, const Case*> one_thread;
+  for (const Case& c : report.cases) {
+    if (c.threads == 1 && !c.all_threads) one_thread[{c.role, c.operation, c.filter_bytes}] = &c;
+  }
+  std::vector<std::string> split_slower;
+  for (const Case& c : report.cases) {
+    if (!c.all_threads || c.operation == "contains") continue;
+    const auto one = one_thread.find({c.role, c.operation, c.filter_bytes});
+    if (one != one_thread.end() &&
+        c.keys_per_s * (1 + c.noise + one->second->noise) < one->second->keys_per_s) {
+      split_slower.push_back(c.implementation + " " + c.operation + " at " +
+                             size_label(c.filter_bytes));
+    }
+  }
+  if (!split_slower.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < split_slower.size() && i < 6; ++i) {
+      list += (i ? "; " : "") + split_slower[i];
+    }
+    if (split_slower.size() > 6)
+      list += "; and " + std::to_string(split_slower.size() - 6) + " more";
+    notes.push_back(
+        "Writes on all threads run slower than on one, beyond noise: " + list +
+        ". Each writing thread owns a block range of the filter and reads the whole batch to find "
+        "its keys (insert_if_absent must return the sequential loop's flags), so while the filter "
+        "fits the caches that walk costs about what the split saves, and the threads' hand-off "
+        "is paid on every call. This is why a filter left at the default thread count keeps writes "
+        "to filters under 16 MiB on the calling thread. On a shared machine a second thread also "
+        "waits for a free core.");
+  }
+  // Noisy cases.
+  std::size_t noisy = 0;
+  double worst = 0;
+  for (const Case& c : report.cases) {
+    if (c.noise > 0.1) ++noisy;
+    worst = std::max(worst, c.noise);
+  }
+  if (noisy > 0) {
+    notes.push_back(std::to_string(noisy) + " of " + std::to_string(report.cases.size()) +
+                    " cases vary by more than ±10% between their repetitions (up to ±" +
+                    format("%.0f", 100 * worst) +
+                    "%): other work on the machine during the run. Compare such cases with care; "
+                    "--compare counts this noise in before flagging a difference.");
+  }
+  // Limits that moved during a case.
+  std::size_t drifted = 0;
+  for (const Case& c : report.cases) {
+    if (!c.limit.empty() && c.limit_before > 0 &&
+        std::fabs(c.limit_after / c.limit_before - 1) > 0.2) {
+      ++drifted;
+    }
+  }
+  if (drifted > 0) {
+    notes.push_back("For " + std::to_string(drifted) +
+                    " cases the paired limit moved by more than 20% between the probe before the "
+                    "case and the probe after it: the machine itself changed speed meanwhile.");
+  }
+  return notes;
+}
+
+std::string to_html(const Report& report, const Comparison* comparison) {
+  std::string cpu = "this machine";
+  if (const Json* model = report.machine.find("cpu_model");
+      model && model->kind() == Json::Kind::string) {
+    cpu = model->string();
+  }
+  std::string command;
+  for (const auto& arg : report.command) command += (command.empty() ? "" : " ") + arg;
+  std::string s =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<title>bulkbloom bench: " +
+      escape(cpu) +
+      "</title>\n<style>\n"
+      "body { font-family: sans-serif; margin: 24px; color: #222; max-width: 1040px; }\n"
+      "table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }\n"
+      "th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }\n"
+      "td.n { text-align: right; font-variant-numeric: tabular-nums; }\n"
+      "tr.flagged td { background: #fde2e2; }\n"
+      "svg.plot { display: block; margin: 12px 0 24px; border: 1px solid #ddd; }\n"
+      "li { margin-bottom: 6px; }\n"
+      "</style>\n</head>\n<body>\n";
+  s += "<h1>bulkbloom bench: " + escape(cpu) + "</h1>\n";
+  s += "<p>Measured " + escape(report.date) + " with <code>" + escape(command) + "</code>.</p>\n";
+  s +=
+      "<p>Each key of insert, contains and insert_if_absent touches one 64-byte line of the filter "
+      "at random, so each case is drawn beside this machine's random-line limits over a buffer of "
+      "the filter's size: random reads (the limit for contains) and random read-modify-writes "
+      "(the limit for the writes), measured with the case's thread count right before and after "
+      "the case. The limit curves are the medians of those probes at each size. Figures are "
+      "medians of repeated runs; hover over a point for its value and noise.</p>\n";
+  s += "<h2>Machine</h2>\n" + machine_table(report.machine);
+  if (!report.notes.empty()) {
+    s += "<h2>Reading the figures</h2>\n<ul>\n";
+    for (const auto& note : report.notes) s += "<li>" + escape(note) + "</li>\n";
+    s += "</ul>\n";
+  }
+  s += "<h2>Keys per second</h2>\n";
+  for (const std::string& role : roles_of(report)) s += role_plot(report, role);
+  if (comparison != nullptr) {
+    std::size_t flagged = 0;
+    for (const auto& d : comparison->differences) flagged += d.flagged ? 1 : 0;
+    s += "<h2>Against an earlier report</h2>\n<p>" + escape(comparison->against) + " (" +
+         escape(comparison->against_cpu) + ", " + escape(comparison->against_date) +
+         "): " + std::to_string(comparison->differences.size()) + " cases compared, " +
+         std::to_string(flagged) +
+         " differ by more than the two runs' noise (the half-ranges of their repetitions, added)."
+         "</p>\n";
+    s += comparison_plot(report, *comparison);
+    s += "<table>\n<tr><th>role</th><th>operation</th><th>threads</th><th>filter</th>"
+         "<th>now / before</th><th>noise ±</th><th>limit now / before</th></tr>\n";
+    for (const auto& d : comparison->differences) {
+      s += std::string("<tr") + (d.flagged ? " class=\"flagged\"" : "") + "><td>" + escape(d.role) +
+           "</td><td>" + escape(d.operation) + "</td><td>" + (d.all_threads ? "all" : "1") +
+           "</td><td class=\"n\">" + size_label(d.filter_bytes) + "</td><td class=\"n\">" +
+           format("%.3f", d.ratio) + "</td><td class=\"n\">" + format("%.1f%%", 100 * d.noise) +
+           "</td><td class=\"n\">" + (d.limit_ratio > 0 ? format("%.3f", d.limit_ratio) : "") +
+           "</td></tr>\n";
+    }
+    s += "</table>\n";
+  }
+  s += "<h2>All figures</h2>\n<table>\n<tr><th>filter</th><th>implementation</th><th>operation</th>"
+       "<th>threads</th><th>keys/s</th><th>noise ±</th><th>limit (lines/s)</th><th>% of limit</th>"
+       "</tr>\n";
+  for (const Case& c : report.cases) {
+    s += "<tr><td class=\"n\">" + size_label(c.filter_bytes) + "</td><td>" +
+         escape(c.implementation) + "</td><td>" + escape(c.operation) + "</td><td class=\"n\">" +
+         std::to_string(c.threads) + "</td><td class=\"n\">" + si(c.keys_per_s) +
+         "</td><td class=\"n\">" + format("%.1f%%", 100 * c.noise) + "</td><td class=\"n\">" +
+         (c.limit.empty()
+              ? ""
+              : si(c.limit_per_s()) + " " + (c.limit == "random_read" ? "read" : "RMW")) +
+         "</td><td class=\"n\">" +
+         (c.limit.empty() ? "" : format("%.0f%%", 100 * c.keys_per_s / c.limit_per_s())) +
+         "</td></tr>\n";
+  }
+  s += "</table>\n";
+  s += "<h2>Limits</h2>\n<table>\n<tr><th>buffer</th><th>threads</th><th>random read lines/s</th>"
+       "<th>random RMW lines/s</th><th>sequential read bytes/s</th></tr>\n";
+  for (const Limits& l : report.limits) {
+    s += "<tr><td class=\"n\">" + size_label(l.filter_bytes) + "</td><td class=\"n\">" +
+         std::to_string(l.threads) + "</td><td class=\"n\">" + si(l.random_read_lines_per_s) +
+         "</td><td class=\"n\">" + si(l.random_rmw_lines_per_s) + "</td><td class=\"n\">" +
+         si(l.seq_read_bytes_per_s) + "B</td></tr>\n";
+  }
+  s += "</table>\n</body>\n</html>\n";
+  return s;
+}
+
+}  // namespace bulkbloom::cli::bench_report

@@ -1,0 +1,102 @@
+// The bench command's report: its figures as a data model, written to and read back from JSON,
+// compared with an earlier report, and drawn as a self-contained HTML page with SVG plots.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cli/bench/json.hpp"
+
+namespace bulkbloom::cli::bench_report {
+
+/// Bumped whenever a field changes meaning or goes away; readers refuse other versions.
+inline constexpr int kSchemaVersion = 1;
+
+/// The operations a case measures, in the order they run.
+inline constexpr const char* kOperations[] = {"insert", "contains", "insert_if_absent"};
+
+/// One measured case: an operation of one implementation at one filter size and thread count.
+struct Case {
+  std::string implementation;  ///< As Filter::implementation() names it.
+  /// What the implementation stands for in the sweep, so reports of machines with different
+  /// SIMD targets can be compared: "best" (the best CPU target), "reference" (cpu/scalar) or "gpu".
+  std::string role;
+  std::string operation;  ///< One of kOperations.
+  unsigned threads = 1;
+  bool all_threads = false;  ///< The sweep's "all threads" count rather than one thread.
+  std::uint64_t filter_bytes = 0;
+  std::uint64_t keys_per_call = 0;
+  std::vector<double> runs;  ///< keys/s of each repetition, in the order they ran.
+  double keys_per_s = 0;     ///< The median of `runs`.
+  double noise = 0;          ///< Half the range of `runs` over their median.
+  /// The limit the case is read against, measured right before and right after it with the case's
+  /// thread count over a buffer of the filter's size: "random_read" for contains, "random_rmw" for
+  /// the writes; empty (and the figures 0) where no host probe applies (the GPU).
+  std::string limit;
+  double limit_before = 0;  ///< 64-byte lines/s.
+  double limit_after = 0;
+  double limit_per_s() const { return (limit_before + limit_after) / 2; }
+};
+
+/// This machine's limits over a buffer of one size with one thread count, measured once before the
+/// size's cases (with the sequential bandwidth, which no case is paired with). The plots' limit
+/// curves are the medians of the cases' paired probes instead: many probes rather than one.
+struct Limits {
+  std::uint64_t filter_bytes = 0;
+  unsigned threads = 1;
+  bool all_threads = false;
+  double random_read_lines_per_s = 0;
+  double random_rmw_lines_per_s = 0;
+  double seq_read_bytes_per_s = 0;
+};
+
+/// A whole report.
+struct Report {
+  std::string date;                  ///< UTC, ISO 8601.
+  std::vector<std::string> command;  ///< The command line that produced it.
+  Json machine;                      ///< The machine and build, as an object of named fields.
+  Json settings;                     ///< Sweep parameters, as an object.
+  std::vector<Limits> limits;
+  std::vector<Case> cases;
+  std::vector<std::string> notes;  ///< Oddities in the figures, explained.
+};
+
+/// One case set against the same case of an earlier report.
+struct Difference {
+  std::string role, operation;
+  bool all_threads = false;
+  std::uint64_t filter_bytes = 0;
+  double ratio = 0;        ///< keys/s now over keys/s before.
+  double limit_ratio = 0;  ///< The paired limit now over before (0 where there is none).
+  double noise = 0;        ///< The two runs' noise added: the largest ratio - 1 that is no news.
+  bool flagged = false;    ///< |ratio - 1| > noise.
+};
+
+/// The earlier report a comparison is against, and what differs.
+struct Comparison {
+  std::string against;  ///< Where the earlier report came from (its path).
+  std::string against_date, against_cpu;
+  std::vector<Difference> differences;
+};
+
+Json to_json(const Report& report, const Comparison* comparison);
+/// Reads a report written by to_json. Throws std::runtime_error naming what is wrong.
+Report from_json(const Json& json);
+
+/// The cases of `now` that `before` also has (same role, operation, thread count kind and size).
+Comparison compare(const Report& now, const Report& before, std::string against);
+
+/// Notes that explain what a reader would stop at in the figures (a write above a read, a rate
+/// above its limit, a noisy case), computed from the figures.
+std::vector<std::string> explain(const Report& report);
+
+/// The report as a self-contained HTML page (inline SVG and CSS, no scripts, nothing fetched).
+std::string to_html(const Report& report, const Comparison* comparison);
+
+/// A size in people's binary units: "16 KiB", "4 GiB".
+std::string size_label(std::uint64_t bytes);
+/// A series' label: "insert, 1 thread".
+std::string series_label(const std::string& operation, unsigned threads);
+
+}  // namespace bulkbloom::cli::bench_report

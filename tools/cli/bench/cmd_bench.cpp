@@ -1,0 +1,634 @@
+// bulkbloom bench: a hardware report. Sweeps filter sizes from the L1 to past the last-level
+// cache, measures insert, contains and insert_if_absent of the best implementation and the scalar
+// reference (and the GPU when there is one) with one thread and with all of them, each beside
+// this machine's random-line limits measured right before and after it, describes the machine,
+// and writes the figures as JSON and as an HTML page with plots, optionally against an earlier
+// report.
+#include <bulkbloom/bulkbloom.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "cli/bench/bench_report.hpp"
+#include "cli/commands.hpp"
+#include "cli/errors.hpp"
+#include "cli/filter_options.hpp"
+#include "cli/output_file.hpp"
+#include "cli/progress.hpp"
+#include "core/splitmix64.hpp"
+#include "probe/machine.hpp"
+#include "probe/memory_probe.hpp"
+
+namespace bulkbloom::cli {
+namespace {
+
+using bench_report::Case;
+using bench_report::Comparison;
+using bench_report::Limits;
+using bench_report::Report;
+using bench_report::size_label;
+
+// How much the sweep measures.
+struct Plan {
+  std::vector<std::uint64_t> sizes;
+  unsigned all_threads = 1;
+  std::vector<std::pair<std::string, std::string>> implementations;  // role, name
+  // Seconds of one call of `keys` keys per implementation, on a filter in the L1: a run repeats
+  // its call until run_seconds have passed, so a run lasts up to one call longer.
+  std::vector<double> call_seconds;
+  std::uint64_t keys = 0;     // keys per call
+  unsigned repetitions = 0;   // timed runs per case
+  double run_seconds = 0;     // each timed run repeats its call for at least this long
+  double probe_seconds = 0;   // each paired probe
+  double limits_seconds = 0;  // each of the three probes of a size's limit curves
+
+  std::vector<unsigned> thread_counts(const std::string& role) const {
+    if (role == "gpu" || all_threads == 1) return {all_threads};
+    return {1, all_threads};
+  }
+  std::size_t case_count() const {
+    std::size_t n = 0;
+    for (const auto& [role, name] : implementations) n += thread_counts(role).size() * 3;
+    return n * sizes.size();
+  }
+};
+
+// A forecast of the sweep's wall time on an otherwise idle machine, from its parameters, each
+// implementation's call time in the L1, and page-faulting and zeroing at about 1 GB/s for the
+// probe buffer and each filter.
+double estimated_seconds(const Plan& plan) {
+  double total = 0;
+  for (const std::uint64_t bytes : plan.sizes) {
+    const double fill = static_cast<double>(bytes) / 1e9;
+    total += fill + 2 * 3 * plan.limits_seconds;  // probe buffer, limits for 1 and all threads
+    for (std::size_t i = 0; i < plan.implementations.size(); ++i) {
+      const double run = plan.run_seconds + plan.call_seconds[i];
+      total += static_cast<double>(plan.thread_counts(plan.implementations[i].first).size()) *
+               (fill + 3 * (2 * plan.probe_seconds + plan.repetitions * run));
+    }
+  }
+  return total;
+}
+
+// Times one call of each implementation on `keys` keys, one thread, in a filter of the L1's size.
+std::vector<double> calibrate(const Plan& plan, const Options& base,
+                              std::span<const std::uint64_t> keys) {
+  std::vector<double> seconds;
+  for (const auto& [role, name] : plan.implementations) {
+    Options options = base;
+    options.implementation = name;
+    options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
+    options.threads = 1;
+    Filter filter(Layout{Shape::sb512, 256}, options);
+    filter.insert(keys);  // warm: pages, caches, a GPU's context
+    const auto start = std::chrono::steady_clock::now();
+    filter.insert(keys);
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return seconds;
+}
+
+std::string duration_label(double seconds) {
+  char buf[32];
+  if (seconds < 90) {
+    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f min %02.0f s", std::floor(seconds / 60),
+                  std::fmod(seconds, 60));
+  }
+  return buf;
+}
+
+// "16K", "4M", "1G" (powers of 1024) or a bare number of MiB, as the option always took.
+std::uint64_t parse_size(const std::string& text, std::string_view what) {
+  if (text.empty()) throw UsageError(std::string(what) + ": empty size");
+  std::uint64_t shift = 20;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      digits.pop_back();
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      digits.pop_back();
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      digits.pop_back();
+      break;
+  }
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+      digits.size() > 9) {
+    throw UsageError(std::string(what) + ": '" + text + "' is not a size like 16K, 4M or 1G");
+  }
+  const std::uint64_t bytes = std::stoull(digits) << shift;
+  if (bytes < 1024) throw UsageError(std::string(what) + ": a size must be at least 1K");
+  return bytes;
+}
+
+std::vector<std::uint64_t> parse_sizes(const std::string& list) {
+  std::vector<std::uint64_t> sizes;
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) sizes.push_back(parse_size(item, "--sizes"));
+  if (sizes.empty()) throw UsageError("--sizes: no sizes given");
+  return sizes;
+}
+
+std::vector<std::uint64_t> geometric_sizes(std::uint64_t first, std::uint64_t last, unsigned step) {
+  std::vector<std::uint64_t> sizes;
+  for (std::uint64_t s = first; s <= last; s <<= step) sizes.push_back(s);
+  return sizes;
+}
+
+std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
+  std::vector<std::uint64_t> keys(n);
+  detail::SplitMix64 rng(seed);
+  for (auto& k : keys) k = rng.next();
+  return keys;
+}
+
+// Distinct batches a run rotates through, so that a filter larger than the caches is not served
+// from the lines the previous calls left there.
+constexpr std::size_t kBatchPool = 64;
+
+// A pool of kBatchPool batches of `keys` keys each, laid end to end.
+class BatchPool {
+ public:
+  BatchPool(std::vector<std::uint64_t> keys, std::uint64_t per_batch)
+      : keys_(std::move(keys)), per_batch_(per_batch) {}
+  std::span<const std::uint64_t> batch(std::size_t i) const {
+    return {keys_.data() + (i % kBatchPool) * per_batch_, per_batch_};
+  }
+
+ private:
+  std::vector<std::uint64_t> keys_;
+  std::uint64_t per_batch_;
+};
+
+// keys/s of one timed run: `call(batch)` on the pool's batches in turn until `seconds` have
+// passed, each call timed on its own; the rate is the batch over the median call. On a shared
+// machine a call the scheduler interrupts also times the other processes' turn; the median call
+// is one that ran throughout, as the memory probes' short timed passes are.
+template <typename Call>
+double timed_run(const BatchPool& pool, std::uint64_t keys, double seconds, const Call& call) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> calls;
+  const auto start = Clock::now();
+  auto end = start;
+  do {
+    const auto begin = end;
+    call(pool.batch(calls.size()));
+    end = Clock::now();
+    calls.push_back(std::chrono::duration<double>(end - begin).count());
+  } while (std::chrono::duration<double>(end - start).count() < seconds);
+  std::nth_element(calls.begin(), calls.begin() + calls.size() / 2, calls.end());
+  return static_cast<double>(keys) / calls[calls.size() / 2];
+}
+
+void set_median_and_noise(Case& c) {
+  std::vector<double> sorted = c.runs;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  c.keys_per_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  c.noise = (sorted.back() - sorted.front()) / 2 / c.keys_per_s;
+}
+
+// The live line on stderr: which case runs, how many are done, and the time left.
+class Progress {
+ public:
+  Progress(bool enabled, std::size_t total, double estimate)
+      : enabled_(enabled),
+        total_(total),
+        estimate_(estimate),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void show(std::size_t done, const std::string& what) {
+    if (!enabled_) return;
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    // The estimate, corrected by how far the run so far is off it.
+    const double fraction = static_cast<double>(done) / static_cast<double>(total_);
+    const double left = done == 0 ? estimate_ : elapsed / fraction - elapsed;
+    std::fprintf(stderr, "\r\033[K[%zu/%zu] %s, about %s left", done + 1, total_, what.c_str(),
+                 duration_label(left).c_str());
+    std::fflush(stderr);
+  }
+  void finish() {
+    if (enabled_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool enabled_;
+  std::size_t total_;
+  double estimate_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Why the library picks the implementation a default filter gets.
+std::string choice_reason(const std::string& chosen, const std::vector<Implementation>& all) {
+  if (const char* env = std::getenv("BULKBLOOM_IMPL"); env != nullptr && *env != '\0') {
+    return std::string("BULKBLOOM_IMPL=") + env + " asks for it";
+  }
+  if (chosen.starts_with("cuda")) return "a CUDA device is present";
+  std::string list;
+  for (const auto& impl : all) {
+    if (impl.backend == Backend::cpu) list += (list.empty() ? "" : ", ") + impl.name;
+  }
+  return "the best CPU target of this build that this CPU runs (of " + list + ")";
+}
+
+Json describe(const std::vector<Implementation>& all) {
+  const probe::Machine m = probe::describe_machine();
+  Json caches = Json::array();
+  for (const probe::Cache& c : m.caches) {
+    caches.push(Json::object()
+                    .set("level", c.level)
+                    .set("type", c.type)
+                    .set("size_bytes", c.size_bytes)
+                    .set("shared_by_cpus", c.shared_by_cpus)
+                    .set("instances", c.instances));
+  }
+  Json gpus = Json::array();
+  for (const probe::Gpu& g : m.gpus) {
+    gpus.push(Json::object()
+                  .set("name", g.name)
+                  .set("memory_bytes", g.memory_bytes)
+                  .set("driver", g.driver));
+  }
+  // What a filter made with default options runs; a forced implementation that cannot run here
+  // makes that fail, and the report says why.
+  std::string chosen, because;
+  try {
+    chosen = Filter(Layout{Shape::sb512, 1}).implementation();
+    because = choice_reason(chosen, all);
+  } catch (const Error& e) {
+    because = e.what();
+  }
+  Json names = Json::array();
+  Json unusable = Json::object();
+  for (const auto& impl : all) {
+    if (impl.usable) {
+      names.push(impl.name);
+    } else {
+      unusable.set(impl.name, impl.unusable_reason);
+    }
+  }
+  return Json::object()
+      .set("cpu_model", m.cpu_model)
+      .set("logical_cpus", m.logical_cpus)
+      .set("usable_cpus", m.usable_cpus)
+      .set("physical_cores", m.physical_cores)
+      .set("sockets", m.sockets)
+      .set("caches", std::move(caches))
+      .set("memory_bytes", m.memory_bytes)
+      .set("memory_available_bytes", m.memory_available_bytes)
+      .set("transparent_hugepages", m.transparent_hugepages)
+      .set("transparent_hugepages_defrag", m.transparent_hugepages_defrag)
+      .set("numa_nodes", m.numa_nodes)
+      .set("kernel", m.kernel)
+      .set("gpus", std::move(gpus))
+      .set("implementations", std::move(names))
+      .set("implementations_not_usable", std::move(unusable))
+      .set("chosen_implementation", chosen)
+      .set("chosen_because", because)
+      .set("compiler", probe::compiler_description())
+      .set("bulkbloom_version", probe::library_version());
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// One JSON line for the three cases just measured (one implementation, size and thread count):
+// their keys/s beside the limits they were read against and the size's sequential bandwidth.
+void print_json_row(const Report& report, std::uint64_t keys) {
+  const Case* cases = &report.cases[report.cases.size() - 3];
+  const Case& insert = cases[0];
+  const Case& contains = cases[1];
+  const Case& insert_if_absent = cases[2];
+  // A GPU case has no paired probe: its row shows the host's limits at its size, all threads.
+  const Limits* host = nullptr;
+  for (const Limits& l : report.limits) {
+    if (l.filter_bytes == insert.filter_bytes && (host == nullptr || l.threads == insert.threads)) {
+      host = &l;
+    }
+  }
+  const double sequential = host != nullptr ? host->seq_read_bytes_per_s : 0;
+  const auto limit = [&](const Case& c, double Limits::*field) {
+    return c.limit.empty() && host != nullptr ? host->*field : c.limit_per_s();
+  };
+  Summary s;
+  s.text("implementation", "", insert.implementation);
+  s.number("threads", "", insert.threads);
+  s.number("filter_bytes", "", static_cast<double>(insert.filter_bytes));
+  s.number("keys", "", static_cast<double>(keys));
+  s.number("random_reads_per_s", "", limit(contains, &Limits::random_read_lines_per_s));
+  s.number("random_rmw_per_s", "", limit(insert, &Limits::random_rmw_lines_per_s));
+  s.number("sequential_bytes_per_s", "", sequential);
+  s.number("insert_per_s", "", insert.keys_per_s);
+  s.number("contains_per_s", "", contains.keys_per_s);
+  s.number("insert_if_absent_per_s", "", insert_if_absent.keys_per_s);
+  s.print(true, stdout);
+}
+
+// Measures the whole plan.
+void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uint64_t>& keys,
+               Report& report, bool json_lines, bool text_table) {
+  // Contains asks for keys half of which the filter holds, in no pattern a predictor could learn.
+  std::vector<std::uint64_t> mixed_keys = random_keys(keys.size(), 2);
+  for (std::size_t i = 0; i < mixed_keys.size(); ++i) {
+    if ((mixed_keys[i] >> 63) != 0) mixed_keys[i] = keys[i];
+  }
+  const BatchPool inserted(keys, plan.keys), mixed(std::move(mixed_keys), plan.keys);
+  std::vector<std::uint8_t> flags(plan.keys);
+  const double estimate = estimated_seconds(plan);
+  Progress progress(stderr_is_terminal(), plan.case_count(), estimate);
+  std::size_t done = 0;
+  if (text_table) {
+    std::printf("%9s  %-16s %-16s %7s | %10s %6s | %10s %-5s %6s\n", "filter", "implementation",
+                "operation", "threads", "keys/s", "noise", "limit/s", "", "%limit");
+  }
+  for (const std::uint64_t bytes : plan.sizes) {
+    progress.show(done, size_label(bytes) + ": probing the memory");
+    probe::MemoryProbe memory(bytes);
+    for (const unsigned threads : plan.thread_counts("best")) {
+      const probe::HardwareLimits l = memory.measure(threads, plan.limits_seconds);
+      report.limits.push_back({bytes, threads, threads == plan.all_threads && threads > 1,
+                               l.random_read_lines_per_s, l.random_rmw_lines_per_s,
+                               l.seq_read_bytes_per_s});
+    }
+    for (const auto& [role, name] : plan.implementations) {
+      for (const unsigned threads : plan.thread_counts(role)) {
+        Options options = base;
+        options.implementation = name;
+        options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
+        options.threads = threads;
+        Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
+        for (const char* operation : bench_report::kOperations) {
+          const std::string op = operation;
+          progress.show(
+              done, size_label(bytes) + " " + name + " " + bench_report::series_label(op, threads));
+          Case c;
+          c.implementation = filter.implementation();
+          c.role = role;
+          c.operation = op;
+          c.threads = role == "gpu" ? 1 : threads;
+          c.all_threads = role != "gpu" && threads == plan.all_threads && threads > 1;
+          c.filter_bytes = filter.layout().size_bytes();
+          c.keys_per_call = plan.keys;
+          const bool host = role != "gpu";
+          const auto paired = [&] {
+            return op == "contains" ? memory.random_read_lines_per_s(threads, plan.probe_seconds)
+                                    : memory.random_rmw_lines_per_s(threads, plan.probe_seconds);
+          };
+          if (host) {
+            c.limit = op == "contains" ? "random_read" : "random_rmw";
+            c.limit_before = paired();
+          }
+          for (unsigned r = 0; r < plan.repetitions; ++r) {
+            if (op == "insert") {
+              c.runs.push_back(timed_run(inserted, plan.keys, plan.run_seconds,
+                                         [&](auto batch) { filter.insert(batch); }));
+            } else if (op == "contains") {
+              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds,
+                                         [&](auto batch) { filter.contains(batch, flags); }));
+            } else {
+              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds, [&](auto batch) {
+                filter.insert_if_absent(batch, flags);
+              }));
+            }
+          }
+          if (host) c.limit_after = paired();
+          set_median_and_noise(c);
+          if (text_table) {
+            std::printf(
+                "%9s  %-16s %-16s %7u | %8s/s %5.1f%% | %8s/s %-5s %6s\n",
+                size_label(c.filter_bytes).c_str(), c.implementation.c_str(), op.c_str(), c.threads,
+                si(c.keys_per_s).c_str(), 100 * c.noise, host ? si(c.limit_per_s()).c_str() : "-",
+                host ? (op == "contains" ? "read" : "RMW") : "",
+                host ? (std::to_string(
+                            static_cast<int>(std::lround(100 * c.keys_per_s / c.limit_per_s()))) +
+                        "%")
+                           .c_str()
+                     : "-");
+          }
+          std::fflush(stdout);
+          report.cases.push_back(std::move(c));
+          ++done;
+        }
+        if (json_lines) print_json_row(report, plan.keys);
+      }
+    }
+  }
+  progress.finish();
+}
+
+Report load_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(with_errno("cannot open the report " + path));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return bench_report::from_json(Json::parse(text.str()));
+  } catch (const std::runtime_error& e) {
+    throw DataError(path + ": " + e.what());
+  }
+}
+
+// Writes `text` to `dir`/`name` atomically: never half a report.
+void write_file(const std::filesystem::path& dir, const std::string& name,
+                const std::string& text) {
+  OutputFile out((dir / name).string());
+  out.write(text);
+  out.sync();
+  out.commit();
+}
+
+void print_comparison(const Comparison& comparison) {
+  std::size_t flagged = 0;
+  for (const auto& d : comparison.differences) flagged += d.flagged ? 1 : 0;
+  std::printf("\nAgainst %s (%s, %s): %zu cases, %zu differ beyond noise\n",
+              comparison.against.c_str(), comparison.against_cpu.c_str(),
+              comparison.against_date.c_str(), comparison.differences.size(), flagged);
+  std::printf("%-9s %-16s %7s %9s | %8s %7s | %10s\n", "role", "operation", "threads", "filter",
+              "now/then", "noise", "limit now/then");
+  for (const auto& d : comparison.differences) {
+    std::printf(
+        "%-9s %-16s %7s %9s | %7.3fx %6.1f%% | %10s%s\n", d.role.c_str(), d.operation.c_str(),
+        d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio, 100 * d.noise,
+        d.limit_ratio > 0 ? (std::to_string(d.limit_ratio).substr(0, 5) + "x").c_str() : "-",
+        d.flagged ? "  <- beyond noise" : "");
+  }
+}
+
+}  // namespace
+
+int run_bench(const Arguments& args) {
+  ArgParser parser(
+      "bench [options]",
+      "A hardware report: insert, contains and insert_if_absent keys/s of the best implementation\n"
+      "and the scalar reference (and the GPU when present) with 1 thread and all threads, over\n"
+      "filter sizes from 16 KiB to 4 GiB (x4 steps, capped by free memory), each beside this\n"
+      "machine's random 64-byte read or read-modify-write rate over a buffer of the filter's "
+      "size,\n"
+      "measured right before and after it. Figures are medians of repeated runs; their spread is\n"
+      "the noise that --compare allows for.");
+  parser.flag("quick", "a short sweep (about a minute): fewer sizes, shorter runs")
+      .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
+      .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
+      .value("keys", "N",
+             "keys per call; each run rotates through 64 batches of them (default 65536)")
+      .value("repeat", "N",
+             "timed runs per case, for the median and the noise (default 5; --quick 3)")
+      .value("report", "DIR", "write DIR/report.json and DIR/report.html")
+      .value("compare", "OLD.json", "print and plot the ratios against an earlier report.json")
+      .value("load", "REPORT.json", "take the figures from a report instead of measuring")
+      .flag("json",
+            "print one JSON object per implementation, size and thread count instead of a table");
+  add_backend_options(parser);
+  if (!parser.parse(args)) return 0;
+  const bool quick = parser.has("quick");
+  std::vector<std::string> command{"bulkbloom", "bench"};
+  for (const auto& arg : args) command.emplace_back(arg);
+
+  std::optional<Report> before;
+  if (const auto old = parser.get("compare")) before = load_report(*old);
+  // The report's directory is checked now, before a long sweep, and made only once there is a
+  // report to put in it: a failed run leaves nothing behind.
+  if (const auto dir = parser.get("report")) {
+    const std::filesystem::path path(*dir);
+    const std::filesystem::path parent =
+        path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    if (std::filesystem::exists(path) ? !std::filesystem::is_directory(path)
+                                      : !std::filesystem::is_directory(parent)) {
+      throw IoError(*dir + ": cannot hold the report: not a directory, nor in one");
+    }
+  }
+
+  Report report;
+  if (const auto loaded = parser.get("load")) {
+    report = load_report(*loaded);
+    // The notes are read from the figures afresh: a newer bulkbloom explains an older report.
+    report.notes = bench_report::explain(report);
+  } else {
+    Plan plan;
+    plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
+                 : quick ? geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{256} << 20, 4)
+                         : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
+    plan.keys = parser.get_count("keys").value_or(std::uint64_t{1} << 16);
+    if (plan.keys == 0) throw UsageError("--keys must be at least 1");
+    plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(quick ? 3 : 5));
+    if (plan.repetitions == 0 || plan.repetitions > 1000) {
+      throw UsageError("--repeat must be between 1 and 1000");
+    }
+    plan.run_seconds = quick ? 0.04 : 0.1;
+    plan.probe_seconds = quick ? 0.04 : 0.1;
+    plan.limits_seconds = quick ? 0.04 : 0.1;
+    const Options base = backend_options(parser);
+    plan.all_threads =
+        base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
+    // Each size holds a probe buffer and one filter of that size at a time, beside the keys.
+    const std::uint64_t key_bytes = plan.keys * (kBatchPool * 16 + 1);
+    std::uint64_t max_size = UINT64_MAX;
+    if (const auto cap = parser.get("max-size")) {
+      max_size = parse_size(*cap, "--max-size");
+    } else if (const std::uint64_t free = probe::available_memory_bytes(); free > key_bytes) {
+      max_size = (free - key_bytes) * 3 / 4 / 2;
+    }
+    std::erase_if(plan.sizes, [&](std::uint64_t s) { return s > max_size; });
+    if (plan.sizes.empty())
+      throw UsageError("no filter size fits: raise --max-size or free memory");
+
+    // From the registry: the best usable CPU target, the scalar reference and a usable CUDA
+    // entry, each once; an entry that cannot run here is named with its reason.
+    const std::vector<Implementation> all = implementations();
+    for (const Implementation& impl : all) {
+      if (base.backend != Backend::automatic && impl.backend != base.backend) continue;
+      if (!impl.usable) {
+        std::fprintf(stderr, "bench: %s is not measured: %s\n", impl.name.c_str(),
+                     impl.unusable_reason.c_str());
+        continue;
+      }
+      const std::string role = impl.backend == Backend::cuda ? "gpu"
+                               : impl.name == "cpu/scalar"   ? "reference"
+                                                             : "best";
+      const bool taken = std::any_of(plan.implementations.begin(), plan.implementations.end(),
+                                     [&](const auto& entry) { return entry.first == role; });
+      if (!taken) plan.implementations.emplace_back(role, impl.name);
+    }
+    if (plan.implementations.empty()) {
+      throw BackendUnavailable("no implementation of the requested backend runs on this machine");
+    }
+    report.date = utc_now();
+    report.command = command;
+    report.machine = describe(all);
+    Json sizes = Json::array();
+    for (auto s : plan.sizes) sizes.push(s);
+    report.settings =
+        Json::object()
+            .set("sizes_bytes", std::move(sizes))
+            .set("keys_per_call", plan.keys)
+            .set("repetitions", plan.repetitions)
+            .set("run_seconds", plan.run_seconds)
+            .set("paired_probe_seconds", plan.probe_seconds)
+            .set("all_threads", plan.all_threads)
+            .set("shape", "sb512")
+            .set("batches",
+                 "each run calls in turn on 64 batches of keys_per_call keys; insert: "
+                 "random keys; contains and insert_if_absent: half of those and half "
+                 "never inserted, at random positions. A run's rate is a batch over "
+                 "its median call");
+    const std::vector<std::uint64_t> keys = random_keys(plan.keys * kBatchPool, 1);
+    plan.call_seconds = calibrate(plan, base, std::span(keys).first(plan.keys));
+    std::fprintf(stderr, "bench: %zu sizes (%s to %s), %zu cases, about %s on an idle machine\n",
+                 plan.sizes.size(), size_label(plan.sizes.front()).c_str(),
+                 size_label(plan.sizes.back()).c_str(), plan.case_count(),
+                 duration_label(estimated_seconds(plan)).c_str());
+    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
+    report.notes = bench_report::explain(report);
+    if (!parser.has("json")) {
+      for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
+    }
+  }
+
+  std::optional<Comparison> comparison;
+  if (before) {
+    comparison = bench_report::compare(report, *before, *parser.get("compare"));
+    if (!parser.has("json")) print_comparison(*comparison);
+  }
+  if (const auto dir = parser.get("report")) {
+    const Comparison* against = comparison ? &*comparison : nullptr;
+    std::error_code error;
+    std::filesystem::create_directory(*dir, error);
+    if (error) throw IoError(*dir + ": cannot create the report directory: " + error.message());
+    write_file(*dir, "report.json", bench_report::to_json(report, against).dump());
+    write_file(*dir, "report.html", bench_report::to_html(report, against));
+    std::fprintf(stderr, "bench: wrote %s/report.json and %s/report.html\n", dir->c_str(),
+                 dir->c_str());
+  }
+  return 0;
+}
+
+}  // namespace bulkbloom::cli
