@@ -3,10 +3,15 @@ package org.bulkbloom.flink;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.Map;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SideOutputDataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.util.OutputTag;
 import org.bulkbloom.jni.NativeWindowShards;
 
 /**
@@ -28,12 +33,26 @@ import org.bulkbloom.jni.NativeWindowShards;
  * and gives exactly the decisions of an uninterrupted run.
  *
  * <p>Clock: event time by default (the records' timestamps, in units of {@link #clockUnit}, default
- * one millisecond; a record without a timestamp is an error), or {@link #processingTime()}. Each
- * subtask's clock is the largest time it has seen, records' and watermarks'. When every subtask
- * receives its records in non-decreasing time order (an in-order source), every decision equals
- * that of the command line's {@code bulkbloom dedup --window T --time-field N --generations G
- * --lateness L --capacity N --fpr P --seed S} on the same records with the same clock unit; with
- * records up to L late, a repeat within T is still always dropped.
+ * one millisecond), or {@link #processingTime()}. Each subtask's clock is the largest time it has
+ * seen, records' and watermarks'. When every subtask receives its records in non-decreasing time
+ * order (an in-order source), every decision equals that of the command line's {@code bulkbloom
+ * dedup --window T --time-field N --generations G --lateness L --max-future F --capacity N --fpr P
+ * --seed S} on the same records with the same clock unit; with records up to L late, a repeat
+ * within T is still always dropped.
+ *
+ * <p>On event time the clock is guarded. A record without a timestamp (a source with no
+ * timestamp assigner stamps Long.MIN_VALUE, Flink's NO_TIMESTAMP) fails the job, or with {@link
+ * #refuseMissingTimestamps()} is refused. A record stamped after the wall clock plus {@link
+ * #maxFuture} (default one day, as the command line's) is refused, and such a watermark does not
+ * move the clock: either would pin the window's clock far ahead and make every later record late.
+ * A record more than {@link #lateness} behind its subtask's clock is refused: the window could not
+ * keep its promise for it. A refused record is neither emitted nor inserted nor moves the clock; it
+ * goes to the side output {@link #refused}, as a {@link Refused} with its reason, and is counted.
+ *
+ * <p>Metrics, in the operator's group {@code bulkbloom}: the counters {@code kept} (emitted),
+ * {@code dropped} (repeats and false positives), {@code refused} (on the side output: {@code
+ * missingTime} + {@code future} + {@code late}), and the gauges {@code stateBytes}, {@code fill}
+ * and {@code currentFpr} of the held shards.
  *
  * <p>The JNI library is loaded from the parent class path: see {@link
  * org.bulkbloom.jni.BulkbloomNative}.
@@ -43,6 +62,9 @@ public final class BloomDedup<T> implements Serializable {
 
   /** The default shard count (and so the operator's max parallelism). */
   public static final int DEFAULT_SHARDS = 128;
+
+  /** The id of the side output of refused records ({@link #refusedTag}). */
+  public static final String REFUSED_ID = "bulkbloom-refused";
 
   /** Takes a record's {@code long} key, hashed as the library hashes {@code uint64_t} keys. */
   @FunctionalInterface
@@ -66,6 +88,8 @@ public final class BloomDedup<T> implements Serializable {
   Duration window;
   Duration lateness = Duration.ZERO;
   Duration clockUnit = Duration.ofMillis(1);
+  Duration maxFuture = Duration.ofDays(1);
+  boolean refuseMissingTimestamps;
   int generations = 4;
   double fpr = 0.001;
   long capacity;
@@ -103,6 +127,27 @@ public final class BloomDedup<T> implements Serializable {
   /** L: how late (behind the largest time seen) a record may be while T still holds. */
   public BloomDedup<T> lateness(Duration lateness) {
     this.lateness = lateness;
+    return this;
+  }
+
+  /**
+   * How far after the wall clock a record's timestamp may lie (default one day, the command line's
+   * {@code --max-future}): a later record is refused, as it would move the clock past the records
+   * to come. Times in the past are never bounded (replaying an old log is normal). The wall clock
+   * is read at each record, so a record refused once may be accepted when replayed after the wall
+   * clock has caught up with it. {@code ChronoUnit.FOREVER.getDuration()} turns the bound off.
+   */
+  public BloomDedup<T> maxFuture(Duration bound) {
+    this.maxFuture = bound;
+    return this;
+  }
+
+  /**
+   * Refuses event-time records that carry no timestamp (send them to the side output and count
+   * them) instead of failing the job, the default.
+   */
+  public BloomDedup<T> refuseMissingTimestamps() {
+    this.refuseMissingTimestamps = true;
     return this;
   }
 
@@ -196,6 +241,7 @@ public final class BloomDedup<T> implements Serializable {
       throw new IllegalArgumentException("bulkbloom: batchSize " + batchSize + " must be >= 1");
     }
     requirePositive("flushInterval", flushInterval);
+    requirePositive("maxFuture", maxFuture);
     final NativeWindowShards.Sizing sizing =
         NativeWindowShards.size(
             window.toNanos() / unitNanos,
@@ -223,9 +269,33 @@ public final class BloomDedup<T> implements Serializable {
     }
   }
 
+  /** The tag of the side output of refused records, for records of type {@code recordType}. */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static <T> OutputTag<Refused<T>> refusedTag(TypeInformation<T> recordType) {
+    final TypeInformation refused =
+        Types.POJO(
+            Refused.class,
+            Map.of(
+                "record", recordType,
+                "reason", Types.ENUM(Refused.Reason.class),
+                "timestamp", Types.LONG,
+                "bound", Types.LONG));
+    return new OutputTag<Refused<T>>(REFUSED_ID, refused);
+  }
+
+  /**
+   * The records refused by the operator that made {@code deduped} (what {@link #apply} returned),
+   * each with its reason. Keep them, count them or fail on them; left unread they are lost.
+   */
+  public static <T> SideOutputDataStream<Refused<T>> refused(
+      SingleOutputStreamOperator<T> deduped) {
+    return deduped.getSideOutput(refusedTag(deduped.getType()));
+  }
+
   /**
    * The deduplicated stream: {@code input} routed by shard to an operator whose max parallelism is
-   * the shard count. Throws IllegalArgumentException for a bad configuration.
+   * the shard count; {@link #refused} gives its side output. Throws IllegalArgumentException for a
+   * bad configuration.
    */
   public SingleOutputStreamOperator<T> apply(DataStream<T> input) {
     final NativeWindowShards.Sizing sizing = sizing();
@@ -237,7 +307,7 @@ public final class BloomDedup<T> implements Serializable {
             .transform(
                 "BloomDedup",
                 input.getType(),
-                new BloomDedupOperator<>(this, routing));
+                new BloomDedupOperator<>(this, routing, refusedTag(input.getType())));
     out.setMaxParallelism(shards);
     out.setDescription("bulkbloom window dedup: " + sizing.description + ", " + shards + " shards");
     return out;

@@ -3,8 +3,10 @@ package org.bulkbloom.flink;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.InputStream;
+import java.time.Duration;
 import java.util.Arrays;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
+import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
@@ -17,6 +19,7 @@ import org.apache.flink.streaming.api.operators.BoundedOneInput;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.util.OutputTag;
 import org.bulkbloom.jni.NativeWindowShards;
 
 /**
@@ -27,6 +30,10 @@ import org.bulkbloom.jni.NativeWindowShards;
  * on, before each checkpoint barrier and at the end of input, so a checkpoint never holds a
  * record in flight. Its state is the held shards' window file bytes, one per key group (key group
  * s holds shard s), written as raw keyed state.
+ *
+ * <p>On event time, records without a timestamp, too far in the future or too late are refused
+ * before they reach a batch (see {@link BloomDedup}): emitted on the side output at once, they
+ * never touch the window or the clock.
  */
 final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     implements OneInputStreamOperator<T, T>, BoundedOneInput, ProcessingTimeCallback {
@@ -36,10 +43,14 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
 
   private final BloomDedup<T> spec;
   private final ShardRouting routing;
+  private final OutputTag<Refused<T>> refusedTag;
 
   private transient NativeWindowShards window;
   private transient long unitMs;
-  // The subtask's clock: the largest time (in clock units) of its records and watermarks.
+  private transient long latenessUnits;
+  private transient long maxFutureMs;
+  // The subtask's clock: the largest time (in clock units) of its accepted records and of its
+  // watermarks within the future bound.
   private transient long clock;
   private transient int size;
   private transient Object[] values;
@@ -56,10 +67,16 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   private transient StreamRecord<T> reuse;
   private transient long lastStatsMs;
   private transient volatile double[] stats;
+  private transient Counter kept;
+  private transient Counter dropped;
+  private transient Counter refused;
+  private transient Counter[] refusedFor;
+  private transient boolean warnedOfFutureWatermark;
 
-  BloomDedupOperator(BloomDedup<T> spec, ShardRouting routing) {
+  BloomDedupOperator(BloomDedup<T> spec, ShardRouting routing, OutputTag<Refused<T>> refusedTag) {
     this.spec = spec;
     this.routing = routing;
+    this.refusedTag = refusedTag;
   }
 
   @Override
@@ -77,10 +94,16 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
               + routing.numShards() + " shards; they must be equal (BloomDedup sets it)");
     }
     unitMs = spec.clockUnit.toMillis();
+    latenessUnits = spec.lateness.toMillis() / unitMs;
+    // A bound of 2^63 ms or more (ChronoUnit.FOREVER's duration) bounds nothing.
+    maxFutureMs =
+        spec.maxFuture.compareTo(Duration.ofMillis(Long.MAX_VALUE)) < 0
+            ? spec.maxFuture.toMillis()
+            : Long.MAX_VALUE;
     window =
         new NativeWindowShards(
             spec.window.toMillis() / unitMs,
-            spec.lateness.toMillis() / unitMs,
+            latenessUnits,
             spec.generations,
             spec.fpr,
             spec.capacity,
@@ -135,18 +158,48 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     group.gauge("stateBytes", () -> (long) stats[0]);
     group.gauge("currentFpr", () -> stats[2]);
     group.gauge("fill", () -> stats[3]);
+    kept = group.counter("kept");
+    dropped = group.counter("dropped");
+    refused = group.counter("refused");
+    refusedFor = new Counter[Refused.Reason.values().length];
+    refusedFor[Refused.Reason.MISSING_TIME.ordinal()] = group.counter("missingTime");
+    refusedFor[Refused.Reason.FUTURE.ordinal()] = group.counter("future");
+    refusedFor[Refused.Reason.LATE.ordinal()] = group.counter("late");
   }
 
   @Override
   public void processElement(StreamRecord<T> record) throws Exception {
     final long time;
     if (spec.eventTime) {
-      if (!record.hasTimestamp()) {
-        throw new IllegalStateException(
-            "bulkbloom: a record has no timestamp, but BloomDedup runs on event time: assign"
-                + " timestamps (a WatermarkStrategy) or use processingTime()");
+      // A source without a timestamp assigner stamps NO_TIMESTAMP (Long.MIN_VALUE), which as a
+      // time would hold the clock at the dawn of time and fill one generation forever.
+      final long timestamp = record.hasTimestamp() ? record.getTimestamp() : Long.MIN_VALUE;
+      if (timestamp == Long.MIN_VALUE) {
+        if (!spec.refuseMissingTimestamps) {
+          throw new IllegalStateException(
+              "bulkbloom: a record has no timestamp (Long.MIN_VALUE, Flink's NO_TIMESTAMP: the"
+                  + " source has no timestamp assigner), but BloomDedup runs on event time: assign"
+                  + " timestamps (a WatermarkStrategy with a TimestampAssigner), use"
+                  + " processingTime(), or refuseMissingTimestamps() to send such records to the"
+                  + " side output");
+        }
+        refuse(record, Refused.Reason.MISSING_TIME, Long.MIN_VALUE);
+        return;
       }
-      time = Math.floorDiv(record.getTimestamp(), unitMs);
+      final long latestAccepted = futureBound();
+      if (timestamp > latestAccepted) {
+        refuse(record, Refused.Reason.FUTURE, latestAccepted);
+        return;
+      }
+      time = Math.floorDiv(timestamp, unitMs);
+      // time < clock, so clock - time is positive and below 2^64: compared unsigned it cannot
+      // overflow, whatever the two times.
+      if (time < clock && Long.compareUnsigned(clock - time, latenessUnits) > 0) {
+        final long earliestAccepted =
+            clock < Long.MIN_VALUE + latenessUnits ? Long.MIN_VALUE : clock - latenessUnits;
+        refuse(record, Refused.Reason.LATE, millisOf(earliestAccepted));
+        return;
+      }
     } else {
       time = Math.floorDiv(getProcessingTimeService().getCurrentProcessingTime(), unitMs);
     }
@@ -185,14 +238,42 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     flush();
   }
 
+  /** The latest timestamp (ms) accepted now: the wall clock plus maxFuture, saturated. */
+  private long futureBound() {
+    final long now = getProcessingTimeService().getCurrentProcessingTime();
+    return now > Long.MAX_VALUE - maxFutureMs ? Long.MAX_VALUE : now + maxFutureMs;
+  }
+
+  /** A time in clock units as milliseconds, saturated to the range of a long. */
+  private long millisOf(long units) {
+    if (units > Long.MAX_VALUE / unitMs) {
+      return Long.MAX_VALUE;
+    }
+    return units < Long.MIN_VALUE / unitMs ? Long.MIN_VALUE : units * unitMs;
+  }
+
+  /** Sends a record to the side output with its reason, and counts it. */
+  private void refuse(StreamRecord<T> record, Refused.Reason reason, long bound) {
+    final long timestamp = record.hasTimestamp() ? record.getTimestamp() : Long.MIN_VALUE;
+    final Refused<T> refusal = new Refused<>(record.getValue(), reason, timestamp, bound);
+    output.collect(
+        refusedTag,
+        timestamp == Long.MIN_VALUE
+            ? new StreamRecord<>(refusal)
+            : new StreamRecord<>(refusal, timestamp));
+    refused.inc();
+    refusedFor[reason.ordinal()].inc();
+  }
+
   /** Dedups the buffered records with one native call and emits the new ones in order. */
   private void flush() {
     if (size > 0) {
-      if (spec.key.isLong()) {
-        window.dedup(longKeys, shards, clocks, size, isNew);
-      } else {
-        window.dedup(blob, ends, shards, clocks, size, isNew);
-      }
+      final int newRecords =
+          spec.key.isLong()
+              ? window.dedup(longKeys, shards, clocks, size, isNew)
+              : window.dedup(blob, ends, shards, clocks, size, isNew);
+      kept.inc(newRecords);
+      dropped.inc(size - newRecords);
       for (int i = 0; i < size; ++i) {
         if (isNew[i] != 0) {
           @SuppressWarnings("unchecked")
@@ -228,10 +309,21 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   @Override
   public void processWatermark(Watermark mark) throws Exception {
     flush();
-    // The final watermark of a bounded input says "no more records", not a time.
+    // The final watermark of a bounded input says "no more records", not a time. A watermark
+    // past the future bound (a source's, after a record stamped years ahead) would pin the clock
+    // as that record would have: records alone move the clock then.
     if (spec.eventTime && mark.getTimestamp() != Long.MAX_VALUE) {
-      clock = Math.max(clock, Math.floorDiv(mark.getTimestamp(), unitMs));
-      window.advanceTo(clock);
+      if (mark.getTimestamp() <= futureBound()) {
+        clock = Math.max(clock, Math.floorDiv(mark.getTimestamp(), unitMs));
+        window.advanceTo(clock);
+      } else if (!warnedOfFutureWatermark) {
+        warnedOfFutureWatermark = true;
+        LOG.warn(
+            "bulkbloom: watermark {} is after the wall clock plus maxFuture ({}); the window's"
+                + " clock follows the records only while watermarks are that far ahead",
+            mark.getTimestamp(),
+            spec.maxFuture);
+      }
     }
     super.processWatermark(mark);
   }

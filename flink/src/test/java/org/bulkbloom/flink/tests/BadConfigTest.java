@@ -41,5 +41,7 @@ public final class BadConfigTest {
     expect("must be whole multiples of clockUnit", d -> d.window(Duration.ofMillis(1500)));
     expect("whole number of milliseconds", d -> d.clockUnit(Duration.ofNanos(10)));
     expect("batchSize 0 must be >= 1", d -> d.batchSize(0));
+    expect("maxFuture PT0S must be a positive duration", d -> d.maxFuture(Duration.ZERO));
+    expect("maxFuture null must be a positive duration", d -> d.maxFuture(null));
   }
 }
