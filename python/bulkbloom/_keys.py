@@ -50,7 +50,7 @@ def key_pieces(keys: Any) -> List[Piece]:
             return [_arrow_piece(pa, chunk) for chunk in keys.chunks]
         if isinstance(keys, pa.Array):
             return [_arrow_piece(pa, keys)]
-    if isinstance(keys, (str, bytes, bytearray)):
+    if isinstance(keys, (str, bytes, bytearray)) or _is_byte_buffer(keys):
         raise TypeError(
             "a bulk call takes an array of keys, not a single "
             f"{type(keys).__name__}: use add() / `in`, or pass [key]"
@@ -82,6 +82,23 @@ def key_pieces(keys: Any) -> List[Piece]:
     return [_numpy_piece(array)]
 
 
+# The struct formats of one-byte items: a buffer of them (memoryview(b"abc"), array('B'))
+# is bytes-like, one key, as bytes and bytearray are; a buffer of wider integers is a batch.
+_BYTE_FORMATS = frozenset(("B", "b", "c", "@B", "@b", "@c", "=B", "=b", "<B", ">B", "!B"))
+
+
+def _is_byte_buffer(value: Any) -> bool:
+    """True for a non-numpy object whose buffer holds one-byte items (numpy arrays of uint8 /
+    int8 stay batches of small integers: their dtype says so)."""
+    if isinstance(value, np.ndarray):
+        return False
+    try:
+        view = memoryview(value)
+    except TypeError:
+        return False
+    return view.format in _BYTE_FORMATS
+
+
 def _sequence_piece(keys: Union[list, tuple]) -> Piece:
     # A list is Python objects already; its types are checked once (map runs in C) so that numpy
     # never turns a mix of ints and strs into strs.
@@ -93,6 +110,8 @@ def _sequence_piece(keys: Union[list, tuple]) -> Piece:
         return _joined_bytes([str.encode(k, "utf-8") for k in keys])
     if all(issubclass(k, (bytes, bytearray)) for k in kinds):
         return _joined_bytes(list(keys))
+    if all(issubclass(k, (bytes, bytearray, memoryview)) for k in kinds):
+        return _joined_bytes([scalar_key(k) for k in keys])  # checks each view's item format
     if _all_ints(kinds):
         try:
             return _numpy_piece(np.asarray(keys))
@@ -229,8 +248,15 @@ def scalar_key(key: Any) -> Union[int, bytes]:
         return value & MASK64
     if isinstance(key, str):
         return key.encode("utf-8")
-    if isinstance(key, (bytes, bytearray, memoryview)):
+    if isinstance(key, (bytes, bytearray)):
         return bytes(key)
+    if isinstance(key, memoryview):
+        if key.format not in _BYTE_FORMATS:
+            raise TypeError(
+                f"a memoryview of {key.format!r} items is a batch of integer keys, not one "
+                "key: use insert() / contains()"
+            )
+        return key.tobytes()
     raise TypeError(f"a key must be an int, str or bytes, not {type(key).__name__}")
 
 
