@@ -10,10 +10,12 @@ Keys
     A bulk call (``insert``, ``contains``, ``insert_if_absent``) takes a batch: a 1-D numpy
     integer array (``uint64`` and ``int64`` used in place; a negative ``int64`` key is its
     two's-complement 64-bit pattern, so ``-1`` and ``2**64 - 1`` are one key), any object with
-    the buffer protocol of integers or ``__dlpack__`` (host memory), a pyarrow integer, string or binary array
-    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list
+    the buffer protocol of integers or ``__dlpack__`` (host memory), a pyarrow integer, string, binary or
+    fixed-size binary array or chunked array (its buffers used in place; a ``uuid`` array's keys
+    are its 16 bytes, as Parquet stores them), a pandas Series (nullable ``Int64``, ``str``,
+    categorical: through Arrow), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
     or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
-    iterable. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
+    iterable. A null, NA or NaN among the keys is a ``ValueError`` naming its position. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
     one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a

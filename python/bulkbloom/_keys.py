@@ -45,9 +45,17 @@ def key_pieces(keys: Any) -> List[Piece]:
     if isinstance(keys, np.ndarray):
         return [_numpy_piece(keys)]
     pa = _pyarrow()
+    if pa is None and _is_pandas(keys):
+        pa = _import_pyarrow("a pandas batch of keys")
     if pa is not None:
+        if _is_pandas(keys):
+            if keys.dtype == object:  # Python objects: read as an object array is
+                return [_object_piece(np.asarray(keys))]
+            # pandas' own arrays (nullable Int64, str, categorical) become Arrow arrays in C:
+            # its NA and NaN become nulls, which the message names by position.
+            keys = pa.array(keys, from_pandas=True)
         if isinstance(keys, pa.ChunkedArray):
-            return [_arrow_piece(pa, chunk) for chunk in keys.chunks]
+            return _chunk_pieces(pa, keys.chunks)
         if isinstance(keys, pa.Array):
             return [_arrow_piece(pa, keys)]
     if isinstance(keys, (str, bytes, bytearray)) or _is_byte_buffer(keys):
@@ -97,6 +105,42 @@ def _is_byte_buffer(value: Any) -> bool:
     except TypeError:
         return False
     return view.format in _BYTE_FORMATS
+
+
+def _is_pandas(keys: Any) -> bool:
+    """A pandas Series, Index or extension array (numpy would turn nullable integers into
+    floats)."""
+    return type(keys).__module__.startswith("pandas.") and hasattr(keys, "dtype")
+
+
+def _import_pyarrow(what: str) -> Any:
+    try:
+        import pyarrow
+    except ImportError:
+        raise TypeError(
+            f"{what} needs pyarrow to be read without a Python loop; pass a str/bytes/integer "
+            "numpy array, or install pyarrow"
+        ) from None
+    return pyarrow
+
+
+def _chunk_pieces(pa: Any, chunks: Any) -> List[Piece]:
+    """The pieces of Arrow arrays that follow each other in one batch; a null is named by its
+    position in the whole batch."""
+    pieces = []
+    start = 0
+    for chunk in chunks:
+        pieces.append(_arrow_piece(pa, chunk, start))
+        start += len(chunk)
+    return pieces
+
+
+def null_error(first: int, count: int) -> ValueError:
+    """The error for keys with nulls (Arrow nulls, pandas NA / NaN, numpy NA)."""
+    return ValueError(
+        f"nulls/NA in the keys at position {first} ({count} in all): a key must have a value; "
+        "drop or fill them first"
+    )
 
 
 def _sequence_piece(keys: Union[list, tuple]) -> Piece:
@@ -162,6 +206,11 @@ def _numpy_piece(array: np.ndarray) -> Piece:
         return _fixed_width_bytes(np.char.encode(array, "utf-8"))
     if kind == "O":
         return _object_piece(array)
+    if kind == "T":  # numpy 2's variable-width StringDType
+        pa = _pyarrow()
+        if pa is None:
+            return _sequence_piece(array.tolist())
+        return _arrow_piece(pa, pa.array(array))
     raise TypeError(
         f"keys must be integers, str or bytes; got an array of {array.dtype} "
         "(convert floats or bools explicitly)"
@@ -182,17 +231,10 @@ def _fixed_width_bytes(array: np.ndarray) -> BytesPiece:
 
 
 def _object_piece(array: np.ndarray) -> Piece:
-    pa = _pyarrow()
-    if pa is None:
-        try:
-            import pyarrow as pa  # noqa: F811  (only objects need it)
-        except ImportError:
-            raise TypeError(
-                "an object array of keys needs pyarrow to be read without a Python loop; "
-                "pass a str/bytes/integer numpy array, or install pyarrow"
-            ) from None
+    pa = _pyarrow() or _import_pyarrow("an object array of keys")
     try:
-        converted = pa.array(array)
+        # from_pandas: NaN, like None and pandas' NA, is a missing key (a null), not a float.
+        converted = pa.array(array, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
         # Arrow reads Python ints as int64.
         if _all_ints(set(map(type, array))):
@@ -201,12 +243,16 @@ def _object_piece(array: np.ndarray) -> Piece:
     return _arrow_piece(pa, converted)
 
 
-def _arrow_piece(pa: Any, array: Any) -> Piece:
+def _arrow_piece(pa: Any, array: Any, start: int = 0) -> Piece:
+    """The piece of one Arrow array, whose first key is key `start` of the batch."""
     kind = array.type
     if array.null_count:
-        raise ValueError(f"keys contain {array.null_count} nulls; a key must have a value")
+        first = int(np.flatnonzero(np.asarray(array.is_null()))[0])
+        raise null_error(start + first, array.null_count)
+    if isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid":
+        return _arrow_piece(pa, array.storage, start)  # its 16 bytes, as Parquet stores them
     if pa.types.is_dictionary(kind):
-        return _arrow_piece(pa, array.dictionary_decode())
+        return _arrow_piece(pa, array.dictionary_decode(), start)
     if pa.types.is_integer(kind):
         if kind.bit_width != 64:
             signed = pa.types.is_signed_integer(kind)
@@ -220,7 +266,15 @@ def _arrow_piece(pa: Any, array: Any) -> Piece:
         return _arrow_bytes(array, np.int64)
     if str(kind) in ("string_view", "binary_view"):
         return _arrow_bytes(array.cast(pa.large_binary()), np.int64)
-    raise TypeError(f"keys must be an Arrow integer, string or binary array, not {kind}")
+    if pa.types.is_fixed_size_binary(kind):
+        data_buffer = array.buffers()[1]
+        offsets = np.arange(array.offset, array.offset + len(array) + 1, dtype=np.int64)
+        data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else None
+        return BytesPiece(offsets * kind.byte_width, np.zeros(0, np.uint8) if data is None else data)
+    raise TypeError(
+        f"keys must be an Arrow integer, string or binary array (or fixed-size binary, uuid), "
+        f"not {kind}"
+    )
 
 
 def _arrow_bytes(array: Any, offset_type: Any) -> BytesPiece:

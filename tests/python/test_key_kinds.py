@@ -36,3 +36,64 @@ def test_a_buffer_of_wider_integers_is_a_batch():
         f.add(memoryview(values))
     with pytest.raises(TypeError, match="batch of integer keys"):
         memoryview(values) in f  # noqa: B015
+
+
+def filter_bytes(keys):
+    f = bulkbloom.Filter(10_000, 0.001)
+    f.insert(keys)
+    assert f.contains(keys).all()
+    return f.to_bytes()
+
+
+@pytest.mark.parametrize(
+    "name, make",
+    [
+        ("pandas Int64 with NA", lambda pd, pa: pd.Series([1, None, 3], dtype="Int64")),
+        ("pandas str with NaN", lambda pd, pa: pd.Series(["a", np.nan, "c"])),
+        ("pandas string with NA", lambda pd, pa: pd.Series(["a", None, "c"], dtype="string")),
+        ("object array with None", lambda pd, pa: np.array([b"a", None, b"c"], dtype=object)),
+        ("numpy StringDType with NA", lambda pd, pa: np.array(
+            ["a", None, "c"], dtype=np.dtypes.StringDType(na_object=None))),
+        ("arrow chunked", lambda pd, pa: pa.chunked_array([["x"], ["a", None, "c"]]).slice(1)),
+    ],
+)
+def test_missing_keys_are_named_by_position(name, make):
+    pd = pytest.importorskip("pandas")
+    pa = pytest.importorskip("pyarrow")
+    f = bulkbloom.Filter(1000, 0.001)
+    for call in (f.insert, f.contains, f.insert_if_absent):
+        with pytest.raises(ValueError, match=r"nulls/NA in the keys at position 1 \(1 in all\)"):
+            call(make(pd, pa))
+    assert f.popcount() == 0, name
+
+
+def test_pandas_arrays_hash_their_values():
+    pd = pytest.importorskip("pandas")
+    ints = [1, -2, 2**62]
+    strings = ["a", "héllo", ""]
+    assert filter_bytes(pd.Series(ints, dtype="Int64")) == filter_bytes(ints)
+    assert filter_bytes(pd.Series(strings, dtype="string")) == filter_bytes(strings)
+    assert filter_bytes(pd.Series(strings, dtype="category")) == filter_bytes(strings)
+    assert filter_bytes(pd.Series(strings, dtype=object)) == filter_bytes(strings)
+
+
+def test_numpy_string_dtype():
+    strings = ["a", "héllo", "", "x" * 100]
+    assert filter_bytes(np.array(strings, dtype=np.dtypes.StringDType())) == filter_bytes(strings)
+
+
+def test_fixed_size_binary_and_uuid_hash_their_bytes():
+    pa = pytest.importorskip("pyarrow")
+    import uuid
+
+    ids = [uuid.UUID(int=i * 0x9E3779B97F4A7C15F39CC0605CEDC835 % 2**128) for i in range(1, 6)]
+    raw = [u.bytes for u in ids]
+    expected = filter_bytes(raw)
+    fixed = pa.array(raw, pa.binary(16))
+    assert filter_bytes(fixed) == expected
+    assert filter_bytes(pa.array(ids, pa.uuid())) == expected
+    assert filter_bytes(pa.chunked_array([fixed.slice(0, 2), fixed.slice(2)])) == expected
+    assert filter_bytes(fixed.slice(1, 3)) == filter_bytes(raw[1:4])
+    f = bulkbloom.Filter(1000, 0.001)
+    f.insert(pa.array(ids, pa.uuid()))
+    assert ids[0].bytes in f and str(ids[0]) not in f  # the 16 bytes, not the text
