@@ -13,7 +13,10 @@ Keys
     the buffer protocol of integers or ``__dlpack__`` (host memory), a pyarrow integer, string, binary or
     fixed-size binary array or chunked array (its buffers used in place; a ``uuid`` array's keys
     are its 16 bytes, as Parquet stores them), a pandas Series (nullable ``Int64``, ``str``,
-    categorical: through Arrow), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
+    categorical: through Arrow), any object with the Arrow PyCapsule interface
+    (``__arrow_c_array__`` / ``__arrow_c_stream__``: polars Series, DuckDB results, nanoarrow,
+    pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views are
+    compacted ``chunk_keys`` keys at a time), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
     or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
     iterable. A null, NA or NaN among the keys is a ``ValueError`` naming its position. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
     one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
@@ -193,7 +196,7 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
     """Runs a bulk call piece by piece, each writing its slice of `out`; sums what they return."""
     total = 0
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         args = () if out is None else (out[start : start + length].view(np.uint8),)
         if isinstance(piece, _keys.U64Piece):
@@ -555,7 +558,7 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
     all_times = _keys.event_times(times, count, name)
     out = _flags(count)
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         piece_times = None if all_times is None else all_times[start : start + length]
         flags = out[start : start + length].view(np.uint8)
@@ -757,7 +760,7 @@ def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
     """shard_of for the pieces of a batch."""
     out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         part = out[start : start + length]
         if isinstance(piece, _keys.U64Piece):
@@ -819,7 +822,7 @@ class _ShardPlace:
 def _describe_key(pieces: list, position: int) -> str:
     """The key at `position` of a batch, named as the library's messages name it."""
     at = position
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         if at < length:
             break
@@ -1143,6 +1146,8 @@ def _byte_buffer(data: Any) -> np.ndarray:
 
 def _is_batch(keys: Any) -> bool:
     if isinstance(keys, np.ndarray) or hasattr(keys, "__dlpack__"):
+        return True
+    if _keys._has_arrow_capsule(keys):
         return True
     pa = _keys._pyarrow()
     return pa is not None and isinstance(keys, (pa.Array, pa.ChunkedArray))

@@ -10,9 +10,11 @@ array are used in place; other layouts are converted once, by numpy or pyarrow.
 from __future__ import annotations
 
 import sys
-from typing import Any, List, NamedTuple, Optional, Union
+from typing import Any, Iterator, List, NamedTuple, Optional, Union
 
 import numpy as np
+
+from . import _core
 
 MASK64 = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
@@ -28,11 +30,34 @@ class BytesPiece(NamedTuple):
     data: np.ndarray  # uint8
 
 
-Piece = Union[U64Piece, BytesPiece]
+class ArrowSlice(NamedTuple):
+    """Keys [begin, end) of an Arrow chunk read in slices (fixed-size binary, string views):
+    made a BytesPiece by resolved() only when its turn comes, so that at most one slice's
+    offsets (and, of views, bytes) exist at a time."""
+
+    chunk: Any  # _core.ArrowChunk
+    begin: int
+    end: int
+
+
+Piece = Union[U64Piece, BytesPiece, ArrowSlice]
 
 
 def piece_length(piece: Piece) -> int:
-    return len(piece.keys) if isinstance(piece, U64Piece) else len(piece.offsets) - 1
+    if isinstance(piece, U64Piece):
+        return len(piece.keys)
+    if isinstance(piece, ArrowSlice):
+        return piece.end - piece.begin
+    return len(piece.offsets) - 1
+
+
+def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece]]:
+    """The pieces as the core's calls take them, each made when the loop reaches it."""
+    for piece in pieces:
+        if isinstance(piece, ArrowSlice):
+            yield BytesPiece(*piece.chunk.slice(piece.begin, piece.end))
+        else:
+            yield piece
 
 
 def _pyarrow() -> Any:
@@ -45,19 +70,22 @@ def key_pieces(keys: Any) -> List[Piece]:
     if isinstance(keys, np.ndarray):
         return [_numpy_piece(keys)]
     pa = _pyarrow()
-    if pa is None and _is_pandas(keys):
-        pa = _import_pyarrow("a pandas batch of keys")
+    if _is_pandas(keys):
+        if keys.dtype == object:  # Python objects: read as an object array is
+            return [_object_piece(np.asarray(keys))]
+        if pa is None and _has_arrow_capsule(keys):  # pandas >= 3 exports Arrow without pyarrow
+            return _capsule_pieces(keys)
+        pa = pa or _import_pyarrow("a pandas batch of keys")
+        # pandas' own arrays (nullable Int64, str, categorical) become Arrow arrays in C (in
+        # place where pyarrow holds them already): NA and NaN become nulls, named by position.
+        keys = pa.array(keys, from_pandas=True)
     if pa is not None:
-        if _is_pandas(keys):
-            if keys.dtype == object:  # Python objects: read as an object array is
-                return [_object_piece(np.asarray(keys))]
-            # pandas' own arrays (nullable Int64, str, categorical) become Arrow arrays in C:
-            # its NA and NaN become nulls, which the message names by position.
-            keys = pa.array(keys, from_pandas=True)
         if isinstance(keys, pa.ChunkedArray):
             return _chunk_pieces(pa, keys.chunks)
         if isinstance(keys, pa.Array):
             return [_arrow_piece(pa, keys)]
+    if _has_arrow_capsule(keys):
+        return _capsule_pieces(keys)
     if isinstance(keys, (str, bytes, bytearray)) or _is_byte_buffer(keys):
         raise TypeError(
             "a bulk call takes an array of keys, not a single "
@@ -107,6 +135,37 @@ def _is_byte_buffer(value: Any) -> bool:
     return view.format in _BYTE_FORMATS
 
 
+def _has_arrow_capsule(keys: Any) -> bool:
+    return hasattr(keys, "__arrow_c_stream__") or hasattr(keys, "__arrow_c_array__")
+
+
+def _capsule_pieces(keys: Any) -> List[Piece]:
+    """The pieces of an Arrow PyCapsule producer's column (polars, DuckDB, nanoarrow, pandas),
+    read in place chunk by chunk. Every chunk is checked for nulls before any key is used."""
+    if hasattr(keys, "__arrow_c_stream__"):
+        chunks = list(_core.ArrowStream(keys.__arrow_c_stream__()))
+    else:
+        chunks = [_core.ArrowChunk.from_capsules(*keys.__arrow_c_array__())]
+    pieces: List[Piece] = []
+    start = 0
+    for chunk in chunks:
+        first = chunk.first_null()
+        if first is not None:
+            raise null_error(start + first)
+        if chunk.layout == "integers":
+            pieces.append(_numpy_piece(chunk.integers()))
+        elif chunk.layout == "offsets":
+            pieces.append(BytesPiece(*chunk.offsets_and_data()))
+        else:
+            step = _core.chunk_keys
+            pieces.extend(
+                ArrowSlice(chunk, begin, min(begin + step, len(chunk)))
+                for begin in range(0, len(chunk), step)
+            )
+        start += len(chunk)
+    return pieces
+
+
 def _is_pandas(keys: Any) -> bool:
     """A pandas Series, Index or extension array (numpy would turn nullable integers into
     floats)."""
@@ -135,11 +194,11 @@ def _chunk_pieces(pa: Any, chunks: Any) -> List[Piece]:
     return pieces
 
 
-def null_error(first: int, count: int) -> ValueError:
+def null_error(first: int) -> ValueError:
     """The error for keys with nulls (Arrow nulls, pandas NA / NaN, numpy NA)."""
     return ValueError(
-        f"nulls/NA in the keys at position {first} ({count} in all): a key must have a value; "
-        "drop or fill them first"
+        f"nulls/NA in the keys at position {first}: a key must have a value; drop or fill them "
+        "first"
     )
 
 
@@ -248,7 +307,7 @@ def _arrow_piece(pa: Any, array: Any, start: int = 0) -> Piece:
     kind = array.type
     if array.null_count:
         first = int(np.flatnonzero(np.asarray(array.is_null()))[0])
-        raise null_error(start + first, array.null_count)
+        raise null_error(start + first)
     if isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid":
         return _arrow_piece(pa, array.storage, start)  # its 16 bytes, as Parquet stores them
     if pa.types.is_dictionary(kind):

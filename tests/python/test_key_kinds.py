@@ -62,7 +62,7 @@ def test_missing_keys_are_named_by_position(name, make):
     pa = pytest.importorskip("pyarrow")
     f = bulkbloom.Filter(1000, 0.001)
     for call in (f.insert, f.contains, f.insert_if_absent):
-        with pytest.raises(ValueError, match=r"nulls/NA in the keys at position 1 \(1 in all\)"):
+        with pytest.raises(ValueError, match=r"nulls/NA in the keys at position 1:"):
             call(make(pd, pa))
     assert f.popcount() == 0, name
 
