@@ -99,7 +99,7 @@ chunk_keys: int = _core.chunk_keys
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: What a bulk call takes: see "Keys" in the module's documentation.
-Keys = Any
+Keys = _keys.Keys
 
 
 def available_implementations() -> list[str]:
@@ -418,6 +418,39 @@ class Filter(_BulkCalls):
         result = self.copy()
         result &= other
         return result
+
+    # Set conventions, as rbloom and Python's set keep them where a Bloom filter can. No len():
+    # a Bloom filter cannot count its keys (estimated_count() estimates them from the bits,
+    # keys_inserted is the caller's own counter), so it does not pretend to be Sized.
+
+    def __bool__(self) -> bool:
+        """False for an empty filter (no bit set), as for an empty set."""
+        return self._core.popcount() != 0
+
+    def __eq__(self, other: object) -> bool:
+        """Same layout and bits (``keys_inserted`` and ``metadata`` are not compared): true for
+        two filters of one layout given the same keys, in any order and batches."""
+        if not isinstance(other, Filter):
+            return NotImplemented
+        return self.layout == other.layout and self._core.same_bits(other._core)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a set
+
+    def issubset(self, other: "Filter") -> bool:
+        """True if every bit set here is set in ``other`` (of the same layout, else
+        ``ValueError``): always when ``other`` holds every key this one holds, and by chance
+        sometimes otherwise, as a key's false positive."""
+        return self._core.bits_within(_same_kind(other, "issubset"))
+
+    def issuperset(self, other: "Filter") -> bool:
+        """``other.issubset(self)``."""
+        return _same_kind(other, "issuperset").bits_within(self._core)
+
+    def __le__(self, other: "Filter") -> bool:
+        return self.issubset(other) if isinstance(other, Filter) else NotImplemented
+
+    def __ge__(self, other: "Filter") -> bool:
+        return self.issuperset(other) if isinstance(other, Filter) else NotImplemented
 
     def copy(self) -> "Filter":
         """An independent copy (same layout, bits, backend and options)."""

@@ -10,11 +10,52 @@ array are used in place; other layouts are converted once, by numpy or pyarrow.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterator, List, NamedTuple, Optional, Union
+import array
+from typing import Any, Iterator, List, NamedTuple, Optional, Protocol, Tuple, Union
 
 import numpy as np
 
 from . import _core
+
+
+# What a batch of keys may be, for type checkers (what each means: bulkbloom's "Keys").
+class ArrowArrayExporter(Protocol):
+    """An Arrow array of the PyCapsule interface: pyarrow, nanoarrow, a record batch."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None, /) -> Tuple[object, object]: ...
+
+
+class ArrowStreamExporter(Protocol):
+    """An Arrow stream of the PyCapsule interface: polars Series, DuckDB results, pandas >= 3."""
+
+    def __arrow_c_stream__(self, requested_schema: Any = None, /) -> object: ...
+
+
+class DLPackExporter(Protocol):
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> object: ...
+
+
+class ArrayConvertible(Protocol):
+    """What numpy.asarray reads: a pandas Series or Index, ..."""
+
+    def __array__(self) -> Any: ...
+
+
+Keys = Union[
+    np.ndarray,
+    ArrowArrayExporter,
+    ArrowStreamExporter,
+    DLPackExporter,
+    ArrayConvertible,
+    memoryview,
+    "array.array[int]",
+    List[int],
+    List[str],
+    List[bytes],
+    Tuple[int, ...],
+    Tuple[str, ...],
+    Tuple[bytes, ...],
+]
 
 MASK64 = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
