@@ -499,7 +499,11 @@ class Filter(_BulkCalls):
     ) -> "Filter":
         """Maps a filter file into memory without copying it (pages are read on first touch).
         Inserts change only this process's copy of the touched pages, never the file.
-        ``verify=False`` skips reading every page for the checksum."""
+        ``verify=False`` skips reading every page for the checksum. A file shorter than its
+        header says is a ``FormatError`` here; but a file truncated *in place* while mapped
+        is undefined: the next read of a page past its new end kills the process with SIGBUS
+        (no check per call can close that race). Replace a mapped file as ``save()`` does,
+        by writing another and renaming it over the path: the mapping keeps the old bytes."""
         options = _map_options(verify, implementation, threads)
         return cls._wrap(*_core.Filter.map(os.fspath(path), *options))
 
