@@ -57,6 +57,7 @@ import numpy as np
 
 from . import _core, _keys
 from ._core import BackendUnavailable, Error, FormatError, IoError
+from ._dedup import dedup
 
 __all__ = [
     "Filter",
@@ -75,6 +76,7 @@ __all__ = [
     "BackendUnavailable",
     "available_implementations",
     "chunk_keys",
+    "dedup",
 ]
 __version__ = "0.1.0"
 
