@@ -124,7 +124,7 @@ def key_pieces(keys: Any) -> List[Piece]:
         if isinstance(keys, pa.ChunkedArray):
             return _chunk_pieces(pa, keys.chunks)
         if isinstance(keys, pa.Array):
-            return [_arrow_piece(pa, keys)]
+            return _chunk_pieces(pa, [keys])
     if _has_arrow_capsule(keys):
         return _capsule_pieces(keys)
     if isinstance(keys, (str, bytes, bytearray)) or _is_byte_buffer(keys):
@@ -180,15 +180,15 @@ def _has_arrow_capsule(keys: Any) -> bool:
     return hasattr(keys, "__arrow_c_stream__") or hasattr(keys, "__arrow_c_array__")
 
 
-def _capsule_pieces(keys: Any) -> List[Piece]:
+def _capsule_pieces(keys: Any, start: int = 0) -> List[Piece]:
     """The pieces of an Arrow PyCapsule producer's column (polars, DuckDB, nanoarrow, pandas),
-    read in place chunk by chunk. Every chunk is checked for nulls before any key is used."""
+    read in place chunk by chunk, whose first key is key `start` of the batch. Every chunk is
+    checked for nulls before any key is used."""
     if hasattr(keys, "__arrow_c_stream__"):
         chunks = list(_core.ArrowStream(keys.__arrow_c_stream__()))
     else:
         chunks = [_core.ArrowChunk.from_capsules(*keys.__arrow_c_array__())]
     pieces: List[Piece] = []
-    start = 0
     for chunk in chunks:
         first = chunk.first_null()
         if first is not None:
@@ -230,7 +230,17 @@ def _chunk_pieces(pa: Any, chunks: Any) -> List[Piece]:
     pieces = []
     start = 0
     for chunk in chunks:
-        pieces.append(_arrow_piece(pa, chunk, start))
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_decode()
+        kind = chunk.type
+        if pa.types.is_fixed_size_binary(kind) or str(kind) in ("string_view", "binary_view") or (
+            isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid"
+        ):
+            # The core reads these in slices (a uuid as its 16 bytes, as Parquet stores it;
+            # pyarrow would copy a view array whole to cast it).
+            pieces.extend(_capsule_pieces(chunk, start))
+        else:
+            pieces.append(_arrow_piece(pa, chunk, start))
         start += len(chunk)
     return pieces
 
@@ -349,10 +359,6 @@ def _arrow_piece(pa: Any, array: Any, start: int = 0) -> Piece:
     if array.null_count:
         first = int(np.flatnonzero(np.asarray(array.is_null()))[0])
         raise null_error(start + first)
-    if isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid":
-        return _arrow_piece(pa, array.storage, start)  # its 16 bytes, as Parquet stores them
-    if pa.types.is_dictionary(kind):
-        return _arrow_piece(pa, array.dictionary_decode(), start)
     if pa.types.is_integer(kind):
         if kind.bit_width != 64:
             signed = pa.types.is_signed_integer(kind)
@@ -364,13 +370,6 @@ def _arrow_piece(pa: Any, array: Any, start: int = 0) -> Piece:
         return _arrow_bytes(array, np.int32)
     if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
         return _arrow_bytes(array, np.int64)
-    if str(kind) in ("string_view", "binary_view"):
-        return _arrow_bytes(array.cast(pa.large_binary()), np.int64)
-    if pa.types.is_fixed_size_binary(kind):
-        data_buffer = array.buffers()[1]
-        offsets = np.arange(array.offset, array.offset + len(array) + 1, dtype=np.int64)
-        data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else None
-        return BytesPiece(offsets * kind.byte_width, np.zeros(0, np.uint8) if data is None else data)
     raise TypeError(
         f"keys must be an Arrow integer, string or binary array (or fixed-size binary, uuid), "
         f"not {kind}"
