@@ -4,13 +4,16 @@ A batch becomes one or more *pieces*: a contiguous uint64 array (integer keys; i
 signed keys are taken as their two's-complement 64-bit pattern), or Arrow-style byte strings
 (offsets + data, hashed as bytes like the command line's ``lines`` keys). A contiguous,
 aligned, native-endian 64-bit integer array and the buffers of an Arrow integer, string or binary
-array are used in place; other layouts are converted once, by numpy or pyarrow.
+array are used in place; other layouts are converted once, by numpy or pyarrow. Arrow columns
+of other producers (the PyCapsule interface) are read by _core.ArrowChunk / ArrowStream through
+the C data interface; fixed-size binary and view arrays become ArrowSlice pieces, made into
+offsets + data one slice at a time (resolved()).
 """
 
 from __future__ import annotations
 
+import array as _array
 import sys
-import array
 from typing import Any, Iterator, List, NamedTuple, Optional, Protocol, Tuple, Union
 
 import numpy as np
@@ -48,7 +51,7 @@ Keys = Union[
     DLPackExporter,
     ArrayConvertible,
     memoryview,
-    "array.array[int]",
+    "_array.array[int]",
     List[int],
     List[str],
     List[bytes],
