@@ -189,3 +189,12 @@ def test_pandas_through_the_capsule():
     assert answers(series) == reference(pa.array(WORDS))
     frame = pd.DataFrame({"key": INTS})
     assert answers(frame["key"]) == reference(pa.array(INTS))
+
+
+def test_update_takes_an_arrow_column_as_one_batch():
+    words = pa.array(WORDS)
+    f = bulkbloom.Filter(20_000, 0.001)
+    f.update(StreamOnly(pa.chunked_array([words])), ArrayOnly(words.slice(5)))
+    g = bulkbloom.Filter(20_000, 0.001)
+    g.insert(WORDS)
+    assert f == g
