@@ -164,6 +164,9 @@ class ArrowChunk {
       throw nb::value_error(("an Arrow array of keys with " + std::to_string(buffers) +
                              " buffers, fewer than its type has")
                                 .c_str());
+    if (length_ > 0 && column_->buffers[1] == nullptr && format_.layout != KeyLayout::offsets32 &&
+        format_.layout != KeyLayout::offsets64)
+      throw nb::value_error("an Arrow array of keys without its values buffer");
   }
 
   std::size_t size() const { return length_; }
@@ -220,6 +223,8 @@ class ArrowChunk {
       last = last32;
     }
     if (last < 0) throw nb::value_error("an Arrow string array with a negative offset");
+    if (last > 0 && column_->buffers[2] == nullptr)
+      throw nb::value_error("an Arrow string array without its data buffer");
     return {array_view(first, size() + 1,
                        wide ? nb::dtype<std::int64_t>() : nb::dtype<std::int32_t>(), owner),
             array_view(column_->buffers[2], static_cast<std::size_t>(last),
@@ -282,7 +287,9 @@ class ArrowChunk {
         std::int64_t{offset} + length > sizes[buffer])
       throw nb::value_error(
           ("Arrow view " + std::to_string(i) + " points past its data buffer").c_str());
-    return {static_cast<const char*>(column_->buffers[2 + buffer]) + offset, std::size_t(length)};
+    const auto* data = static_cast<const char*>(column_->buffers[2 + buffer]);
+    if (data == nullptr) throw nb::value_error("an Arrow view array without its data buffer");
+    return {data + offset, std::size_t(length)};
   }
 
   /// The first of `length_` entries from `begin` whose validity bit in `array` is 0.
