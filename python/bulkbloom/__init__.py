@@ -10,10 +10,16 @@ Keys
     A bulk call (``insert``, ``contains``, ``insert_if_absent``) takes a batch: a 1-D numpy
     integer array (``uint64`` and ``int64`` used in place; a negative ``int64`` key is its
     two's-complement 64-bit pattern, so ``-1`` and ``2**64 - 1`` are one key), any object with
-    the buffer protocol or ``__dlpack__`` (host memory), a pyarrow integer, string or binary array
-    or chunked array (its buffers used in place), a numpy ``str`` / ``bytes`` array, or a list
+    the buffer protocol of integers or ``__dlpack__`` (host memory), a pyarrow integer, string, binary or
+    fixed-size binary array or chunked array (its buffers used in place; a ``uuid`` array's keys
+    are its 16 bytes, as Parquet stores them), a pandas Series (nullable ``Int64``, ``str``,
+    categorical: through Arrow), any object with the Arrow PyCapsule interface
+    (``__arrow_c_array__`` / ``__arrow_c_stream__``: polars Series, DuckDB results, nanoarrow,
+    pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views are
+    compacted ``chunk_keys`` keys at a time), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
     or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
-    iterable.
+    iterable. A null, NA or NaN among the keys is a ``ValueError`` naming its position. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
+    one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
     filter built here has the bits of the one ``bulkbloom build`` makes of the same keys.
@@ -51,6 +57,7 @@ import numpy as np
 
 from . import _core, _keys
 from ._core import BackendUnavailable, Error, FormatError, IoError
+from ._dedup import dedup
 
 __all__ = [
     "Filter",
@@ -69,6 +76,7 @@ __all__ = [
     "BackendUnavailable",
     "available_implementations",
     "chunk_keys",
+    "dedup",
 ]
 __version__ = "0.1.0"
 
@@ -93,7 +101,7 @@ chunk_keys: int = _core.chunk_keys
 
 PathLike = Union[str, "os.PathLike[str]"]
 #: What a bulk call takes: see "Keys" in the module's documentation.
-Keys = Any
+Keys = _keys.Keys
 
 
 def available_implementations() -> list[str]:
@@ -190,7 +198,7 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
     """Runs a bulk call piece by piece, each writing its slice of `out`; sums what they return."""
     total = 0
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         args = () if out is None else (out[start : start + length].view(np.uint8),)
         if isinstance(piece, _keys.U64Piece):
@@ -413,6 +421,39 @@ class Filter(_BulkCalls):
         result &= other
         return result
 
+    # Set conventions, as rbloom and Python's set keep them where a Bloom filter can. No len():
+    # a Bloom filter cannot count its keys (estimated_count() estimates them from the bits,
+    # keys_inserted is the caller's own counter), so it does not pretend to be Sized.
+
+    def __bool__(self) -> bool:
+        """False for an empty filter (no bit set), as for an empty set."""
+        return self._core.popcount() != 0
+
+    def __eq__(self, other: object) -> bool:
+        """Same layout and bits (``keys_inserted`` and ``metadata`` are not compared): true for
+        two filters of one layout given the same keys, in any order and batches."""
+        if not isinstance(other, Filter):
+            return NotImplemented
+        return self.layout == other.layout and self._core.same_bits(other._core)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a set
+
+    def issubset(self, other: "Filter") -> bool:
+        """True if every bit set here is set in ``other`` (of the same layout, else
+        ``ValueError``): always when ``other`` holds every key this one holds, and by chance
+        sometimes otherwise, as a key's false positive."""
+        return self._core.bits_within(_same_kind(other, "issubset"))
+
+    def issuperset(self, other: "Filter") -> bool:
+        """``other.issubset(self)``."""
+        return _same_kind(other, "issuperset").bits_within(self._core)
+
+    def __le__(self, other: "Filter") -> bool:
+        return self.issubset(other) if isinstance(other, Filter) else NotImplemented
+
+    def __ge__(self, other: "Filter") -> bool:
+        return self.issuperset(other) if isinstance(other, Filter) else NotImplemented
+
     def copy(self) -> "Filter":
         """An independent copy (same layout, bits, backend and options)."""
         return Filter._wrap(self._core.copy(), self.keys_inserted, self.metadata)
@@ -460,7 +501,11 @@ class Filter(_BulkCalls):
     ) -> "Filter":
         """Maps a filter file into memory without copying it (pages are read on first touch).
         Inserts change only this process's copy of the touched pages, never the file.
-        ``verify=False`` skips reading every page for the checksum."""
+        ``verify=False`` skips reading every page for the checksum. A file shorter than its
+        header says is a ``FormatError`` here; but a file truncated *in place* while mapped
+        is undefined: the next read of a page past its new end kills the process with SIGBUS
+        (no check per call can close that race). Replace a mapped file as ``save()`` does,
+        by writing another and renaming it over the path: the mapping keeps the old bytes."""
         options = _map_options(verify, implementation, threads)
         return cls._wrap(*_core.Filter.map(os.fspath(path), *options))
 
@@ -552,7 +597,7 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
     all_times = _keys.event_times(times, count, name)
     out = _flags(count)
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         piece_times = None if all_times is None else all_times[start : start + length]
         flags = out[start : start + length].view(np.uint8)
@@ -754,7 +799,7 @@ def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
     """shard_of for the pieces of a batch."""
     out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         part = out[start : start + length]
         if isinstance(piece, _keys.U64Piece):
@@ -816,7 +861,7 @@ class _ShardPlace:
 def _describe_key(pieces: list, position: int) -> str:
     """The key at `position` of a batch, named as the library's messages name it."""
     at = position
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         if at < length:
             break
@@ -1140,6 +1185,8 @@ def _byte_buffer(data: Any) -> np.ndarray:
 
 def _is_batch(keys: Any) -> bool:
     if isinstance(keys, np.ndarray) or hasattr(keys, "__dlpack__"):
+        return True
+    if _keys._has_arrow_capsule(keys):
         return True
     pa = _keys._pyarrow()
     return pa is not None and isinstance(keys, (pa.Array, pa.ChunkedArray))

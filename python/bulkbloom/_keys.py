@@ -4,15 +4,61 @@ A batch becomes one or more *pieces*: a contiguous uint64 array (integer keys; i
 signed keys are taken as their two's-complement 64-bit pattern), or Arrow-style byte strings
 (offsets + data, hashed as bytes like the command line's ``lines`` keys). A contiguous,
 aligned, native-endian 64-bit integer array and the buffers of an Arrow integer, string or binary
-array are used in place; other layouts are converted once, by numpy or pyarrow.
+array are used in place; other layouts are converted once, by numpy or pyarrow. Arrow columns
+of other producers (the PyCapsule interface) are read by _core.ArrowChunk / ArrowStream through
+the C data interface; fixed-size binary and view arrays become ArrowSlice pieces, made into
+offsets + data one slice at a time (resolved()).
 """
 
 from __future__ import annotations
 
+import array as _array
 import sys
-from typing import Any, List, NamedTuple, Optional, Union
+from typing import Any, Iterator, List, NamedTuple, Optional, Protocol, Tuple, Union
 
 import numpy as np
+
+from . import _core
+
+
+# What a batch of keys may be, for type checkers (what each means: bulkbloom's "Keys").
+class ArrowArrayExporter(Protocol):
+    """An Arrow array of the PyCapsule interface: pyarrow, nanoarrow, a record batch."""
+
+    def __arrow_c_array__(self, requested_schema: Any = None, /) -> Tuple[object, object]: ...
+
+
+class ArrowStreamExporter(Protocol):
+    """An Arrow stream of the PyCapsule interface: polars Series, DuckDB results, pandas >= 3."""
+
+    def __arrow_c_stream__(self, requested_schema: Any = None, /) -> object: ...
+
+
+class DLPackExporter(Protocol):
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> object: ...
+
+
+class ArrayConvertible(Protocol):
+    """What numpy.asarray reads: a pandas Series or Index, ..."""
+
+    def __array__(self) -> Any: ...
+
+
+Keys = Union[
+    np.ndarray,
+    ArrowArrayExporter,
+    ArrowStreamExporter,
+    DLPackExporter,
+    ArrayConvertible,
+    memoryview,
+    "_array.array[int]",
+    List[int],
+    List[str],
+    List[bytes],
+    Tuple[int, ...],
+    Tuple[str, ...],
+    Tuple[bytes, ...],
+]
 
 MASK64 = (1 << 64) - 1
 INT64_MIN = -(1 << 63)
@@ -28,11 +74,34 @@ class BytesPiece(NamedTuple):
     data: np.ndarray  # uint8
 
 
-Piece = Union[U64Piece, BytesPiece]
+class ArrowSlice(NamedTuple):
+    """Keys [begin, end) of an Arrow chunk read in slices (fixed-size binary, string views):
+    made a BytesPiece by resolved() only when its turn comes, so that at most one slice's
+    offsets (and, of views, bytes) exist at a time."""
+
+    chunk: Any  # _core.ArrowChunk
+    begin: int
+    end: int
+
+
+Piece = Union[U64Piece, BytesPiece, ArrowSlice]
 
 
 def piece_length(piece: Piece) -> int:
-    return len(piece.keys) if isinstance(piece, U64Piece) else len(piece.offsets) - 1
+    if isinstance(piece, U64Piece):
+        return len(piece.keys)
+    if isinstance(piece, ArrowSlice):
+        return piece.end - piece.begin
+    return len(piece.offsets) - 1
+
+
+def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece]]:
+    """The pieces as the core's calls take them, each made when the loop reaches it."""
+    for piece in pieces:
+        if isinstance(piece, ArrowSlice):
+            yield BytesPiece(*piece.chunk.slice(piece.begin, piece.end))
+        else:
+            yield piece
 
 
 def _pyarrow() -> Any:
@@ -45,12 +114,23 @@ def key_pieces(keys: Any) -> List[Piece]:
     if isinstance(keys, np.ndarray):
         return [_numpy_piece(keys)]
     pa = _pyarrow()
+    if _is_pandas(keys):
+        if keys.dtype == object:  # Python objects: read as an object array is
+            return [_object_piece(np.asarray(keys))]
+        if pa is None and _has_arrow_capsule(keys):  # pandas >= 3 exports Arrow without pyarrow
+            return _capsule_pieces(keys)
+        pa = pa or _import_pyarrow("a pandas batch of keys")
+        # pandas' own arrays (nullable Int64, str, categorical) become Arrow arrays in C (in
+        # place where pyarrow holds them already): NA and NaN become nulls, named by position.
+        keys = pa.array(keys, from_pandas=True)
     if pa is not None:
         if isinstance(keys, pa.ChunkedArray):
-            return [_arrow_piece(pa, chunk) for chunk in keys.chunks]
+            return _chunk_pieces(pa, keys.chunks)
         if isinstance(keys, pa.Array):
-            return [_arrow_piece(pa, keys)]
-    if isinstance(keys, (str, bytes, bytearray)):
+            return _chunk_pieces(pa, [keys])
+    if _has_arrow_capsule(keys):
+        return _capsule_pieces(keys)
+    if isinstance(keys, (str, bytes, bytearray)) or _is_byte_buffer(keys):
         raise TypeError(
             "a bulk call takes an array of keys, not a single "
             f"{type(keys).__name__}: use add() / `in`, or pass [key]"
@@ -82,6 +162,100 @@ def key_pieces(keys: Any) -> List[Piece]:
     return [_numpy_piece(array)]
 
 
+# The struct formats of one-byte items: a buffer of them (memoryview(b"abc"), array('B'))
+# is bytes-like, one key, as bytes and bytearray are; a buffer of wider integers is a batch.
+_BYTE_FORMATS = frozenset(("B", "b", "c", "@B", "@b", "@c", "=B", "=b", "<B", ">B", "!B"))
+
+
+def _is_byte_buffer(value: Any) -> bool:
+    """True for a non-numpy object whose buffer holds one-byte items (numpy arrays of uint8 /
+    int8 stay batches of small integers: their dtype says so)."""
+    if isinstance(value, np.ndarray):
+        return False
+    try:
+        view = memoryview(value)
+    except TypeError:
+        return False
+    return view.format in _BYTE_FORMATS
+
+
+def _has_arrow_capsule(keys: Any) -> bool:
+    return hasattr(keys, "__arrow_c_stream__") or hasattr(keys, "__arrow_c_array__")
+
+
+def _capsule_pieces(keys: Any, start: int = 0) -> List[Piece]:
+    """The pieces of an Arrow PyCapsule producer's column (polars, DuckDB, nanoarrow, pandas),
+    read in place chunk by chunk, whose first key is key `start` of the batch. Every chunk is
+    checked for nulls before any key is used."""
+    if hasattr(keys, "__arrow_c_stream__"):
+        chunks = list(_core.ArrowStream(keys.__arrow_c_stream__()))
+    else:
+        chunks = [_core.ArrowChunk.from_capsules(*keys.__arrow_c_array__())]
+    pieces: List[Piece] = []
+    for chunk in chunks:
+        first = chunk.first_null()
+        if first is not None:
+            raise null_error(start + first)
+        if chunk.layout == "integers":
+            pieces.append(_numpy_piece(chunk.integers()))
+        elif chunk.layout == "offsets":
+            pieces.append(BytesPiece(*chunk.offsets_and_data()))
+        else:
+            step = _core.chunk_keys
+            pieces.extend(
+                ArrowSlice(chunk, begin, min(begin + step, len(chunk)))
+                for begin in range(0, len(chunk), step)
+            )
+        start += len(chunk)
+    return pieces
+
+
+def _is_pandas(keys: Any) -> bool:
+    """A pandas Series, Index or extension array (numpy would turn nullable integers into
+    floats)."""
+    return type(keys).__module__.startswith("pandas.") and hasattr(keys, "dtype")
+
+
+def _import_pyarrow(what: str) -> Any:
+    try:
+        import pyarrow
+    except ImportError:
+        raise TypeError(
+            f"{what} needs pyarrow to be read without a Python loop; pass a str/bytes/integer "
+            "numpy array, or install pyarrow"
+        ) from None
+    return pyarrow
+
+
+def _chunk_pieces(pa: Any, chunks: Any) -> List[Piece]:
+    """The pieces of Arrow arrays that follow each other in one batch; a null is named by its
+    position in the whole batch."""
+    pieces = []
+    start = 0
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_decode()
+        kind = chunk.type
+        if pa.types.is_fixed_size_binary(kind) or str(kind) in ("string_view", "binary_view") or (
+            isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid"
+        ):
+            # The core reads these in slices (a uuid as its 16 bytes, as Parquet stores it;
+            # pyarrow would copy a view array whole to cast it).
+            pieces.extend(_capsule_pieces(chunk, start))
+        else:
+            pieces.append(_arrow_piece(pa, chunk, start))
+        start += len(chunk)
+    return pieces
+
+
+def null_error(first: int) -> ValueError:
+    """The error for keys with nulls (Arrow nulls, pandas NA / NaN, numpy NA)."""
+    return ValueError(
+        f"nulls/NA in the keys at position {first}: a key must have a value; drop or fill them "
+        "first"
+    )
+
+
 def _sequence_piece(keys: Union[list, tuple]) -> Piece:
     # A list is Python objects already; its types are checked once (map runs in C) so that numpy
     # never turns a mix of ints and strs into strs.
@@ -93,6 +267,8 @@ def _sequence_piece(keys: Union[list, tuple]) -> Piece:
         return _joined_bytes([str.encode(k, "utf-8") for k in keys])
     if all(issubclass(k, (bytes, bytearray)) for k in kinds):
         return _joined_bytes(list(keys))
+    if all(issubclass(k, (bytes, bytearray, memoryview)) for k in kinds):
+        return _joined_bytes([scalar_key(k) for k in keys])  # checks each view's item format
     if _all_ints(kinds):
         try:
             return _numpy_piece(np.asarray(keys))
@@ -143,6 +319,11 @@ def _numpy_piece(array: np.ndarray) -> Piece:
         return _fixed_width_bytes(np.char.encode(array, "utf-8"))
     if kind == "O":
         return _object_piece(array)
+    if kind == "T":  # numpy 2's variable-width StringDType
+        pa = _pyarrow()
+        if pa is None:
+            return _sequence_piece(array.tolist())
+        return _arrow_piece(pa, pa.array(array))
     raise TypeError(
         f"keys must be integers, str or bytes; got an array of {array.dtype} "
         "(convert floats or bools explicitly)"
@@ -163,17 +344,10 @@ def _fixed_width_bytes(array: np.ndarray) -> BytesPiece:
 
 
 def _object_piece(array: np.ndarray) -> Piece:
-    pa = _pyarrow()
-    if pa is None:
-        try:
-            import pyarrow as pa  # noqa: F811  (only objects need it)
-        except ImportError:
-            raise TypeError(
-                "an object array of keys needs pyarrow to be read without a Python loop; "
-                "pass a str/bytes/integer numpy array, or install pyarrow"
-            ) from None
+    pa = _pyarrow() or _import_pyarrow("an object array of keys")
     try:
-        converted = pa.array(array)
+        # from_pandas: NaN, like None and pandas' NA, is a missing key (a null), not a float.
+        converted = pa.array(array, from_pandas=True)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as error:
         # Arrow reads Python ints as int64.
         if _all_ints(set(map(type, array))):
@@ -182,12 +356,12 @@ def _object_piece(array: np.ndarray) -> Piece:
     return _arrow_piece(pa, converted)
 
 
-def _arrow_piece(pa: Any, array: Any) -> Piece:
+def _arrow_piece(pa: Any, array: Any, start: int = 0) -> Piece:
+    """The piece of one Arrow array, whose first key is key `start` of the batch."""
     kind = array.type
     if array.null_count:
-        raise ValueError(f"keys contain {array.null_count} nulls; a key must have a value")
-    if pa.types.is_dictionary(kind):
-        return _arrow_piece(pa, array.dictionary_decode())
+        first = int(np.flatnonzero(np.asarray(array.is_null()))[0])
+        raise null_error(start + first)
     if pa.types.is_integer(kind):
         if kind.bit_width != 64:
             signed = pa.types.is_signed_integer(kind)
@@ -199,9 +373,10 @@ def _arrow_piece(pa: Any, array: Any) -> Piece:
         return _arrow_bytes(array, np.int32)
     if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
         return _arrow_bytes(array, np.int64)
-    if str(kind) in ("string_view", "binary_view"):
-        return _arrow_bytes(array.cast(pa.large_binary()), np.int64)
-    raise TypeError(f"keys must be an Arrow integer, string or binary array, not {kind}")
+    raise TypeError(
+        f"keys must be an Arrow integer, string or binary array (or fixed-size binary, uuid), "
+        f"not {kind}"
+    )
 
 
 def _arrow_bytes(array: Any, offset_type: Any) -> BytesPiece:
@@ -229,8 +404,15 @@ def scalar_key(key: Any) -> Union[int, bytes]:
         return value & MASK64
     if isinstance(key, str):
         return key.encode("utf-8")
-    if isinstance(key, (bytes, bytearray, memoryview)):
+    if isinstance(key, (bytes, bytearray)):
         return bytes(key)
+    if isinstance(key, memoryview):
+        if key.format not in _BYTE_FORMATS:
+            raise TypeError(
+                f"a memoryview of {key.format!r} items is a batch of integer keys, not one "
+                "key: use insert() / contains()"
+            )
+        return key.tobytes()
     raise TypeError(f"a key must be an int, str or bytes, not {type(key).__name__}")
 
 

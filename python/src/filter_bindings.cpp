@@ -7,8 +7,12 @@
 
 #include <bulkbloom/format.hpp>
 
+#include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <span>
 #include <tuple>
+#include <vector>
 
 #include "bindings.hpp"
 #include "bulk_calls.hpp"
@@ -24,6 +28,44 @@ void combine(PyFilter& self, PyFilter& other, Op op) {
   nb::gil_scoped_release release;
   std::scoped_lock lock(self.mutex, other.reading);
   op(self.filter, other.filter);
+}
+
+// A filter's bytes in host memory: its own on the CPU backend, else a copy into `copy`.
+std::span<const std::byte> host_bytes(const Filter& filter, std::vector<std::byte>& copy) {
+  const std::size_t size = filter.layout().size_bytes();
+  if (filter.implementation().starts_with("cpu")) return {filter.view().data(), size};
+  copy.resize(size);
+  filter.copy_bytes_to(copy);
+  return copy;
+}
+
+// Compares the bits of two filters of the same layout 64 bits at a time: true if `differ` is
+// false for every word pair (a, b). Both are locked for reading; a filter compared with itself
+// is not locked twice.
+template <typename Differ>
+bool compare_bits(PyFilter& self, PyFilter& other, Differ differ) {
+  if (self.filter.layout() != other.filter.layout())
+    throw std::invalid_argument("the filters' layouts differ: " + self.filter.layout().describe() +
+                                " and " + other.filter.layout().describe());
+  const auto compare = [&] {
+    std::vector<std::byte> self_copy, other_copy;
+    const auto a = host_bytes(self.filter, self_copy);
+    const auto b = host_bytes(other.filter, other_copy);
+    for (std::size_t at = 0; at < a.size(); at += 8) {  // the size is a multiple of a block
+      std::uint64_t x, y;
+      std::memcpy(&x, a.data() + at, 8);
+      std::memcpy(&y, b.data() + at, 8);
+      if (differ(x, y)) return false;
+    }
+    return true;
+  };
+  nb::gil_scoped_release release;
+  if (&self == &other) {
+    std::lock_guard lock(self.reading);
+    return compare();
+  }
+  std::scoped_lock lock(self.reading, other.reading);
+  return compare();
 }
 
 PyFilter* copy_of(PyFilter& self) {
@@ -152,6 +194,20 @@ void bind_filter(nb::module_& m) {
       .def(
           "clear", [](PyFilter& self) { locked(self.mutex, [&] { self.filter.clear(); }); },
           "Clears every bit.")
+      .def(
+          "same_bits",
+          [](PyFilter& self, PyFilter& other) {
+            return compare_bits(self, other,
+                                [](std::uint64_t a, std::uint64_t b) { return a != b; });
+          },
+          nb::arg("other"), "True if both filters (of one layout) have the same bits.")
+      .def(
+          "bits_within",
+          [](PyFilter& self, PyFilter& other) {
+            return compare_bits(self, other,
+                                [](std::uint64_t a, std::uint64_t b) { return (a & ~b) != 0; });
+          },
+          nb::arg("other"), "True if every bit set here is set in `other` (of the same layout).")
       .def("copy", &copy_of, nb::rv_policy::take_ownership, "An independent copy.")
       .def(
           "popcount",

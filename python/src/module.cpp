@@ -227,4 +227,5 @@ NB_MODULE(_core, m) {
   bind_window(m);
   bind_shard(m);
   bind_window_shard(m);
+  bind_arrow(m);
 }
