@@ -786,7 +786,8 @@ def case_merge_keeps_sizing():
     run(["build", "-f", "lines", "words", "-o", "words.bbf", "--capacity", "6000", "--fpr",
          "0.01", "--stats", "none"])
     for part in ("in1", "in2"):  # sized for the first, grown by the second
-        run(["dedup", "-f", "dec", part, "-o", "out", "--filter", "grown.bbf", "--stats", "none"])
+        run(["dedup", "-f", "dec", part, "-o", f"out-{part}", "--filter", "grown.bbf", "--stats",
+             "none"])
     write("w.csv", b"k1,1000\nk2,1001\n")
     run(["dedup", "-f", "csv:1", "--window", "1h", "--time-field", "2", "w.csv", "--filter",
          "w.bbw", "-o", "out", "--stats", "none"])
@@ -1099,6 +1100,128 @@ def case_window_kill_resume():
               "in.csv", "--fpr", "0.01", "--buffer-size", "64K", "--stats", "none"]
     mid_run_resumes = kill_and_resume(common, "bbw", "ck/window.bbw", 20, 11)
     check(mid_run_resumes >= 5, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
+
+
+def case_rerun_recognised():
+    """A rerun of a committed run whose inputs look different but hold the bytes it read
+    (re-fetched with cp + mv, touched, named by another path, --capacity dropped) is recognised as
+    that run: it says so, exits 0 and changes neither its output nor the filter (docs/FORMAT.md,
+    "Reruns")."""
+    run(["gen", "--count", "20000", "--seed", "1", "-o", "day.u64"])
+    command = ["dedup", "day.u64", "--filter", "f.bbf", "-o", "out.u64", "--stats", "none"]
+    run(command + ["--capacity", "50000"])
+    committed, state = read("out.u64"), read("f.bbf")
+    check(len(committed) > 0, "the first run wrote nothing")
+
+    def recognised(args, what):
+        proc = run(args)
+        check(b"this run was committed earlier" in proc.stderr,
+              f"{what}: not recognised: {proc.stderr.decode()}")
+        check(read("out.u64") == committed and read("f.bbf") == state, f"{what}: files changed")
+
+    recognised(command + ["--capacity", "50000"], "the same command")
+    write("fetched", read("day.u64"))
+    os.replace(path("fetched"), path("day.u64"))  # a new inode and modification time
+    recognised(command + ["--capacity", "50000"], "re-fetched input")
+    os.utime(path("day.u64"), (1, 1))
+    recognised(command + ["--capacity", "50000"], "touched input")
+    recognised(["dedup", "./day.u64", "--filter", "f.bbf", "-o", path("out.u64"), "--stats",
+                "none", "--capacity", "50000"], "other paths to the input and output")
+    recognised(command, "--capacity dropped")
+    # An output that is no longer the one committed cannot be made again from the filter.
+    write("out.u64", committed[:-8])
+    proc = run(command, expect_rc=1)
+    check(b"already holds this run" in proc.stderr and
+          b"not the %d committed" % len(committed) in proc.stderr, proc.stderr.decode())
+
+
+def case_rerun_refused():
+    """A run that would overwrite the output of the last committed run with inputs whose content
+    differs from that run's (or cannot be compared: stdin) refuses, saying how to go on, and
+    changes nothing; -o elsewhere or --force go on."""
+    run(["gen", "--count", "20000", "--seed", "1", "-o", "day.u64"])
+    command = ["dedup", "day.u64", "--filter", "f.bbf", "-o", "out.u64", "--dups", "dups.u64",
+               "--stats", "none"]
+    run(command)
+    committed, state = read("out.u64"), read("f.bbf")
+    run(["gen", "--count", "1000", "--seed", "2", "-o", "more.u64"])
+
+    def refused(args, reason, input_bytes=None):
+        before = sorted(os.listdir(WORK))
+        proc = run(args, input_bytes=input_bytes, expect_rc=1)
+        err = proc.stderr.decode()
+        check(reason in err and "--force" in err and "-o" in err and "already" in err, err)
+        check(read("out.u64") == committed and read("f.bbf") == state, f"{reason}: files changed")
+        check(sorted(os.listdir(WORK)) == before, f"{reason}: left {os.listdir(WORK)}")
+
+    with open(path("day.u64"), "ab") as f:
+        f.write(read("more.u64"))  # the input grew after the run
+    refused(command, "day.u64 has 168000 bytes; the committed run read 160000")
+    same_size = bytearray(read("day.u64")[:160000])
+    same_size[100] ^= 1
+    write("day.u64", bytes(same_size))
+    refused(command, "day.u64 holds other bytes than the committed run read")
+    refused(["dedup", "-", "--filter", "f.bbf", "-o", "out.u64", "--stats", "none"],
+            "stdin cannot be compared", input_bytes=committed)
+    refused(["dedup", "more.u64", "--filter", "f.bbf", "-o", "dups2.u64", "--dups", "dups.u64",
+             "--stats", "none"], "dups.u64")
+    # Another output keeps the committed one; --force replaces it.
+    run(["dedup", "more.u64", "--filter", "f.bbf", "-o", "out2.u64", "--stats", "none"])
+    check(len(read("out2.u64")) > 0 and read("out.u64") == committed, "-o elsewhere")
+    run(["gen", "--count", "500", "--seed", "3", "-o", "third.u64"])
+    run(["dedup", "third.u64", "--filter", "f.bbf", "-o", "out2.u64", "--stats", "none",
+         "--force"])
+    third = set(split_records(read("third.u64"), "u64"))
+    forced = split_records(read("out2.u64"), "u64")
+    check(set(forced) <= third and len(forced) >= 0.95 * len(third),
+          "--force did not replace the output")
+    # An output that is gone or was emptied has nothing to lose: the run goes on.
+    os.remove(path("out2.u64"))
+    run(["gen", "--count", "500", "--seed", "4", "-o", "fourth.u64"])
+    run(["dedup", "fourth.u64", "--filter", "f.bbf", "-o", "out2.u64", "--stats", "none"])
+    check(os.path.getsize(path("out2.u64")) > 0, "a run over a removed output was refused")
+
+
+def case_rerun_input_grew_during_run():
+    """The record holds the bytes a run read, not the size it saw at the start: a run whose input
+    grew while it read it is recognised by a rerun on that input; one whose input grew after it
+    read it is refused."""
+    run(["gen", "--count", "3000000", "--seed", "1", "-o", "base.u64"])
+    run(["gen", "--count", "1000", "--seed", "2", "-o", "tail.u64"])
+    base, tail = read("base.u64"), read("tail.u64")
+    command = ["dedup", "day.u64", "--filter", "f.bbf", "-o", "out.u64", "--buffer-size", "64K",
+               "--threads", "1", "--stats", "json"]
+
+    def fresh_start():
+        for name in ("f.bbf", "out.u64"):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+        write("day.u64", base)
+
+    # The filter's size shows the input size the run saw when it started (it sizes for it).
+    fresh_start()
+    blocks_for_base = stats_of(run(command))["num_blocks"]
+    outcomes = set()
+    for attempt in range(40):
+        fresh_start()
+        proc = subprocess.Popen([BIN] + command, cwd=WORK, stderr=subprocess.PIPE)
+        time.sleep(0.005 * attempt)
+        with open(path("day.u64"), "ab") as f:
+            f.write(tail)
+        err = proc.communicate()[1]
+        check(proc.returncode == 0, err.decode())
+        stats = json.loads(err.decode().strip().splitlines()[-1])
+        if stats["num_blocks"] != blocks_for_base:
+            continue  # it grew before the run looked at it
+        grew_during = stats["records_read"] == (len(base) + len(tail)) // 8
+        rerun = run(command, expect_rc=0 if grew_during else 1)
+        expected = b"this run was committed earlier" if grew_during else b"the committed run read"
+        check(expected in rerun.stderr, rerun.stderr.decode())
+        outcomes.add(grew_during)
+        if grew_during:
+            break
+    check(True in outcomes, f"the input never grew while the run read it ({outcomes}): the "
+          "case is untested")
 
 
 def case_bench_smoke():
