@@ -1224,6 +1224,67 @@ def case_rerun_input_grew_during_run():
           "case is untested")
 
 
+def case_state_through_links():
+    """--filter through a symbolic link updates the file it points to (the link stays) and locks
+    it under its real name, so that runs through two names take turns; a state file with a second
+    hard link is refused, as a commit (a rename) would leave the other name behind; a checkpoint
+    directory named through a link is the directory it points to."""
+    os.mkdir(path("real"))
+    run(["gen", "--count", "5000", "-f", "dec", "--seed", "1", "-o", "day1"])
+    run(["gen", "--count", "5000", "-f", "dec", "--seed", "2", "-o", "day2"])
+    os.symlink("real/f.bbf", path("link.bbf"))  # dangling until the first run makes the file
+    run(["dedup", "-f", "dec", "day1", "-o", "out1", "--filter", "link.bbf", "--stats", "none"])
+    check(os.path.islink(path("link.bbf")) and os.path.isfile(path("real/f.bbf")),
+          "the link was replaced by a file")
+    check(os.path.exists(path("real/f.bbf.lock")) and not os.path.exists(path("link.bbf.lock")),
+          "the lock is not beside the real file")
+    # Day 1's keys again, through the real name: the filter already holds them.
+    run(["dedup", "-f", "dec", "day1", "day2", "-o", "out2", "--filter", "real/f.bbf",
+         "--stats", "none"])
+    day1_keys = {record_key(r, "dec") for r in split_records(read("day1"), "dec")}
+    check(not any(record_key(r, "dec") in day1_keys for r in split_records(read("out2"), "dec")),
+          "a key of day 1 passed again through the real name")
+    state = read("real/f.bbf")
+    check(read("link.bbf") == state, "the link does not show the state")
+
+    # Two runs through the two names: the second stops with the lock message.
+    first = subprocess.Popen([BIN, "dedup", "-f", "dec", "-o", "out3", "--filter", "link.bbf",
+                              "--stats", "none"], stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=WORK)
+    first.stdin.write(b"1\n2\n")
+    first.stdin.flush()
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        probe = run(["dedup", "-f", "dec", "day2", "-o", "out4", "--filter", "real/f.bbf",
+                     "--stats", "none"], expect_rc=None)
+        if probe.returncode != 0:
+            break
+        os.remove(path("out4"))  # the first run had not taken the lock yet
+        time.sleep(0.05)
+    check(probe.returncode == 1 and b"is in use by another bulkbloom run" in probe.stderr,
+          probe.stderr.decode())
+    check(not os.path.exists(path("out4")), "the refused run wrote its output")
+    first.stdin.close()
+    check(first.wait() == 0, first.stderr.read().decode())
+
+    # A second hard link: refused, nothing changed, through either name.
+    os.link(path("real/f.bbf"), path("hard.bbf"))
+    state = read("real/f.bbf")
+    for name, shown in (("hard.bbf", b"hard.bbf has 2 hard links"),
+                        ("link.bbf", b"link.bbf (real/f.bbf) has 2 hard links")):
+        proc = run(["dedup", "-f", "dec", "day2", "-o", "out5", "--filter", name, "--stats",
+                    "none"], expect_rc=1)
+        check(shown in proc.stderr and b"--force" not in proc.stderr, proc.stderr.decode())
+        check(read("real/f.bbf") == state and not os.path.exists(path("out5")), "changed")
+    os.remove(path("hard.bbf"))
+
+    # A checkpoint directory through a link: the checkpoint goes into the real directory.
+    os.mkdir(path("real/ck"))
+    os.symlink("real/ck", path("ck"))
+    run(["dedup", "-f", "dec", "day2", "-o", "out6", "--checkpoint", "ck", "--stats", "none"])
+    check(os.path.islink(path("ck")) and os.listdir(path("real/ck")), "checkpoint not in real/ck")
+
+
 def case_bench_smoke():
     proc = run(["bench", "--sizes", "1", "--keys", "20000", "--json"])
     rows = [json.loads(line) for line in proc.stdout.decode().splitlines()]

@@ -117,8 +117,11 @@ int run_dedup(const Arguments& args) {
   const OnFull on_full = on_full_policy(parser);
   const std::string output_path = parser.get_or("output", "-");
   const std::optional<std::string> dups_path = parser.get("dups");
-  const std::optional<std::string> filter_path = parser.get("filter");
-  const std::optional<std::string> checkpoint_dir = parser.get("checkpoint");
+  // Where links lead: the state is replaced and locked there (state_lock.hpp).
+  std::optional<std::string> filter_path = parser.get("filter");
+  if (filter_path && *filter_path != "-") filter_path = real_state_path(*filter_path);
+  std::optional<std::string> checkpoint_dir = parser.get("checkpoint");
+  if (checkpoint_dir) checkpoint_dir = real_state_path(*checkpoint_dir);
   const std::uint64_t checkpoint_every =
       parser.get_count("checkpoint-every").value_or(kDefaultCheckpointEvery);
   if (checkpoint_every == 0) throw UsageError("--checkpoint-every must be at least 1");
