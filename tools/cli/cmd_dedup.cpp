@@ -271,6 +271,7 @@ int run_dedup(const Arguments& args) {
                                                 : encode_run_record(record);
     const SignalsDeferred deferred;
     state->save(*filter_path, metadata, keys);
+    mark_run_committed();  // before `deferred` acts on a signal that came during the save
   };
 
   ScanState end = resumed ? resumed->state : ScanState{};
@@ -340,6 +341,7 @@ int run_dedup(const Arguments& args) {
     if (filter_path) save_state(keys_before + end.counters.flagged);
   }
 
+  mark_run_committed();
   const ScanCounters& c = end.counters;
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));

@@ -27,8 +27,17 @@ bool parse_integer(std::string_view text, int base, std::uint64_t& value) {
   if (base == 16 && text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
     text.remove_prefix(2);
   }
+  // A negative decimal is its two's-complement pattern, as the Python package takes a negative
+  // int (and a signed 64-bit column stores it): -1 is 0xffffffffffffffff. From -2^63 on.
+  const bool negative = base == 10 && text.starts_with('-');
+  if (negative) text.remove_prefix(1);
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
-  return !text.empty() && ec == std::errc() && end == text.data() + text.size();
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return false;
+  if (negative) {
+    if (value > std::uint64_t{1} << 63) return false;
+    value = 0 - value;
+  }
+  return true;
 }
 
 // Field `column` (1-based) of a tsv record, or false if it has fewer fields.
@@ -139,26 +148,30 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
     // The key never includes the line terminator, LF or CRLF.
     std::string_view line(p, (newline ? newline : end) - p);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    bool good = true;
+    // An empty line is no record in any format: in csv:2 it has no second column, and taking it
+    // as an empty key in the others would pass the first blank line and drop the rest as its
+    // repeats (CSV readers skip it; dedup, which writes every record somewhere, says so).
+    const bool empty_line = line.empty();
+    bool good = !empty_line;
     std::uint64_t int_key = 0;
     std::string_view byte_key;
-    switch (format.kind) {
-      case FormatKind::lines:
-        byte_key = line;
-        break;
-      case FormatKind::dec:
-      case FormatKind::hex:
-        good = parse_integer(line, format.kind == FormatKind::dec ? 10 : 16, int_key);
-        break;
-      case FormatKind::csv:
-        good = csv_field(line, format.column, byte_key);
-        break;
-      case FormatKind::tsv:
-        good = tsv_field(line, format.column, byte_key);
-        break;
-      case FormatKind::u64:
-        break;
-    }
+    if (good) switch (format.kind) {
+        case FormatKind::lines:
+          byte_key = line;
+          break;
+        case FormatKind::dec:
+        case FormatKind::hex:
+          good = parse_integer(line, format.kind == FormatKind::dec ? 10 : 16, int_key);
+          break;
+        case FormatKind::csv:
+          good = csv_field(line, format.column, byte_key);
+          break;
+        case FormatKind::tsv:
+          good = tsv_field(line, format.column, byte_key);
+          break;
+        case FormatKind::u64:
+          break;
+      }
     std::optional<std::int64_t> time;
     bool bad_time = false;
     bool future_time = false;
@@ -192,8 +205,9 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
         const bool open_quote =
             format.kind == FormatKind::csv && std::count(line.begin(), line.end(), '"') % 2 == 1;
         const std::string problem =
-            bad_time ? "no event time (seconds or ISO-8601) in column " +
-                           std::to_string(format.time_column)
+            empty_line ? "empty line: no key"
+            : bad_time ? "no event time (seconds or ISO-8601) in column " +
+                             std::to_string(format.time_column)
             : future_time
                 ? "event time " + std::to_string(*time) + " is after " +
                       std::to_string(format.latest_time) +
