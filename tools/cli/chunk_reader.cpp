@@ -205,10 +205,7 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
     } else if (at_end) {
       boundary = current->size;
     } else {
-      const void* last = memrchr(current->bytes(), '\n', current->size);
-      boundary =
-          last ? static_cast<std::size_t>(static_cast<const char*>(last) - current->bytes()) + 1
-               : 0;
+      boundary = complete_records_length(format_, {current->bytes(), current->size});
     }
     if (at_end && total_read == 0 && offset == 0 && !skip_empty_) {
       throw DataError("input " + name + " is empty");
