@@ -40,3 +40,21 @@ def keys() -> np.ndarray:
     keys = np.concatenate([keys, keys[:20_000], np.array([0, 2**64 - 1], dtype=np.uint64)])
     rng.shuffle(keys)
     return keys
+
+
+def write_rfc4180_csv(path: Path, rows: int = 8_000) -> None:
+    """A CSV file whose key column (the 2nd) repeats keys, holds quoted keys with line breaks
+    (LF and CRLF), commas and doubled quotes, and the empty key, between quoted fields with line
+    breaks; records end in LF or CRLF."""
+    rng = np.random.default_rng(23)
+    odd = ['q"q', "two\nlines", "a,b", "", "cr\r\nlf", '"']
+    pool = [f"k{i}" for i in range(rows // 4)] + odd
+    lines = []
+    for i in range(rows):
+        key = pool[rng.integers(len(pool))]
+        before = [str(i), f'"id\n{i}"', f'"say ""hi"", {i}"'][rng.integers(3)]
+        after = ["plain", '"multi\nline\nnote"', '"x,y"', ""][rng.integers(4)]
+        quoted = key in odd or rng.random() < 0.5
+        key_text = '"' + key.replace('"', '""') + '"' if quoted else key
+        lines.append(f"{before},{key_text},{after}" + ["\n", "\r\n"][rng.integers(2)])
+    path.write_bytes("".join(lines).encode())

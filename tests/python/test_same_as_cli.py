@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 import bulkbloom
-from conftest import run_cli
+from conftest import run_cli, write_rfc4180_csv
 
 CAPACITY = 100_000
 
@@ -64,7 +64,7 @@ def test_u64_build_file_is_byte_for_byte_the_clis(cli, tmp_path, keys):
 def test_lines_keys_hash_as_bytes_like_the_cli(cli, tmp_path):
     rng = np.random.default_rng(5)
     words = [f"user-{i}-{'é' * (i % 3)}" for i in rng.integers(0, 30_000, size=40_000)]
-    words += ["", "x", "tab\there"]
+    words += ["x", "tab\there"]  # (an empty line is no key: see the csv test for "")
     keys_file = tmp_path / "keys.txt"
     keys_file.write_bytes(("\n".join(words) + "\n").encode())
     expected, cli_filter = cli_build(cli, tmp_path, keys_file, "-f", "lines")
@@ -98,6 +98,41 @@ def test_lines_keys_hash_as_bytes_like_the_cli(cli, tmp_path):
     single.keys_inserted, single.metadata = distinct, metadata
     assert single.to_bytes() == expected
     assert all(w in single for w in words[:100]) and all(w.encode() in single for w in words[:100])
+
+
+def test_csv_keys_are_the_keys_pyarrow_reads(cli, tmp_path):
+    """csv:N is RFC 4180, as pyarrow reads it (with newlines_in_values): quoted fields with line
+    breaks, commas and doubled quotes before, in and after the key column give the CLI the keys
+    pyarrow gives the Python package, so both set the same bits."""
+    from pyarrow import csv as pacsv
+
+    source = tmp_path / "in.csv"
+    write_rfc4180_csv(source)
+    expected, cli_filter = cli_build(cli, tmp_path, source, "-f", "csv:2")
+
+    table = pacsv.read_csv(source, read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+                           parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                           convert_options=pacsv.ConvertOptions(column_types={"f1": pa.binary()}))
+    keys = table.column("f1")
+    assert {b'q"q', b"two\nlines", b"cr\r\nlf", b"", b'"'} <= set(keys.to_pylist())
+    f = same_layout(cli_filter)
+    f.keys_inserted = int(f.insert_if_absent(keys).sum())
+    f.metadata = cli_filter.metadata
+    assert f.keys_inserted == cli_filter.keys_inserted
+    assert f.to_bytes() == expected
+
+
+def test_negative_dec_keys_are_pythons_negative_ints(cli, tmp_path):
+    """dec reads -1 as the Python package takes the int -1: its two's-complement pattern."""
+    values = [-1, -(2**63), 5, -42]
+    source = tmp_path / "keys.dec"
+    source.write_text("".join(f"{v}\n" for v in values))
+    expected, cli_filter = cli_build(cli, tmp_path, source, "-f", "dec")
+    f = same_layout(cli_filter)
+    f.keys_inserted = int(f.insert_if_absent(values).sum())
+    f.metadata = cli_filter.metadata
+    assert f.to_bytes() == expected
+    assert (2**64 - 1) in f and (2**63) in f
 
 
 def test_dedup_output_is_the_clis(cli, tmp_path, keys):

@@ -14,7 +14,7 @@ import pyarrow.parquet  # noqa: F401  (pa.parquet)
 import pytest
 
 import bulkbloom
-from conftest import run_cli
+from conftest import run_cli, write_rfc4180_csv
 
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java (Spark needs Java 17 or newer): apt-get install openjdk-17-jre-headless",
@@ -297,6 +297,26 @@ def test_string_keys_as_the_clis_text_keys(spark, cli, tmp_path, seed):
     assert list(zip(unique.column("word").to_pylist(), unique.column("seq").to_pylist())) == [
         (w, int(s)) for w, s in expected
     ]
+
+
+def test_csv_keys_are_the_clis(spark, cli, tmp_path):
+    """Spark's CSV reader (multiLine, quotes escaped by doubling, as RFC 4180 writes them) reads
+    the keys `-f csv:2` reads: quoted keys spanning lines, with commas or doubled quotes, give the
+    same filter bytes. Spark reads an empty field as null, the CLI as the empty key."""
+    source = tmp_path / "in.csv"
+    write_rfc4180_csv(source, rows=3_000)
+    run_cli(cli, "build", "-f", "csv:2", str(source), "-o", str(tmp_path / "cli.bbf"),
+            "--capacity", "10000")
+    cli_filter = bulkbloom.Filter.load(tmp_path / "cli.bbf")
+    df = spark.read.option("multiLine", True).option("escape", '"').csv(str(source))
+    keys = ["" if k is None else k for k in (row["_c1"] for row in df.select("_c1").collect())]
+    assert {'q"q', "two\nlines", "cr\r\nlf", '"'} <= set(keys)
+    layout = cli_filter.layout
+    f = bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed, layout.hash,
+                                     layout.index)
+    f.keys_inserted = int(f.insert_if_absent(keys).sum())
+    f.metadata = cli_filter.metadata
+    assert f.to_bytes() == (tmp_path / "cli.bbf").read_bytes()
 
 
 def cli_two_dumps(cli, tmp_path, first, second, *sizing):

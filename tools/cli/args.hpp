@@ -44,6 +44,8 @@ class ArgParser {
   std::optional<std::uint64_t> get_count(std::string_view name) const;
   std::optional<double> get_double(std::string_view name) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
+  /// The options given, by long name (whichever spelling was used); "" for a flag.
+  const std::map<std::string, std::string, std::less<>>& given() const { return values_; }
 
  private:
   struct Option {

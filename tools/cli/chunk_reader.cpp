@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cli/errors.hpp"
+#include "persist/file_io.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -69,8 +70,12 @@ ReadResult read_some(int fd, bool regular, int stop_fd, char* buffer, std::size_
 }  // namespace
 
 ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
-                         std::size_t chunk_bytes, InputPosition start, bool skip_empty)
-    : format_(format), start_(start), skip_empty_(skip_empty) {
+                         std::size_t chunk_bytes, InputPosition start, bool skip_empty,
+                         bool hash_contents)
+    : format_(format),
+      start_(start),
+      skip_empty_(skip_empty),
+      hash_contents_(hash_contents && start.input == 0 && start.offset == 0) {
   if (inputs.empty()) inputs.push_back("-");
   // Each input is checked here, so that a missing one fails before any output exists, but
   // opened only when its turn comes: thousands of inputs need one descriptor, not thousands.
@@ -100,6 +105,7 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
     }
   }
   if (start_.input > paths_.size()) throw DataError("resume position is past the last input");
+  contents_.resize(paths_.size());
   if (pipe2(stop_pipe_, O_CLOEXEC) != 0) throw IoError(with_errno("cannot create a pipe"));
   for (int i = 0; i < kChunksInFlight; ++i) {
     auto chunk = std::make_unique<Chunk>();
@@ -175,12 +181,18 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
   current->size = 0;
   current->position = {input, offset};
   std::uint64_t total_read = 0;
+  std::optional<detail::DataChecksum> checksum;
+  if (hash_contents_ && regular_[input]) checksum.emplace();
   for (;;) {
     const auto [got, at_end] =
         read_some(fd, regular_[input], stop_pipe_[0], current->bytes() + current->size,
                   current->capacity() - current->size, name);
+    if (checksum) {
+      checksum->update(reinterpret_cast<const std::byte*>(current->bytes() + current->size), got);
+    }
     current->size += got;
     total_read += got;
+    if (at_end && checksum) contents_[input] = InputContent{total_read, checksum->digest()};
     // The end of the whole records in the buffer; the tail waits for the next read.
     std::size_t boundary;
     if (format_.kind == FormatKind::u64) {
@@ -193,10 +205,7 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
     } else if (at_end) {
       boundary = current->size;
     } else {
-      const void* last = memrchr(current->bytes(), '\n', current->size);
-      boundary =
-          last ? static_cast<std::size_t>(static_cast<const char*>(last) - current->bytes()) + 1
-               : 0;
+      boundary = complete_records_length(format_, {current->bytes(), current->size});
     }
     if (at_end && total_read == 0 && offset == 0 && !skip_empty_) {
       throw DataError("input " + name + " is empty");

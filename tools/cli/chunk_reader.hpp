@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,6 +22,12 @@ namespace bulkbloom::cli {
 struct InputPosition {
   std::size_t input = 0;
   std::uint64_t offset = 0;
+};
+
+/// The bytes of an input as a reader read them: how many, and their XXH3-64 (seed 0).
+struct InputContent {
+  std::uint64_t bytes = 0;
+  std::uint64_t hash = 0;
 };
 
 /// Whole records from one input. Storage is 64-bit words so u64 keys are read into place.
@@ -42,8 +49,9 @@ class ChunkReader {
  public:
   /// `inputs` are paths, "-" for stdin. Throws IoError / DataError naming the input.
   /// With `skip_empty` (--skip-bad), an empty input is skipped with a note on stderr instead.
+  /// With `hash_contents`, each regular file is hashed as it is read (see contents()).
   ChunkReader(std::vector<std::string> inputs, RecordFormat format, std::size_t chunk_bytes,
-              InputPosition start = {}, bool skip_empty = false);
+              InputPosition start = {}, bool skip_empty = false, bool hash_contents = false);
   ChunkReader(const ChunkReader&) = delete;
   ChunkReader& operator=(const ChunkReader&) = delete;
   ~ChunkReader();
@@ -58,6 +66,11 @@ class ChunkReader {
   /// Total bytes of all inputs, if every input is a regular file.
   bool total_known() const { return total_known_; }
   std::uint64_t total_bytes() const { return total_bytes_; }
+  /// Once next() has returned null: what was read of each input, when the reader was made with
+  /// `hash_contents`, started at the beginning and the input is a regular file (a pipe cannot be
+  /// read again to compare); nothing otherwise. A file that grew while it was read counts the
+  /// bytes read, not those it had at the start.
+  const std::vector<std::optional<InputContent>>& contents() const { return contents_; }
   /// Up to `limit` bytes from the start of the first non-empty input without consuming them, for
   /// sizing estimates; empty when every input is empty or the inputs before the first non-empty
   /// one include one that is not a regular file.
@@ -83,6 +96,8 @@ class ChunkReader {
   RecordFormat format_;
   InputPosition start_;
   bool skip_empty_;
+  bool hash_contents_;
+  std::vector<std::optional<InputContent>> contents_;  // written by the reader thread
   bool total_known_ = true;
   std::uint64_t total_bytes_ = 0;
 

@@ -93,6 +93,9 @@ int run_dedup(const Arguments& args) {
              "and outputs only)")
       .value("checkpoint-every", "N", "records between checkpoints (default 100M)")
       .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one")
+      .flag("force",
+            "run even when it would replace the outputs of the last run committed to --filter "
+            "with those of other inputs")
       .flag("wait-lock",
             "when another run holds the --filter file or the checkpoint directory, wait for it "
             "(default: stop with an error)");
@@ -114,8 +117,11 @@ int run_dedup(const Arguments& args) {
   const OnFull on_full = on_full_policy(parser);
   const std::string output_path = parser.get_or("output", "-");
   const std::optional<std::string> dups_path = parser.get("dups");
-  const std::optional<std::string> filter_path = parser.get("filter");
-  const std::optional<std::string> checkpoint_dir = parser.get("checkpoint");
+  // Where links lead: the state is replaced and locked there (state_lock.hpp).
+  std::optional<std::string> filter_path = parser.get("filter");
+  if (filter_path && *filter_path != "-") filter_path = real_state_path(*filter_path);
+  std::optional<std::string> checkpoint_dir = parser.get("checkpoint");
+  if (checkpoint_dir) checkpoint_dir = real_state_path(*checkpoint_dir);
   const std::uint64_t checkpoint_every =
       parser.get_count("checkpoint-every").value_or(kDefaultCheckpointEvery);
   if (checkpoint_every == 0) throw UsageError("--checkpoint-every must be at least 1");
@@ -179,7 +185,8 @@ int run_dedup(const Arguments& args) {
   }
 
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes,
-                     resumed ? resumed->state.position : InputPosition{}, scan.skip_bad);
+                     resumed ? resumed->state.position : InputPosition{}, scan.skip_bad,
+                     filter_path.has_value());
   if (checkpoint_dir && !reader.total_known()) throw UsageError(kCheckpointNeedsFiles);
   std::string capacity_note;
   std::uint64_t keys_before = 0;
@@ -211,15 +218,16 @@ int run_dedup(const Arguments& args) {
       state = filter_state(std::move(filter));
     }
     capacity_note = "loaded from " + *filter_path;
-    // The same command on the same inputs after this run committed (a rerun after a crash
-    // between the state's rename and the end of the process): its work is done.
+    // The same command on inputs of the same content after this run committed (a rerun after a
+    // crash between the state's rename and the end of the process): its work is done. Another
+    // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
     const auto last_run = decode_run_record(metadata);
-    if (last_run && !identity.empty() && last_run->fingerprint == identity) {
-      if (const auto why = outputs_differ(*last_run)) {
-        throw Error(*filter_path + " already holds this run (same command, same inputs), " +
-                    "committed earlier, but " + *why + ": the outputs cannot be computed again " +
-                    "from it; restore " + *filter_path + " as it was before that run");
-      }
+    const PlannedRun planned{run_command(parser),
+                             identity,
+                             parser.positionals(),
+                             {output_path, dups_path.value_or("-")}};
+    if (last_run &&
+        check_rerun(*last_run, planned, *filter_path, parser.has("force")) == Rerun::committed) {
       std::fprintf(stderr,
                    "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
                    "are in place and unchanged\n",
@@ -242,16 +250,28 @@ int run_dedup(const Arguments& args) {
   if (dups_path) output_paths.push_back(*dups_path);
   // Replaces the carried state, recording this run and the outputs it committed.
   const auto save_state = [&](std::uint64_t keys) {
-    RunRecord record{identity, {}};
+    RunRecord record;
+    record.command = run_command(parser);
+    for (std::size_t i = 0; i < parser.positionals().size(); ++i) {
+      const std::string& input = parser.positionals()[i];
+      // A resumed run did not read every byte itself: the checkpoint's fingerprint showed the
+      // inputs unchanged since, so their bytes now are the ones read.
+      const auto content = resumed ? content_of(input) : reader.contents()[i];
+      if (!content) {
+        record.inputs.clear();  // one input cannot be read again: the run cannot be recognised
+        break;
+      }
+      record.inputs.push_back({input, *content});
+    }
     for (const std::string& out : output_paths) {
       if (const auto committed = record_output(out)) record.outputs.push_back(*committed);
     }
-    const std::vector<std::byte> metadata =
-        record.fingerprint.empty() || record.outputs.size() != output_paths.size()
-            ? std::vector<std::byte>{}
-            : encode_run_record(record);
+    const std::vector<std::byte> metadata = record.outputs.size() != output_paths.size()
+                                                ? std::vector<std::byte>{}
+                                                : encode_run_record(record);
     const SignalsDeferred deferred;
     state->save(*filter_path, metadata, keys);
+    mark_run_committed();  // before `deferred` acts on a signal that came during the save
   };
 
   ScanState end = resumed ? resumed->state : ScanState{};
@@ -321,6 +341,7 @@ int run_dedup(const Arguments& args) {
     if (filter_path) save_state(keys_before + end.counters.flagged);
   }
 
+  mark_run_committed();
   const ScanCounters& c = end.counters;
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));

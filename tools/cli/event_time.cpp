@@ -107,7 +107,7 @@ std::optional<std::uint64_t> parse_duration(std::string_view text) {
   if (unit == "m") scale = 60;
   if (unit == "h") scale = 3600;
   if (unit == "d") scale = 86400;
-  if (scale == 0 || value == 0 || value > kMaxDurationSeconds / scale) return std::nullopt;
+  if (scale == 0 || value > kMaxDurationSeconds / scale) return std::nullopt;
   return value * scale;
 }
 

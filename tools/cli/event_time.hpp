@@ -7,8 +7,9 @@
 
 namespace bulkbloom::cli {
 
-/// A duration in seconds: an integer with an optional unit s, m, h or d ("36h", "90m", "129600").
-/// Nothing if malformed, zero, or over 2^61 seconds.
+/// A duration in seconds: an integer with an optional unit s, m, h or d ("36h", "90m", "129600",
+/// "0s"), the same for every duration option. Nothing if malformed or over 2^61 seconds; zero is
+/// a duration, which the options that need a positive one refuse themselves.
 std::optional<std::uint64_t> parse_duration(std::string_view text);
 
 /// An event time in whole seconds since 1970-01-01T00:00:00Z, rounded down: decimal seconds

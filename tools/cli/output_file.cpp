@@ -65,8 +65,11 @@ void unregister_cleanup(int slot) {
 // save is over, so that the save's own temporary file is renamed or removed first.
 std::atomic<int> g_deferring = 0;
 std::atomic<int> g_deferred_signal = 0;
+// Set once the run has committed: a signal then ends it successfully (mark_run_committed).
+std::atomic<bool> g_committed = false;
 
 void delete_outputs_and_raise(int signal_number) {
+  if (g_committed) _exit(0);
   for (int i = 0; i < kCleanupSlots; ++i) {
     if (g_cleanup_used[i]) unlink(g_cleanup_paths[i]);
   }
@@ -130,6 +133,10 @@ SignalsDeferred::~SignalsDeferred() {
       delete_outputs_and_raise(signal_number);
     }
   }
+}
+
+void mark_run_committed() {
+  g_committed = true;
 }
 
 std::string with_errno(const std::string& what) {

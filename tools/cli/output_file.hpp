@@ -70,6 +70,11 @@ class SignalsDeferred {
   ~SignalsDeferred();
 };
 
+/// Marks the run committed (its outputs and state are in place): from then on a SIGINT / SIGTERM
+/// / SIGHUP, also one that a SignalsDeferred still holds back, ends the process at once with
+/// status 0. The work a signal would stop is done, and dying of it would tell a script otherwise.
+void mark_run_committed();
+
 /// Installs SIGINT / SIGTERM / SIGHUP handlers that delete uncommitted temporary outputs before
 /// the process dies of the signal, and makes a closed pipe an EPIPE write error, not a silent
 /// SIGPIPE death.

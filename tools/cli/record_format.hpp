@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,7 +16,7 @@ enum class FormatKind {
   lines,  ///< Each line is a key, hashed as bytes.
   dec,    ///< Each line is a decimal integer key.
   hex,    ///< Each line is a hexadecimal integer key (optional 0x).
-  csv,    ///< Column N of comma-separated records ("..." quoting); whole records are kept.
+  csv,    ///< Column N of comma-separated records (RFC 4180); whole records are kept.
   tsv,    ///< Column N of tab-separated records.
 };
 
@@ -42,14 +43,21 @@ struct RecordFormat {
 struct ParsedRecords {
   std::vector<std::uint64_t> int_keys;      ///< For integer-key formats.
   std::vector<std::string_view> byte_keys;  ///< For lines, csv, tsv.
-  std::vector<std::int64_t> times;          ///< Event times, when the format has a time column.
-  std::vector<std::size_t> begins;          ///< Record i is [begins[i], ends[i]) in the chunk.
+  /// csv keys whose doubled quotes were made one: byte_keys points into them (a deque, so that
+  /// adding one moves none).
+  std::deque<std::string> undoubled_keys;
+  std::vector<std::int64_t> times;  ///< Event times, when the format has a time column.
+  std::vector<std::size_t> begins;  ///< Record i is [begins[i], ends[i]) in the chunk.
   std::vector<std::size_t> ends;
   std::uint64_t lines = 0;  ///< Newlines consumed (for line numbers in messages).
   std::uint64_t skipped_bad = 0;
 
   std::size_t size() const { return int_keys.size() + byte_keys.size(); }
 };
+
+/// The length of the complete records at the start of `text`: through the last newline that
+/// ends a record (for csv, one outside quotes: a quoted field may span lines), 0 if none does.
+std::size_t complete_records_length(const RecordFormat& format, std::string_view text);
 
 /// Splits `text` (complete newline-terminated records; the last one may lack its newline) into
 /// records, keys and (with a time column) event times, as seconds since 1970 or ISO-8601 (see

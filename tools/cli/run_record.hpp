@@ -11,18 +11,39 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/args.hpp"
+#include "cli/chunk_reader.hpp"
+
 namespace bulkbloom::cli {
 
-/// One line identifying a run: its arguments (less those that do not change what it writes:
-/// --resume, --stats, --threads, --backend, --checkpoint, --checkpoint-every, --wait-lock) and, for
-/// each input file, its size, modification time, inode and a hash of its first and last 64 KiB.
-/// Empty when an input is not a regular file (stdin: nothing identifies it).
+/// One line identifying a run for its checkpoints: its arguments (less those that do not change
+/// what it writes: --resume, --stats, --threads, --backend, --checkpoint, --checkpoint-every,
+/// --wait-lock, --force) and, for each input file, its size, modification time, inode and a hash
+/// of its first and last 64 KiB. Empty when an input is not a regular file (stdin: nothing
+/// identifies it).
 std::string run_fingerprint(const std::vector<std::string_view>& args,
                             const std::vector<std::string>& inputs);
 
+/// The options of a run that decide what it writes from its inputs against an existing state:
+/// all given options but those that only change how it runs (as for run_fingerprint(), and
+/// --buffer-size), the paths compared on their own (--output, --dups, --filter) and the sizing
+/// options (--capacity, --fpr, --shape, --seed, --index, --on-full), which a state that exists
+/// overrides with its own.
+std::string run_command(const ArgParser& parser);
+
+/// An input as a committed run read it: its bytes and their XXH3-64.
+struct InputRecord {
+  std::string path;  ///< As given (only shown: inputs are compared by content).
+  InputContent content;
+};
+
+/// All the bytes of the regular file `path`, counted and hashed as ChunkReader hashes what it
+/// reads; nothing for "-" (stdin) or a file of another kind. Throws IoError.
+std::optional<InputContent> content_of(const std::string& path);
+
 /// An output as committed: its size and a hash of its first and last 64 KiB.
 struct OutputRecord {
-  std::string path;
+  std::string path;  ///< Absolute, links resolved.
   std::uint64_t size = 0;
   std::uint64_t sample_hash = 0;
 };
@@ -30,18 +51,46 @@ struct OutputRecord {
 /// The record of `path` as it is now, or nothing if it is not a regular file.
 std::optional<OutputRecord> record_output(const std::string& path);
 
-/// The run a carried state last took in: its fingerprint and outputs.
+/// The run a carried state last took in.
 struct RunRecord {
-  std::string fingerprint;
+  std::string command;  ///< run_command(); in a version 1 record, its run_fingerprint().
+  bool legacy = false;  ///< A version 1 record: no inputs, only the fingerprint.
+  /// Every input, when all were regular files; empty when one was not (it cannot be compared).
+  std::vector<InputRecord> inputs;
   std::vector<OutputRecord> outputs;
 };
 
-/// "key=value" text lines for the state's metadata.
+/// "key=value" text lines for the state's metadata (version 2; docs/FORMAT.md, "Committing a
+/// run"). Empty (no record) when a path holds a newline, which the lines cannot carry.
 std::vector<std::byte> encode_run_record(const RunRecord& record);
-/// Parses encode_run_record()'s bytes; nothing for other bytes (empty, or an older version's).
+/// Parses encode_run_record()'s bytes, or a version 1 record; nothing for other bytes.
 std::optional<RunRecord> decode_run_record(std::span<const std::byte> bytes);
 
 /// Why the outputs on disk are not those `record` committed, or nothing if they are.
 std::optional<std::string> outputs_differ(const RunRecord& record);
+
+/// A run about to start, as a rerun check sees it.
+struct PlannedRun {
+  std::string command;               ///< run_command()
+  std::string fingerprint;           ///< run_fingerprint(), for version 1 records
+  std::vector<std::string> inputs;   ///< As given; "-" for stdin.
+  std::vector<std::string> outputs;  ///< As given (-o, then --dups); "-" for stdout.
+};
+
+/// What a run is to the run a state last committed.
+enum class Rerun {
+  new_run,    ///< Another run: go on.
+  committed,  ///< That very run, committed already, its outputs in place: nothing to do.
+};
+
+/// Compares `run` with `last`, the run that the state at `state_path` last committed
+/// (docs/FORMAT.md, "Reruns"). It is that run when it has the same command and outputs and its
+/// inputs hold the bytes that run read (compared by size, then by a hash of all their bytes):
+/// then, if the outputs are still those committed, returns Rerun::committed, and otherwise throws
+/// Error (the state already holds the run's keys: the outputs cannot be made again from it).
+/// Another run that would replace a non-empty output of `last` still as committed throws Error
+/// saying how to go on, unless `force`. Nothing is written either way.
+Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::string& state_path,
+                  bool force);
 
 }  // namespace bulkbloom::cli

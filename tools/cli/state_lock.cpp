@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +11,29 @@
 #include "cli/errors.hpp"
 
 namespace bulkbloom::cli {
+
+std::string real_state_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  constexpr int kMaxLinks = 40;  // as the kernel's limit: a loop ends in an error
+  fs::path real = path;
+  std::error_code error;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(real, error)); ++hops) {
+    if (hops == kMaxLinks) throw Error(path + ": too many levels of symbolic links");
+    const fs::path target = fs::read_symlink(real, error);
+    if (error) throw IoError("cannot read the link " + real.string() + ": " + error.message());
+    real = target.is_absolute() ? target : real.parent_path() / target;
+  }
+  struct stat st {};
+  if (stat(real.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1) {
+    throw Error(path + (real == path ? "" : " (" + real.string() + ")") + " has " +
+                std::to_string(st.st_nlink) +
+                " hard links: a run replaces it by renaming a new file over it, after which the "
+                "other names would keep the old state, and runs through them would neither see "
+                "its keys nor wait for its lock; remove the other names (find -samefile " +
+                real.string() + " lists them), or make them symbolic links");
+  }
+  return real.string();
+}
 
 StateLock::StateLock(const std::filesystem::path& path, bool is_directory, bool wait) {
   std::filesystem::path target = path;

@@ -7,6 +7,13 @@
 
 namespace bulkbloom::cli {
 
+/// The file or directory that the state path `path` names: where its chain of symbolic links
+/// ends (even when nothing is there yet), or `path` itself. A commit replaces the state by a
+/// rename, which over a link would replace the link and fork the state, and the lock beside it
+/// must be the same for every name. Throws Error for a regular file with more than one hard
+/// link: the rename would leave the other names holding the old state, locked apart.
+std::string real_state_path(const std::string& path);
+
 /// An exclusive flock() held until destruction. A file replaced by rename cannot carry the lock
 /// (a lock belongs to the old inode), so a filter F is locked through the stable file "F.lock"
 /// beside it, and a checkpoint directory through the directory itself.

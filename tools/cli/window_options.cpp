@@ -74,9 +74,8 @@ std::optional<WindowRequest> window_request(const ArgParser& parser, const Recor
   }
   request.clock = WindowClock::event_time;
   request.length = duration_option(parser, "window");
-  if (parser.has("lateness") && parser.get_or("lateness", "") != "0") {
-    request.lateness = duration_option(parser, "lateness");
-  }
+  if (request.length == 0) throw UsageError("--window must be longer than 0");
+  if (parser.has("lateness")) request.lateness = duration_option(parser, "lateness");
   if (parser.has("max-future")) request.max_future = duration_option(parser, "max-future");
   const auto column = parser.get_count("time-field");
   if (!column) throw UsageError("--window needs --time-field N, the event-time column");
