@@ -219,7 +219,7 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
   }
 }
 
-// Inserts of 2^18 keys or more on several threads are timed both ways on the CPU: the plan by size
+// Inserts of 2^16 keys or more on several threads are timed both ways on the CPU: the plan by size
 // (here by block range) and atomic key slices (src/cpu/partitioned.hpp), the first calls taking
 // them in turn whatever the timings (src/cpu/plan_chooser.hpp). After every call the bytes are the
 // reference's, whichever plan ran: calls 1 and 3 below run the atomic kernels. The filter is large

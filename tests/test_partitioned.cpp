@@ -523,12 +523,12 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
   EXPECT_FALSE(alternative(BulkOp::insert_if_absent, read_at, n, 2));
 }
 
-// Inserts on several threads time atomic key slices against the plan by size (block ranges below
-// 1 GiB, partitions from there), at any filter size; one thread, short calls and insert_if_absent
-// keep the plan by size alone.
+// Inserts of 2^16 keys or more on several threads time atomic key slices against the plan by size
+// (block ranges below 1 GiB, partitions from there), at any filter size; one thread, shorter calls
+// and insert_if_absent keep the plan by size alone.
 TEST(PartitionedBulk, InsertsOnSeveralThreadsTimeAtomicKeySlicesAgainstThePlanBySize) {
   using Mode = detail::BulkPlan::Mode;
-  const std::size_t n = std::size_t{1} << 18;
+  const std::size_t n = std::size_t{1} << 16;
   const Layout small{Shape::sb256, 1021};
   const Layout at_16mib{Shape::sb512, (std::uint64_t{16} << 20) / 64};
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB

@@ -69,10 +69,10 @@ struct BulkPlan {
 BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
                    bool threads_fixed);
 
-/// The other plan worth timing against `plan` (plan_bulk's for the same call), if any, for calls
-/// of at least 2^18 keys on several threads: partitions, for a contains that `plan` reads in key
-/// slices from a filter of 1 to 6 GiB; atomic key slices, for an insert that `plan` splits by
-/// block range or partition. Both give the same answers; which is faster depends on the machine
+/// The other plan worth timing against `plan` (plan_bulk's for the same call) on several threads,
+/// if any: partitions, for a contains of at least 2^18 keys that `plan` reads in key slices from a
+/// filter of 1 to 6 GiB; atomic key slices, for an insert of at least 2^16 keys that `plan` splits
+/// by block range or partition. Both give the same answers; which is faster depends on the machine
 /// (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
