@@ -219,6 +219,32 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
   }
 }
 
+// Inserts of 2^16 keys or more on several threads are timed both ways on the CPU: the plan by size
+// (here by block range) and atomic key slices (src/cpu/partitioned.hpp), the first calls taking
+// them in turn whatever the timings (src/cpu/plan_chooser.hpp). After every call the bytes are the
+// reference's, whichever plan ran: calls 1 and 3 below run the atomic kernels. The filter is large
+// enough not to fill up, so that a key left out would show.
+TEST_P(FilterContract, LargeInsertsOnSeveralThreadsGiveTheReferenceBytesWhicheverPlanRuns) {
+  if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
+  const std::size_t n = std::size_t{1} << 18;
+  const std::vector<std::vector<std::uint64_t>> batches = {
+      random_keys(n, 70), random_keys(2 * n - 1, 71), std::vector<std::uint64_t>(n, 72),
+      hot_keys(16, n + 1, 73), random_keys(n, 70)};
+  const std::uint64_t num_blocks = 65537;
+  for (unsigned threads : {2u, 3u}) {
+    Options options;
+    options.implementation = GetParam().implementation;
+    options.threads = threads;
+    Filter filter(Layout{GetParam().shape, num_blocks}, options),
+        reference = make_scalar(num_blocks);
+    for (std::size_t call = 0; call < batches.size(); ++call) {
+      filter.insert(batches[call]);
+      reference.insert(batches[call]);
+      ASSERT_EQ(bytes_of(filter), bytes_of(reference)) << threads << " threads, call " << call;
+    }
+  }
+}
+
 // Filters left at the default thread count share one process-wide pool; a call that finds it
 // busy runs on its own thread. Several threads, each on its own filters, must still get the
 // reference answers.

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -183,6 +185,64 @@ TEST(PartitionedBulk, CoarsePartitionsMatchTheScalarKernelsOnAdversarialBatches)
               scratch.run(BulkOp::contains, *kernels, layout, inserted.data(), probes.data(),
                           probes.size(), mode, found.data(), pool, shift);
               ASSERT_EQ(found, want_found);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Inserts without routing (Mode::atomic_key_slices): threads set bits in whatever blocks their
+// slice of the keys falls into, with atomic ORs. The bytes must be one scalar insert's for every
+// target and thread count, on empty and tiny batches, 2^k +- 1 keys, all-equal and hot keys (every
+// slice writing the same blocks), every key in one block, and into a filter that holds half the
+// keys already (most words then hold their bits: the kernels' read-only path).
+TEST(AtomicInsert, KeySlicesGiveTheScalarBytesForEveryTargetThreadCountShapeAndIndex) {
+  const CpuKernels& scalar = *detail::scalar_target().kernels;
+  std::vector<std::pair<unsigned, std::unique_ptr<detail::ThreadPool>>> pools;
+  for (unsigned threads : {1u, 2u, 3u, 4u, 7u}) {
+    pools.emplace_back(threads, std::make_unique<detail::ThreadPool>(threads));
+  }
+  for (Shape shape : kAllShapes) {
+    for (BlockIndex index : kBothIndexes) {
+      const Layout layout{shape, 1031, KeyHash::xxh64, 0, index};
+      const std::vector<std::pair<std::string, std::vector<std::uint64_t>>> batches = {
+          {"empty", {}},
+          {"one", random_keys(1, 60)},
+          {"six", random_keys(6, 61)},
+          {"2^12-1", batch_with_repeats((1u << 12) - 1)},
+          {"2^12", batch_with_repeats(1u << 12)},
+          {"2^12+1", batch_with_repeats((1u << 12) + 1)},
+          {"2^14+1", batch_with_repeats((1u << 14) + 1)},
+          {"all equal", std::vector<std::uint64_t>(4099, 0x5EED)},
+          {"hot keys", hot_key_batch(5, 3000, 5000, 62)},
+      };
+      for (const auto& [name, keys] : batches) {
+        for (KeyMode mode : {KeyMode::hash_with_layout, KeyMode::prehashed}) {
+          const std::vector<std::uint64_t> batch =
+              mode == KeyMode::prehashed && !keys.empty()
+                  ? hashes_in_one_block(layout, 1030 / 3, keys.size())
+                  : keys;
+          std::vector<std::byte> want_bits(layout.size_bytes());
+          scalar.insert(layout, want_bits.data(), batch.data(), batch.size(), mode,
+                        detail::all_blocks(layout));
+          // The filter before the call: empty, or with the first half of the batch in it.
+          std::vector<std::byte> half_loaded(layout.size_bytes());
+          scalar.insert(layout, half_loaded.data(), batch.data(), batch.size() / 2, mode,
+                        detail::all_blocks(layout));
+          for (const CpuKernels* kernels : all_kernel_sets()) {
+            for (const auto& [threads, pool] : pools) {
+              SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
+                           " " + name + (mode == KeyMode::prehashed ? " in one block " : " ") +
+                           kernels->target + " threads " + std::to_string(threads));
+              for (bool loaded : {false, true}) {
+                std::vector<std::byte> bits =
+                    loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
+                detail::insert_in_key_slices(*kernels, layout, bits.data(), batch.data(),
+                                             batch.size(), mode, *pool, threads);
+                ASSERT_TRUE(bits == want_bits) << (loaded ? "half loaded" : "empty");
+              }
             }
           }
         }
@@ -460,8 +520,44 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
   // One thread, calls too short to time, and writes keep the plan by size.
   EXPECT_FALSE(alternative(BulkOp::contains, large, n, 1));
   EXPECT_FALSE(alternative(BulkOp::contains, large, (std::size_t{1} << 18) - 1, 2));
-  EXPECT_FALSE(alternative(BulkOp::insert, large, n, 2));
   EXPECT_FALSE(alternative(BulkOp::insert_if_absent, read_at, n, 2));
+}
+
+// Inserts of 2^16 keys or more on several threads time atomic key slices against the plan by size
+// (block ranges below 1 GiB, partitions from there), at any filter size; one thread, shorter calls
+// and insert_if_absent keep the plan by size alone.
+TEST(PartitionedBulk, InsertsOnSeveralThreadsTimeAtomicKeySlicesAgainstThePlanBySize) {
+  using Mode = detail::BulkPlan::Mode;
+  const std::size_t n = std::size_t{1} << 16;
+  const Layout small{Shape::sb256, 1021};
+  const Layout at_16mib{Shape::sb512, (std::uint64_t{16} << 20) / 64};
+  const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
+  for (const auto& [layout, fixed, by_size] : {std::tuple{small, true, Mode::block_ranges},
+                                               std::tuple{at_16mib, false, Mode::block_ranges},
+                                               std::tuple{large, true, Mode::partitioned}}) {
+    for (unsigned threads : {2u, 3u}) {
+      const auto plan = detail::plan_bulk(BulkOp::insert, layout, n, threads, fixed);
+      EXPECT_EQ(plan.mode, by_size);
+      const auto other = detail::alternative_plan(BulkOp::insert, layout, n, plan);
+      ASSERT_TRUE(other);
+      EXPECT_EQ(other->mode, Mode::atomic_key_slices);
+      EXPECT_EQ(other->tasks, threads);
+      EXPECT_FALSE(detail::alternative_plan(
+          BulkOp::insert_if_absent, layout, n,
+          detail::plan_bulk(BulkOp::insert_if_absent, layout, n, threads, fixed)));
+      EXPECT_FALSE(detail::alternative_plan(
+          BulkOp::insert, layout, n - 1,
+          detail::plan_bulk(BulkOp::insert, layout, n - 1, threads, fixed)));
+    }
+    // One thread: the plan by size, untimed.
+    EXPECT_FALSE(detail::alternative_plan(BulkOp::insert, layout, n,
+                                          detail::plan_bulk(BulkOp::insert, layout, n, 1, fixed)));
+  }
+  // Automatic threads leave a filter under 16 MiB to one thread: nothing to time.
+  const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
+  const auto single = detail::plan_bulk(BulkOp::insert, under, n, 4, false);
+  EXPECT_EQ(single.mode, Mode::single);
+  EXPECT_FALSE(detail::alternative_plan(BulkOp::insert, under, n, single));
 }
 
 // A 1 GiB filter on two threads reads each batch of 2^18 keys or more with either plan, whichever

@@ -30,20 +30,14 @@ class CpuEngine final : public Engine {
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
     const BulkPlan plan =
         plan_bulk(BulkOp::insert, layout_, keys.size(), pool_->size(), threads_fixed_);
-    switch (plan.mode) {
-      case BulkPlan::Mode::partitioned:
-        scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
-                     mode, nullptr, *pool_, plan.partition_shift);
-        return;
-      case BulkPlan::Mode::block_ranges:
-        pool_->run(plan.tasks, [&](unsigned t) {
-          kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                          task_blocks(layout_, t, plan.tasks));
-        });
-        return;
-      default:
-        kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode, all_blocks(layout_));
+    const std::optional<BulkPlan> other =
+        alternative_plan(BulkOp::insert, layout_, keys.size(), plan);
+    if (!other) {
+      insert_with(plan, keys, mode);
+      return;
     }
+    run_chosen(write_plans_, plan, *other, keys.size(),
+               [&](const BulkPlan& chosen) { insert_with(chosen, keys, mode); });
   }
 
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
@@ -56,12 +50,8 @@ class CpuEngine final : public Engine {
       contains_with(plan, keys, mode, out);
       return;
     }
-    const unsigned choice = read_plans_.next();
-    const auto start = std::chrono::steady_clock::now();
-    contains_with(choice == 0 ? plan : *other, keys, mode, out);
-    read_plans_.record(
-        choice, keys.size(),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    run_chosen(read_plans_, plan, *other, keys.size(),
+               [&](const BulkPlan& chosen) { contains_with(chosen, keys, mode, out); });
   }
 
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
@@ -125,6 +115,38 @@ class CpuEngine final : public Engine {
   }
 
  private:
+  // Runs the plan `chooser` picks of `plan` (0) and `other` (1) with `run`, and tells it the time.
+  template <class Run>
+  static void run_chosen(PlanChooser& chooser, const BulkPlan& plan, const BulkPlan& other,
+                         std::size_t keys, const Run& run) {
+    const unsigned choice = chooser.next();
+    const auto start = std::chrono::steady_clock::now();
+    run(choice == 0 ? plan : other);
+    chooser.record(choice, keys,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+
+  void insert_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode) {
+    switch (plan.mode) {
+      case BulkPlan::Mode::partitioned:
+        scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                     mode, nullptr, *pool_, plan.partition_shift);
+        return;
+      case BulkPlan::Mode::block_ranges:
+        pool_->run(plan.tasks, [&](unsigned t) {
+          kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                          task_blocks(layout_, t, plan.tasks));
+        });
+        return;
+      case BulkPlan::Mode::atomic_key_slices:
+        insert_in_key_slices(kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
+                             *pool_, plan.tasks);
+        return;
+      default:
+        kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode, all_blocks(layout_));
+    }
+  }
+
   void contains_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode,
                      std::span<std::uint8_t> out) const {
     if (plan.mode == BulkPlan::Mode::partitioned) {
@@ -175,6 +197,8 @@ class CpuEngine final : public Engine {
   mutable PartitionScratch scratch_;
   // Between key slices and partitions for the reads of a filter of 1 to 6 GiB (alternative_plan).
   mutable PlanChooser read_plans_;
+  // Between the size-chosen plan and atomic key slices for inserts on several threads.
+  PlanChooser write_plans_;
   HostBuffer bits_;
 };
 

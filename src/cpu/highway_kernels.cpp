@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "bulkbloom/detail/block_math.hpp"
+#include "cpu/atomic_block.hpp"
 #include "cpu/kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -367,6 +368,27 @@ void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, st
   });
 }
 
+// Insert for threads that share blocks: the pattern is computed in SIMD as Set's is, then OR'd
+// into the block with atomics (atomic_block.hpp). Every key of the slice is visited, in order.
+void InsertAtomic(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                  KeyMode mode) {
+  with_geometry(layout.shape, [&]<typename Geo>(Geo) {
+    using Ops = BlockOps<Geo, false>;  // only the pattern: loads are or_block_atomically's
+    using Word = typename Geo::Word;
+    ForEachKey<Geo, true>(layout, bits, keys, n, mode, all_blocks(layout),
+                          [](Word* block, std::uint64_t hash, std::size_t) {
+                            const typename Ops::D d;
+                            const auto x = static_cast<std::uint32_t>(hash);
+                            HWY_ALIGN Word pattern[Geo::kWords];
+                            for (std::size_t j = 0; j < Ops::kChunks; ++j) {
+                              hn::Store(Ops::Pattern(x, j), d, pattern + j * Ops::kLanes);
+                            }
+                            or_block_atomically<Geo::kBlockBytes>(block, pattern);
+                            return std::uint64_t{0};
+                          });
+  });
+}
+
 void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* keys, std::size_t n,
               KeyMode mode, std::uint8_t* out) {
   auto* readable = const_cast<std::byte*>(bits);  // only read below
@@ -433,7 +455,7 @@ CpuTarget Target() {
   // reference kernels ("cpu/scalar").
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
-  static const CpuKernels kKernels{kName, HashKeys, Insert, Contains, InsertIfAbsent};
+  static const CpuKernels kKernels{kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

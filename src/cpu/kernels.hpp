@@ -32,6 +32,12 @@ struct CpuKernels {
                std::uint64_t* out);
   void (*insert)(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
                  KeyMode mode, BlockRange range);
+  /// Sets the keys' bits with relaxed atomic ORs on the block's 64-bit words (32-bit words OR'd
+  /// in pairs: the same bytes), skipping a word whose bits are all set already, so that several
+  /// threads may insert slices of one batch into any blocks at once. OR is idempotent and
+  /// commutative: the bytes are `insert`'s, whatever the slicing and interleaving.
+  void (*insert_atomic)(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                        std::size_t n, KeyMode mode);
   void (*contains)(const Layout& layout, const std::byte* bits, const std::uint64_t* keys,
                    std::size_t n, KeyMode mode, std::uint8_t* out);
   std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,

@@ -48,12 +48,23 @@ constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6} << 30;
 // turned out to depend on the host as much as on the size (cpu/plan_chooser.hpp), so the engine
 // reads with partitions now and then as well and keeps the faster. Beyond it partitions were the
 // faster on every host measured, and each trial of key slices there cost a slow call.
-// Writes keep their plan by size: one host wrote a little faster by block range, the others far
-// slower, and every trial of the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen
-// by measurement"). Calls of fewer keys keep the size-chosen plan: they are over in well under a
-// millisecond, too short to time against a shared machine's noise.
+// Between its two exact plans by block (block ranges and partitions) a write keeps the one chosen
+// by size: one host wrote a little faster by block range, the others far slower, and every trial of
+// the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen by measurement"). Against
+// atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
+// locked OR for each word a key changes and bounce lines two threads write, an insert is timed at
+// any filter size: the balance depends on the filter's fill and the host's cost of an atomic as
+// much as on the size (bench/DECISIONS.md, "Inserts without routing"). Reads of fewer keys keep
+// the size-chosen plan: they are over in well under a millisecond, too short to time against a
+// shared machine's noise. Inserts are timed from 2^16 keys, a CLI chunk of 2 MiB of 8-byte keys
+// and bench_filter's small batch, or the atomic plan would never serve batches of that size: both
+// plans there run on every thread, so a trial of the slower costs a fraction of a millisecond,
+// and a call slowed by a neighbour does not mislead the chooser, which keeps the fastest of each
+// plan's last calls.
 constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_t{1} << 30;
 constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
+constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;
+static_assert(kMinTimedInsertKeys >= kMinParallelKeys, "a timed insert runs on several threads");
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -117,14 +128,30 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
 
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan) {
-  if (op != BulkOp::contains || plan.mode != BulkPlan::Mode::key_slices ||
-      n < kMinChosenByMeasurementKeys || layout.size_bytes() < kMinChosenByMeasurementFilterBytes) {
-    return std::nullopt;
-  }
+  if (plan.tasks < 2) return std::nullopt;
   BulkPlan other = plan;
-  other.mode = BulkPlan::Mode::partitioned;
-  other.partition_shift = partition_shift_of(layout);
-  return other;
+  if (op == BulkOp::contains && plan.mode == BulkPlan::Mode::key_slices &&
+      n >= kMinChosenByMeasurementKeys &&
+      layout.size_bytes() >= kMinChosenByMeasurementFilterBytes) {
+    other.mode = BulkPlan::Mode::partitioned;
+    other.partition_shift = partition_shift_of(layout);
+    return other;
+  }
+  if (op == BulkOp::insert && n >= kMinTimedInsertKeys) {  // by block range or partitions
+    other.mode = BulkPlan::Mode::atomic_key_slices;
+    other.partition_shift = 0;
+    return other;
+  }
+  return std::nullopt;
+}
+
+void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                          const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
+                          unsigned tasks) {
+  pool.run(tasks, [&](unsigned t) {
+    const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
+    kernels.insert_atomic(layout, bits, keys + begin, end - begin, mode);
+  });
 }
 
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {

@@ -50,11 +50,13 @@ class PartitionScratch {
 /// How a bulk call runs.
 struct BulkPlan {
   enum class Mode : std::uint8_t {
-    single,        // the calling thread, one kernel call
-    key_slices,    // contains: each task reads a contiguous slice of the keys
-    block_ranges,  // insert paths: each task scans every key and owns a range of blocks
-    partitioned,   // radix-partitioned by block range first (PartitionScratch): for locality,
-                   // or to spread a large filter's blocks over several threads
+    single,             // the calling thread, one kernel call
+    key_slices,         // contains: each task reads a contiguous slice of the keys
+    block_ranges,       // insert paths: each task scans every key and owns a range of blocks
+    partitioned,        // radix-partitioned by block range first (PartitionScratch): for locality,
+                        // or to spread a large filter's blocks over several threads
+    atomic_key_slices,  // insert: each task sets the bits of a contiguous slice of the keys with
+                        // atomic ORs, in any block (CpuKernels::insert_atomic)
   };
   Mode mode = Mode::single;
   unsigned tasks = 1;
@@ -67,12 +69,19 @@ struct BulkPlan {
 BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
                    bool threads_fixed);
 
-/// The other plan worth timing against `plan` (plan_bulk's for the same call), if any: partitions,
-/// for a contains of at least 2^18 keys that `plan` reads in key slices on several threads from a
-/// filter of 1 to 6 GiB. Both give the same answers; which is faster depends on the machine
+/// The other plan worth timing against `plan` (plan_bulk's for the same call) on several threads,
+/// if any: partitions, for a contains of at least 2^18 keys that `plan` reads in key slices from a
+/// filter of 1 to 6 GiB; atomic key slices, for an insert of at least 2^16 keys that `plan` splits
+/// by block range or partition. Both give the same answers; which is faster depends on the machine
 /// (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
+
+/// Mode::atomic_key_slices: `tasks` tasks on `pool`, each inserting a contiguous slice of the keys
+/// with `kernels.insert_atomic`. The bytes are those of one `kernels.insert` over all the keys.
+void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                          const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
+                          unsigned tasks);
 
 /// The blocks task `t` of `tasks` owns in Mode::block_ranges.
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);

@@ -1,5 +1,6 @@
 // The reference implementation. Kept deliberately plain: every other kernel is tested against it.
 #include "bulkbloom/detail/block_math.hpp"
+#include "cpu/atomic_block.hpp"
 #include "cpu/kernels.hpp"
 
 namespace bulkbloom::detail {
@@ -51,6 +52,17 @@ void insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, st
   });
 }
 
+void insert_atomic(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                   KeyMode mode) {
+  with_geometry(layout.shape, [&]<typename G>(G) {
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint64_t hash = key_hash(layout, keys[k], mode);
+      const auto pattern = G::pattern(hash);
+      or_block_atomically<G::kBlockBytes>(block_words<G>(layout, bits, hash), pattern.word);
+    }
+  });
+}
+
 void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* keys, std::size_t n,
               KeyMode mode, std::uint8_t* out) {
   auto* mutable_bits = const_cast<std::byte*>(bits);  // only read below
@@ -95,7 +107,8 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 }  // namespace
 
 const CpuTarget& scalar_target() {
-  static constexpr CpuKernels kKernels{"scalar", hash, insert, contains, insert_if_absent};
+  static constexpr CpuKernels kKernels{"scalar",      hash,     insert,
+                                       insert_atomic, contains, insert_if_absent};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
