@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "cli/args.hpp"
-#include "cli/bench/bench_report.hpp"
+#include "cli/bench/report_html.hpp"
+#include "cli/bench/report_json.hpp"
 #include "cli/commands.hpp"
 #include "cli/errors.hpp"
 #include "cli/filter_options.hpp"

@@ -1,5 +1,6 @@
-// The bench command's report: its figures as a data model, written to and read back from JSON,
-// compared with an earlier report, and drawn as a self-contained HTML page with SVG plots.
+// The bench command's report as a data model: its figures, a comparison with an earlier report,
+// and the notes read from the figures. report_json.hpp writes and reads it, report_html.hpp draws
+// it.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,6 @@
 #include "cli/bench/json.hpp"
 
 namespace bulkbloom::cli::bench_report {
-
-/// Bumped whenever a field changes meaning or goes away; readers refuse other versions.
-inline constexpr int kSchemaVersion = 1;
 
 /// The operations a case measures, in the order they run.
 inline constexpr const char* kOperations[] = {"insert", "contains", "insert_if_absent"};
@@ -80,10 +78,6 @@ struct Comparison {
   std::vector<Difference> differences;
 };
 
-Json to_json(const Report& report, const Comparison* comparison);
-/// Reads a report written by to_json. Throws std::runtime_error naming what is wrong.
-Report from_json(const Json& json);
-
 /// The cases of `now` that `before` also has (same role, operation, thread count kind and size).
 Comparison compare(const Report& now, const Report& before, std::string against);
 
@@ -91,9 +85,14 @@ Comparison compare(const Report& now, const Report& before, std::string against)
 /// above its limit, a noisy case), computed from the figures.
 std::vector<std::string> explain(const Report& report);
 
-/// The report as a self-contained HTML page (inline SVG and CSS, no scripts, nothing fetched).
-std::string to_html(const Report& report, const Comparison* comparison);
+/// The median of the paired probes of kind `limit` ("random_read" or "random_rmw") taken beside
+/// the cases at one size and thread count, of every implementation: the machine's limit there,
+/// less exposed to a passing load than any single probe. 0 when no case has that probe.
+double paired_limit(const Report& report, const std::string& limit, unsigned threads,
+                    std::uint64_t filter_bytes);
 
+/// `value` printed by the printf format `fmt` (one double conversion).
+std::string format(const char* fmt, double value);
 /// A size in people's binary units: "16 KiB", "4 GiB".
 std::string size_label(std::uint64_t bytes);
 /// A series' label: "insert, 1 thread".

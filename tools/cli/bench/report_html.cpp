@@ -1,52 +1,14 @@
-#include "cli/bench/bench_report.hpp"
+#include "cli/bench/report_html.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <map>
-#include <stdexcept>
-#include <tuple>
+#include <cstdint>
+#include <vector>
 
 #include "cli/progress.hpp"
 
 namespace bulkbloom::cli::bench_report {
 namespace {
-
-// ---- JSON --------------------------------------------------------------------------------------
-
-Json strings(const std::vector<std::string>& values) {
-  Json array = Json::array();
-  for (const auto& v : values) array.push(v);
-  return array;
-}
-
-Json numbers(const std::vector<double>& values) {
-  Json array = Json::array();
-  for (double v : values) array.push(v);
-  return array;
-}
-
-std::uint64_t whole(const Json& json, std::string_view what) {
-  const double value = json.number(what);
-  if (value < 0 || value != std::floor(value)) {
-    throw std::runtime_error(std::string(what) + " is not a whole number");
-  }
-  return static_cast<std::uint64_t>(value);
-}
-
-bool flag(const Json& json, std::string_view what) {
-  if (json.kind() != Json::Kind::boolean)
-    throw std::runtime_error(std::string(what) + " is not true or false");
-  return json.dump(-1) == "true";
-}
-
-// ---- Text --------------------------------------------------------------------------------------
-
-std::string format(const char* fmt, double value) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, value);
-  return buf;
-}
 
 std::string escape(const std::string& text) {
   std::string out;
@@ -279,7 +241,7 @@ std::vector<Mark> cache_marks(const Json& machine) {
     const std::string type = cache.at("type").string("cache type");
     if (type == "Instruction") continue;
     const auto level = static_cast<unsigned>(cache.at("level").number("cache level"));
-    const auto bytes = whole(cache.at("size_bytes"), "cache size_bytes");
+    const auto bytes = cache.at("size_bytes").whole("cache size_bytes");
     marks.push_back(
         {static_cast<double>(bytes),
          "L" + std::to_string(level) + (type == "Data" ? "d " : " ") + size_label(bytes)});
@@ -289,24 +251,6 @@ std::vector<Mark> cache_marks(const Json& machine) {
 
 std::string series_id(const std::string& role, const std::string& operation, unsigned threads) {
   return role + "/" + operation + "/" + std::to_string(threads);
-}
-
-// The median of the paired probes of kind `limit` ("random_read" or "random_rmw") taken beside
-// the cases at one size and thread count, of every implementation: the machine's limit there, less
-// exposed to a passing load than any single probe. 0 when no case has that probe.
-double paired_limit(const Report& report, const std::string& limit, unsigned threads,
-                    std::uint64_t filter_bytes) {
-  std::vector<double> probes;
-  for (const Case& c : report.cases) {
-    if (c.limit == limit && c.threads == threads && c.filter_bytes == filter_bytes) {
-      probes.push_back(c.limit_before);
-      probes.push_back(c.limit_after);
-    }
-  }
-  if (probes.empty()) return 0;
-  std::sort(probes.begin(), probes.end());
-  const std::size_t n = probes.size();
-  return n % 2 == 1 ? probes[n / 2] : (probes[n / 2 - 1] + probes[n / 2]) / 2;
 }
 
 // keys/s of each operation and thread count of one role against filter size, with the paired
@@ -428,7 +372,7 @@ std::string machine_table(const Json& machine) {
     std::string text;
     if (key == "caches") {
       for (const Json& cache : value.items()) {
-        const auto bytes = whole(cache.at("size_bytes"), "cache size_bytes");
+        const auto bytes = cache.at("size_bytes").whole("cache size_bytes");
         text += "L";
         text += cache.at("level").dump(-1) + " " + cache.at("type").string() + " " +
                 size_label(bytes) + " (×" + cache.at("instances").dump(-1) + ", each shared by " +
@@ -437,12 +381,12 @@ std::string machine_table(const Json& machine) {
     } else if (key == "gpus") {
       for (const Json& gpu : value.items()) {
         text += gpu.at("name").string() + ", " +
-                size_label(whole(gpu.at("memory_bytes"), "gpu memory")) + ", driver " +
+                size_label(gpu.at("memory_bytes").whole("gpu memory")) + ", driver " +
                 gpu.at("driver").string() + "; ";
       }
       if (text.empty()) text = "none";
     } else if (key.ends_with("_bytes") && value.kind() == Json::Kind::number) {
-      text = size_label(whole(value, key));
+      text = size_label(value.whole(key));
     } else if (value.kind() == Json::Kind::string) {
       text = value.string();
     } else if (value.kind() == Json::Kind::object) {
@@ -465,296 +409,6 @@ std::string machine_table(const Json& machine) {
 }
 
 }  // namespace
-
-std::string size_label(std::uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  double value = static_cast<double>(bytes);
-  while (value >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  return format(value == std::floor(value) ? "%.0f" : "%.1f", value) + " " + units[unit];
-}
-
-std::string series_label(const std::string& operation, unsigned threads) {
-  return operation + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
-}
-
-Json to_json(const Report& report, const Comparison* comparison) {
-  Json root = Json::object();
-  root.set("schema", "bulkbloom-bench-report");
-  root.set("schema_version", kSchemaVersion);
-  root.set("date", report.date);
-  root.set("command", strings(report.command));
-  root.set("machine", report.machine);
-  root.set("settings", report.settings);
-  Json limits = Json::array();
-  for (const Limits& l : report.limits) {
-    limits.push(Json::object()
-                    .set("filter_bytes", l.filter_bytes)
-                    .set("threads", l.threads)
-                    .set("all_threads", l.all_threads)
-                    .set("random_read_lines_per_s", l.random_read_lines_per_s)
-                    .set("random_rmw_lines_per_s", l.random_rmw_lines_per_s)
-                    .set("seq_read_bytes_per_s", l.seq_read_bytes_per_s));
-  }
-  root.set("limits", std::move(limits));
-  Json cases = Json::array();
-  for (const Case& c : report.cases) {
-    Json item = Json::object()
-                    .set("implementation", c.implementation)
-                    .set("role", c.role)
-                    .set("operation", c.operation)
-                    .set("threads", c.threads)
-                    .set("all_threads", c.all_threads)
-                    .set("filter_bytes", c.filter_bytes)
-                    .set("keys_per_call", c.keys_per_call)
-                    .set("runs_keys_per_s", numbers(c.runs))
-                    .set("keys_per_s", c.keys_per_s)
-                    .set("noise", c.noise)
-                    .set("limit", c.limit)
-                    .set("limit_before_lines_per_s", c.limit_before)
-                    .set("limit_after_lines_per_s", c.limit_after);
-    if (!c.limit.empty()) item.set("fraction_of_limit", c.keys_per_s / c.limit_per_s());
-    cases.push(std::move(item));
-  }
-  root.set("cases", std::move(cases));
-  root.set("notes", strings(report.notes));
-  if (comparison != nullptr) {
-    Json differences = Json::array();
-    for (const Difference& d : comparison->differences) {
-      differences.push(Json::object()
-                           .set("role", d.role)
-                           .set("operation", d.operation)
-                           .set("all_threads", d.all_threads)
-                           .set("filter_bytes", d.filter_bytes)
-                           .set("ratio", d.ratio)
-                           .set("limit_ratio", d.limit_ratio)
-                           .set("noise", d.noise)
-                           .set("flagged", d.flagged));
-    }
-    root.set("comparison", Json::object()
-                               .set("against", comparison->against)
-                               .set("against_date", comparison->against_date)
-                               .set("against_cpu", comparison->against_cpu)
-                               .set("differences", std::move(differences)));
-  }
-  return root;
-}
-
-Report from_json(const Json& json) {
-  if (json.kind() != Json::Kind::object || json.find("schema") == nullptr ||
-      json.at("schema").kind() != Json::Kind::string ||
-      json.at("schema").string() != "bulkbloom-bench-report") {
-    throw std::runtime_error(
-        "not a bulkbloom bench report (no \"schema\": \"bulkbloom-bench-report\")");
-  }
-  const double version = json.at("schema_version").number("schema_version");
-  if (version != kSchemaVersion) {
-    throw std::runtime_error("report schema version " + format("%g", version) +
-                             ", this bulkbloom reads version " + std::to_string(kSchemaVersion));
-  }
-  Report report;
-  report.date = json.at("date").string("date");
-  for (const Json& arg : json.at("command").items("command"))
-    report.command.push_back(arg.string("command"));
-  report.machine = json.at("machine");
-  report.machine.members("machine");
-  report.settings = json.at("settings");
-  for (const Json& l : json.at("limits").items("limits")) {
-    report.limits.push_back({whole(l.at("filter_bytes"), "limits filter_bytes"),
-                             static_cast<unsigned>(whole(l.at("threads"), "limits threads")),
-                             flag(l.at("all_threads"), "limits all_threads"),
-                             l.at("random_read_lines_per_s").number("random_read_lines_per_s"),
-                             l.at("random_rmw_lines_per_s").number("random_rmw_lines_per_s"),
-                             l.at("seq_read_bytes_per_s").number("seq_read_bytes_per_s")});
-  }
-  for (const Json& item : json.at("cases").items("cases")) {
-    Case c;
-    c.implementation = item.at("implementation").string("implementation");
-    c.role = item.at("role").string("role");
-    c.operation = item.at("operation").string("operation");
-    c.threads = static_cast<unsigned>(whole(item.at("threads"), "threads"));
-    c.all_threads = flag(item.at("all_threads"), "all_threads");
-    c.filter_bytes = whole(item.at("filter_bytes"), "filter_bytes");
-    c.keys_per_call = whole(item.at("keys_per_call"), "keys_per_call");
-    for (const Json& r : item.at("runs_keys_per_s").items("runs_keys_per_s")) {
-      c.runs.push_back(r.number("runs_keys_per_s"));
-    }
-    c.keys_per_s = item.at("keys_per_s").number("keys_per_s");
-    c.noise = item.at("noise").number("noise");
-    c.limit = item.at("limit").string("limit");
-    c.limit_before = item.at("limit_before_lines_per_s").number("limit_before_lines_per_s");
-    c.limit_after = item.at("limit_after_lines_per_s").number("limit_after_lines_per_s");
-    report.cases.push_back(std::move(c));
-  }
-  for (const Json& note : json.at("notes").items("notes"))
-    report.notes.push_back(note.string("note"));
-  return report;
-}
-
-Comparison compare(const Report& now, const Report& before, std::string against) {
-  Comparison comparison;
-  comparison.against = std::move(against);
-  comparison.against_date = before.date;
-  if (const Json* cpu = before.machine.find("cpu_model");
-      cpu && cpu->kind() == Json::Kind::string) {
-    comparison.against_cpu = cpu->string();
-  }
-  using Key = std::tuple<std::string, std::string, bool, std::uint64_t>;
-  std::map<Key, const Case*> earlier;
-  for (const Case& c : before.cases)
-    earlier[{c.role, c.operation, c.all_threads, c.filter_bytes}] = &c;
-  for (const Case& c : now.cases) {
-    const auto found = earlier.find({c.role, c.operation, c.all_threads, c.filter_bytes});
-    if (found == earlier.end() || found->second->keys_per_s <= 0) continue;
-    const Case& old = *found->second;
-    Difference d{
-        c.role, c.operation,         c.all_threads, c.filter_bytes, c.keys_per_s / old.keys_per_s,
-        0,      c.noise + old.noise, false};
-    if (!c.limit.empty() && old.limit == c.limit && old.limit_per_s() > 0) {
-      d.limit_ratio = c.limit_per_s() / old.limit_per_s();
-    }
-    d.flagged = std::fabs(d.ratio - 1) > d.noise;
-    comparison.differences.push_back(d);
-  }
-  return comparison;
-}
-
-std::vector<std::string> explain(const Report& report) {
-  std::vector<std::string> notes;
-  // Random RMWs faster than random reads over the same buffer.
-  std::vector<std::string> rmw_ahead;
-  for (const Limits& l : report.limits) {
-    const double read = paired_limit(report, "random_read", l.threads, l.filter_bytes);
-    const double rmw = paired_limit(report, "random_rmw", l.threads, l.filter_bytes);
-    if (read > 0 && rmw > read * 1.05) {
-      rmw_ahead.push_back(size_label(l.filter_bytes) + " with " + std::to_string(l.threads) +
-                          (l.threads == 1 ? " thread" : " threads") + " (" +
-                          format("%.2f", rmw / read) + "x)");
-    }
-  }
-  if (!rmw_ahead.empty()) {
-    std::string sizes;
-    for (const auto& s : rmw_ahead) sizes += (sizes.empty() ? "" : ", ") + s;
-    notes.push_back(
-        "The random read-modify-write limit (the median of the probes beside the cases) exceeds "
-        "the "
-        "random read limit at " +
-        sizes +
-        ". The two probes share the buffer out as a filter's threads do: readers all read the "
-        "whole buffer, as threads answering contains() do, while each writer works in its own "
-        "slice, as each writing thread of a filter owns a block range. With N threads each "
-        "writer's "
-        "working set is 1/N of the buffer, so where the buffer is near a cache size more of a "
-        "writer's lines stay in cache than a reader's (random reads over a buffer half the size "
-        "with two threads run as fast as the writes, or faster). A filter's writes gain the same, "
-        "so the paired limit is the right one for them. With one thread the two probes cover the "
-        "same lines; in repeated interleaved probes neither leads consistently there, so a write "
-        "above a read with one thread is the machine's noise.");
-  }
-  // Rates above their paired limit.
-  std::vector<std::string> above;
-  for (const Case& c : report.cases) {
-    if (!c.limit.empty() && c.limit_per_s() > 0 && c.keys_per_s > c.limit_per_s() * 1.05) {
-      above.push_back(c.implementation + " " + series_label(c.operation, c.threads) + " at " +
-                      size_label(c.filter_bytes));
-    }
-  }
-  if (!above.empty()) {
-    std::string list;
-    for (std::size_t i = 0; i < above.size() && i < 6; ++i) list += (i ? "; " : "") + above[i];
-    if (above.size() > 6) list += "; and " + std::to_string(above.size() - 6) + " more";
-    notes.push_back(
-        "Some cases run above their paired limit: " + list +
-        ". Each key touches one 64-byte line, so a case above the random-line limit gets more "
-        "lines in flight than the probe does: the kernels hash whole groups of keys and prefetch "
-        "their lines groups ahead, while the probe walks a list of addresses with at most 128 "
-        "lines prefetched. There the probe understates what the memory delivers; and on a shared "
-        "machine a probe that ran during another job's burst reads low too.");
-  }
-  // The reference beating the best implementation.
-  std::map<std::tuple<std::string, unsigned, std::uint64_t>, const Case*> best;
-  for (const Case& c : report.cases) {
-    if (c.role == "best") best[{c.operation, c.threads, c.filter_bytes}] = &c;
-  }
-  std::vector<std::string> slower;
-  for (const Case& c : report.cases) {
-    if (c.role != "reference") continue;
-    const auto b = best.find({c.operation, c.threads, c.filter_bytes});
-    if (b != best.end() &&
-        c.keys_per_s > b->second->keys_per_s * (1 + c.noise + b->second->noise)) {
-      slower.push_back(series_label(c.operation, c.threads) + " at " + size_label(c.filter_bytes));
-    }
-  }
-  if (!slower.empty()) {
-    std::string list;
-    for (const auto& s : slower) list += (list.empty() ? "" : "; ") + s;
-    notes.push_back("The scalar reference beats the best implementation beyond noise for " + list +
-                    ". Past the caches both wait on the same memory, and the difference is the "
-                    "machine's drift between the two cases.");
-  }
-  // Writes on all threads slower than on one.
-  std::map<std::tuple<std::string, std::string, std::uint64_t>, const Case*> one_thread;
-  for (const Case& c : report.cases) {
-    if (c.threads == 1 && !c.all_threads) one_thread[{c.role, c.operation, c.filter_bytes}] = &c;
-  }
-  std::vector<std::string> split_slower;
-  for (const Case& c : report.cases) {
-    if (!c.all_threads || c.operation == "contains") continue;
-    const auto one = one_thread.find({c.role, c.operation, c.filter_bytes});
-    if (one != one_thread.end() &&
-        c.keys_per_s * (1 + c.noise + one->second->noise) < one->second->keys_per_s) {
-      split_slower.push_back(c.implementation + " " + c.operation + " at " +
-                             size_label(c.filter_bytes));
-    }
-  }
-  if (!split_slower.empty()) {
-    std::string list;
-    for (std::size_t i = 0; i < split_slower.size() && i < 6; ++i) {
-      list += (i ? "; " : "") + split_slower[i];
-    }
-    if (split_slower.size() > 6)
-      list += "; and " + std::to_string(split_slower.size() - 6) + " more";
-    notes.push_back(
-        "Writes on all threads run slower than on one, beyond noise: " + list +
-        ". Each writing thread owns a block range of the filter and reads the whole batch to find "
-        "its keys (insert_if_absent must return the sequential loop's flags), so while the filter "
-        "fits the caches that walk costs about what the split saves, and the threads' hand-off "
-        "is paid on every call. This is why a filter left at the default thread count keeps writes "
-        "to filters under 16 MiB on the calling thread. On a shared machine a second thread also "
-        "waits for a free core.");
-  }
-  // Noisy cases.
-  std::size_t noisy = 0;
-  double worst = 0;
-  for (const Case& c : report.cases) {
-    if (c.noise > 0.1) ++noisy;
-    worst = std::max(worst, c.noise);
-  }
-  if (noisy > 0) {
-    notes.push_back(std::to_string(noisy) + " of " + std::to_string(report.cases.size()) +
-                    " cases vary by more than ±10% between their repetitions (up to ±" +
-                    format("%.0f", 100 * worst) +
-                    "%): other work on the machine during the run. Compare such cases with care; "
-                    "--compare counts this noise in before flagging a difference.");
-  }
-  // Limits that moved during a case.
-  std::size_t drifted = 0;
-  for (const Case& c : report.cases) {
-    if (!c.limit.empty() && c.limit_before > 0 &&
-        std::fabs(c.limit_after / c.limit_before - 1) > 0.2) {
-      ++drifted;
-    }
-  }
-  if (drifted > 0) {
-    notes.push_back("For " + std::to_string(drifted) +
-                    " cases the paired limit moved by more than 20% between the probe before the "
-                    "case and the probe after it: the machine itself changed speed meanwhile.");
-  }
-  return notes;
-}
 
 std::string to_html(const Report& report, const Comparison* comparison) {
   std::string cpu = "this machine";
