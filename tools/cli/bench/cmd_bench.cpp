@@ -54,6 +54,7 @@ struct Plan {
   double run_seconds = 0;     // each timed run repeats its call for at least this long
   double probe_seconds = 0;   // each paired probe
   double limits_seconds = 0;  // each of the three probes of a size's limit curves
+  probe::Timing timing = probe::Timing::wall;  // of the cases' calls and the probes' rounds
 
   std::vector<unsigned> thread_counts(const std::string& role) const {
     if (role == "gpu" || all_threads == 1) return {all_threads};
@@ -183,21 +184,34 @@ class BatchPool {
   std::uint64_t per_batch_;
 };
 
+// CPU seconds of this process's threads so far.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // keys/s of one timed run: `call(batch)` on the pool's batches in turn until `seconds` have
-// passed, each call timed on its own; the rate is the batch over the median call. On a shared
-// machine a call the scheduler interrupts also times the other processes' turn; the median call
-// is one that ran throughout, as the memory probes' short timed passes are.
+// passed, each call timed on its own; the rate is the batch over the median call, as a memory
+// probe's rate is the median of its timed rounds. On a shared machine a call the scheduler
+// interrupts also times the other processes' turn; the median call is one that ran throughout.
+// By CPU time a call takes the CPU seconds the process spent in it over the filter's `threads`:
+// what each thread ran for, as the probe's CPU timing takes its threads' CPU time.
 template <typename Call>
-double timed_run(const BatchPool& pool, std::uint64_t keys, double seconds, const Call& call) {
+double timed_run(const BatchPool& pool, std::uint64_t keys, double seconds, probe::Timing timing,
+                 unsigned threads, const Call& call) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> calls;
   const auto start = Clock::now();
   auto end = start;
   do {
     const auto begin = end;
+    const double cpu_begin = timing == probe::Timing::cpu ? process_cpu_seconds() : 0;
     call(pool.batch(calls.size()));
     end = Clock::now();
-    calls.push_back(std::chrono::duration<double>(end - begin).count());
+    calls.push_back(timing == probe::Timing::cpu
+                        ? (process_cpu_seconds() - cpu_begin) / threads
+                        : std::chrono::duration<double>(end - begin).count());
   } while (std::chrono::duration<double>(end - start).count() < seconds);
   std::nth_element(calls.begin(), calls.begin() + calls.size() / 2, calls.end());
   return static_cast<double>(keys) / calls[calls.size() / 2];
@@ -208,7 +222,8 @@ void set_median_and_noise(Case& c) {
   std::sort(sorted.begin(), sorted.end());
   const std::size_t n = sorted.size();
   c.keys_per_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  c.noise = (sorted.back() - sorted.front()) / 2 / c.keys_per_s;
+  // One run has no spread to read: its noise is unknown, not 0.
+  c.noise = n < 2 ? std::nan("") : (sorted.back() - sorted.front()) / 2 / c.keys_per_s;
 }
 
 // The live line on stderr: which case runs, how many are done, and the time left.
@@ -354,6 +369,76 @@ void print_json_row(const Report& report, std::uint64_t keys) {
   s.print(true, stdout);
 }
 
+// One row of the text table: a case beside its limit.
+void print_case_row(const Case& c) {
+  const bool host = !c.limit.empty();
+  std::string percent = "-";
+  if (c.probe_failure) {
+    percent = "probe failure";
+  } else if (host) {
+    percent = std::to_string(std::lround(100 * c.keys_per_s / c.limit_per_s())) + "%";
+  }
+  const std::string noise =
+      std::isnan(c.noise) ? "?" : bench_report::format("%.1f%%", 100 * c.noise);
+  std::printf("%9s  %-16s %-16s %7u | %8s/s %6s | %8s/s %-5s %6s\n",
+              size_label(c.filter_bytes).c_str(), c.implementation.c_str(), c.operation.c_str(),
+              c.threads, si(c.keys_per_s).c_str(), noise.c_str(),
+              host ? si(c.limit_per_s()).c_str() : "-",
+              host ? (c.operation == "contains" ? "read" : "RMW") : "", percent.c_str());
+}
+
+void print_table_header() {
+  std::printf("%9s  %-16s %-16s %7s | %10s %6s | %10s %-5s %6s\n", "filter", "implementation",
+              "operation", "threads", "keys/s", "noise", "limit/s", "", "%limit");
+}
+
+// Buffers a sweep shares between its cases.
+struct SweepKeys {
+  BatchPool inserted;  // random keys
+  BatchPool mixed;     // half of those, half never inserted, at random positions
+  std::vector<std::uint8_t> flags;
+};
+
+// The runs of case `c` on `filter`, between the paired probes of its limit.
+void measure_case(Case& c, Filter& filter, probe::MemoryProbe& memory, const Plan& plan,
+                  SweepKeys& keys) {
+  const std::string& op = c.operation;
+  const unsigned threads = filter.threads();
+  const bool host = !c.limit.empty();
+  const auto paired = [&] {
+    return op == "contains" ? memory.random_read(threads, plan.probe_seconds)
+                            : memory.random_rmw(threads, plan.probe_seconds);
+  };
+  if (host) {
+    const probe::ProbeRate before = paired();
+    c.limit_before = before.per_s;
+    c.limit_before_spread = {before.low, before.high};
+  }
+  c.runs.clear();
+  for (unsigned r = 0; r < plan.repetitions; ++r) {
+    const auto run = [&](const BatchPool& pool, const auto& call) {
+      c.runs.push_back(timed_run(pool, plan.keys, plan.run_seconds, plan.timing, threads, call));
+    };
+    if (op == "insert") {
+      run(keys.inserted, [&](auto batch) { filter.insert(batch); });
+    } else if (op == "contains") {
+      run(keys.mixed, [&](auto batch) { filter.contains(batch, keys.flags); });
+    } else {
+      run(keys.mixed, [&](auto batch) { filter.insert_if_absent(batch, keys.flags); });
+    }
+  }
+  if (host) {
+    const probe::ProbeRate after = paired();
+    c.limit_after = after.per_s;
+    c.limit_after_spread = {after.low, after.high};
+  }
+  set_median_and_noise(c);
+}
+
+bool above_limit(const Case& c) {
+  return !c.limit.empty() && c.keys_per_s > c.limit_per_s();
+}
+
 // Measures the whole plan.
 void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uint64_t>& keys,
                Report& report, bool json_lines, bool text_table) {
@@ -362,18 +447,16 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
   for (std::size_t i = 0; i < mixed_keys.size(); ++i) {
     if ((mixed_keys[i] >> 63) != 0) mixed_keys[i] = keys[i];
   }
-  const BatchPool inserted(keys, plan.keys), mixed(std::move(mixed_keys), plan.keys);
-  std::vector<std::uint8_t> flags(plan.keys);
+  SweepKeys pools{BatchPool(keys, plan.keys), BatchPool(std::move(mixed_keys), plan.keys),
+                  std::vector<std::uint8_t>(plan.keys)};
   const double estimate = estimated_seconds(plan);
   Progress progress(stderr_is_terminal(), plan.case_count(), estimate);
   std::size_t done = 0;
-  if (text_table) {
-    std::printf("%9s  %-16s %-16s %7s | %10s %6s | %10s %-5s %6s\n", "filter", "implementation",
-                "operation", "threads", "keys/s", "noise", "limit/s", "", "%limit");
-  }
+  if (text_table) print_table_header();
   for (const std::uint64_t bytes : plan.sizes) {
     progress.show(done, size_label(bytes) + ": probing the memory");
     probe::MemoryProbe memory(bytes);
+    memory.set_timing(plan.timing);
     for (const unsigned threads : plan.thread_counts("best")) {
       const probe::HardwareLimits l = memory.measure(threads, plan.limits_seconds);
       report.limits.push_back({bytes, threads, threads == plan.all_threads && threads > 1,
@@ -395,46 +478,20 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
           c.implementation = filter.implementation();
           c.role = role;
           c.operation = op;
-          c.threads = role == "gpu" ? 1 : threads;
+          c.threads = role == "gpu" ? 1 : filter.threads();
           c.all_threads = role != "gpu" && threads == plan.all_threads && threads > 1;
           c.filter_bytes = filter.layout().size_bytes();
           c.keys_per_call = plan.keys;
-          const bool host = role != "gpu";
-          const auto paired = [&] {
-            return op == "contains" ? memory.random_read_lines_per_s(threads, plan.probe_seconds)
-                                    : memory.random_rmw_lines_per_s(threads, plan.probe_seconds);
-          };
-          if (host) {
-            c.limit = op == "contains" ? "random_read" : "random_rmw";
-            c.limit_before = paired();
+          if (role != "gpu") c.limit = op == "contains" ? "random_read" : "random_rmw";
+          measure_case(c, filter, memory, plan, pools);
+          // Above the limit it is read against: one of the two measurements is wrong. Both are
+          // taken again; a case still above is marked as the probe's failure.
+          if (above_limit(c)) {
+            c.remeasured = true;
+            measure_case(c, filter, memory, plan, pools);
+            c.probe_failure = above_limit(c);
           }
-          for (unsigned r = 0; r < plan.repetitions; ++r) {
-            if (op == "insert") {
-              c.runs.push_back(timed_run(inserted, plan.keys, plan.run_seconds,
-                                         [&](auto batch) { filter.insert(batch); }));
-            } else if (op == "contains") {
-              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds,
-                                         [&](auto batch) { filter.contains(batch, flags); }));
-            } else {
-              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds, [&](auto batch) {
-                filter.insert_if_absent(batch, flags);
-              }));
-            }
-          }
-          if (host) c.limit_after = paired();
-          set_median_and_noise(c);
-          if (text_table) {
-            std::printf(
-                "%9s  %-16s %-16s %7u | %8s/s %5.1f%% | %8s/s %-5s %6s\n",
-                size_label(c.filter_bytes).c_str(), c.implementation.c_str(), op.c_str(), c.threads,
-                si(c.keys_per_s).c_str(), 100 * c.noise, host ? si(c.limit_per_s()).c_str() : "-",
-                host ? (op == "contains" ? "read" : "RMW") : "",
-                host ? (std::to_string(
-                            static_cast<int>(std::lround(100 * c.keys_per_s / c.limit_per_s()))) +
-                        "%")
-                           .c_str()
-                     : "-");
-          }
+          if (text_table) print_case_row(c);
           std::fflush(stdout);
           report.cases.push_back(std::move(c));
           ++done;
@@ -503,6 +560,9 @@ int run_bench(const Arguments& args) {
              "keys per call; each run rotates through 64 batches of them (default 65536)")
       .value("repeat", "N",
              "timed runs per case, for the median and the noise (default 5; --quick 3)")
+      .value("timing", "wall|cpu",
+             "time the cases' calls and the probes' rounds by the wall clock (default) or by the "
+             "CPU time of their threads, which other work on a shared machine does not inflate")
       .value("report", "DIR", "write DIR/report.json and DIR/report.html")
       .value("compare", "OLD.json", "print and plot the ratios against an earlier report.json")
       .value("load", "REPORT.json", "take the figures from a report instead of measuring")
@@ -545,8 +605,15 @@ int run_bench(const Arguments& args) {
       throw UsageError("--repeat must be between 1 and 1000");
     }
     plan.run_seconds = quick ? 0.04 : 0.1;
-    plan.probe_seconds = quick ? 0.04 : 0.1;
-    plan.limits_seconds = quick ? 0.04 : 0.1;
+    // A random probe runs four prefetch variants, each for a quarter of its time: at least 50 ms
+    // each, also in a quick sweep, or a probe is a few passes and one preempted pass moves it.
+    plan.probe_seconds = quick ? 0.2 : 0.4;
+    plan.limits_seconds = plan.probe_seconds;
+    const std::string timing = parser.get("timing").value_or("wall");
+    if (timing != "wall" && timing != "cpu") {
+      throw UsageError("--timing: '" + timing + "' is neither wall nor cpu");
+    }
+    plan.timing = timing == "cpu" ? probe::Timing::cpu : probe::Timing::wall;
     const Options base = backend_options(parser);
     plan.all_threads =
         base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
@@ -594,6 +661,7 @@ int run_bench(const Arguments& args) {
             .set("repetitions", plan.repetitions)
             .set("run_seconds", plan.run_seconds)
             .set("paired_probe_seconds", plan.probe_seconds)
+            .set("timing", timing)
             .set("all_threads", plan.all_threads)
             .set("shape", "sb512")
             .set("batches",

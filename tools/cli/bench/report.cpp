@@ -29,6 +29,20 @@ double paired_limit(const Report& report, const std::string& limit, unsigned thr
   return n % 2 == 1 ? probes[n / 2] : (probes[n / 2 - 1] + probes[n / 2]) / 2;
 }
 
+Spread paired_limit_spread(const Report& report, const std::string& limit, unsigned threads,
+                           std::uint64_t filter_bytes) {
+  Spread widest{0, 0};
+  for (const Case& c : report.cases) {
+    if (c.limit != limit || c.threads != threads || c.filter_bytes != filter_bytes) continue;
+    for (const Spread& s : {c.limit_before_spread, c.limit_after_spread}) {
+      if (s.high <= 0) continue;
+      widest.low = widest.high > 0 ? std::min(widest.low, s.low) : s.low;
+      widest.high = std::max(widest.high, s.high);
+    }
+  }
+  return widest;
+}
+
 std::string size_label(std::uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
@@ -102,26 +116,6 @@ std::vector<std::string> explain(const Report& report) {
         "so the paired limit is the right one for them. With one thread the two probes cover the "
         "same lines; in repeated interleaved probes neither leads consistently there, so a write "
         "above a read with one thread is the machine's noise.");
-  }
-  // Rates above their paired limit.
-  std::vector<std::string> above;
-  for (const Case& c : report.cases) {
-    if (!c.limit.empty() && c.limit_per_s() > 0 && c.keys_per_s > c.limit_per_s() * 1.05) {
-      above.push_back(c.implementation + " " + series_label(c.operation, c.threads) + " at " +
-                      size_label(c.filter_bytes));
-    }
-  }
-  if (!above.empty()) {
-    std::string list;
-    for (std::size_t i = 0; i < above.size() && i < 6; ++i) list += (i ? "; " : "") + above[i];
-    if (above.size() > 6) list += "; and " + std::to_string(above.size() - 6) + " more";
-    notes.push_back(
-        "Some cases run above their paired limit: " + list +
-        ". Each key touches one 64-byte line, so a case above the random-line limit gets more "
-        "lines in flight than the probe does: the kernels hash whole groups of keys and prefetch "
-        "their lines groups ahead, while the probe walks a list of addresses with at most 128 "
-        "lines prefetched. There the probe understates what the memory delivers; and on a shared "
-        "machine a probe that ran during another job's burst reads low too.");
   }
   // The reference beating the best implementation.
   std::map<std::tuple<std::string, unsigned, std::uint64_t>, const Case*> best;

@@ -14,6 +14,11 @@ namespace bulkbloom::cli::bench_report {
 /// The operations a case measures, in the order they run.
 inline constexpr const char* kOperations[] = {"insert", "contains", "insert_if_absent"};
 
+/// The first and third quartiles of a probe's round rates.
+struct Spread {
+  double low = 0, high = 0;
+};
+
 /// One measured case: an operation of one implementation at one filter size and thread count.
 struct Case {
   std::string implementation;  ///< As Filter::implementation() names it.
@@ -27,13 +32,21 @@ struct Case {
   std::uint64_t keys_per_call = 0;
   std::vector<double> runs;  ///< keys/s of each repetition, in the order they ran.
   double keys_per_s = 0;     ///< The median of `runs`.
-  double noise = 0;          ///< Half the range of `runs` over their median.
+  /// Half the range of `runs` over their median; NaN (unknown) with fewer than two runs.
+  double noise = 0;
   /// The limit the case is read against, measured right before and right after it with the case's
-  /// thread count over a buffer of the filter's size: "random_read" for contains, "random_rmw" for
-  /// the writes; empty (and the figures 0) where no host probe applies (the GPU).
+  /// thread count over a buffer of the filter's size, timed as the case is: "random_read" for
+  /// contains, "random_rmw" for the writes; empty (and the figures 0) where no host probe applies
+  /// (the GPU).
   std::string limit;
-  double limit_before = 0;  ///< 64-byte lines/s.
+  double limit_before = 0;  ///< 64-byte lines/s: the median of the probe's timed rounds.
   double limit_after = 0;
+  Spread limit_before_spread, limit_after_spread;
+  /// The case ran above its limit and was measured again, probes and runs (these are the second
+  /// measurement's figures).
+  bool remeasured = false;
+  /// Measured again and still above its limit: the probe, not the case, is wrong here.
+  bool probe_failure = false;
   double limit_per_s() const { return (limit_before + limit_after) / 2; }
 };
 
@@ -81,8 +94,9 @@ struct Comparison {
 /// The cases of `now` that `before` also has (same role, operation, thread count kind and size).
 Comparison compare(const Report& now, const Report& before, std::string against);
 
-/// Notes that explain what a reader would stop at in the figures (a write above a read, a rate
-/// above its limit, a noisy case), computed from the figures.
+/// Notes that explain what a reader would stop at in the figures (a write above a read, a noisy
+/// case), computed from the figures. A case above its limit is not explained: it is marked a
+/// probe failure in the data.
 std::vector<std::string> explain(const Report& report);
 
 /// The median of the paired probes of kind `limit` ("random_read" or "random_rmw") taken beside
@@ -90,6 +104,11 @@ std::vector<std::string> explain(const Report& report);
 /// less exposed to a passing load than any single probe. 0 when no case has that probe.
 double paired_limit(const Report& report, const std::string& limit, unsigned threads,
                     std::uint64_t filter_bytes);
+
+/// The widest spread of those probes: the lowest first quartile and the highest third quartile of
+/// their rounds' rates; {0, 0} when no case has that probe.
+Spread paired_limit_spread(const Report& report, const std::string& limit, unsigned threads,
+                           std::uint64_t filter_bytes);
 
 /// `value` printed by the printf format `fmt` (one double conversion).
 std::string format(const char* fmt, double value);

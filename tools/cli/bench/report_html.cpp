@@ -33,12 +33,18 @@ std::string escape(const std::string& text) {
   return out;
 }
 
+// "±3.1%", or "unknown" for a case of one run.
+std::string noise_label(double noise) {
+  return std::isnan(noise) ? "unknown" : "±" + format("%.1f%%", 100 * noise);
+}
+
 // ---- Plots -------------------------------------------------------------------------------------
 
 struct Point {
   double x, y;
-  std::string tip;      // the point's tooltip
-  bool marked = false;  // drawn larger and outlined (a difference beyond noise)
+  std::string tip;           // the point's tooltip
+  bool marked = false;       // drawn larger and outlined (a difference beyond noise)
+  double low = 0, high = 0;  // the spread drawn as a bar through the point, when high > 0
 };
 
 struct Series {
@@ -131,6 +137,11 @@ class Plot {
           "\" fill=\"none\" stroke=\"" + line.color + "\" stroke-width=\"" + n(line.width) + "\"" +
           (line.dash.empty() ? "" : " stroke-dasharray=\"" + line.dash + "\"") + "/>\n");
       for (const Point& p : line.points) {
+        if (p.high > 0) {
+          add("<line class=\"spread\" x1=\"" + n(px(p.x)) + "\" y1=\"" + n(py(p.low)) + "\" x2=\"" +
+              n(px(p.x)) + "\" y2=\"" + n(py(p.high)) + "\" stroke=\"" + line.color +
+              "\" stroke-width=\"1.2\"/>\n");
+        }
         add("<circle cx=\"" + n(px(p.x)) + "\" cy=\"" + n(py(p.y)) + "\" r=\"" +
             (p.marked ? "6" : "2.5") + "\" fill=\"" + line.color + "\"" +
             (p.marked ? " stroke=\"black\" stroke-width=\"2\"" : "") + "><title>" +
@@ -278,10 +289,16 @@ std::string role_plot(const Report& report, const std::string& role) {
                   {}};
       for (const Case& c : report.cases) {
         if (c.role != role || c.operation != operation || c.threads != threads) continue;
+        const auto [slowest, fastest] = std::minmax_element(c.runs.begin(), c.runs.end());
+        const double low = c.runs.empty() ? 0 : *slowest, high = c.runs.empty() ? 0 : *fastest;
         extend(c.filter_bytes, c.keys_per_s);
+        extend(c.filter_bytes, low);
+        extend(c.filter_bytes, high);
         line.points.push_back({static_cast<double>(c.filter_bytes), c.keys_per_s,
-                               size_label(c.filter_bytes) + ", " + si(c.keys_per_s) + "keys/s ±" +
-                                   format("%.0f", 100 * c.noise) + "%"});
+                               size_label(c.filter_bytes) + ", " + si(c.keys_per_s) +
+                                   "keys/s, noise " + noise_label(c.noise) +
+                                   (c.probe_failure ? ", probe failure" : ""),
+                               false, low, high});
       }
       if (!line.points.empty()) series.push_back(std::move(line));
     }
@@ -307,10 +324,16 @@ std::string role_plot(const Report& report, const std::string& role) {
           const double v =
               paired_limit(report, rmw ? "random_rmw" : "random_read", threads, l.filter_bytes);
           if (v <= 0) continue;
+          const Spread spread = paired_limit_spread(report, rmw ? "random_rmw" : "random_read",
+                                                    threads, l.filter_bytes);
           extend(l.filter_bytes, v);
-          line.points.push_back({static_cast<double>(l.filter_bytes), v,
-                                 size_label(l.filter_bytes) + ", " + si(v) +
-                                     "lines/s (median of the probes beside the cases)"});
+          extend(l.filter_bytes, spread.low);
+          extend(l.filter_bytes, spread.high);
+          line.points.push_back(
+              {static_cast<double>(l.filter_bytes), v,
+               size_label(l.filter_bytes) + ", " + si(v) +
+                   "lines/s (median of the probes beside the cases; bar: their rounds' quartiles)",
+               false, spread.low, spread.high});
         }
         if (!line.points.empty()) series.push_back(std::move(line));
       }
@@ -471,18 +494,20 @@ std::string to_html(const Report& report, const Comparison* comparison) {
     s += "</table>\n";
   }
   s += "<h2>All figures</h2>\n<table>\n<tr><th>filter</th><th>implementation</th><th>operation</th>"
-       "<th>threads</th><th>keys/s</th><th>noise ±</th><th>limit (lines/s)</th><th>% of limit</th>"
+       "<th>threads</th><th>keys/s</th><th>noise</th><th>limit (lines/s)</th><th>% of limit</th>"
        "</tr>\n";
   for (const Case& c : report.cases) {
     s += "<tr><td class=\"n\">" + size_label(c.filter_bytes) + "</td><td>" +
          escape(c.implementation) + "</td><td>" + escape(c.operation) + "</td><td class=\"n\">" +
          std::to_string(c.threads) + "</td><td class=\"n\">" + si(c.keys_per_s) +
-         "</td><td class=\"n\">" + format("%.1f%%", 100 * c.noise) + "</td><td class=\"n\">" +
+         "</td><td class=\"n\">" + noise_label(c.noise) + "</td><td class=\"n\">" +
          (c.limit.empty()
               ? ""
               : si(c.limit_per_s()) + " " + (c.limit == "random_read" ? "read" : "RMW")) +
          "</td><td class=\"n\">" +
-         (c.limit.empty() ? "" : format("%.0f%%", 100 * c.keys_per_s / c.limit_per_s())) +
+         (c.probe_failure   ? "probe failure"
+          : c.limit.empty() ? ""
+                            : format("%.0f%%", 100 * c.keys_per_s / c.limit_per_s())) +
          "</td></tr>\n";
   }
   s += "</table>\n";

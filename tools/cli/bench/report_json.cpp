@@ -17,6 +17,15 @@ Json numbers(const std::vector<double>& values) {
   for (double v : values) array.push(v);
   return array;
 }
+Json quartiles(const Spread& spread) {
+  return Json::array().push(spread.low).push(spread.high);
+}
+
+Spread spread(const Json& json, std::string_view what) {
+  const auto& items = json.items(what);
+  if (items.size() != 2) throw std::runtime_error(std::string(what) + " is not [low, high]");
+  return {items[0].number(what), items[1].number(what)};
+}
 
 }  // namespace
 
@@ -51,10 +60,14 @@ Json to_json(const Report& report, const Comparison* comparison) {
                     .set("keys_per_call", c.keys_per_call)
                     .set("runs_keys_per_s", numbers(c.runs))
                     .set("keys_per_s", c.keys_per_s)
-                    .set("noise", c.noise)
+                    .set("noise", std::isnan(c.noise) ? Json() : Json(c.noise))
                     .set("limit", c.limit)
                     .set("limit_before_lines_per_s", c.limit_before)
-                    .set("limit_after_lines_per_s", c.limit_after);
+                    .set("limit_before_quartiles", quartiles(c.limit_before_spread))
+                    .set("limit_after_lines_per_s", c.limit_after)
+                    .set("limit_after_quartiles", quartiles(c.limit_after_spread))
+                    .set("remeasured", c.remeasured)
+                    .set("probe_failure", c.probe_failure);
     if (!c.limit.empty()) item.set("fraction_of_limit", c.keys_per_s / c.limit_per_s());
     cases.push(std::move(item));
   }
@@ -122,10 +135,15 @@ Report from_json(const Json& json) {
       c.runs.push_back(r.number("runs_keys_per_s"));
     }
     c.keys_per_s = item.at("keys_per_s").number("keys_per_s");
-    c.noise = item.at("noise").number("noise");
+    const Json& noise = item.at("noise");
+    c.noise = noise.kind() == Json::Kind::null ? std::nan("") : noise.number("noise");
     c.limit = item.at("limit").string("limit");
     c.limit_before = item.at("limit_before_lines_per_s").number("limit_before_lines_per_s");
+    c.limit_before_spread = spread(item.at("limit_before_quartiles"), "limit_before_quartiles");
     c.limit_after = item.at("limit_after_lines_per_s").number("limit_after_lines_per_s");
+    c.limit_after_spread = spread(item.at("limit_after_quartiles"), "limit_after_quartiles");
+    c.remeasured = item.at("remeasured").boolean("remeasured");
+    c.probe_failure = item.at("probe_failure").boolean("probe_failure");
     report.cases.push_back(std::move(c));
   }
   for (const Json& note : json.at("notes").items("notes"))
