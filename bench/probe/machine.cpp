@@ -201,6 +201,30 @@ Machine describe_machine() {
   return m;
 }
 
+double huge_page_coverage(const void* begin, std::uint64_t bytes) {
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps || bytes == 0) return -1;
+  const auto first = reinterpret_cast<std::uintptr_t>(begin);
+  const std::uintptr_t last = first + bytes;
+  double huge_bytes = 0;
+  std::uintptr_t start = 0, end = 0;  // the mapping whose fields are being read
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's header: "7f12a0000000-7f12a8000000 rw-p ...".
+    const auto dash = line.find('-');
+    if (dash != std::string::npos && dash > 0 &&
+        line.find_first_not_of("0123456789abcdef") == dash) {
+      start = std::stoull(line.substr(0, dash), nullptr, 16);
+      end = std::stoull(line.substr(dash + 1), nullptr, 16);
+      continue;
+    }
+    if (!line.starts_with("AnonHugePages:") || end <= first || start >= last) continue;
+    const double overlap =
+        static_cast<double>(std::min(end, last) - std::max(start, first)) / (end - start);
+    huge_bytes += overlap * static_cast<double>(number_of(trim(line.substr(14))) << 10);
+  }
+  return std::min(1.0, huge_bytes / static_cast<double>(bytes));
+}
+
 std::string compiler_description() {
 #if defined(__clang__)
   return "Clang " __clang_version__;

@@ -48,6 +48,11 @@ Machine describe_machine();
 /// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
 std::uint64_t available_memory_bytes();
 
+/// The fraction of [`begin`, `begin` + `bytes`) that this process has on transparent huge pages,
+/// from /proc/self/smaps (AnonHugePages of each mapping that overlaps the range, counted in
+/// proportion to the overlap); a negative value when the system does not say.
+double huge_page_coverage(const void* begin, std::uint64_t bytes);
+
 /// The compiler this code was built with, e.g. "GCC 12.2.0".
 std::string compiler_description();
 

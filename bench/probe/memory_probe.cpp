@@ -246,6 +246,14 @@ MemoryProbe::MemoryProbe(std::span<std::byte> memory) {
 
 MemoryProbe::~MemoryProbe() = default;
 
+const void* MemoryProbe::data() const {
+  return buffer_->words();
+}
+
+std::uint64_t MemoryProbe::bytes() const {
+  return buffer_->bytes();
+}
+
 ProbeRate MemoryProbe::random_read(unsigned threads, double seconds) {
   threads = checked_threads(threads);
   std::vector<std::uint64_t> sinks(threads * 8, 0);  // a line per thread: no false sharing

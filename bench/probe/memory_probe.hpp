@@ -62,6 +62,9 @@ class MemoryProbe {
   /// the usable CPUs share them, and the rates say so. Throws std::invalid_argument if
   /// `threads` == 0.
   HardwareLimits measure(unsigned threads, double seconds = 0.25);
+  /// The probed memory.
+  const void* data() const;
+  std::uint64_t bytes() const;
   /// Times the random probes that follow by `timing` (Timing::wall unless set).
   void set_timing(Timing timing) { timing_ = timing; }
 

@@ -89,6 +89,7 @@ def check_report(report):
             for field in ("random_read_lines_per_s", "random_rmw_lines_per_s",
                           "seq_read_bytes_per_s"):
                 check(l[field] > 0, f"limit {field} not positive: {l}")
+            check(l["huge_pages"] is None or 0 <= l["huge_pages"] <= 1, l)
 
     cases = {}
     for c in report["cases"]:
@@ -105,6 +106,8 @@ def check_report(report):
         check(c["remeasured"] or not c["probe_failure"], f"a probe failure never remeasured: {c}")
         check(c["keys_per_call"] == 4096, c)
         if c["role"] != "gpu":
+            # Read from /proc/self/smaps, which every Linux has: a fraction of the filter.
+            check(0 <= c["huge_pages"] <= 1, f"huge_pages: {c}")
             check(c["limit"] == ("random_read" if c["operation"] == "contains" else "random_rmw"),
                   f"limit kind: {c}")
             check(c["limit_before_lines_per_s"] > 0 and c["limit_after_lines_per_s"] > 0, c)

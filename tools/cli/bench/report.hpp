@@ -47,6 +47,9 @@ struct Case {
   bool remeasured = false;
   /// Measured again and still above its limit: the probe, not the case, is wrong here.
   bool probe_failure = false;
+  /// The fraction of the filter's bytes on transparent huge pages when it was measured; negative
+  /// when unknown (a GPU's memory, or a system that does not say).
+  double huge_pages = -1;
   double limit_per_s() const { return (limit_before + limit_after) / 2; }
 };
 
@@ -60,6 +63,7 @@ struct Limits {
   double random_read_lines_per_s = 0;
   double random_rmw_lines_per_s = 0;
   double seq_read_bytes_per_s = 0;
+  double huge_pages = -1;  ///< Of the probe's buffer, as Case::huge_pages.
 };
 
 /// A whole report.

@@ -38,6 +38,11 @@ std::string noise_label(double noise) {
   return std::isnan(noise) ? "unknown" : "±" + format("%.1f%%", 100 * noise);
 }
 
+// "87%", or nothing for an unknown (negative) fraction.
+std::string percent_or_blank(double fraction) {
+  return fraction < 0 ? "" : format("%.0f%%", 100 * fraction);
+}
+
 // ---- Plots -------------------------------------------------------------------------------------
 
 struct Point {
@@ -495,7 +500,7 @@ std::string to_html(const Report& report, const Comparison* comparison) {
   }
   s += "<h2>All figures</h2>\n<table>\n<tr><th>filter</th><th>implementation</th><th>operation</th>"
        "<th>threads</th><th>keys/s</th><th>noise</th><th>limit (lines/s)</th><th>% of limit</th>"
-       "</tr>\n";
+       "<th>huge pages</th></tr>\n";
   for (const Case& c : report.cases) {
     s += "<tr><td class=\"n\">" + size_label(c.filter_bytes) + "</td><td>" +
          escape(c.implementation) + "</td><td>" + escape(c.operation) + "</td><td class=\"n\">" +
@@ -508,16 +513,17 @@ std::string to_html(const Report& report, const Comparison* comparison) {
          (c.probe_failure   ? "probe failure"
           : c.limit.empty() ? ""
                             : format("%.0f%%", 100 * c.keys_per_s / c.limit_per_s())) +
-         "</td></tr>\n";
+         "</td><td class=\"n\">" + percent_or_blank(c.huge_pages) + "</td></tr>\n";
   }
   s += "</table>\n";
   s += "<h2>Limits</h2>\n<table>\n<tr><th>buffer</th><th>threads</th><th>random read lines/s</th>"
-       "<th>random RMW lines/s</th><th>sequential read bytes/s</th></tr>\n";
+       "<th>random RMW lines/s</th><th>sequential read bytes/s</th><th>huge pages</th></tr>\n";
   for (const Limits& l : report.limits) {
     s += "<tr><td class=\"n\">" + size_label(l.filter_bytes) + "</td><td class=\"n\">" +
          std::to_string(l.threads) + "</td><td class=\"n\">" + si(l.random_read_lines_per_s) +
          "</td><td class=\"n\">" + si(l.random_rmw_lines_per_s) + "</td><td class=\"n\">" +
-         si(l.seq_read_bytes_per_s) + "B</td></tr>\n";
+         si(l.seq_read_bytes_per_s) + "B</td><td class=\"n\">" + percent_or_blank(l.huge_pages) +
+         "</td></tr>\n";
   }
   s += "</table>\n</body>\n</html>\n";
   return s;

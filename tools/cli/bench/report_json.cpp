@@ -27,6 +27,15 @@ Spread spread(const Json& json, std::string_view what) {
   return {items[0].number(what), items[1].number(what)};
 }
 
+// A fraction that may be unknown (negative): null in JSON.
+Json fraction(double value) {
+  return value < 0 ? Json() : Json(value);
+}
+
+double fraction(const Json& json, std::string_view what) {
+  return json.kind() == Json::Kind::null ? -1 : json.number(what);
+}
+
 }  // namespace
 
 Json to_json(const Report& report, const Comparison* comparison) {
@@ -45,7 +54,8 @@ Json to_json(const Report& report, const Comparison* comparison) {
                     .set("all_threads", l.all_threads)
                     .set("random_read_lines_per_s", l.random_read_lines_per_s)
                     .set("random_rmw_lines_per_s", l.random_rmw_lines_per_s)
-                    .set("seq_read_bytes_per_s", l.seq_read_bytes_per_s));
+                    .set("seq_read_bytes_per_s", l.seq_read_bytes_per_s)
+                    .set("huge_pages", fraction(l.huge_pages)));
   }
   root.set("limits", std::move(limits));
   Json cases = Json::array();
@@ -67,7 +77,8 @@ Json to_json(const Report& report, const Comparison* comparison) {
                     .set("limit_after_lines_per_s", c.limit_after)
                     .set("limit_after_quartiles", quartiles(c.limit_after_spread))
                     .set("remeasured", c.remeasured)
-                    .set("probe_failure", c.probe_failure);
+                    .set("probe_failure", c.probe_failure)
+                    .set("huge_pages", fraction(c.huge_pages));
     if (!c.limit.empty()) item.set("fraction_of_limit", c.keys_per_s / c.limit_per_s());
     cases.push(std::move(item));
   }
@@ -120,7 +131,8 @@ Report from_json(const Json& json) {
                              l.at("all_threads").boolean("limits all_threads"),
                              l.at("random_read_lines_per_s").number("random_read_lines_per_s"),
                              l.at("random_rmw_lines_per_s").number("random_rmw_lines_per_s"),
-                             l.at("seq_read_bytes_per_s").number("seq_read_bytes_per_s")});
+                             l.at("seq_read_bytes_per_s").number("seq_read_bytes_per_s"),
+                             fraction(l.at("huge_pages"), "limits huge_pages")});
   }
   for (const Json& item : json.at("cases").items("cases")) {
     Case c;
@@ -144,6 +156,7 @@ Report from_json(const Json& json) {
     c.limit_after_spread = spread(item.at("limit_after_quartiles"), "limit_after_quartiles");
     c.remeasured = item.at("remeasured").boolean("remeasured");
     c.probe_failure = item.at("probe_failure").boolean("probe_failure");
+    c.huge_pages = fraction(item.at("huge_pages"), "huge_pages");
     report.cases.push_back(std::move(c));
   }
   for (const Json& note : json.at("notes").items("notes"))
