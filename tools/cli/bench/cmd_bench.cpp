@@ -551,19 +551,19 @@ void write_file(const std::filesystem::path& dir, const std::string& name,
 }
 
 void print_comparison(const Comparison& comparison) {
-  std::size_t flagged = 0;
-  for (const auto& d : comparison.differences) flagged += d.flagged ? 1 : 0;
-  std::printf("\nAgainst %s (%s, %s): %zu cases, %zu differ beyond noise\n",
-              comparison.against.c_str(), comparison.against_cpu.c_str(),
-              comparison.against_date.c_str(), comparison.differences.size(), flagged);
-  std::printf("%-9s %-16s %7s %9s | %8s %7s | %10s\n", "role", "operation", "threads", "filter",
-              "now/then", "noise", "limit now/then");
+  for (const auto& warning : comparison.warnings) {
+    std::fprintf(stderr, "bench: WARNING: %s\n", warning.c_str());
+  }
+  std::printf("\nAgainst %s (%s, %s): %s\n", comparison.against.c_str(),
+              comparison.against_cpu.c_str(), comparison.against_date.c_str(),
+              bench_report::summary(comparison).c_str());
+  std::printf("%-9s %-16s %7s %9s | %8s | %10s | %s\n", "role", "operation", "threads", "filter",
+              "now/then", "limit now/then", "verdict");
   for (const auto& d : comparison.differences) {
-    std::printf(
-        "%-9s %-16s %7s %9s | %7.3fx %6.1f%% | %10s%s\n", d.role.c_str(), d.operation.c_str(),
-        d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio, 100 * d.noise,
-        d.limit_ratio > 0 ? (std::to_string(d.limit_ratio).substr(0, 5) + "x").c_str() : "-",
-        d.flagged ? "  <- beyond noise" : "");
+    std::printf("%-9s %-16s %7s %9s | %7.3fx | %14s | %s%s\n", d.role.c_str(), d.operation.c_str(),
+                d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio,
+                d.limit_ratio > 0 ? bench_report::format("%.3fx", d.limit_ratio).c_str() : "-",
+                d.verdict.c_str(), d.flagged ? "  <-" : "");
   }
 }
 
@@ -585,7 +585,7 @@ int run_bench(const Arguments& args) {
       .value("keys", "N",
              "keys per call; each run rotates through 64 batches of them (default 65536)")
       .value("repeat", "N",
-             "timed runs per case, for the median and the noise (default 5; --quick 3)")
+             "timed runs per case, for the median and the noise (default 5, the fewest --compare judges)")
       .value("timing", "wall|cpu",
              "time the cases' calls and the probes' rounds by the wall clock (default) or by the "
              "CPU time of their threads, which other work on a shared machine does not inflate")
@@ -626,7 +626,7 @@ int run_bench(const Arguments& args) {
                          : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
     plan.keys = parser.get_count("keys").value_or(std::uint64_t{1} << 16);
     if (plan.keys == 0) throw UsageError("--keys must be at least 1");
-    plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(quick ? 3 : 5));
+    plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(5));
     if (plan.repetitions == 0 || plan.repetitions > 1000) {
       throw UsageError("--repeat must be between 1 and 1000");
     }

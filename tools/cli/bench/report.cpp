@@ -57,30 +57,100 @@ std::string size_label(std::uint64_t bytes) {
 std::string series_label(const std::string& operation, unsigned threads) {
   return operation + ", " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
 }
+namespace {
+
+// A machine field as text ("" when absent), for saying what differs.
+std::string machine_field(const Report& report, std::string_view key) {
+  const Json* value = report.machine.find(key);
+  if (value == nullptr) return {};
+  return value->kind() == Json::Kind::string ? value->string() : value->dump(-1);
+}
+
+// The sentences that make `now` and `before` unlike: a comparison across them measures the
+// difference, not a change of the code.
+std::vector<std::string> unlike(const Report& now, const Report& before) {
+  std::vector<std::string> warnings;
+  for (const char* key : {"cpu_model", "cpu_family", "cpu_model_number", "cpu_stepping",
+                          "logical_cpus", "memory_bytes", "virtual_machine"}) {
+    const std::string a = machine_field(now, key), b = machine_field(before, key);
+    if (a != b)
+      warnings.push_back("the machines differ: " + std::string(key) + " " + a + " now, " + b +
+                         " before");
+  }
+  for (const auto& [key, value] : now.settings.members("settings")) {
+    if (key == "sizes_bytes" || key == "repetitions") continue;  // cases are matched by size
+    const Json* old = before.settings.find(key);
+    const std::string a = value.dump(-1), b = old ? old->dump(-1) : "absent";
+    if (a != b)
+      warnings.push_back("the settings differ: " + key + " " + a + " now, " + b + " before");
+  }
+  return warnings;
+}
+
+// Every run of one side faster than every run of the other.
+bool apart(const std::vector<double>& a, const std::vector<double>& b) {
+  const auto [a_min, a_max] = std::minmax_element(a.begin(), a.end());
+  const auto [b_min, b_max] = std::minmax_element(b.begin(), b.end());
+  return *a_max < *b_min || *b_max < *a_min;
+}
+
+}  // namespace
+
+std::size_t Comparison::count(const std::string& verdict) const {
+  return static_cast<std::size_t>(
+      std::count_if(differences.begin(), differences.end(),
+                    [&](const Difference& d) { return d.verdict == verdict; }));
+}
+
+std::size_t Comparison::flagged() const {
+  return static_cast<std::size_t>(std::count_if(differences.begin(), differences.end(),
+                                                [](const Difference& d) { return d.flagged; }));
+}
+
+std::string summary(const Comparison& comparison) {
+  return std::to_string(comparison.differences.size()) +
+         " cases compared: " + std::to_string(comparison.flagged()) + " changed (at least " +
+         std::to_string(kMinRunsToCompare) + " runs a side, the run sets apart, the medians over " +
+         format("%.0f", 100 * kCompareFloor) + "% apart), " +
+         std::to_string(comparison.count("too few runs")) + " with too few runs to compare, " +
+         std::to_string(comparison.count("unlike implementations")) + " of unlike implementations";
+}
+
 Comparison compare(const Report& now, const Report& before, std::string against) {
   Comparison comparison;
   comparison.against = std::move(against);
   comparison.against_date = before.date;
-  if (const Json* cpu = before.machine.find("cpu_model");
-      cpu && cpu->kind() == Json::Kind::string) {
-    comparison.against_cpu = cpu->string();
-  }
+  comparison.against_cpu = machine_field(before, "cpu_model");
+  comparison.warnings = unlike(now, before);
   using Key = std::tuple<std::string, std::string, bool, std::uint64_t>;
   std::map<Key, const Case*> earlier;
   for (const Case& c : before.cases)
     earlier[{c.role, c.operation, c.all_threads, c.filter_bytes}] = &c;
+  std::size_t unlike_implementations = 0;
   for (const Case& c : now.cases) {
     const auto found = earlier.find({c.role, c.operation, c.all_threads, c.filter_bytes});
     if (found == earlier.end() || found->second->keys_per_s <= 0) continue;
     const Case& old = *found->second;
-    Difference d{
-        c.role, c.operation,         c.all_threads, c.filter_bytes, c.keys_per_s / old.keys_per_s,
-        0,      c.noise + old.noise, false};
+    Difference d{c.role, c.operation, c.all_threads, c.filter_bytes, c.keys_per_s / old.keys_per_s,
+                 0,      "same",      false};
     if (!c.limit.empty() && old.limit == c.limit && old.limit_per_s() > 0) {
       d.limit_ratio = c.limit_per_s() / old.limit_per_s();
     }
-    d.flagged = std::fabs(d.ratio - 1) > d.noise;
+    if (c.implementation != old.implementation) {
+      d.verdict = "unlike implementations";
+      ++unlike_implementations;
+    } else if (c.runs.size() < kMinRunsToCompare || old.runs.size() < kMinRunsToCompare) {
+      d.verdict = "too few runs";
+    } else if (apart(c.runs, old.runs) && std::fabs(d.ratio - 1) > kCompareFloor) {
+      d.flagged = true;
+      d.verdict = d.ratio > 1 ? "faster" : "slower";
+    }
     comparison.differences.push_back(d);
+  }
+  if (unlike_implementations > 0) {
+    comparison.warnings.push_back(
+        "the implementations differ in " + std::to_string(unlike_implementations) +
+        " cases (not judged): the two reports ran different code for the same role");
   }
   return comparison;
 }
@@ -177,11 +247,12 @@ std::vector<std::string> explain(const Report& report) {
     worst = std::max(worst, c.noise);
   }
   if (noisy > 0) {
-    notes.push_back(std::to_string(noisy) + " of " + std::to_string(report.cases.size()) +
-                    " cases vary by more than ±10% between their repetitions (up to ±" +
-                    format("%.0f", 100 * worst) +
-                    "%): other work on the machine during the run. Compare such cases with care; "
-                    "--compare counts this noise in before flagging a difference.");
+    notes.push_back(
+        std::to_string(noisy) + " of " + std::to_string(report.cases.size()) +
+        " cases vary by more than ±10% between their repetitions (up to ±" +
+        format("%.0f", 100 * worst) +
+        "%): other work on the machine during the run. --compare flags such a case only when "
+        "all its runs moved past the earlier ones.");
   }
   // Limits that moved during a case.
   std::size_t drifted = 0;

@@ -3,6 +3,7 @@
 // it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,26 +78,46 @@ struct Report {
   std::vector<std::string> notes;  ///< Oddities in the figures, explained.
 };
 
+/// When a case counts as changed: each side has at least kMinRunsToCompare runs, the two sets
+/// of runs do not overlap (every run of one faster than every run of the other), and the medians
+/// differ by more than kCompareFloor. Of two reports of one distribution with 5 runs a case, 2 in
+/// 252 cases (0.8 %) have run sets apart by chance, and fewer still medians 5 % apart. Noise
+/// does not hide a change: a noisy case whose runs all moved past each other is flagged.
+inline constexpr std::size_t kMinRunsToCompare = 5;
+inline constexpr double kCompareFloor = 0.05;
+
 /// One case set against the same case of an earlier report.
 struct Difference {
   std::string role, operation;
   bool all_threads = false;
   std::uint64_t filter_bytes = 0;
-  double ratio = 0;        ///< keys/s now over keys/s before.
+  double ratio = 0;        ///< keys/s now over keys/s before (the medians').
   double limit_ratio = 0;  ///< The paired limit now over before (0 where there is none).
-  double noise = 0;        ///< The two runs' noise added: the largest ratio - 1 that is no news.
-  bool flagged = false;    ///< |ratio - 1| > noise.
+  /// "faster" or "slower" (flagged); "same"; "too few runs" (a side has fewer than
+  /// kMinRunsToCompare); "unlike implementations" (the role ran different code on each side).
+  std::string verdict;
+  bool flagged = false;
 };
 
 /// The earlier report a comparison is against, and what differs.
 struct Comparison {
   std::string against;  ///< Where the earlier report came from (its path).
   std::string against_date, against_cpu;
+  /// What makes the two reports unlike (CPU, implementations, settings): each a sentence, said
+  /// loudly wherever the comparison is shown.
+  std::vector<std::string> warnings;
   std::vector<Difference> differences;
+  std::size_t count(const std::string& verdict) const;
+  std::size_t flagged() const;
 };
 
-/// The cases of `now` that `before` also has (same role, operation, thread count kind and size).
+/// The cases of `now` that `before` also has (same role, operation, thread count kind and size),
+/// judged by the rule above, and what makes the two reports unlike.
 Comparison compare(const Report& now, const Report& before, std::string against);
+
+/// "48 cases compared: 2 changed (...), 0 with too few runs to compare, 0 ...": the counts by
+/// verdict, with the rule.
+std::string summary(const Comparison& comparison);
 
 /// Notes that explain what a reader would stop at in the figures (a write above a read, a noisy
 /// case), computed from the figures. A case above its limit is not explained: it is marked a

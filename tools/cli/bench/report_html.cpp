@@ -380,7 +380,7 @@ std::string comparison_plot(const Report& report, const Comparison& comparison) 
           high = std::max(high, d.ratio);
           line.points.push_back({static_cast<double>(d.filter_bytes), d.ratio,
                                  size_label(d.filter_bytes) + ": " + format("%.3f", d.ratio) +
-                                     "x (noise ±" + format("%.0f", 100 * d.noise) + "%)",
+                                     "x (" + d.verdict + ")",
                                  d.flagged});
         }
         if (!line.points.empty()) series.push_back(std::move(line));
@@ -389,7 +389,7 @@ std::string comparison_plot(const Report& report, const Comparison& comparison) 
   }
   if (series.empty()) return {};
   const Plot plot(size_axis(smallest, largest), ratio_axis(low, high));
-  return plot.svg("This run against " + comparison.against + " (large dots: beyond noise)",
+  return plot.svg("This run against " + comparison.against + " (large dots: changed)",
                   "filter size (bytes, log scale)", "keys/s now / before (log scale)", series, {},
                   1.0);
 }
@@ -456,6 +456,8 @@ std::string to_html(const Report& report, const Comparison* comparison) {
       "th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }\n"
       "td.n { text-align: right; font-variant-numeric: tabular-nums; }\n"
       "tr.flagged td { background: #fde2e2; }\n"
+      "p.warning { background: #fde2e2; border: 2px solid #c00; padding: 6px 10px; "
+      "font-weight: bold; }\n"
       "svg.plot { display: block; margin: 12px 0 24px; border: 1px solid #ddd; }\n"
       "li { margin-bottom: 6px; }\n"
       "</style>\n</head>\n<body>\n";
@@ -477,24 +479,21 @@ std::string to_html(const Report& report, const Comparison* comparison) {
   s += "<h2>Keys per second</h2>\n";
   for (const std::string& role : roles_of(report)) s += role_plot(report, role);
   if (comparison != nullptr) {
-    std::size_t flagged = 0;
-    for (const auto& d : comparison->differences) flagged += d.flagged ? 1 : 0;
-    s += "<h2>Against an earlier report</h2>\n<p>" + escape(comparison->against) + " (" +
-         escape(comparison->against_cpu) + ", " + escape(comparison->against_date) +
-         "): " + std::to_string(comparison->differences.size()) + " cases compared, " +
-         std::to_string(flagged) +
-         " differ by more than the two runs' noise (the half-ranges of their repetitions, added)."
-         "</p>\n";
+    s += "<h2>Against an earlier report</h2>\n";
+    for (const auto& warning : comparison->warnings) {
+      s += "<p class=\"warning\">Warning: " + escape(warning) + "</p>\n";
+    }
+    s += "<p>" + escape(comparison->against) + " (" + escape(comparison->against_cpu) + ", " +
+         escape(comparison->against_date) + "): " + escape(summary(*comparison)) + ".</p>\n";
     s += comparison_plot(report, *comparison);
     s += "<table>\n<tr><th>role</th><th>operation</th><th>threads</th><th>filter</th>"
-         "<th>now / before</th><th>noise ±</th><th>limit now / before</th></tr>\n";
+         "<th>now / before</th><th>verdict</th><th>limit now / before</th></tr>\n";
     for (const auto& d : comparison->differences) {
       s += std::string("<tr") + (d.flagged ? " class=\"flagged\"" : "") + "><td>" + escape(d.role) +
            "</td><td>" + escape(d.operation) + "</td><td>" + (d.all_threads ? "all" : "1") +
            "</td><td class=\"n\">" + size_label(d.filter_bytes) + "</td><td class=\"n\">" +
-           format("%.3f", d.ratio) + "</td><td class=\"n\">" + format("%.1f%%", 100 * d.noise) +
-           "</td><td class=\"n\">" + (d.limit_ratio > 0 ? format("%.3f", d.limit_ratio) : "") +
-           "</td></tr>\n";
+           format("%.3f", d.ratio) + "</td><td>" + escape(d.verdict) + "</td><td class=\"n\">" +
+           (d.limit_ratio > 0 ? format("%.3f", d.limit_ratio) : "") + "</td></tr>\n";
     }
     s += "</table>\n";
   }

@@ -94,13 +94,15 @@ Json to_json(const Report& report, const Comparison* comparison) {
                            .set("filter_bytes", d.filter_bytes)
                            .set("ratio", d.ratio)
                            .set("limit_ratio", d.limit_ratio)
-                           .set("noise", d.noise)
+                           .set("verdict", d.verdict)
                            .set("flagged", d.flagged));
     }
     root.set("comparison", Json::object()
                                .set("against", comparison->against)
                                .set("against_date", comparison->against_date)
                                .set("against_cpu", comparison->against_cpu)
+                               .set("rule", summary(*comparison))
+                               .set("warnings", strings(comparison->warnings))
                                .set("differences", std::move(differences)));
   }
   return root;
