@@ -7,6 +7,7 @@ No figure is checked against a speed: only that every figure is there, consisten
 and drawn.
 """
 import copy
+import csv
 import json
 import os
 import random
@@ -66,8 +67,28 @@ def check_report(report):
     for field in ("cpu_model", "transparent_hugepages", "kernel", "chosen_implementation",
                   "chosen_because", "compiler", "bulkbloom_version"):
         check(isinstance(machine[field], str) and machine[field], f"machine {field}: {machine}")
-    for field in ("logical_cpus", "usable_cpus", "physical_cores", "memory_bytes", "numa_nodes"):
+    for field in ("logical_cpus", "usable_cpus", "physical_cores", "memory_bytes", "numa_nodes",
+                  "threads_per_core", "cpu_mhz"):
         check(machine[field] >= 1, f"machine {field}: {machine[field]}")
+    # The identity that tells two machines apart, read from /proc/cpuinfo.
+    with open("/proc/cpuinfo") as f:
+        cpuinfo = dict(line.split(":", 1) for line in f.read().split("\n\n")[0].splitlines()
+                       if ":" in line)
+    cpuinfo = {k.strip(): v.strip() for k, v in cpuinfo.items()}
+    for field, key in (("cpu_family", "cpu family"), ("cpu_model_number", "model"),
+                       ("cpu_stepping", "stepping")):
+        if key in cpuinfo:
+            check(machine[field] == int(cpuinfo[key]), f"{field}: {machine[field]} vs {cpuinfo}")
+    check(machine["virtual_machine"] == ("hypervisor" in cpuinfo.get("flags", "").split()),
+          f"virtual_machine: {machine['virtual_machine']}")
+    check(re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", machine["git_commit"]),
+          machine["git_commit"])
+    check(isinstance(machine["build_flags"], str), machine["build_flags"])
+    conditions = report["conditions"]
+    for when in ("before", "after"):
+        check(len(conditions[f"load_average_{when}"]) == 3, conditions)
+    check(0 <= conditions["steal_fraction"] <= 1 and 0 < conditions["busy_fraction"] <= 1,
+          conditions)
     check(machine["caches"], "no caches described")
     for cache in machine["caches"]:
         check(cache["level"] >= 1 and cache["size_bytes"] > 0 and cache["instances"] >= 1, cache)
@@ -180,11 +201,30 @@ def check_html(report, html, thread_counts):
 
 
 def case_report():
-    """A short run writes a complete report.json and a self-contained report.html."""
-    report, html = short_run(os.path.join(WORK, "r"))
+    """A short run writes a complete report.json, report.csv beside it and a self-contained
+    report.html with the headline and the identity above the plots; --load alone prints it."""
+    directory = os.path.join(WORK, "r")
+    report, html = short_run(directory)
     _, thread_counts = check_report(report)
     check("comparison" not in report, "a comparison without --compare")
     check_html(report, html, thread_counts)
+    headline, identity, plots = (html.find(t) for t in ("<h2>Headline", "<h2>Identity", "<svg"))
+    check(0 < headline < identity < plots, f"order: headline {headline}, identity {identity}, "
+          f"plots {plots}")
+    notes = html.find("<h2>Reading the figures")
+    check(notes == -1 or notes > plots, "the notes come before the plots")
+    with open(os.path.join(directory, "report.csv")) as f:
+        rows = list(csv.DictReader(f))
+    check(len(rows) == len(report["cases"]), f"{len(rows)} CSV rows, {len(report['cases'])} cases")
+    for row, c in zip(rows, report["cases"]):
+        check(float(row["keys_per_s"]) == float(f"{c['keys_per_s']:.6g}") and
+              row["operation"] == c["operation"] and
+              len(row["runs_keys_per_s"].split(";")) == REPEAT, f"CSV {row} vs {c}")
+    # --load alone prints what it loaded: a row per case.
+    proc = run(["bench", "--load", os.path.join(directory, "report.json")])
+    lines = [l for l in proc.stdout.decode().splitlines()
+             if re.match(r"\s*\d+(\.\d)? [KMG]iB  ", l)]
+    check(len(lines) == len(report["cases"]), f"--load printed {len(lines)} rows")
 
 
 def case_compare():
@@ -259,7 +299,7 @@ def synthetic_report(runs_of, implementation="cpu/AVX2", cpu="Synthetic CPU", re
     return {"schema": "bulkbloom-bench-report", "schema_version": 2,
             "date": "2026-12-02T10:00:00Z", "command": ["bulkbloom", "bench"],
             "machine": {"cpu_model": cpu}, "settings": {"keys_per_call": 4096},
-            "limits": [], "cases": cases, "notes": []}
+            "conditions": None, "warnings": [], "limits": [], "cases": cases, "notes": []}
 
 
 def compare_synthetic(now, before):
@@ -362,12 +402,19 @@ def case_notes():
 
 
 def case_repeat_once():
-    """One run per case has no spread: its noise is unknown (null), not 0, and the page says so."""
+    """One run per case has no spread: its noise is unknown (null), not 0, and the page says so.
+    More threads than usable CPUs: a warning, and the cases labelled with the threads they ran."""
     directory = os.path.join(WORK, "once")
-    run(["bench", "--quick", "--sizes", "16K", "--keys", "4096", "--repeat", "1", "--report",
-         directory])
+    threads = len(os.sched_getaffinity(0)) + 1
+    proc = run(["bench", "--quick", "--sizes", "16K", "--keys", "4096", "--repeat", "1",
+                "--threads", str(threads), "--report", directory])
+    warning = f"{threads} threads share {threads - 1} usable CPUs"
+    check(f"WARNING: {warning}".encode() in proc.stderr, proc.stderr.decode())
     with open(os.path.join(directory, "report.json")) as f:
-        cases = json.load(f)["cases"]
+        report = json.load(f)
+    cases = report["cases"]
+    check(any(w.startswith(warning) for w in report["warnings"]), report["warnings"])
+    check({c["threads"] for c in cases} == {1, threads}, {c["threads"] for c in cases})
     check(all(c["noise"] is None and len(c["runs_keys_per_s"]) == 1 for c in cases),
           f"noise of one run: {[c['noise'] for c in cases]}")
     with open(os.path.join(directory, "report.html")) as f:

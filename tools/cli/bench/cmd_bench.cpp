@@ -17,10 +17,10 @@
 #include <span>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/bench/report_csv.hpp"
 #include "cli/bench/report_html.hpp"
 #include "cli/bench/report_json.hpp"
 #include "cli/commands.hpp"
@@ -159,6 +159,25 @@ std::vector<std::uint64_t> geometric_sizes(std::uint64_t first, std::uint64_t la
   return sizes;
 }
 
+// A quick sweep's sizes, placed around this machine's data caches: half of each (inside it), then
+// twice the last level and at least 256 MiB (past it, in DRAM). Without caches described, the
+// sizes a sweep of x16 steps would take.
+std::vector<std::uint64_t> quick_sizes(const std::vector<probe::Cache>& caches) {
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t last_level = 0;
+  for (const probe::Cache& c : caches) {
+    if (c.type == "Instruction" || c.size_bytes < 2048) continue;
+    sizes.push_back(c.size_bytes / 2);
+    last_level = std::max(last_level, c.size_bytes);
+  }
+  if (sizes.empty()) return {16 << 10, 256 << 10, 4 << 20, 64 << 20, 256 << 20};
+  sizes.push_back(2 * last_level);
+  sizes.push_back(std::max(4 * last_level, std::uint64_t{256} << 20));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
 std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
   detail::SplitMix64 rng(seed);
@@ -270,8 +289,7 @@ std::string choice_reason(const std::string& chosen, const std::vector<Implement
   return "the best CPU target of this build that this CPU runs (of " + list + ")";
 }
 
-Json describe(const std::vector<Implementation>& all) {
-  const probe::Machine m = probe::describe_machine();
+Json describe(const probe::Machine& m, const std::vector<Implementation>& all) {
   Json caches = Json::array();
   for (const probe::Cache& c : m.caches) {
     caches.push(Json::object()
@@ -308,6 +326,14 @@ Json describe(const std::vector<Implementation>& all) {
   }
   return Json::object()
       .set("cpu_model", m.cpu_model)
+      .set("cpu_family", m.cpu_family)
+      .set("cpu_model_number", m.cpu_model_number)
+      .set("cpu_stepping", m.cpu_stepping)
+      .set("microcode", m.microcode)
+      .set("virtual_machine", m.virtual_machine)
+      .set("cpu_mhz", m.cpu_mhz)
+      .set("cpu_max_mhz", m.cpu_max_mhz)
+      .set("threads_per_core", m.threads_per_core)
       .set("logical_cpus", m.logical_cpus)
       .set("usable_cpus", m.usable_cpus)
       .set("physical_cores", m.physical_cores)
@@ -325,6 +351,8 @@ Json describe(const std::vector<Implementation>& all) {
       .set("chosen_implementation", chosen)
       .set("chosen_because", because)
       .set("compiler", probe::compiler_description())
+      .set("build_flags", probe::build_flags())
+      .set("git_commit", probe::git_commit())
       .set("bulkbloom_version", probe::library_version());
 }
 
@@ -453,6 +481,27 @@ void touch_pages(std::byte* data, std::uint64_t bytes) {
 
 bool above_limit(const Case& c) {
   return !c.limit.empty() && c.keys_per_s > c.limit_per_s();
+}
+
+// The machine's load over the run: load averages at its start and end, and the share of CPU time
+// the hypervisor gave to others (steal) and that anything at all ran (busy, this run included).
+Json conditions(const probe::Load& before, const probe::Load& after) {
+  const auto averages = [](const probe::Load& l) {
+    return Json::array().push(l.load_1min).push(l.load_5min).push(l.load_15min);
+  };
+  const double ticks = static_cast<double>(after.total_ticks - before.total_ticks);
+  const auto share = [&](std::uint64_t from, std::uint64_t to) {
+    return ticks > 0 ? static_cast<double>(to - from) / ticks : 0.0;
+  };
+  return Json::object()
+      .set("load_average_before", averages(before))
+      .set("load_average_after", averages(after))
+      .set("steal_fraction", share(before.steal_ticks, after.steal_ticks))
+      .set("busy_fraction", 1 - share(before.idle_ticks, after.idle_ticks));
+}
+
+void print_notes(const Report& report) {
+  for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
 }
 
 // Measures the whole plan.
@@ -585,7 +634,8 @@ int run_bench(const Arguments& args) {
       .value("keys", "N",
              "keys per call; each run rotates through 64 batches of them (default 65536)")
       .value("repeat", "N",
-             "timed runs per case, for the median and the noise (default 5, the fewest --compare judges)")
+             "timed runs per case, for the median and the noise (default 5, the fewest --compare "
+             "judges)")
       .value("timing", "wall|cpu",
              "time the cases' calls and the probes' rounds by the wall clock (default) or by the "
              "CPU time of their threads, which other work on a shared machine does not inflate")
@@ -615,14 +665,17 @@ int run_bench(const Arguments& args) {
   }
 
   Report report;
-  if (const auto loaded = parser.get("load")) {
+  const std::optional<std::string> loaded = parser.get("load");
+  if (loaded) {
     report = load_report(*loaded);
     // The notes are read from the figures afresh: a newer bulkbloom explains an older report.
     report.notes = bench_report::explain(report);
-  } else {
+  }
+  if (!loaded) {
+    const probe::Machine machine = probe::describe_machine();
     Plan plan;
     plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
-                 : quick ? geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{256} << 20, 4)
+                 : quick             ? quick_sizes(machine.caches)
                          : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
     plan.keys = parser.get_count("keys").value_or(std::uint64_t{1} << 16);
     if (plan.keys == 0) throw UsageError("--keys must be at least 1");
@@ -641,8 +694,13 @@ int run_bench(const Arguments& args) {
     }
     plan.timing = timing == "cpu" ? probe::Timing::cpu : probe::Timing::wall;
     const Options base = backend_options(parser);
-    plan.all_threads =
-        base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
+    const unsigned usable = std::max(1u, machine.usable_cpus);
+    plan.all_threads = base.threads != 0 ? base.threads : usable;
+    if (plan.all_threads > usable) {
+      report.warnings.push_back(
+          std::to_string(plan.all_threads) + " threads share " + std::to_string(usable) +
+          " usable CPUs: the all-threads cases and their limits time threads waiting for a CPU");
+    }
     // Each size holds a probe buffer and one filter of that size at a time, beside the keys.
     const std::uint64_t key_bytes = plan.keys * (kBatchPool * 16 + 1);
     std::uint64_t max_size = UINT64_MAX;
@@ -677,7 +735,7 @@ int run_bench(const Arguments& args) {
     }
     report.date = utc_now();
     report.command = command;
-    report.machine = describe(all);
+    report.machine = describe(machine, all);
     Json sizes = Json::array();
     for (auto s : plan.sizes) sizes.push(s);
     report.settings =
@@ -701,11 +759,22 @@ int run_bench(const Arguments& args) {
                  plan.sizes.size(), size_label(plan.sizes.front()).c_str(),
                  size_label(plan.sizes.back()).c_str(), plan.case_count(),
                  duration_label(estimated_seconds(plan)).c_str());
-    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
-    report.notes = bench_report::explain(report);
-    if (!parser.has("json")) {
-      for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
+    const probe::Load load_before = probe::read_load();
+    if (load_before.load_1min > usable) {
+      report.warnings.push_back(
+          bench_report::format("the load average was %.1f", load_before.load_1min) + " on " +
+          std::to_string(usable) + " usable CPUs when the run began: other work shared the CPUs");
     }
+    for (const auto& warning : report.warnings)
+      std::fprintf(stderr, "bench: WARNING: %s\n", warning.c_str());
+    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
+    report.conditions = conditions(load_before, probe::read_load());
+    report.notes = bench_report::explain(report);
+    if (!parser.has("json")) print_notes(report);
+  } else {
+    print_table_header();
+    for (const Case& c : report.cases) print_case_row(c);
+    print_notes(report);
   }
 
   std::optional<Comparison> comparison;
@@ -719,8 +788,9 @@ int run_bench(const Arguments& args) {
     std::filesystem::create_directory(*dir, error);
     if (error) throw IoError(*dir + ": cannot create the report directory: " + error.message());
     write_file(*dir, "report.json", bench_report::to_json(report, against).dump());
+    write_file(*dir, "report.csv", bench_report::to_csv(report));
     write_file(*dir, "report.html", bench_report::to_html(report, against));
-    std::fprintf(stderr, "bench: wrote %s/report.json and %s/report.html\n", dir->c_str(),
+    std::fprintf(stderr, "bench: wrote report.json, report.csv and report.html in %s\n",
                  dir->c_str());
   }
   return 0;

@@ -43,6 +43,80 @@ Spread paired_limit_spread(const Report& report, const std::string& limit, unsig
   return widest;
 }
 
+std::vector<CacheSize> data_caches(const Json& machine) {
+  std::vector<CacheSize> caches;
+  const Json* listed = machine.find("caches");
+  if (listed == nullptr || listed->kind() != Json::Kind::array) return caches;
+  for (const Json& cache : listed->items()) {
+    const std::string type = cache.at("type").string("cache type");
+    if (type == "Instruction") continue;
+    std::string name = "L";
+    name += cache.at("level").dump(-1);
+    if (type == "Data") name += 'd';
+    caches.push_back({std::move(name), cache.at("size_bytes").whole("cache size_bytes")});
+  }
+  return caches;
+}
+
+namespace {
+
+// The limit of kind `limit` at one size and thread count: the median of the paired probes, or
+// the size's one-off measurement where no case was paired with it.
+double limit_at(const Report& report, const std::string& limit, unsigned threads,
+                std::uint64_t bytes) {
+  if (const double paired = paired_limit(report, limit, threads, bytes); paired > 0) return paired;
+  for (const Limits& l : report.limits) {
+    if (l.threads == threads && l.filter_bytes == bytes) {
+      return limit == "random_read" ? l.random_read_lines_per_s : l.random_rmw_lines_per_s;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Headline headline(const Report& report) {
+  Headline h;
+  std::vector<std::uint64_t> sizes;
+  std::vector<unsigned> threads;
+  for (const Limits& l : report.limits) {
+    sizes.push_back(l.filter_bytes);
+    if (std::find(threads.begin(), threads.end(), l.threads) == threads.end())
+      threads.push_back(l.threads);
+  }
+  for (const Case& c : report.cases) sizes.push_back(c.filter_bytes);
+  if (sizes.empty()) return h;
+  std::sort(sizes.begin(), sizes.end());
+  std::sort(threads.begin(), threads.end());
+  h.largest_bytes = sizes.back();
+  const std::vector<CacheSize> caches = data_caches(report.machine);
+  for (const CacheSize& c : caches) h.last_level_cache = std::max(h.last_level_cache, c.bytes);
+  for (const unsigned t : threads) {
+    h.memory.push_back({t, limit_at(report, "random_read", t, h.largest_bytes),
+                        limit_at(report, "random_rmw", t, h.largest_bytes)});
+  }
+  // A plateau: the largest size inside a cache and above the cache before it.
+  std::uint64_t below = 0;
+  for (const CacheSize& cache : caches) {
+    std::uint64_t inside = 0;
+    for (const std::uint64_t s : sizes) {
+      if (s > below && s <= cache.bytes) inside = s;
+    }
+    if (inside != 0 && !threads.empty()) {
+      h.plateaus.push_back(
+          {cache, inside, limit_at(report, "random_read", threads.front(), inside)});
+    }
+    below = cache.bytes;
+  }
+  for (const Case& c : report.cases) {
+    if (c.role == "best" && c.filter_bytes == h.largest_bytes &&
+        c.operation != "insert_if_absent") {
+      h.best.push_back(&c);
+    }
+  }
+  return h;
+}
+
 std::string size_label(std::uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;
@@ -173,19 +247,10 @@ std::vector<std::string> explain(const Report& report) {
     for (const auto& s : rmw_ahead) sizes += (sizes.empty() ? "" : ", ") + s;
     notes.push_back(
         "The random read-modify-write limit (the median of the probes beside the cases) exceeds "
-        "the "
-        "random read limit at " +
+        "the random read limit at " +
         sizes +
-        ". The two probes share the buffer out as a filter's threads do: readers all read the "
-        "whole buffer, as threads answering contains() do, while each writer works in its own "
-        "slice, as each writing thread of a filter owns a block range. With N threads each "
-        "writer's "
-        "working set is 1/N of the buffer, so where the buffer is near a cache size more of a "
-        "writer's lines stay in cache than a reader's (random reads over a buffer half the size "
-        "with two threads run as fast as the writes, or faster). A filter's writes gain the same, "
-        "so the paired limit is the right one for them. With one thread the two probes cover the "
-        "same lines; in repeated interleaved probes neither leads consistently there, so a write "
-        "above a read with one thread is the machine's noise.");
+        ". Each writer probes its own 1/N slice of the buffer, as a filter's writing threads own "
+        "block ranges, while readers share all of it; with one thread it is noise.");
   }
   // The reference beating the best implementation.
   std::map<std::tuple<std::string, unsigned, std::uint64_t>, const Case*> best;
@@ -205,8 +270,7 @@ std::vector<std::string> explain(const Report& report) {
     std::string list;
     for (const auto& s : slower) list += (list.empty() ? "" : "; ") + s;
     notes.push_back("The scalar reference beats the best implementation beyond noise for " + list +
-                    ". Past the caches both wait on the same memory, and the difference is the "
-                    "machine's drift between the two cases.");
+                    ": past the caches both wait on the same memory.");
   }
   // Writes on all threads slower than on one.
   std::map<std::tuple<std::string, std::string, std::uint64_t>, const Case*> one_thread;
@@ -232,12 +296,9 @@ std::vector<std::string> explain(const Report& report) {
       list += "; and " + std::to_string(split_slower.size() - 6) + " more";
     notes.push_back(
         "Writes on all threads run slower than on one, beyond noise: " + list +
-        ". Each writing thread owns a block range of the filter and reads the whole batch to find "
-        "its keys (insert_if_absent must return the sequential loop's flags), so while the filter "
-        "fits the caches that walk costs about what the split saves, and the threads' hand-off "
-        "is paid on every call. This is why a filter left at the default thread count keeps writes "
-        "to filters under 16 MiB on the calling thread. On a shared machine a second thread also "
-        "waits for a free core.");
+        ". Each writing thread reads the whole batch to find its block range's keys, "
+        "which in the caches costs what the split saves (so a default filter writes "
+        "below 16 MiB on one thread); on a loaded machine a thread also waits for a CPU.");
   }
   // Noisy cases.
   std::size_t noisy = 0;
@@ -251,8 +312,7 @@ std::vector<std::string> explain(const Report& report) {
         std::to_string(noisy) + " of " + std::to_string(report.cases.size()) +
         " cases vary by more than ±10% between their repetitions (up to ±" +
         format("%.0f", 100 * worst) +
-        "%): other work on the machine during the run. --compare flags such a case only when "
-        "all its runs moved past the earlier ones.");
+        "%); --compare flags such a case only when all its runs moved past the earlier ones.");
   }
   // Limits that moved during a case.
   std::size_t drifted = 0;
@@ -264,8 +324,8 @@ std::vector<std::string> explain(const Report& report) {
   }
   if (drifted > 0) {
     notes.push_back("For " + std::to_string(drifted) +
-                    " cases the paired limit moved by more than 20% between the probe before the "
-                    "case and the probe after it: the machine itself changed speed meanwhile.");
+                    " cases the probes before and after the case differ by more than 20%: the "
+                    "machine changed speed meanwhile.");
   }
   return notes;
 }

@@ -73,6 +73,12 @@ struct Report {
   std::vector<std::string> command;  ///< The command line that produced it.
   Json machine;                      ///< The machine and build, as an object of named fields.
   Json settings;                     ///< Sweep parameters, as an object.
+  /// The machine's load during the run (load averages before and after, steal and busy shares),
+  /// as an object; null in a report that does not say.
+  Json conditions;
+  /// What makes the figures less than this machine's (threads beyond the CPUs, a loaded machine):
+  /// shown first, not explained away.
+  std::vector<std::string> warnings;
   std::vector<Limits> limits;
   std::vector<Case> cases;
   std::vector<std::string> notes;  ///< Oddities in the figures, explained.
@@ -114,6 +120,38 @@ struct Comparison {
 /// The cases of `now` that `before` also has (same role, operation, thread count kind and size),
 /// judged by the rule above, and what makes the two reports unlike.
 Comparison compare(const Report& now, const Report& before, std::string against);
+
+/// A data or unified cache of the machine a report describes: "L1d", "L2", "L3".
+struct CacheSize {
+  std::string name;
+  std::uint64_t bytes = 0;
+};
+/// The data and unified caches of a report's machine, by level.
+std::vector<CacheSize> data_caches(const Json& machine);
+
+/// What a reader looks for first, read from a report's figures.
+struct Headline {
+  std::uint64_t largest_bytes = 0;     ///< The largest size measured.
+  std::uint64_t last_level_cache = 0;  ///< The largest cache; 0 when the report does not say.
+  /// Random 64-byte lines/s at the largest size, per thread count: DRAM's limits when that size
+  /// is at least twice the last-level cache.
+  struct Memory {
+    unsigned threads = 1;
+    double read = 0, rmw = 0;
+  };
+  std::vector<Memory> memory;
+  /// Random reads with one thread at the largest size inside each cache (and above the one
+  /// before): the cache's plateau.
+  struct Plateau {
+    CacheSize cache;
+    std::uint64_t at_bytes = 0;
+    double read = 0;
+  };
+  std::vector<Plateau> plateaus;
+  /// The best implementation's insert and contains cases at the largest size.
+  std::vector<const Case*> best;
+};
+Headline headline(const Report& report);
 
 /// "48 cases compared: 2 changed (...), 0 with too few runs to compare, 0 ...": the counts by
 /// verdict, with the rule.

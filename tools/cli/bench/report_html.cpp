@@ -251,16 +251,8 @@ std::vector<std::pair<bool, unsigned>> thread_kinds(const Report& report, const 
 
 std::vector<Mark> cache_marks(const Json& machine) {
   std::vector<Mark> marks;
-  const Json* caches = machine.find("caches");
-  if (caches == nullptr || caches->kind() != Json::Kind::array) return marks;
-  for (const Json& cache : caches->items()) {
-    const std::string type = cache.at("type").string("cache type");
-    if (type == "Instruction") continue;
-    const auto level = static_cast<unsigned>(cache.at("level").number("cache level"));
-    const auto bytes = cache.at("size_bytes").whole("cache size_bytes");
-    marks.push_back(
-        {static_cast<double>(bytes),
-         "L" + std::to_string(level) + (type == "Data" ? "d " : " ") + size_label(bytes)});
+  for (const CacheSize& c : data_caches(machine)) {
+    marks.push_back({static_cast<double>(c.bytes), c.name + " " + size_label(c.bytes)});
   }
   return marks;
 }
@@ -436,6 +428,121 @@ std::string machine_table(const Json& machine) {
   return s + "</table>\n";
 }
 
+// A machine field as text; "" when the report does not have it.
+std::string field(const Json& object, std::string_view key) {
+  const Json* value = object.find(key);
+  if (value == nullptr || value->kind() == Json::Kind::null) return {};
+  return value->kind() == Json::Kind::string ? value->string() : value->dump(-1);
+}
+
+// The figures a reader looks for first: memory's random-line rates, the caches' plateaus and the
+// best implementation at the largest size.
+std::string headline_block(const Report& report) {
+  const Headline h = headline(report);
+  if (h.largest_bytes == 0) return {};
+  const bool past_caches = h.last_level_cache > 0 && h.largest_bytes >= 2 * h.last_level_cache;
+  const std::string where =
+      size_label(h.largest_bytes) +
+      (h.last_level_cache == 0 ? ""
+       : past_caches           ? " (" +
+                           format("%.0f", static_cast<double>(h.largest_bytes) /
+                                              static_cast<double>(h.last_level_cache)) +
+                           "x the last-level cache: DRAM)"
+                     : " (under twice the last-level cache: not a DRAM figure)");
+  std::string s =
+      "<h2>Headline</h2>\n<table class=\"headline\">\n<tr><th>at " + escape(where) + "</th>";
+  for (const auto& m : h.memory) {
+    s += "<th>" + std::to_string(m.threads) + (m.threads == 1 ? " thread" : " threads") + "</th>";
+  }
+  s += "</tr>\n<tr><th>random 64-byte reads</th>";
+  for (const auto& m : h.memory) s += "<td class=\"n\">" + si(m.read) + "lines/s</td>";
+  s += "</tr>\n<tr><th>random read-modify-writes</th>";
+  for (const auto& m : h.memory) s += "<td class=\"n\">" + si(m.rmw) + "lines/s</td>";
+  s += "</tr>\n";
+  for (const char* operation : {"insert", "contains"}) {
+    std::string row;
+    std::string implementation;
+    for (const auto& m : h.memory) {
+      const Case* found = nullptr;
+      for (const Case* c : h.best) {
+        if (c->operation == operation && c->threads == m.threads) found = c;
+      }
+      if (found == nullptr) {
+        row += "<td></td>";
+        continue;
+      }
+      implementation = found->implementation;
+      row +=
+          "<td class=\"n\">" + si(found->keys_per_s) + "keys/s (" +
+          (found->probe_failure
+               ? std::string("probe failure")
+               : format("%.0f%%", 100 * found->keys_per_s / found->limit_per_s()) + " of limit") +
+          ")</td>";
+    }
+    if (!implementation.empty()) {
+      s += "<tr><th>" + std::string(operation) + ", " + escape(implementation) + "</th>" + row +
+           "</tr>\n";
+    }
+  }
+  s += "</table>\n";
+  if (!h.plateaus.empty()) {
+    s += "<p>Cache plateaus (random reads, 1 thread): ";
+    for (std::size_t i = 0; i < h.plateaus.size(); ++i) {
+      const auto& p = h.plateaus[i];
+      s += (i ? "; " : "") + escape(p.cache.name + " " + size_label(p.cache.bytes) + ": " +
+                                    si(p.read) + "lines/s at " + size_label(p.at_bytes));
+    }
+    s += ".</p>\n";
+  }
+  return s;
+}
+
+// Who measured: the CPU exactly, VM or not, clock, cores, memory, build, and the load meanwhile.
+std::string identity_table(const Report& report) {
+  const Json& m = report.machine;
+  const auto row = [](const std::string& name, const std::string& value) {
+    return "<tr><th>" + escape(name) + "</th><td>" + escape(value) + "</td></tr>\n";
+  };
+  std::string caches;
+  for (const CacheSize& c : data_caches(m)) {
+    caches += (caches.empty() ? "" : ", ") + c.name + " " + size_label(c.bytes);
+  }
+  const std::string mhz = field(m, "cpu_mhz"), max_mhz = field(m, "cpu_max_mhz");
+  std::string s = "<h2>Identity</h2>\n<table class=\"identity\">\n";
+  s += row("CPU", field(m, "cpu_model") + " (family " + field(m, "cpu_family") + ", model " +
+                      field(m, "cpu_model_number") + ", stepping " + field(m, "cpu_stepping") +
+                      ", microcode " + field(m, "microcode") + ")");
+  s += row("virtual machine", field(m, "virtual_machine") == "true"    ? "yes (hypervisor flag)"
+                              : field(m, "virtual_machine") == "false" ? "no"
+                                                                       : "");
+  s += row("clock", mhz + " MHz now" +
+                        (max_mhz.empty() || max_mhz == "0" ? "" : ", " + max_mhz + " MHz max"));
+  s += row("CPUs", field(m, "logical_cpus") + " logical (" + field(m, "usable_cpus") +
+                       " usable), " + field(m, "physical_cores") + " cores, " +
+                       field(m, "threads_per_core") + " threads a core, " + field(m, "sockets") +
+                       " sockets, " + field(m, "numa_nodes") + " NUMA nodes");
+  const Json* memory = m.find("memory_bytes");
+  s += row("memory", (memory ? size_label(memory->whole("memory_bytes")) : "") +
+                         ", transparent huge pages " + field(m, "transparent_hugepages"));
+  s += row("caches", caches);
+  s +=
+      row("build", "bulkbloom " + field(m, "bulkbloom_version") + ", commit " +
+                       field(m, "git_commit") + ", " + field(m, "compiler") + ", " +
+                       field(m, "build_flags") + "; measured " + field(m, "chosen_implementation"));
+  if (report.conditions.kind() == Json::Kind::object) {
+    const Json& c = report.conditions;
+    const auto percent = [&](std::string_view key) {
+      const Json* v = c.find(key);
+      return v ? format("%.1f%%", 100 * v->number(key)) : std::string();
+    };
+    s += row("load during the run", "load average " + field(c, "load_average_before") +
+                                        " before, " + field(c, "load_average_after") +
+                                        " after; CPUs busy " + percent("busy_fraction") +
+                                        ", stolen by the hypervisor " + percent("steal_fraction"));
+  }
+  return s + "</table>\n";
+}
+
 }  // namespace
 
 std::string to_html(const Report& report, const Comparison* comparison) {
@@ -463,21 +570,21 @@ std::string to_html(const Report& report, const Comparison* comparison) {
       "</style>\n</head>\n<body>\n";
   s += "<h1>bulkbloom bench: " + escape(cpu) + "</h1>\n";
   s += "<p>Measured " + escape(report.date) + " with <code>" + escape(command) + "</code>.</p>\n";
-  s +=
-      "<p>Each key of insert, contains and insert_if_absent touches one 64-byte line of the filter "
-      "at random, so each case is drawn beside this machine's random-line limits over a buffer of "
-      "the filter's size: random reads (the limit for contains) and random read-modify-writes "
-      "(the limit for the writes), measured with the case's thread count right before and after "
-      "the case. The limit curves are the medians of those probes at each size. Figures are "
-      "medians of repeated runs; hover over a point for its value and noise.</p>\n";
-  s += "<h2>Machine</h2>\n" + machine_table(report.machine);
+  for (const auto& warning : report.warnings) {
+    s += "<p class=\"warning\">Warning: " + escape(warning) + "</p>\n";
+  }
+  s += headline_block(report) + identity_table(report);
+  s += "<h2>Keys per second</h2>\n<p>Each key touches one random 64-byte line of the filter, so "
+       "each case is drawn beside the random-line limit over a buffer of its size (reads for "
+       "contains, read-modify-writes for the writes), probed with its threads right before and "
+       "after it and timed as it is. Points are medians; bars span the runs (cases) and the "
+       "probes' quartiles (limits).</p>\n";
+  for (const std::string& role : roles_of(report)) s += role_plot(report, role);
   if (!report.notes.empty()) {
     s += "<h2>Reading the figures</h2>\n<ul>\n";
     for (const auto& note : report.notes) s += "<li>" + escape(note) + "</li>\n";
     s += "</ul>\n";
   }
-  s += "<h2>Keys per second</h2>\n";
-  for (const std::string& role : roles_of(report)) s += role_plot(report, role);
   if (comparison != nullptr) {
     s += "<h2>Against an earlier report</h2>\n";
     for (const auto& warning : comparison->warnings) {
@@ -524,7 +631,9 @@ std::string to_html(const Report& report, const Comparison* comparison) {
          si(l.seq_read_bytes_per_s) + "B</td><td class=\"n\">" + percent_or_blank(l.huge_pages) +
          "</td></tr>\n";
   }
-  s += "</table>\n</body>\n</html>\n";
+  s += "</table>\n";
+  s += "<h2>Machine</h2>\n" + machine_table(report.machine);
+  s += "</body>\n</html>\n";
   return s;
 }
 

@@ -46,6 +46,8 @@ Json to_json(const Report& report, const Comparison* comparison) {
   root.set("command", strings(report.command));
   root.set("machine", report.machine);
   root.set("settings", report.settings);
+  root.set("conditions", report.conditions);
+  root.set("warnings", strings(report.warnings));
   Json limits = Json::array();
   for (const Limits& l : report.limits) {
     limits.push(Json::object()
@@ -127,6 +129,11 @@ Report from_json(const Json& json) {
   report.machine = json.at("machine");
   report.machine.members("machine");
   report.settings = json.at("settings");
+  report.settings.members("settings");
+  report.conditions = json.at("conditions");
+  for (const Json& warning : json.at("warnings").items("warnings")) {
+    report.warnings.push_back(warning.string("warning"));
+  }
   for (const Json& l : json.at("limits").items("limits")) {
     report.limits.push_back({l.at("filter_bytes").whole("limits filter_bytes"),
                              static_cast<unsigned>(l.at("threads").whole("limits threads")),
