@@ -626,9 +626,13 @@ int run_bench(const Arguments& args) {
       "filter sizes from 16 KiB to 4 GiB (x4 steps, capped by free memory), each beside this\n"
       "machine's random 64-byte read or read-modify-write rate over a buffer of the filter's "
       "size,\n"
-      "measured right before and after it. Figures are medians of repeated runs; their spread is\n"
-      "the noise that --compare allows for.");
-  parser.flag("quick", "a short sweep (about a minute): fewer sizes, shorter runs")
+      "measured right before and after it and timed as it is. Figures are medians of repeated\n"
+      "runs; --compare flags a case when its runs and the earlier ones do not overlap and the\n"
+      "medians differ by more than 5%.");
+  parser
+      .flag("quick",
+            "a short sweep (a few minutes): sizes around the caches, up to max(4x the last "
+            "level, 256 MiB); shorter runs")
       .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
       .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
       .value("keys", "N",
@@ -639,9 +643,10 @@ int run_bench(const Arguments& args) {
       .value("timing", "wall|cpu",
              "time the cases' calls and the probes' rounds by the wall clock (default) or by the "
              "CPU time of their threads, which other work on a shared machine does not inflate")
-      .value("report", "DIR", "write DIR/report.json and DIR/report.html")
-      .value("compare", "OLD.json", "print and plot the ratios against an earlier report.json")
-      .value("load", "REPORT.json", "take the figures from a report instead of measuring")
+      .value("report", "DIR", "write DIR/report.json, DIR/report.csv and DIR/report.html")
+      .value("compare", "OLD.json", "judge each case against an earlier report.json")
+      .value("load", "REPORT.json",
+             "print (and with --report redraw) a report instead of measuring")
       .flag("json",
             "print one JSON object per implementation, size and thread count instead of a table");
   add_backend_options(parser);

@@ -455,9 +455,9 @@ std::string headline_block(const Report& report) {
     s += "<th>" + std::to_string(m.threads) + (m.threads == 1 ? " thread" : " threads") + "</th>";
   }
   s += "</tr>\n<tr><th>random 64-byte reads</th>";
-  for (const auto& m : h.memory) s += "<td class=\"n\">" + si(m.read) + "lines/s</td>";
+  for (const auto& m : h.memory) s += "<td class=\"n\">" + si(m.read) + " lines/s</td>";
   s += "</tr>\n<tr><th>random read-modify-writes</th>";
-  for (const auto& m : h.memory) s += "<td class=\"n\">" + si(m.rmw) + "lines/s</td>";
+  for (const auto& m : h.memory) s += "<td class=\"n\">" + si(m.rmw) + " lines/s</td>";
   s += "</tr>\n";
   for (const char* operation : {"insert", "contains"}) {
     std::string row;
@@ -490,7 +490,7 @@ std::string headline_block(const Report& report) {
     for (std::size_t i = 0; i < h.plateaus.size(); ++i) {
       const auto& p = h.plateaus[i];
       s += (i ? "; " : "") + escape(p.cache.name + " " + size_label(p.cache.bytes) + ": " +
-                                    si(p.read) + "lines/s at " + size_label(p.at_bytes));
+                                    si(p.read) + " lines/s at " + size_label(p.at_bytes));
     }
     s += ".</p>\n";
   }
@@ -507,7 +507,19 @@ std::string identity_table(const Report& report) {
   for (const CacheSize& c : data_caches(m)) {
     caches += (caches.empty() ? "" : ", ") + c.name + " " + size_label(c.bytes);
   }
-  const std::string mhz = field(m, "cpu_mhz"), max_mhz = field(m, "cpu_max_mhz");
+  // Numbers as people write them, not as JSON keeps them (2596.1199999999999).
+  const auto number = [](const Json& object, std::string_view key, const char* fmt) {
+    const Json* v = object.find(key);
+    return v != nullptr && v->kind() == Json::Kind::number ? format(fmt, v->number()) : "";
+  };
+  const auto averages = [](const Json& object, std::string_view key) {
+    const Json* v = object.find(key);
+    std::string text;
+    if (v == nullptr || v->kind() != Json::Kind::array) return text;
+    for (const Json& a : v->items()) text += (text.empty() ? "" : " ") + format("%.2f", a.number());
+    return text;
+  };
+  const std::string mhz = number(m, "cpu_mhz", "%.0f"), max_mhz = number(m, "cpu_max_mhz", "%.0f");
   std::string s = "<h2>Identity</h2>\n<table class=\"identity\">\n";
   s += row("CPU", field(m, "cpu_model") + " (family " + field(m, "cpu_family") + ", model " +
                       field(m, "cpu_model_number") + ", stepping " + field(m, "cpu_stepping") +
@@ -519,7 +531,7 @@ std::string identity_table(const Report& report) {
                         (max_mhz.empty() || max_mhz == "0" ? "" : ", " + max_mhz + " MHz max"));
   s += row("CPUs", field(m, "logical_cpus") + " logical (" + field(m, "usable_cpus") +
                        " usable), " + field(m, "physical_cores") + " cores, " +
-                       field(m, "threads_per_core") + " threads a core, " + field(m, "sockets") +
+                       field(m, "threads_per_core") + " threads per core, " + field(m, "sockets") +
                        " sockets, " + field(m, "numa_nodes") + " NUMA nodes");
   const Json* memory = m.find("memory_bytes");
   s += row("memory", (memory ? size_label(memory->whole("memory_bytes")) : "") +
@@ -535,8 +547,8 @@ std::string identity_table(const Report& report) {
       const Json* v = c.find(key);
       return v ? format("%.1f%%", 100 * v->number(key)) : std::string();
     };
-    s += row("load during the run", "load average " + field(c, "load_average_before") +
-                                        " before, " + field(c, "load_average_after") +
+    s += row("load during the run", "load average " + averages(c, "load_average_before") +
+                                        " before, " + averages(c, "load_average_after") +
                                         " after; CPUs busy " + percent("busy_fraction") +
                                         ", stolen by the hypervisor " + percent("steal_fraction"));
   }
