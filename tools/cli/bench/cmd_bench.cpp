@@ -631,7 +631,7 @@ int run_bench(const Arguments& args) {
       "medians differ by more than 5%.");
   parser
       .flag("quick",
-            "a short sweep (a few minutes): sizes around the caches, up to max(4x the last "
+            "a short sweep (about a minute): sizes around the caches, up to max(4x the last "
             "level, 256 MiB); shorter runs")
       .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
       .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
