@@ -1,5 +1,7 @@
 #include "probe/machine.hpp"
 
+#include "build_id.hpp"  // BULKBLOOM_GIT_COMMIT, written by build_id.cmake at each build
+
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -42,6 +44,24 @@ std::string field_of(const fs::path& path, const std::string& key) {
     }
   }
   return {};
+}
+
+// The value after "key:" on the first line of `path` whose name (before the colon) is exactly
+// `key`: /proc/cpuinfo has both "model" and "model name".
+std::string exact_field_of(const fs::path& path, const std::string& key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon != std::string::npos && trim(line.substr(0, colon)) == key) {
+      return trim(line.substr(colon + 1));
+    }
+  }
+  return {};
+}
+
+// A whole number, or -1 for empty text.
+int number_or_unknown(const std::string& text) {
+  return text.empty() ? -1 : static_cast<int>(std::strtol(text.c_str(), nullptr, 0));
 }
 
 // The leading decimal number of `text`; 0 when there is none.
@@ -165,6 +185,16 @@ std::uint64_t available_memory_bytes() {
 Machine describe_machine() {
   Machine m;
   m.cpu_model = field_of("/proc/cpuinfo", "model name");
+  m.cpu_family = number_or_unknown(exact_field_of("/proc/cpuinfo", "cpu family"));
+  m.cpu_model_number = number_or_unknown(exact_field_of("/proc/cpuinfo", "model"));
+  m.cpu_stepping = number_or_unknown(exact_field_of("/proc/cpuinfo", "stepping"));
+  m.microcode = exact_field_of("/proc/cpuinfo", "microcode");
+  std::stringstream flags(exact_field_of("/proc/cpuinfo", "flags"));
+  for (std::string flag; flags >> flag;) m.virtual_machine |= flag == "hypervisor";
+  m.cpu_mhz = std::strtod(exact_field_of("/proc/cpuinfo", "cpu MHz").c_str(), nullptr);
+  m.cpu_max_mhz = static_cast<double>(number_of(
+                      first_line("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"))) /
+                  1000;
   const std::vector<unsigned> online = parse_cpu_list(first_line("/sys/devices/system/cpu/online"));
   m.logical_cpus = static_cast<unsigned>(online.size());
   cpu_set_t mask;
@@ -179,6 +209,7 @@ Machine describe_machine() {
     packages.insert(package);
   }
   m.physical_cores = static_cast<unsigned>(cores.size());
+  if (m.physical_cores > 0) m.threads_per_core = m.logical_cpus / m.physical_cores;
   m.sockets = static_cast<unsigned>(packages.size());
   m.caches = read_caches(online);
   m.memory_bytes = parse_size(field_of("/proc/meminfo", "MemTotal")) << 10;
@@ -201,6 +232,30 @@ Machine describe_machine() {
   return m;
 }
 
+double huge_page_coverage(const void* begin, std::uint64_t bytes) {
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps || bytes == 0) return -1;
+  const auto first = reinterpret_cast<std::uintptr_t>(begin);
+  const std::uintptr_t last = first + bytes;
+  double huge_bytes = 0;
+  std::uintptr_t start = 0, end = 0;  // the mapping whose fields are being read
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's header: "7f12a0000000-7f12a8000000 rw-p ...".
+    const auto dash = line.find('-');
+    if (dash != std::string::npos && dash > 0 &&
+        line.find_first_not_of("0123456789abcdef") == dash) {
+      start = std::stoull(line.substr(0, dash), nullptr, 16);
+      end = std::stoull(line.substr(dash + 1), nullptr, 16);
+      continue;
+    }
+    if (!line.starts_with("AnonHugePages:") || end <= first || start >= last) continue;
+    const double overlap =
+        static_cast<double>(std::min(end, last) - std::max(start, first)) / (end - start);
+    huge_bytes += overlap * static_cast<double>(number_of(trim(line.substr(14))) << 10);
+  }
+  return std::min(1.0, huge_bytes / static_cast<double>(bytes));
+}
+
 std::string compiler_description() {
 #if defined(__clang__)
   return "Clang " __clang_version__;
@@ -209,6 +264,33 @@ std::string compiler_description() {
 #else
   return "unknown compiler";
 #endif
+}
+
+Load read_load() {
+  Load load;
+  std::ifstream loadavg("/proc/loadavg");
+  loadavg >> load.load_1min >> load.load_5min >> load.load_15min;
+  // "cpu  user nice system idle iowait irq softirq steal guest guest_nice" (guest time is
+  // counted in user and nice already).
+  std::ifstream stat("/proc/stat");
+  std::string label;
+  std::uint64_t ticks[8] = {};
+  stat >> label;
+  for (auto& t : ticks) stat >> t;
+  if (label == "cpu") {
+    for (auto t : ticks) load.total_ticks += t;
+    load.idle_ticks = ticks[3] + ticks[4];
+    load.steal_ticks = ticks[7];
+  }
+  return load;
+}
+
+std::string git_commit() {
+  return BULKBLOOM_GIT_COMMIT;
+}
+
+std::string build_flags() {
+  return BULKBLOOM_BUILD_FLAGS;
 }
 
 std::string library_version() {

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
-#include <latch>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -20,6 +20,8 @@ constexpr std::uint64_t kLine = 64;
 constexpr std::uint64_t kHugePage = std::uint64_t{2} << 20;
 // Lines per timed pass, as many as keys in the benchmarks' small batches.
 constexpr std::size_t kPassLines = std::size_t{1} << 16;
+// Rounds a probe times at least, however long they take: a median needs a few.
+constexpr std::size_t kMinRounds = 3;
 
 }  // namespace
 
@@ -59,36 +61,6 @@ class MemoryProbe::Buffer {
 
 namespace {
 
-// Runs `pass(thread, lines_done)` on `threads` threads until `seconds` have passed. A pass
-// returns the seconds it spent on the measured work and adds its units of work to `lines_done`;
-// what it does outside that (drawing the next addresses) is not counted. Returns the units per
-// second summed over the threads.
-template <class Pass>
-double rate(unsigned threads, double seconds, const Pass& pass) {
-  std::vector<std::uint64_t> done(threads, 0);
-  std::vector<double> busy(threads, 0);
-  std::latch start(threads + 1);
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> workers;
-  for (unsigned t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      start.arrive_and_wait();
-      // At least one pass each: a thread that got no core before `stop` would otherwise have no
-      // time to divide its (zero) lines by.
-      do {
-        busy[t] += pass(t, done[t]);
-      } while (!stop.load(std::memory_order_relaxed));
-    });
-  }
-  start.arrive_and_wait();
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& w : workers) w.join();
-  double total = 0;
-  for (unsigned t = 0; t < threads; ++t) total += static_cast<double>(done[t]) / busy[t];
-  return total;
-}
-
 double thread_cpu_seconds() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -105,6 +77,47 @@ double seconds_of(const Work& work, Timing timing = Timing::wall) {
   const auto begin = std::chrono::steady_clock::now();
   work();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+}
+
+// Runs rounds of one pass per thread on `threads` threads until `seconds` have passed (and at
+// least kMinRounds rounds). Each thread first calls `prepare(thread)` (untimed: drawing the next
+// addresses), then all start together and each times `pass(thread)`, which returns its units of
+// work. A round's rate is the units of all threads over the time of the slowest: the wall time
+// the round took (or, by CPU time, the most CPU time one thread spent), so threads that share a
+// core are never counted as if each had one. Returns every round's rate, in order.
+template <class Prepare, class Pass>
+std::vector<double> round_rates(unsigned threads, double seconds, Timing timing,
+                                const Prepare& prepare, const Pass& pass) {
+  using Clock = std::chrono::steady_clock;
+  std::vector<double> units(threads, 0), times(threads, 0), rates;
+  bool stop = false;
+  const auto start = Clock::now();
+  // Runs on the last thread to arrive at the end of a round, while the others wait.
+  const auto end_round = [&]() noexcept {
+    double total = 0, slowest = 0;
+    for (unsigned t = 0; t < threads; ++t) {
+      total += units[t];
+      slowest = std::max(slowest, times[t]);
+    }
+    if (slowest > 0) rates.push_back(total / slowest);
+    stop = rates.size() >= kMinRounds &&
+           std::chrono::duration<double>(Clock::now() - start).count() >= seconds;
+  };
+  std::barrier<decltype(end_round)> round_end(threads, end_round);
+  std::barrier<> round_start(threads);
+  const auto work = [&](unsigned t) {
+    do {
+      prepare(t);
+      round_start.arrive_and_wait();
+      times[t] = seconds_of([&] { units[t] = static_cast<double>(pass(t)); }, timing);
+      round_end.arrive_and_wait();
+    } while (!stop);
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < threads; ++t) workers.emplace_back(work, t);
+  work(0);
+  for (auto& w : workers) w.join();
+  return rates;
 }
 
 // Word offsets of kPassLines random lines. Drawn afresh before every pass, outside the timing:
@@ -153,13 +166,28 @@ std::uint64_t touch_lines(std::uint64_t* words, const std::uint64_t* offsets) {
   return sum0 + sum1;
 }
 
+// The median and quartiles of a probe's round rates.
+ProbeRate summarize(std::vector<double> rates) {
+  ProbeRate r;
+  r.passes = rates.size();
+  if (rates.empty()) return r;
+  std::sort(rates.begin(), rates.end());
+  const auto at = [&](double q) { return rates[static_cast<std::size_t>(q * (rates.size() - 1))]; };
+  const std::size_t n = rates.size();
+  r.per_s = n % 2 == 1 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
+  r.low = at(0.25);
+  r.high = at(0.75);
+  return r;
+}
+
 // Random lines per second over `buffer`: the best of relying on out-of-order execution alone and
-// prefetching 32, 64 or 128 lines ahead. Which wins depends on the level the buffer lives in and
-// on the minute: on the development machine 128 ahead read a 32 MiB buffer at 2.8 ns/line where
-// 32 ahead gave 3.8-4.2, and 32 or 64 ahead were best for 512 MiB.
+// prefetching 32, 64 or 128 lines ahead, each variant run for a quarter of `seconds` and read as
+// the median of its passes. Which wins depends on the level the buffer lives in and on the
+// minute: on the development machine 128 ahead read a 32 MiB buffer at 2.8 ns/line where 32
+// ahead gave 3.8-4.2, and 32 or 64 ahead were best for 512 MiB.
 template <bool kWrite, class Buffer>  // MemoryProbe::Buffer, private to the probe
-double random_lines_per_s(const Buffer& buffer, unsigned threads, double seconds, Timing timing,
-                          std::vector<std::uint64_t>& sinks) {
+ProbeRate random_lines(const Buffer& buffer, unsigned threads, double seconds, Timing timing,
+                       std::vector<std::uint64_t>& sinks) {
   // Readers share the whole buffer, as threads reading a filter do. Writers each get a slice, as
   // the filter's writing threads each own a block range: lines written by two cores at once
   // would bounce between their caches, which no bulk operation does.
@@ -169,24 +197,26 @@ double random_lines_per_s(const Buffer& buffer, unsigned threads, double seconds
     const std::uint64_t end = kWrite ? buffer.lines() * (t + 1) / threads : buffer.lines();
     draws.emplace_back(0x5EED0000 + t, first, std::max<std::uint64_t>(end - first, 1));
   }
+  std::vector<const std::uint64_t*> offsets(threads);
   const auto measure = [&]<std::size_t kAhead>() {
-    return rate(threads, seconds / 4, [&](unsigned t, std::uint64_t& done) {
-      const std::uint64_t* offsets = draws[t].draw();
-      done += kPassLines;
-      return seconds_of(
-          [&] { sinks[t * 8] += touch_lines<kWrite, kAhead>(buffer.words(), offsets); }, timing);
-    });
+    return summarize(round_rates(
+        threads, seconds / 4, timing, [&](unsigned t) { offsets[t] = draws[t].draw(); },
+        [&](unsigned t) {
+          sinks[t * 8] += touch_lines<kWrite, kAhead>(buffer.words(), offsets[t]);
+          return kPassLines;
+        }));
   };
-  return std::max({measure.template operator()<0>(), measure.template operator()<32>(),
-                   measure.template operator()<64>(), measure.template operator()<128>()});
+  const ProbeRate variants[] = {measure.template operator()<0>(), measure.template operator()<32>(),
+                                measure.template operator()<64>(),
+                                measure.template operator()<128>()};
+  return *std::max_element(
+      std::begin(variants), std::end(variants),
+      [](const ProbeRate& a, const ProbeRate& b) { return a.per_s < b.per_s; });
 }
 
-// Clamps a probe's thread count to the machine's hardware threads: each thread's rate is its
-// lines over its own passes' time, summed, so threads beyond the cores would each time passes
-// that ran while the others waited, and count a core several times.
-unsigned probe_threads(unsigned threads) {
+unsigned checked_threads(unsigned threads) {
   if (threads == 0) throw std::invalid_argument("threads must be at least 1");
-  return std::min(threads, std::max(1u, std::thread::hardware_concurrency()));
+  return threads;
 }
 
 // The sums are results the compiler must keep.
@@ -216,44 +246,61 @@ MemoryProbe::MemoryProbe(std::span<std::byte> memory) {
 
 MemoryProbe::~MemoryProbe() = default;
 
-double MemoryProbe::random_read_lines_per_s(unsigned threads, double seconds) {
-  threads = probe_threads(threads);
+const void* MemoryProbe::data() const {
+  return buffer_->words();
+}
+
+std::uint64_t MemoryProbe::bytes() const {
+  return buffer_->bytes();
+}
+
+ProbeRate MemoryProbe::random_read(unsigned threads, double seconds) {
+  threads = checked_threads(threads);
   std::vector<std::uint64_t> sinks(threads * 8, 0);  // a line per thread: no false sharing
-  const double rate = random_lines_per_s<false>(*buffer_, threads, seconds, timing_, sinks);
+  const ProbeRate rate = random_lines<false>(*buffer_, threads, seconds, timing_, sinks);
   keep(sinks);
   return rate;
+}
+
+ProbeRate MemoryProbe::random_rmw(unsigned threads, double seconds) {
+  threads = checked_threads(threads);
+  std::vector<std::uint64_t> sinks(threads * 8, 0);
+  const ProbeRate rate = random_lines<true>(*buffer_, threads, seconds, timing_, sinks);
+  keep(sinks);
+  return rate;
+}
+
+double MemoryProbe::random_read_lines_per_s(unsigned threads, double seconds) {
+  return random_read(threads, seconds).per_s;
 }
 
 double MemoryProbe::random_rmw_lines_per_s(unsigned threads, double seconds) {
-  threads = probe_threads(threads);
-  std::vector<std::uint64_t> sinks(threads * 8, 0);
-  const double rate = random_lines_per_s<true>(*buffer_, threads, seconds, timing_, sinks);
-  keep(sinks);
-  return rate;
+  return random_rmw(threads, seconds).per_s;
 }
 
 double MemoryProbe::seq_read_bytes_per_s(unsigned threads, double seconds) {
-  threads = probe_threads(threads);
+  threads = checked_threads(threads);
   std::vector<std::uint64_t> sinks(threads * 8, 0);
   const Buffer& buffer = *buffer_;
   // Each thread streams its own slice; four sums keep the adds off the critical path.
-  const double bytes_per_s = rate(threads, seconds, [&](unsigned t, std::uint64_t& done) {
+  const auto pass = [&](unsigned t) {
     const std::uint64_t words = buffer.bytes() / 8;
     const std::uint64_t begin = words * t / threads, end = words * (t + 1) / threads;
     const std::uint64_t* w = buffer.words();
-    done += (end - begin) * 8;
-    return seconds_of([&] {
-      std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i = begin;
-      for (; i + 4 <= end; i += 4) {
-        s0 += w[i];
-        s1 += w[i + 1];
-        s2 += w[i + 2];
-        s3 += w[i + 3];
-      }
-      for (; i < end; ++i) s0 += w[i];
-      sinks[t * 8] += s0 + s1 + s2 + s3;
-    });
-  });
+    std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, i = begin;
+    for (; i + 4 <= end; i += 4) {
+      s0 += w[i];
+      s1 += w[i + 1];
+      s2 += w[i + 2];
+      s3 += w[i + 3];
+    }
+    for (; i < end; ++i) s0 += w[i];
+    sinks[t * 8] += s0 + s1 + s2 + s3;
+    return (end - begin) * 8;
+  };
+  const double bytes_per_s = summarize(round_rates(
+                                           threads, seconds, timing_, [](unsigned) {}, pass))
+                                 .per_s;
   keep(sinks);
   return bytes_per_s;
 }
@@ -268,7 +315,7 @@ HardwareLimits MemoryProbe::measure(unsigned threads, double seconds) {
 
 HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads,
                                        double seconds) {
-  probe_threads(threads);  // the argument check, before a buffer is allocated
+  checked_threads(threads);  // the argument check, before a buffer is allocated
   return MemoryProbe(buffer_bytes).measure(threads, seconds);
 }
 

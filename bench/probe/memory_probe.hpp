@@ -10,8 +10,20 @@
 
 namespace bulkbloom::probe {
 
-/// Rates measured over one buffer, summed over the probe's threads (each thread's work over the
-/// time of its own timed passes).
+/// How every rate here is timed: in rounds, each thread doing one pass of work and all starting
+/// together; a round's rate is the work of all threads over the time of the slowest (so threads
+/// sharing a core are not counted as if each had one), and a probe's rate is the median of its
+/// rounds' rates, as a benchmark case's is the median of its calls.
+///
+/// A random probe's rate, over the rounds of its best prefetch variant.
+struct ProbeRate {
+  double per_s = 0;        ///< The median round's rate.
+  double low = 0;          ///< The first quartile of the rounds' rates.
+  double high = 0;         ///< The third quartile.
+  std::size_t passes = 0;  ///< Rounds timed.
+};
+
+/// Rates measured over one buffer, by all the probe's threads together.
 struct HardwareLimits {
   /// Independent random 64-byte reads per second (one load per line, many lines in flight), all
   /// threads over the whole buffer.
@@ -46,13 +58,21 @@ class MemoryProbe {
   MemoryProbe(const MemoryProbe&) = delete;
   MemoryProbe& operator=(const MemoryProbe&) = delete;
 
-  /// All three rates with `threads` threads, each probe running about `seconds`. More threads
-  /// than the machine has hardware threads measure as many as it has. Throws
-  /// std::invalid_argument if `threads` == 0.
+  /// All three rates with `threads` threads, each probe running about `seconds`. Threads beyond
+  /// the usable CPUs share them, and the rates say so. Throws std::invalid_argument if
+  /// `threads` == 0.
   HardwareLimits measure(unsigned threads, double seconds = 0.25);
+  /// The probed memory.
+  const void* data() const;
+  std::uint64_t bytes() const;
   /// Times the random probes that follow by `timing` (Timing::wall unless set).
   void set_timing(Timing timing) { timing_ = timing; }
 
+  /// Random 64-byte reads with `threads` threads, each of the four prefetch variants run for at
+  /// least `seconds` / 4 (and 3 rounds); the variant with the best median.
+  ProbeRate random_read(unsigned threads, double seconds);
+  /// Random read-modify-writes, as random_read().
+  ProbeRate random_rmw(unsigned threads, double seconds);
   /// HardwareLimits::random_read_lines_per_s alone, measured for about `seconds`.
   double random_read_lines_per_s(unsigned threads, double seconds);
   /// HardwareLimits::random_rmw_lines_per_s alone, measured for about `seconds`.
@@ -67,10 +87,9 @@ class MemoryProbe {
 };
 
 /// Measures the three rates over a freshly allocated `buffer_bytes` buffer (2 MiB pages requested,
-/// as for filters) with `threads` threads, each probe running about `seconds`. More threads than
-/// the machine has hardware threads measure as many as it has: they cannot move more lines.
-/// Throws std::invalid_argument if `buffer_bytes` < 64 or `threads` == 0, std::bad_alloc if the
-/// buffer cannot be had.
+/// as for filters) with `threads` threads, each probe running about `seconds`. Throws
+/// std::invalid_argument if `buffer_bytes` < 64 or `threads` == 0, std::bad_alloc if the buffer
+/// cannot be had.
 HardwareLimits measure_hardware_limits(std::uint64_t buffer_bytes, unsigned threads = 1,
                                        double seconds = 0.25);
 

@@ -17,11 +17,12 @@
 #include <span>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/args.hpp"
-#include "cli/bench/bench_report.hpp"
+#include "cli/bench/report_csv.hpp"
+#include "cli/bench/report_html.hpp"
+#include "cli/bench/report_json.hpp"
 #include "cli/commands.hpp"
 #include "cli/errors.hpp"
 #include "cli/filter_options.hpp"
@@ -53,6 +54,7 @@ struct Plan {
   double run_seconds = 0;     // each timed run repeats its call for at least this long
   double probe_seconds = 0;   // each paired probe
   double limits_seconds = 0;  // each of the three probes of a size's limit curves
+  probe::Timing timing = probe::Timing::wall;  // of the cases' calls and the probes' rounds
 
   std::vector<unsigned> thread_counts(const std::string& role) const {
     if (role == "gpu" || all_threads == 1) return {all_threads};
@@ -157,6 +159,25 @@ std::vector<std::uint64_t> geometric_sizes(std::uint64_t first, std::uint64_t la
   return sizes;
 }
 
+// A quick sweep's sizes, placed around this machine's data caches: half of each (inside it), then
+// twice the last level and at least 256 MiB (past it, in DRAM). Without caches described, the
+// sizes a sweep of x16 steps would take.
+std::vector<std::uint64_t> quick_sizes(const std::vector<probe::Cache>& caches) {
+  std::vector<std::uint64_t> sizes;
+  std::uint64_t last_level = 0;
+  for (const probe::Cache& c : caches) {
+    if (c.type == "Instruction" || c.size_bytes < 2048) continue;
+    sizes.push_back(c.size_bytes / 2);
+    last_level = std::max(last_level, c.size_bytes);
+  }
+  if (sizes.empty()) return {16 << 10, 256 << 10, 4 << 20, 64 << 20, 256 << 20};
+  sizes.push_back(2 * last_level);
+  sizes.push_back(std::max(4 * last_level, std::uint64_t{256} << 20));
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+  return sizes;
+}
+
 std::vector<std::uint64_t> random_keys(std::uint64_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
   detail::SplitMix64 rng(seed);
@@ -182,21 +203,34 @@ class BatchPool {
   std::uint64_t per_batch_;
 };
 
+// CPU seconds of this process's threads so far.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 // keys/s of one timed run: `call(batch)` on the pool's batches in turn until `seconds` have
-// passed, each call timed on its own; the rate is the batch over the median call. On a shared
-// machine a call the scheduler interrupts also times the other processes' turn; the median call
-// is one that ran throughout, as the memory probes' short timed passes are.
+// passed, each call timed on its own; the rate is the batch over the median call, as a memory
+// probe's rate is the median of its timed rounds. On a shared machine a call the scheduler
+// interrupts also times the other processes' turn; the median call is one that ran throughout.
+// By CPU time a call takes the CPU seconds the process spent in it over the filter's `threads`:
+// what each thread ran for, as the probe's CPU timing takes its threads' CPU time.
 template <typename Call>
-double timed_run(const BatchPool& pool, std::uint64_t keys, double seconds, const Call& call) {
+double timed_run(const BatchPool& pool, std::uint64_t keys, double seconds, probe::Timing timing,
+                 unsigned threads, const Call& call) {
   using Clock = std::chrono::steady_clock;
   std::vector<double> calls;
   const auto start = Clock::now();
   auto end = start;
   do {
     const auto begin = end;
+    const double cpu_begin = timing == probe::Timing::cpu ? process_cpu_seconds() : 0;
     call(pool.batch(calls.size()));
     end = Clock::now();
-    calls.push_back(std::chrono::duration<double>(end - begin).count());
+    calls.push_back(timing == probe::Timing::cpu
+                        ? (process_cpu_seconds() - cpu_begin) / threads
+                        : std::chrono::duration<double>(end - begin).count());
   } while (std::chrono::duration<double>(end - start).count() < seconds);
   std::nth_element(calls.begin(), calls.begin() + calls.size() / 2, calls.end());
   return static_cast<double>(keys) / calls[calls.size() / 2];
@@ -207,7 +241,8 @@ void set_median_and_noise(Case& c) {
   std::sort(sorted.begin(), sorted.end());
   const std::size_t n = sorted.size();
   c.keys_per_s = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  c.noise = (sorted.back() - sorted.front()) / 2 / c.keys_per_s;
+  // One run has no spread to read: its noise is unknown, not 0.
+  c.noise = n < 2 ? std::nan("") : (sorted.back() - sorted.front()) / 2 / c.keys_per_s;
 }
 
 // The live line on stderr: which case runs, how many are done, and the time left.
@@ -254,8 +289,7 @@ std::string choice_reason(const std::string& chosen, const std::vector<Implement
   return "the best CPU target of this build that this CPU runs (of " + list + ")";
 }
 
-Json describe(const std::vector<Implementation>& all) {
-  const probe::Machine m = probe::describe_machine();
+Json describe(const probe::Machine& m, const std::vector<Implementation>& all) {
   Json caches = Json::array();
   for (const probe::Cache& c : m.caches) {
     caches.push(Json::object()
@@ -292,6 +326,14 @@ Json describe(const std::vector<Implementation>& all) {
   }
   return Json::object()
       .set("cpu_model", m.cpu_model)
+      .set("cpu_family", m.cpu_family)
+      .set("cpu_model_number", m.cpu_model_number)
+      .set("cpu_stepping", m.cpu_stepping)
+      .set("microcode", m.microcode)
+      .set("virtual_machine", m.virtual_machine)
+      .set("cpu_mhz", m.cpu_mhz)
+      .set("cpu_max_mhz", m.cpu_max_mhz)
+      .set("threads_per_core", m.threads_per_core)
       .set("logical_cpus", m.logical_cpus)
       .set("usable_cpus", m.usable_cpus)
       .set("physical_cores", m.physical_cores)
@@ -309,6 +351,8 @@ Json describe(const std::vector<Implementation>& all) {
       .set("chosen_implementation", chosen)
       .set("chosen_because", because)
       .set("compiler", probe::compiler_description())
+      .set("build_flags", probe::build_flags())
+      .set("git_commit", probe::git_commit())
       .set("bulkbloom_version", probe::library_version());
 }
 
@@ -353,6 +397,113 @@ void print_json_row(const Report& report, std::uint64_t keys) {
   s.print(true, stdout);
 }
 
+// One row of the text table: a case beside its limit.
+void print_case_row(const Case& c) {
+  const bool host = !c.limit.empty();
+  std::string percent = "-";
+  if (c.probe_failure) {
+    percent = "probe failure";
+  } else if (host) {
+    percent = std::to_string(std::lround(100 * c.keys_per_s / c.limit_per_s())) + "%";
+  }
+  const std::string noise =
+      std::isnan(c.noise) ? "?" : bench_report::format("%.1f%%", 100 * c.noise);
+  std::printf("%9s  %-16s %-16s %7u | %8s/s %6s | %8s/s %-5s %6s\n",
+              size_label(c.filter_bytes).c_str(), c.implementation.c_str(), c.operation.c_str(),
+              c.threads, si(c.keys_per_s).c_str(), noise.c_str(),
+              host ? si(c.limit_per_s()).c_str() : "-",
+              host ? (c.operation == "contains" ? "read" : "RMW") : "", percent.c_str());
+}
+
+void print_table_header() {
+  std::printf("%9s  %-16s %-16s %7s | %10s %6s | %10s %-5s %6s\n", "filter", "implementation",
+              "operation", "threads", "keys/s", "noise", "limit/s", "", "%limit");
+}
+
+// Buffers a sweep shares between its cases.
+struct SweepKeys {
+  BatchPool inserted;  // random keys
+  BatchPool mixed;     // half of those, half never inserted, at random positions
+  std::vector<std::uint8_t> flags;
+};
+
+// The runs of case `c` on `filter`, between the paired probes of its limit.
+void measure_case(Case& c, Filter& filter, probe::MemoryProbe& memory, const Plan& plan,
+                  SweepKeys& keys) {
+  const std::string& op = c.operation;
+  const unsigned threads = filter.threads();
+  const bool host = !c.limit.empty();
+  const auto paired = [&] {
+    return op == "contains" ? memory.random_read(threads, plan.probe_seconds)
+                            : memory.random_rmw(threads, plan.probe_seconds);
+  };
+  if (host) {
+    const probe::ProbeRate before = paired();
+    c.limit_before = before.per_s;
+    c.limit_before_spread = {before.low, before.high};
+  }
+  // One untimed call first: the pool's threads awake, the code and the batch's lines in place.
+  const BatchPool& warm_pool = op == "insert" ? keys.inserted : keys.mixed;
+  if (op == "insert") {
+    filter.insert(warm_pool.batch(0));
+  } else if (op == "contains") {
+    filter.contains(warm_pool.batch(0), keys.flags);
+  } else {
+    filter.insert_if_absent(warm_pool.batch(0), keys.flags);
+  }
+  c.runs.clear();
+  for (unsigned r = 0; r < plan.repetitions; ++r) {
+    const auto run = [&](const BatchPool& pool, const auto& call) {
+      c.runs.push_back(timed_run(pool, plan.keys, plan.run_seconds, plan.timing, threads, call));
+    };
+    if (op == "insert") {
+      run(keys.inserted, [&](auto batch) { filter.insert(batch); });
+    } else if (op == "contains") {
+      run(keys.mixed, [&](auto batch) { filter.contains(batch, keys.flags); });
+    } else {
+      run(keys.mixed, [&](auto batch) { filter.insert_if_absent(batch, keys.flags); });
+    }
+  }
+  if (host) {
+    const probe::ProbeRate after = paired();
+    c.limit_after = after.per_s;
+    c.limit_after_spread = {after.low, after.high};
+  }
+  set_median_and_noise(c);
+}
+
+// Writes each 4 KiB page of [data, data + bytes) with the byte it holds: the pages are faulted
+// in and the contents unchanged.
+void touch_pages(std::byte* data, std::uint64_t bytes) {
+  volatile std::byte* page = data;
+  for (std::uint64_t i = 0; i < bytes; i += 4096) page[i] = page[i];
+}
+
+bool above_limit(const Case& c) {
+  return !c.limit.empty() && c.keys_per_s > c.limit_per_s();
+}
+
+// The machine's load over the run: load averages at its start and end, and the share of CPU time
+// the hypervisor gave to others (steal) and that anything at all ran (busy, this run included).
+Json conditions(const probe::Load& before, const probe::Load& after) {
+  const auto averages = [](const probe::Load& l) {
+    return Json::array().push(l.load_1min).push(l.load_5min).push(l.load_15min);
+  };
+  const double ticks = static_cast<double>(after.total_ticks - before.total_ticks);
+  const auto share = [&](std::uint64_t from, std::uint64_t to) {
+    return ticks > 0 ? static_cast<double>(to - from) / ticks : 0.0;
+  };
+  return Json::object()
+      .set("load_average_before", averages(before))
+      .set("load_average_after", averages(after))
+      .set("steal_fraction", share(before.steal_ticks, after.steal_ticks))
+      .set("busy_fraction", 1 - share(before.idle_ticks, after.idle_ticks));
+}
+
+void print_notes(const Report& report) {
+  for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
+}
+
 // Measures the whole plan.
 void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uint64_t>& keys,
                Report& report, bool json_lines, bool text_table) {
@@ -361,23 +512,22 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
   for (std::size_t i = 0; i < mixed_keys.size(); ++i) {
     if ((mixed_keys[i] >> 63) != 0) mixed_keys[i] = keys[i];
   }
-  const BatchPool inserted(keys, plan.keys), mixed(std::move(mixed_keys), plan.keys);
-  std::vector<std::uint8_t> flags(plan.keys);
+  SweepKeys pools{BatchPool(keys, plan.keys), BatchPool(std::move(mixed_keys), plan.keys),
+                  std::vector<std::uint8_t>(plan.keys)};
   const double estimate = estimated_seconds(plan);
   Progress progress(stderr_is_terminal(), plan.case_count(), estimate);
   std::size_t done = 0;
-  if (text_table) {
-    std::printf("%9s  %-16s %-16s %7s | %10s %6s | %10s %-5s %6s\n", "filter", "implementation",
-                "operation", "threads", "keys/s", "noise", "limit/s", "", "%limit");
-  }
+  if (text_table) print_table_header();
   for (const std::uint64_t bytes : plan.sizes) {
     progress.show(done, size_label(bytes) + ": probing the memory");
     probe::MemoryProbe memory(bytes);
+    memory.set_timing(plan.timing);
     for (const unsigned threads : plan.thread_counts("best")) {
       const probe::HardwareLimits l = memory.measure(threads, plan.limits_seconds);
       report.limits.push_back({bytes, threads, threads == plan.all_threads && threads > 1,
                                l.random_read_lines_per_s, l.random_rmw_lines_per_s,
-                               l.seq_read_bytes_per_s});
+                               l.seq_read_bytes_per_s,
+                               probe::huge_page_coverage(memory.data(), memory.bytes())});
     }
     for (const auto& [role, name] : plan.implementations) {
       for (const unsigned threads : plan.thread_counts(role)) {
@@ -386,6 +536,14 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
         options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
         options.threads = threads;
         Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
+        // Every page faulted in before anything is timed: the first run of a large write case
+        // measured the kernel's page faults (0.1 M keys/s at 64 MiB, 270 M/s after).
+        const bool host_memory = role != "gpu";
+        if (host_memory) touch_pages(filter.view().data(), filter.layout().size_bytes());
+        const double huge_pages =
+            host_memory
+                ? probe::huge_page_coverage(filter.view().data(), filter.layout().size_bytes())
+                : -1;
         for (const char* operation : bench_report::kOperations) {
           const std::string op = operation;
           progress.show(
@@ -394,46 +552,21 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
           c.implementation = filter.implementation();
           c.role = role;
           c.operation = op;
-          c.threads = role == "gpu" ? 1 : threads;
+          c.threads = role == "gpu" ? 1 : filter.threads();
           c.all_threads = role != "gpu" && threads == plan.all_threads && threads > 1;
           c.filter_bytes = filter.layout().size_bytes();
           c.keys_per_call = plan.keys;
-          const bool host = role != "gpu";
-          const auto paired = [&] {
-            return op == "contains" ? memory.random_read_lines_per_s(threads, plan.probe_seconds)
-                                    : memory.random_rmw_lines_per_s(threads, plan.probe_seconds);
-          };
-          if (host) {
-            c.limit = op == "contains" ? "random_read" : "random_rmw";
-            c.limit_before = paired();
+          c.huge_pages = huge_pages;
+          if (role != "gpu") c.limit = op == "contains" ? "random_read" : "random_rmw";
+          measure_case(c, filter, memory, plan, pools);
+          // Above the limit it is read against: one of the two measurements is wrong. Both are
+          // taken again; a case still above is marked as the probe's failure.
+          if (above_limit(c)) {
+            c.remeasured = true;
+            measure_case(c, filter, memory, plan, pools);
+            c.probe_failure = above_limit(c);
           }
-          for (unsigned r = 0; r < plan.repetitions; ++r) {
-            if (op == "insert") {
-              c.runs.push_back(timed_run(inserted, plan.keys, plan.run_seconds,
-                                         [&](auto batch) { filter.insert(batch); }));
-            } else if (op == "contains") {
-              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds,
-                                         [&](auto batch) { filter.contains(batch, flags); }));
-            } else {
-              c.runs.push_back(timed_run(mixed, plan.keys, plan.run_seconds, [&](auto batch) {
-                filter.insert_if_absent(batch, flags);
-              }));
-            }
-          }
-          if (host) c.limit_after = paired();
-          set_median_and_noise(c);
-          if (text_table) {
-            std::printf(
-                "%9s  %-16s %-16s %7u | %8s/s %5.1f%% | %8s/s %-5s %6s\n",
-                size_label(c.filter_bytes).c_str(), c.implementation.c_str(), op.c_str(), c.threads,
-                si(c.keys_per_s).c_str(), 100 * c.noise, host ? si(c.limit_per_s()).c_str() : "-",
-                host ? (op == "contains" ? "read" : "RMW") : "",
-                host ? (std::to_string(
-                            static_cast<int>(std::lround(100 * c.keys_per_s / c.limit_per_s()))) +
-                        "%")
-                           .c_str()
-                     : "-");
-          }
+          if (text_table) print_case_row(c);
           std::fflush(stdout);
           report.cases.push_back(std::move(c));
           ++done;
@@ -467,19 +600,19 @@ void write_file(const std::filesystem::path& dir, const std::string& name,
 }
 
 void print_comparison(const Comparison& comparison) {
-  std::size_t flagged = 0;
-  for (const auto& d : comparison.differences) flagged += d.flagged ? 1 : 0;
-  std::printf("\nAgainst %s (%s, %s): %zu cases, %zu differ beyond noise\n",
-              comparison.against.c_str(), comparison.against_cpu.c_str(),
-              comparison.against_date.c_str(), comparison.differences.size(), flagged);
-  std::printf("%-9s %-16s %7s %9s | %8s %7s | %10s\n", "role", "operation", "threads", "filter",
-              "now/then", "noise", "limit now/then");
+  for (const auto& warning : comparison.warnings) {
+    std::fprintf(stderr, "bench: WARNING: %s\n", warning.c_str());
+  }
+  std::printf("\nAgainst %s (%s, %s): %s\n", comparison.against.c_str(),
+              comparison.against_cpu.c_str(), comparison.against_date.c_str(),
+              bench_report::summary(comparison).c_str());
+  std::printf("%-9s %-16s %7s %9s | %8s | %10s | %s\n", "role", "operation", "threads", "filter",
+              "now/then", "limit now/then", "verdict");
   for (const auto& d : comparison.differences) {
-    std::printf(
-        "%-9s %-16s %7s %9s | %7.3fx %6.1f%% | %10s%s\n", d.role.c_str(), d.operation.c_str(),
-        d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio, 100 * d.noise,
-        d.limit_ratio > 0 ? (std::to_string(d.limit_ratio).substr(0, 5) + "x").c_str() : "-",
-        d.flagged ? "  <- beyond noise" : "");
+    std::printf("%-9s %-16s %7s %9s | %7.3fx | %14s | %s%s\n", d.role.c_str(), d.operation.c_str(),
+                d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio,
+                d.limit_ratio > 0 ? bench_report::format("%.3fx", d.limit_ratio).c_str() : "-",
+                d.verdict.c_str(), d.flagged ? "  <-" : "");
   }
 }
 
@@ -493,18 +626,27 @@ int run_bench(const Arguments& args) {
       "filter sizes from 16 KiB to 4 GiB (x4 steps, capped by free memory), each beside this\n"
       "machine's random 64-byte read or read-modify-write rate over a buffer of the filter's "
       "size,\n"
-      "measured right before and after it. Figures are medians of repeated runs; their spread is\n"
-      "the noise that --compare allows for.");
-  parser.flag("quick", "a short sweep (about a minute): fewer sizes, shorter runs")
+      "measured right before and after it and timed as it is. Figures are medians of repeated\n"
+      "runs; --compare flags a case when its runs and the earlier ones do not overlap and the\n"
+      "medians differ by more than 5%.");
+  parser
+      .flag("quick",
+            "a short sweep (about a minute): sizes around the caches, up to max(4x the last "
+            "level, 256 MiB); shorter runs")
       .value("sizes", "LIST", "filter sizes, comma-separated: 16K, 4M, 1G (a bare number is MiB)")
       .value("max-size", "SIZE", "leave out sizes above SIZE (default: what free memory allows)")
       .value("keys", "N",
              "keys per call; each run rotates through 64 batches of them (default 65536)")
       .value("repeat", "N",
-             "timed runs per case, for the median and the noise (default 5; --quick 3)")
-      .value("report", "DIR", "write DIR/report.json and DIR/report.html")
-      .value("compare", "OLD.json", "print and plot the ratios against an earlier report.json")
-      .value("load", "REPORT.json", "take the figures from a report instead of measuring")
+             "timed runs per case, for the median and the noise (default 5, the fewest --compare "
+             "judges)")
+      .value("timing", "wall|cpu",
+             "time the cases' calls and the probes' rounds by the wall clock (default) or by the "
+             "CPU time of their threads, which other work on a shared machine does not inflate")
+      .value("report", "DIR", "write DIR/report.json, DIR/report.csv and DIR/report.html")
+      .value("compare", "OLD.json", "judge each case against an earlier report.json")
+      .value("load", "REPORT.json",
+             "print (and with --report redraw) a report instead of measuring")
       .flag("json",
             "print one JSON object per implementation, size and thread count instead of a table");
   add_backend_options(parser);
@@ -528,27 +670,42 @@ int run_bench(const Arguments& args) {
   }
 
   Report report;
-  if (const auto loaded = parser.get("load")) {
+  const std::optional<std::string> loaded = parser.get("load");
+  if (loaded) {
     report = load_report(*loaded);
     // The notes are read from the figures afresh: a newer bulkbloom explains an older report.
     report.notes = bench_report::explain(report);
-  } else {
+  }
+  if (!loaded) {
+    const probe::Machine machine = probe::describe_machine();
     Plan plan;
     plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
-                 : quick ? geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{256} << 20, 4)
+                 : quick             ? quick_sizes(machine.caches)
                          : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
     plan.keys = parser.get_count("keys").value_or(std::uint64_t{1} << 16);
     if (plan.keys == 0) throw UsageError("--keys must be at least 1");
-    plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(quick ? 3 : 5));
+    plan.repetitions = static_cast<unsigned>(parser.get_count("repeat").value_or(5));
     if (plan.repetitions == 0 || plan.repetitions > 1000) {
       throw UsageError("--repeat must be between 1 and 1000");
     }
     plan.run_seconds = quick ? 0.04 : 0.1;
-    plan.probe_seconds = quick ? 0.04 : 0.1;
-    plan.limits_seconds = quick ? 0.04 : 0.1;
+    // A random probe runs four prefetch variants, each for a quarter of its time: at least 50 ms
+    // each, also in a quick sweep, or a probe is a few passes and one preempted pass moves it.
+    plan.probe_seconds = quick ? 0.2 : 0.4;
+    plan.limits_seconds = plan.probe_seconds;
+    const std::string timing = parser.get("timing").value_or("wall");
+    if (timing != "wall" && timing != "cpu") {
+      throw UsageError("--timing: '" + timing + "' is neither wall nor cpu");
+    }
+    plan.timing = timing == "cpu" ? probe::Timing::cpu : probe::Timing::wall;
     const Options base = backend_options(parser);
-    plan.all_threads =
-        base.threads != 0 ? base.threads : std::max(1u, std::thread::hardware_concurrency());
+    const unsigned usable = std::max(1u, machine.usable_cpus);
+    plan.all_threads = base.threads != 0 ? base.threads : usable;
+    if (plan.all_threads > usable) {
+      report.warnings.push_back(
+          std::to_string(plan.all_threads) + " threads share " + std::to_string(usable) +
+          " usable CPUs: the all-threads cases and their limits time threads waiting for a CPU");
+    }
     // Each size holds a probe buffer and one filter of that size at a time, beside the keys.
     const std::uint64_t key_bytes = plan.keys * (kBatchPool * 16 + 1);
     std::uint64_t max_size = UINT64_MAX;
@@ -583,7 +740,7 @@ int run_bench(const Arguments& args) {
     }
     report.date = utc_now();
     report.command = command;
-    report.machine = describe(all);
+    report.machine = describe(machine, all);
     Json sizes = Json::array();
     for (auto s : plan.sizes) sizes.push(s);
     report.settings =
@@ -593,6 +750,7 @@ int run_bench(const Arguments& args) {
             .set("repetitions", plan.repetitions)
             .set("run_seconds", plan.run_seconds)
             .set("paired_probe_seconds", plan.probe_seconds)
+            .set("timing", timing)
             .set("all_threads", plan.all_threads)
             .set("shape", "sb512")
             .set("batches",
@@ -606,11 +764,22 @@ int run_bench(const Arguments& args) {
                  plan.sizes.size(), size_label(plan.sizes.front()).c_str(),
                  size_label(plan.sizes.back()).c_str(), plan.case_count(),
                  duration_label(estimated_seconds(plan)).c_str());
-    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
-    report.notes = bench_report::explain(report);
-    if (!parser.has("json")) {
-      for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
+    const probe::Load load_before = probe::read_load();
+    if (load_before.load_1min > usable) {
+      report.warnings.push_back(
+          bench_report::format("the load average was %.1f", load_before.load_1min) + " on " +
+          std::to_string(usable) + " usable CPUs when the run began: other work shared the CPUs");
     }
+    for (const auto& warning : report.warnings)
+      std::fprintf(stderr, "bench: WARNING: %s\n", warning.c_str());
+    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
+    report.conditions = conditions(load_before, probe::read_load());
+    report.notes = bench_report::explain(report);
+    if (!parser.has("json")) print_notes(report);
+  } else {
+    print_table_header();
+    for (const Case& c : report.cases) print_case_row(c);
+    print_notes(report);
   }
 
   std::optional<Comparison> comparison;
@@ -624,8 +793,9 @@ int run_bench(const Arguments& args) {
     std::filesystem::create_directory(*dir, error);
     if (error) throw IoError(*dir + ": cannot create the report directory: " + error.message());
     write_file(*dir, "report.json", bench_report::to_json(report, against).dump());
+    write_file(*dir, "report.csv", bench_report::to_csv(report));
     write_file(*dir, "report.html", bench_report::to_html(report, against));
-    std::fprintf(stderr, "bench: wrote %s/report.json and %s/report.html\n", dir->c_str(),
+    std::fprintf(stderr, "bench: wrote report.json, report.csv and report.html in %s\n",
                  dir->c_str());
   }
   return 0;

@@ -249,6 +249,19 @@ double Json::number(std::string_view what) const {
   return number_;
 }
 
+std::uint64_t Json::whole(std::string_view what) const {
+  const double value = number(what);
+  if (value < 0 || value != std::floor(value)) {
+    throw std::runtime_error(std::string(what) + " is not a whole number");
+  }
+  return static_cast<std::uint64_t>(value);
+}
+
+bool Json::boolean(std::string_view what) const {
+  if (kind_ != Kind::boolean) throw std::runtime_error(std::string(what) + " is not true or false");
+  return boolean_;
+}
+
 const std::string& Json::string(std::string_view what) const {
   if (kind_ != Kind::string) throw std::runtime_error(std::string(what) + " is not a string");
   return string_;

@@ -31,6 +31,9 @@ class Json {
   Kind kind() const { return kind_; }
   /// The value; throws std::runtime_error naming `what` if this is not a number / string / ...
   double number(std::string_view what = "value") const;
+  /// A number that is a whole, non-negative count.
+  std::uint64_t whole(std::string_view what = "value") const;
+  bool boolean(std::string_view what = "value") const;
   const std::string& string(std::string_view what = "value") const;
   const std::vector<Json>& items(std::string_view what = "value") const;
   const std::vector<std::pair<std::string, Json>>& members(std::string_view what = "value") const;

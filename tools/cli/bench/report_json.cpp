@@ -1,0 +1,175 @@
+#include "cli/bench/report_json.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace bulkbloom::cli::bench_report {
+namespace {
+
+Json strings(const std::vector<std::string>& values) {
+  Json array = Json::array();
+  for (const auto& v : values) array.push(v);
+  return array;
+}
+
+Json numbers(const std::vector<double>& values) {
+  Json array = Json::array();
+  for (double v : values) array.push(v);
+  return array;
+}
+Json quartiles(const Spread& spread) {
+  return Json::array().push(spread.low).push(spread.high);
+}
+
+Spread spread(const Json& json, std::string_view what) {
+  const auto& items = json.items(what);
+  if (items.size() != 2) throw std::runtime_error(std::string(what) + " is not [low, high]");
+  return {items[0].number(what), items[1].number(what)};
+}
+
+// A fraction that may be unknown (negative): null in JSON.
+Json fraction(double value) {
+  return value < 0 ? Json() : Json(value);
+}
+
+double fraction(const Json& json, std::string_view what) {
+  return json.kind() == Json::Kind::null ? -1 : json.number(what);
+}
+
+}  // namespace
+
+Json to_json(const Report& report, const Comparison* comparison) {
+  Json root = Json::object();
+  root.set("schema", "bulkbloom-bench-report");
+  root.set("schema_version", kSchemaVersion);
+  root.set("date", report.date);
+  root.set("command", strings(report.command));
+  root.set("machine", report.machine);
+  root.set("settings", report.settings);
+  root.set("conditions", report.conditions);
+  root.set("warnings", strings(report.warnings));
+  Json limits = Json::array();
+  for (const Limits& l : report.limits) {
+    limits.push(Json::object()
+                    .set("filter_bytes", l.filter_bytes)
+                    .set("threads", l.threads)
+                    .set("all_threads", l.all_threads)
+                    .set("random_read_lines_per_s", l.random_read_lines_per_s)
+                    .set("random_rmw_lines_per_s", l.random_rmw_lines_per_s)
+                    .set("seq_read_bytes_per_s", l.seq_read_bytes_per_s)
+                    .set("huge_pages", fraction(l.huge_pages)));
+  }
+  root.set("limits", std::move(limits));
+  Json cases = Json::array();
+  for (const Case& c : report.cases) {
+    Json item = Json::object()
+                    .set("implementation", c.implementation)
+                    .set("role", c.role)
+                    .set("operation", c.operation)
+                    .set("threads", c.threads)
+                    .set("all_threads", c.all_threads)
+                    .set("filter_bytes", c.filter_bytes)
+                    .set("keys_per_call", c.keys_per_call)
+                    .set("runs_keys_per_s", numbers(c.runs))
+                    .set("keys_per_s", c.keys_per_s)
+                    .set("noise", std::isnan(c.noise) ? Json() : Json(c.noise))
+                    .set("limit", c.limit)
+                    .set("limit_before_lines_per_s", c.limit_before)
+                    .set("limit_before_quartiles", quartiles(c.limit_before_spread))
+                    .set("limit_after_lines_per_s", c.limit_after)
+                    .set("limit_after_quartiles", quartiles(c.limit_after_spread))
+                    .set("remeasured", c.remeasured)
+                    .set("probe_failure", c.probe_failure)
+                    .set("huge_pages", fraction(c.huge_pages));
+    if (!c.limit.empty()) item.set("fraction_of_limit", c.keys_per_s / c.limit_per_s());
+    cases.push(std::move(item));
+  }
+  root.set("cases", std::move(cases));
+  root.set("notes", strings(report.notes));
+  if (comparison != nullptr) {
+    Json differences = Json::array();
+    for (const Difference& d : comparison->differences) {
+      differences.push(Json::object()
+                           .set("role", d.role)
+                           .set("operation", d.operation)
+                           .set("all_threads", d.all_threads)
+                           .set("filter_bytes", d.filter_bytes)
+                           .set("ratio", d.ratio)
+                           .set("limit_ratio", d.limit_ratio)
+                           .set("verdict", d.verdict)
+                           .set("flagged", d.flagged));
+    }
+    root.set("comparison", Json::object()
+                               .set("against", comparison->against)
+                               .set("against_date", comparison->against_date)
+                               .set("against_cpu", comparison->against_cpu)
+                               .set("rule", summary(*comparison))
+                               .set("warnings", strings(comparison->warnings))
+                               .set("differences", std::move(differences)));
+  }
+  return root;
+}
+
+Report from_json(const Json& json) {
+  if (json.kind() != Json::Kind::object || json.find("schema") == nullptr ||
+      json.at("schema").kind() != Json::Kind::string ||
+      json.at("schema").string() != "bulkbloom-bench-report") {
+    throw std::runtime_error(
+        "not a bulkbloom bench report (no \"schema\": \"bulkbloom-bench-report\")");
+  }
+  const double version = json.at("schema_version").number("schema_version");
+  if (version != kSchemaVersion) {
+    throw std::runtime_error("report schema version " + format("%g", version) +
+                             ", this bulkbloom reads version " + std::to_string(kSchemaVersion));
+  }
+  Report report;
+  report.date = json.at("date").string("date");
+  for (const Json& arg : json.at("command").items("command"))
+    report.command.push_back(arg.string("command"));
+  report.machine = json.at("machine");
+  report.machine.members("machine");
+  report.settings = json.at("settings");
+  report.settings.members("settings");
+  report.conditions = json.at("conditions");
+  for (const Json& warning : json.at("warnings").items("warnings")) {
+    report.warnings.push_back(warning.string("warning"));
+  }
+  for (const Json& l : json.at("limits").items("limits")) {
+    report.limits.push_back({l.at("filter_bytes").whole("limits filter_bytes"),
+                             static_cast<unsigned>(l.at("threads").whole("limits threads")),
+                             l.at("all_threads").boolean("limits all_threads"),
+                             l.at("random_read_lines_per_s").number("random_read_lines_per_s"),
+                             l.at("random_rmw_lines_per_s").number("random_rmw_lines_per_s"),
+                             l.at("seq_read_bytes_per_s").number("seq_read_bytes_per_s"),
+                             fraction(l.at("huge_pages"), "limits huge_pages")});
+  }
+  for (const Json& item : json.at("cases").items("cases")) {
+    Case c;
+    c.implementation = item.at("implementation").string("implementation");
+    c.role = item.at("role").string("role");
+    c.operation = item.at("operation").string("operation");
+    c.threads = static_cast<unsigned>(item.at("threads").whole("threads"));
+    c.all_threads = item.at("all_threads").boolean("all_threads");
+    c.filter_bytes = item.at("filter_bytes").whole("filter_bytes");
+    c.keys_per_call = item.at("keys_per_call").whole("keys_per_call");
+    for (const Json& r : item.at("runs_keys_per_s").items("runs_keys_per_s")) {
+      c.runs.push_back(r.number("runs_keys_per_s"));
+    }
+    c.keys_per_s = item.at("keys_per_s").number("keys_per_s");
+    const Json& noise = item.at("noise");
+    c.noise = noise.kind() == Json::Kind::null ? std::nan("") : noise.number("noise");
+    c.limit = item.at("limit").string("limit");
+    c.limit_before = item.at("limit_before_lines_per_s").number("limit_before_lines_per_s");
+    c.limit_before_spread = spread(item.at("limit_before_quartiles"), "limit_before_quartiles");
+    c.limit_after = item.at("limit_after_lines_per_s").number("limit_after_lines_per_s");
+    c.limit_after_spread = spread(item.at("limit_after_quartiles"), "limit_after_quartiles");
+    c.remeasured = item.at("remeasured").boolean("remeasured");
+    c.probe_failure = item.at("probe_failure").boolean("probe_failure");
+    c.huge_pages = fraction(item.at("huge_pages"), "huge_pages");
+    report.cases.push_back(std::move(c));
+  }
+  for (const Json& note : json.at("notes").items("notes"))
+    report.notes.push_back(note.string("note"));
+  return report;
+}
+}  // namespace bulkbloom::cli::bench_report

@@ -1,0 +1,17 @@
+// The bench report as JSON (docs/BENCH_REPORT.md describes the fields).
+#pragma once
+
+#include "cli/bench/json.hpp"
+#include "cli/bench/report.hpp"
+
+namespace bulkbloom::cli::bench_report {
+
+/// Bumped whenever a field changes meaning or goes away; readers refuse other versions.
+inline constexpr int kSchemaVersion = 2;
+
+/// The report, and the comparison when there is one, as a JSON document.
+Json to_json(const Report& report, const Comparison* comparison);
+/// Reads a report written by to_json. Throws std::runtime_error naming what is wrong.
+Report from_json(const Json& json);
+
+}  // namespace bulkbloom::cli::bench_report
