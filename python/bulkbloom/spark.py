@@ -13,26 +13,30 @@ exactly the records that ``bulkbloom dedup`` drops when it reads the same record
 layout: a filter of S shards gives the bits and answers of the one filter (docs/DESIGN.md §9).
 
 How it runs
-    1. Routing (one Spark job, run when ``dedup``, ``dedup_and_write`` or ``build`` is called): every record gets a row
-       id (``monotonically_increasing_id``: the partition index in the upper bits, the row within
-       the partition below), its shard and its order values. Where the filter's hash is XXH64
-       with seed 42 (``SPARK_SEED``, which new filters get), the shard is a Spark SQL
-       expression: Spark's ``xxhash64`` is that hash, and docs/DESIGN.md §9's formula is
-       computed in 64-bit integers split so that nothing overflows; for any other layout (a
-       carried filter keeps its seed) it is ``bulkbloom.shard_of`` in a vectorised Arrow
-       function. Only the key, the row id, the order values and the shard are shuffled, never
-       whole records, hash-partitioned so that each shard has a partition, and so a task, of
-       its own. The task (``mapInArrow``) gathers its shard's rows in its Python worker, sorts
-       them by (order, row id), opens that shard's file of the current generation (or an empty
-       shard), runs ``insert_if_absent``, saves the shard under a name unique to the task
-       attempt, writes the row ids it dropped, sorted, beside it, and returns one row naming
-       both files.
+    1. Routing (one Spark job, run when ``dedup``, ``dedup_and_write`` or ``build`` is
+       called): every record gets a row id (``monotonically_increasing_id``: the partition index
+       in the upper bits, the row within the partition below), its shard and its order values.
+       Where the filter's hash is XXH64 with seed 42 (``SPARK_SEED``, which new filters get),
+       Spark computes the key's hash itself (Spark's ``xxhash64`` is that hash) and the shard
+       from it (docs/DESIGN.md §9's formula in 64-bit integers split so that nothing
+       overflows), and the hash, not the key, is shuffled: 8 bytes whatever the key, a UUID
+       string as an int64; the shard task inserts the hashes into its shard's bits under the
+       identity hash, which sets the bits the keys would. For any other layout (a carried
+       filter keeps its seed) the shard is ``bulkbloom.shard_of`` in a vectorised Arrow
+       function and the key is shuffled, as it is for a window's shards. Only the hash (or
+       key), the row id and the order values are shuffled, never whole records,
+       hash-partitioned so that each shard has a partition, and so a task, of its own. The task
+       (``mapInArrow``) gathers its shard's rows in its Python worker, sorts them by (order, row
+       id), opens that shard's file of the current generation (or an empty shard), runs
+       ``insert_if_absent``, saves the shard under a name unique to the task attempt, writes the
+       row ids it dropped, sorted, beside it, and returns one row naming both files.
     2. Staging (the driver, after every shard's task succeeded): the files the successful
        attempts named become a complete new generation in the job's work directory. ``dedup``
        and ``build`` commit it at once (below); ``dedup_and_write`` only after step 3's write
        ("Committing a run").
     3. Filtering (lazy, in the returned DataFrame, or in ``dedup_and_write``'s write job): each
-       input partition is read again with the same row ids. When the run dropped at most ``broadcast_drops`` rows (default: as many as
+       input partition is read again with the same row ids. When the run dropped at most
+       ``broadcast_drops`` rows (default: as many as
        ``spark.sql.autoBroadcastJoinThreshold`` holds at 8 bytes a row id, 1,310,720 at its
        default 10 MiB; the broadcast took about 80 bytes of Spark's storage memory a dropped
        row in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every
@@ -52,8 +56,14 @@ What is assumed of the input
     partitions in turn, each from its first row) as the records' order. Spark packs the files of
     a file source into partitions largest first, so to mean "the files in name order, each from its
     first row", pass ``order`` explicitly (e.g. a column with the file's name or date and one with
-    the row's position). After a shuffle, or on a source that reads differently each time,
-    checkpoint or write the input first. Rows with equal ``order`` values keep their row-id order.
+    the row's position). Rows with equal ``order`` values keep their row-id order. The physical
+    plan is checked before anything runs: a shuffle in it (``repartition``, a join, an
+    aggregation, a sort: a reducer takes its blocks in the order they arrive), a
+    non-deterministic expression (``rand()``, a UDF marked so) or an RDD Spark calls
+    indeterminate make ``dedup`` read the input from ``df.localCheckpoint()``, with a warning
+    logged (``unstable_input="error"``: a ValueError instead). What no plan shows, a source
+    whose data changes between the two reads (files replaced, a table written to), is not
+    checked: keep the input still while the job runs.
 
 Sliding windows (``window=``, ``time=``)
     With ``dedup_and_write(..., window=T)`` each shard is a ``bulkbloom.WindowShard`` of one
@@ -147,7 +157,7 @@ try:
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyspark import TaskContext
+    from pyspark import SparkContext, TaskContext
     from pyspark.sql import Column, DataFrame
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -359,18 +369,94 @@ def _key_kind(df: DataFrame, key: str) -> str:
     )
 
 
-def _order_columns(order: OrderLike) -> List[Column]:
+class _OrderTerm(NamedTuple):
+    """One term of ``order``: the values it sorts by, and how."""
+
+    values: Column
+    descending: bool
+    nulls_first: bool
+
+
+def _order_terms(order: OrderLike) -> List[_OrderTerm]:
+    """`order`'s terms. A sort order (``F.col("ts").desc()``, ``.asc_nulls_last()``, ...) is
+    taken apart into its values and direction, which the shard tasks sort by; a plain column
+    sorts as Spark's ascending order does, nulls first."""
     if order is None:
         return []
     if isinstance(order, (str, Column)):
         order = [order]
-    return [F.col(c) if isinstance(c, str) else c for c in order]
+    terms = []
+    for term in order:
+        column = F.col(term) if isinstance(term, str) else term
+        node = column._jc.node()
+        if node.getClass().getSimpleName() != "SortOrder":
+            terms.append(_OrderTerm(column, False, True))
+            continue
+        values = Column(SparkContext._jvm.org.apache.spark.sql.Column(node.child()))
+        descending = node.sortDirection().getClass().getSimpleName().startswith("Descending")
+        nulls_first = node.nullOrdering().getClass().getSimpleName().startswith("NullsFirst")
+        terms.append(_OrderTerm(values, descending, nulls_first))
+    return terms
 
 
 def _check_names(df: DataFrame) -> None:
     clash = [name for name in df.columns if name.startswith("__bulkbloom_")]
     if clash:
         raise ValueError(f"columns {clash} use the prefix __bulkbloom_ that dedup works with")
+
+
+def _stable_input(df: DataFrame, unstable_input: str) -> DataFrame:
+    """`df`, or, where reading it again may not give the same rows in the same partitions in the
+    same order (module documentation, "What is assumed of the input"), `df` checkpointed
+    (``unstable_input="checkpoint"``, logged) or a ValueError (``"error"``)."""
+    if unstable_input not in ("checkpoint", "error"):
+        raise ValueError(f"unstable_input {unstable_input!r} is not 'checkpoint' or 'error'")
+    if df.isStreaming:
+        raise ValueError("bulkbloom.spark dedups batch DataFrames only; this one is streaming")
+    reason = _unstable_reason(df._jdf.queryExecution().executedPlan())
+    if reason is None:
+        return df
+    if unstable_input == "error":
+        raise ValueError(
+            f"the input may give its rows in another order each time it is read ({reason}), and "
+            "dedup numbers the rows of two reads alike; checkpoint or write it first, or pass "
+            "unstable_input='checkpoint'"
+        )
+    _log.warning("the input may give its rows in another order each time it is read (%s): "
+                 "dedup reads it from a local checkpoint", reason)
+    return df.localCheckpoint(eager=True)
+
+
+def _unstable_reason(node: Any) -> Optional[str]:
+    """What in the physical plan `node` may make a second read of it give other rows, or rows in
+    another order (None: nothing): a shuffle (the reducer fetches blocks in whatever order they
+    arrive; a round-robin repartition also deals rows by that order), a non-deterministic
+    expression (rand(), a UDF marked so), or an RDD Spark itself calls indeterminate."""
+    name = node.getClass().getSimpleName()
+    if name == "AdaptiveSparkPlanExec":  # AQE: the plan before it ran, with its exchanges
+        return _unstable_reason(node.inputPlan())
+    if name == "InMemoryTableScanExec":  # a cached DataFrame is recomputed where evicted
+        return _unstable_reason(node.relation().cachedPlan())
+    if "Shuffle" in name:
+        return f"a shuffle: {node.simpleString(8)}"
+    if name == "RDDScanExec":
+        level = node.rdd().outputDeterministicLevel().toString()
+        if level != "DETERMINATE":
+            return f"an RDD whose output Spark calls {level.lower()}: {node.simpleString(8)}"
+    children = node.children()
+    for index in range(children.size()):
+        reason = _unstable_reason(children.apply(index))
+        if reason is not None:
+            return reason
+    if not node.deterministic():  # its children are: an expression of its own is not
+        return f"a non-deterministic expression: {node.simpleString(8)}"
+    return None
+
+
+def _classic(spark: Any) -> None:
+    """Refuses a Spark Connect session: bulkbloom.spark's driver side needs the driver's JVM (its
+    plans, its Hadoop filesystems) and a filter directory the executors see."""
+    _jvm(spark, "bulkbloom.spark")
 
 
 def _default_broadcast_drops(spark: Any) -> int:
@@ -431,16 +517,26 @@ def _sql_shard(
 ) -> Optional[Column]:
     """The shard of each key (docs/DESIGN.md §9) as a Spark SQL expression, or None where Spark
     has no function for the layout's hash (or B * S reaches 2^63, which no real filter does)."""
+    hashed = _sql_hash(key, kind, layout)
+    if hashed is None or layout.num_blocks * num_shards >= 2**63:
+        return None
+    return _shard_of_hash(hashed, layout, num_shards)
+
+
+def _sql_hash(key: Column, kind: str, layout: bulkbloom.Layout) -> Optional[Column]:
+    """The layout's 64-bit hash of each key as a Spark SQL expression (a long holding its bit
+    pattern), or None where Spark has no function for it."""
     if kind == "integer":
         key = key.cast(T.LongType())  # integers hash as their 64-bit pattern, sign-extended
     if layout.hash == "xxh64" and layout.seed == SPARK_SEED:
-        hashed = F.xxhash64(key)
-    elif layout.hash == "identity" and kind == "integer":
-        hashed = key
-    else:
-        return None
-    if layout.num_blocks * num_shards >= 2**63:
-        return None
+        return F.xxhash64(key)
+    if layout.hash == "identity" and kind == "integer":
+        return key
+    return None
+
+
+def _shard_of_hash(hashed: Column, layout: bulkbloom.Layout, num_shards: int) -> Column:
+    """DESIGN §9's shard of each 64-bit hash, computed in Spark's signed longs (_scaled)."""
     high = F.shiftrightunsigned(hashed, 32)
     if layout.index == "high32":
         block = _scaled(high, layout.num_blocks)
@@ -489,20 +585,46 @@ def _partition_keys(num_partitions: int) -> List[int]:
     return [keys[p] for p in range(num_partitions)]
 
 
+def _hashed_layout(layout: bulkbloom.Layout) -> bulkbloom.Layout:
+    """The layout whose keys are `layout`'s hashes: the same blocks and bits for a key's hash as
+    `layout` has for the key (the identity hash takes a 64-bit key as its own hash)."""
+    return bulkbloom.Layout.of(layout.shape, layout.num_blocks, layout.seed, "identity",
+                               layout.index)
+
+
 def _routed(
-    df: DataFrame, key: str, kind: str, order: List[Column], layout: bulkbloom.Layout,
-    num_shards: int,
-) -> DataFrame:
+    df: DataFrame, key: str, kind: str, order: List[_OrderTerm], layout: bulkbloom.Layout,
+    num_shards: int, route_hashes: bool = True, nulls: str = "error",
+) -> tuple:
     """(key, row id, order values...), each shard's rows in a partition of their own: all the
-    routing moves."""
-    columns = [F.col(key).alias(_KEY), F.col(_ROW)]
-    columns += [c.alias(f"{_ORDER}{i}") for i, c in enumerate(order)]
-    narrow = df.withColumn(_ROW, F.monotonically_increasing_id()).select(*columns)
+    routing moves; and whether the key column holds the keys' hashes, not the keys. Where Spark
+    computes the layout's hash and `route_hashes`, it does: a string key then costs the shuffle
+    8 bytes, as an integer does, and its shard keeps the bits the key would set
+    (_hashed_layout). Records with a null key are left out (`nulls` "keep" or "drop"), or stop
+    the job as it reads the first ("error")."""
+    orders = [term.values.alias(f"{_ORDER}{i}") for i, term in enumerate(order)]
+    numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
+    key_column = F.col(key)
+    if df.schema[key].nullable:  # numbered first: the row ids are those of every record
+        if nulls == "error":
+            message = (f"bulkbloom.spark: key column {key!r} is null in a record; pass "
+                       "nulls='keep' or nulls='drop'")
+            key_column = F.when(key_column.isNull(), F.raise_error(F.lit(message))).otherwise(
+                key_column)
+        else:
+            numbered = numbered.where(key_column.isNotNull())
     # Partitioning by key_of[shard] gives each shard a partition of its own (_partition_keys).
     key_of = F.expr(f"array({', '.join(map(str, _partition_keys(num_shards)))})")
-    shard = _sql_shard(F.col(_KEY), kind, layout, num_shards)
-    if shard is not None:
-        return narrow.repartition(num_shards, F.element_at(key_of, shard + 1))
+    hashed = _sql_hash(key_column, kind, layout)
+    if hashed is not None and layout.num_blocks * num_shards < 2**63:
+        if route_hashes:
+            narrow = numbered.select(hashed.alias(_KEY), F.col(_ROW), *orders)
+            shard = _shard_of_hash(F.col(_KEY), layout, num_shards)
+        else:
+            narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
+            shard = _shard_of_hash(_sql_hash(F.col(_KEY), kind, layout), layout, num_shards)
+        return narrow.repartition(num_shards, F.element_at(key_of, shard + 1)), route_hashes
+    narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
     schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
     layout_args = tuple(layout)
 
@@ -513,7 +635,8 @@ def _routed(
             yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
 
     routed = narrow.mapInArrow(add_shard, schema)
-    return routed.repartition(num_shards, F.element_at(key_of, F.col(_SHARD) + 1)).drop(_SHARD)
+    shard_key = F.element_at(key_of, F.col(_SHARD) + 1)
+    return routed.repartition(num_shards, shard_key).drop(_SHARD), False
 
 
 _DECIDED = T.StructType(
@@ -535,24 +658,31 @@ def _decide_shards(
     time: Optional[int],
     num_shards: int,
     work: Path,
-    order_count: int,
+    order: List[tuple],
     write_drops: bool,
     on_task: Optional[Callable[[], None]],
+    hashed: bool = False,
 ) -> list:
-    """Runs each shard's task (see the module's documentation) and returns their rows."""
+    """Runs each shard's task (see the module's documentation) and returns their rows. `hashed`:
+    the routed key column holds the keys' hashes (_routed), which each task inserts into its
+    shard's bits under _hashed_layout."""
+    key_layout = tuple(_hashed_layout(bulkbloom.Layout(*layout))) if hashed else layout
     shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
     suffix = ".bbf" if window is None else ".bbw"
     base_dir = None if base is None else str(base.directory)
     base_shards = None if base is None else list(base.manifest["shards"])
-    sort_columns = [f"{_ORDER}{i}" for i in range(order_count)] + [_ROW]
+    # The order's terms, ties broken by the row id (the input's order).
+    sort_keys = [(f"{_ORDER}{i}", *how) for i, how in enumerate(order)] + [(_ROW, False, True)]
     work_dir = str(work)
 
     def decide(index: int, table: pa.Table) -> pa.RecordBatch:
-        table = _sorted(table, sort_columns)
+        table = _sorted(table, sort_keys)
         if base_dir is None:
-            shard = _empty_shard(bulkbloom.Layout(*layout), window, index, num_shards)
+            shard = _empty_shard(bulkbloom.Layout(*key_layout), window, index, num_shards)
         else:
             shard = shard_type.load(os.path.join(base_dir, base_shards[index]), backend="cpu")
+            if hashed:
+                shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
         if window is not None:
             fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
@@ -566,7 +696,7 @@ def _decide_shards(
         shard.keys_inserted += new_keys
         name = _attempt_name()
         shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
-        shard.save(shard_file)
+        (_relaid(shard, layout) if hashed else shard).save(shard_file)
         drops_file = None
         if write_drops:
             rows = table.column(_ROW).to_numpy()
@@ -591,7 +721,7 @@ def _decide_shards(
             return
         table = pa.Table.from_batches(received)
         # The shard is not shipped: hashing again here costs less than moving it from the JVM.
-        shards = bulkbloom.shard_of(bulkbloom.Layout(*layout), table.column(_KEY), num_shards)
+        shards = bulkbloom.shard_of(bulkbloom.Layout(*key_layout), table.column(_KEY), num_shards)
         present = np.unique(shards)
         for index in present.tolist():
             part = table if len(present) == 1 else table.filter(pa.array(shards == index))
@@ -600,12 +730,26 @@ def _decide_shards(
     return routed.mapInArrow(decide_partition, _DECIDED).collect()
 
 
-def _sorted(table: pa.Table, columns: List[str]) -> pa.Table:
-    """`table` sorted by `columns`, ascending, nulls first (as Spark's ascending order has them)."""
+def _relaid(shard: bulkbloom.FilterShard, layout: tuple) -> bulkbloom.FilterShard:
+    """`shard`'s bits under another layout of the same blocks: its _hashed_layout twin, or back."""
+    return bulkbloom.FilterShard._from_bits(layout, shard.index, shard.num_shards, shard.bits(),
+                                            shard.keys_inserted, shard.metadata)
+
+
+def _sorted(table: pa.Table, keys: List[tuple]) -> pa.Table:
+    """`table` sorted by `keys`: (column, descending, nulls first) each, as Spark sorts."""
+    terms = [(name, "descending" if descending else "ascending",
+              "at_start" if nulls_first else "at_end") for name, descending, nulls_first in keys]
     try:
-        return table.sort_by([(name, "ascending", "at_start") for name in columns])
+        return table.sort_by(terms)
     except (TypeError, ValueError):  # pyarrow before 20: one null placement for every key
-        return table.sort_by([(name, "ascending") for name in columns], null_placement="at_start")
+        placements = {placement for _, _, placement in terms}
+        if len(placements) > 1:
+            raise ValueError(
+                f"order mixes nulls first and nulls last, which pyarrow {pa.__version__} cannot "
+                "sort by (pyarrow 20 can)"
+            ) from None
+        return table.sort_by([term[:2] for term in terms], null_placement=placements.pop())
 
 
 _BY_INPUT = T.StructType(
@@ -791,7 +935,7 @@ def _decide(
     current: Optional[ShardedFilter],
     work: Path,
     *,
-    order: List[Column],
+    order: List[_OrderTerm],
     capacity: Optional[int],
     fpr: float,
     num_shards: Optional[int],
@@ -801,10 +945,13 @@ def _decide(
     on_task: Optional[Callable[[], None]],
     window: Optional[_WindowRequest] = None,
     regroup_drops_above: Optional[int] = None,
+    nulls: str = "error",
+    run: Optional[dict] = None,
 ) -> _Staged:
     """Routes and decides (module documentation, "How it runs") against `current` (carried when
-    `carry`), and stages the new generation in `work`. With write_drops, the dropped row ids are
-    regrouped by input partition when there are more than `regroup_drops_above`."""
+    `carry`), and stages the new generation in `work`, its manifest recording `run` (if any).
+    With write_drops, the dropped row ids are regrouped by input partition when there are more
+    than `regroup_drops_above`."""
     _check_names(df)
     kind = _key_kind(df, key)
     base = current if carry else None
@@ -856,11 +1003,13 @@ def _decide(
         extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
     if not 1 <= count <= the_layout.num_blocks:
         raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
-    routed = _routed(df, key, kind, order, the_layout, count)
+    # A window's shards take keys, not hashes (WindowShard has no hashed twin).
+    routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls)
     time = None if window is None else window.time
     rows = _decide_shards(
-        routed, base, tuple(the_layout), config, time, count, work, len(order),
-        write_drops, on_task,
+        routed, base, tuple(the_layout), config, time, count, work,
+        [(term.descending, term.nulls_first) for term in order],
+        write_drops, on_task, hashed,
     )
     dropped = sum(row["keys"] - row["new_keys"] for row in rows)
     drops_by, drops = "shard", {
@@ -872,6 +1021,8 @@ def _decide(
         regrouped = _regroup_drops(df.sparkSession, drops, work, dropped)
         drops = {_input_drops_name(r["partition"]): r["drops_file"] for r in regrouped}
     previous = None if current is None else current.generation
+    if run is not None:
+        extra = {**extra, "run": run}
     return _stage(
         root, base, previous, work, rows, the_layout, config, time, count, extra, drops, drops_by,
     )
@@ -886,8 +1037,11 @@ def _decide_and_publish(
         return _publish(_decide(df, key, root, current, work, **decide))
 
 
-def _scratch_directory() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="bulkbloom-spark-"))
+def _scratch_directory(parent: Optional[PathLike] = None) -> Path:
+    """A new directory for one dedup's filter (in `parent`, else the driver's temporary
+    directory), removed when the driver's Python exits."""
+    where = None if parent is None else _filter_root(parent)
+    path = Path(tempfile.mkdtemp(prefix="bulkbloom-spark-", dir=where))
     atexit.register(shutil.rmtree, path, True)
     return path
 
@@ -905,6 +1059,9 @@ def dedup(
     fpr: float = 0.001,
     layout: Optional[bulkbloom.Layout] = None,
     broadcast_drops: Optional[int] = None,
+    unstable_input: str = "checkpoint",
+    nulls: str = "error",
+    scratch: Optional[PathLike] = None,
     filter: None = None,
     _on_task: Optional[Callable[[], None]] = None,
 ) -> DataFrame:
@@ -914,17 +1071,30 @@ def dedup(
 
     ``key``: an integer, string or binary column (integers hash as their 64-bit pattern, strings
     as their UTF-8 bytes, like the command line's integer and text keys). ``order``: column names
-    or Columns, ascending, ties broken by the input's order; None: the input's own order (see
-    "What is assumed of the input" in the module's documentation). The filter is sized for
+    or Columns, ascending, or sort orders (``F.col("ts").desc()``, ``.asc_nulls_last()``), ties
+    broken by the input's order; None: the input's own order (see "What is assumed of the
+    input" in the module's documentation). The filter is sized for
     ``capacity`` keys at rate ``fpr`` (capacity None: the input's row count), or has the explicit
     ``layout``, and ``num_shards`` shards (None: the cores, shards of at most 128 MiB, and of at
     most a million rows where the rows are known: ``capacity`` or the row count; a multiple of
-    the cores), with ``SPARK_SEED`` as its hash seed; it lives in a scratch directory of the
-    driver, removed when the driver's Python exits (local mode; on a cluster use
-    ``dedup_and_write`` with a shared ``filter``).
+    the cores), with ``SPARK_SEED`` as its hash seed; it lives in a new directory in
+    ``scratch`` (None: the driver's temporary directory, which only local mode's executors see;
+    on a cluster, a directory on a shared mount), removed when the driver's Python exits.
     ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
     8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
     function; module documentation, "How it runs").
+    ``unstable_input``: what to do with an input that may give its rows in another order when
+    read again (a shuffle in its plan, e.g. ``repartition(n)``, a join or an aggregation, or a
+    non-deterministic expression such as ``rand()``), which the row ids of the routing and of
+    the filtering would number differently: ``"checkpoint"`` reads it from
+    ``df.localCheckpoint()`` (a warning is logged; the checkpoint is one more pass over the input
+    and lives in the executors' storage), ``"error"`` raises ``ValueError`` saying what in the
+    plan is unstable.
+    ``nulls``: what becomes of records whose key is null (no key to dedup by): ``"error"``
+    stops the job at the first such record it reads, before anything is shuffled or written,
+    with an error naming the key column (a column the schema says is not nullable is not
+    checked); ``"keep"`` keeps every one of them (none is a repeat: SQL's nulls are not equal;
+    ``dropDuplicates`` would keep one); ``"drop"`` drops them all.
 
     A filter carried across runs (``filter=``, and so ``window=``) is ``dedup_and_write``'s: its
     new state may only be committed once the output that goes with it is, which only a call
@@ -939,14 +1109,29 @@ def dedup(
             "use dedup_and_write(df, key, path, filter=...), which commits the filter only after "
             "the output is written"
         )
+    _classic(df.sparkSession)
+    _check_nulls(nulls)
+    df = _stable_input(df, unstable_input)
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
     state = _decide_and_publish(
-        df, key, _scratch_directory(), False, order=_order_columns(order), capacity=capacity,
+        df, key, _scratch_directory(scratch), False, order=_order_terms(order), capacity=capacity,
         fpr=fpr, num_shards=num_shards, layout=layout, carry=False, write_drops=True,
-        on_task=_on_task, regroup_drops_above=broadcast_drops,
+        on_task=_on_task, regroup_drops_above=broadcast_drops, nulls=nulls,
     )
-    return _without_drops(df, state.directory, state.manifest)
+    return _kept(df, key, nulls, state.directory, state.manifest)
+
+
+def _check_nulls(nulls: str) -> None:
+    if nulls not in ("error", "keep", "drop"):
+        raise ValueError(f"nulls {nulls!r} is not 'error', 'keep' or 'drop'")
+
+
+def _kept(df: DataFrame, key: str, nulls: str, directory: Path, manifest: dict) -> DataFrame:
+    """The records dedup keeps of `df`: those the generation in `directory` did not drop, less
+    the null keys if `nulls` is "drop"."""
+    kept = _without_drops(df, directory, manifest)
+    return kept.where(F.col(key).isNotNull()) if nulls == "drop" else kept
 
 
 def _without_drops(df: DataFrame, directory: Path, manifest: dict) -> DataFrame:
@@ -1009,13 +1194,16 @@ def dedup_and_write(
     window_config: Optional[bulkbloom.WindowConfig] = None,
     wait_lock: bool = False,
     broadcast_drops: Optional[int] = None,
+    unstable_input: str = "checkpoint",
+    nulls: str = "error",
     _on_task: Optional[Callable[[], None]] = None,
     _on_step: Optional[Callable[[str], None]] = None,
 ) -> ShardedFilter:
     """Writes ``df`` deduplicated against the sharded filter directory ``filter`` (carried across
     runs: daily dumps) to ``path``, then commits the filter's new state, and returns it.
 
-    The keys, order, sizing and ``broadcast_drops`` are ``dedup``'s; a new filter is sized and
+    The keys, order, sizing, ``broadcast_drops``, ``unstable_input`` and ``nulls`` are
+    ``dedup``'s; a new filter is sized and
     laid out as ``dedup`` sizes one, a carried one keeps what it has. ``format``, ``partition_by``
     and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
     ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
@@ -1040,6 +1228,8 @@ def dedup_and_write(
     files), and a rerun of the same run, with file inputs, changes nothing and returns the state.
     """
     spark = df.sparkSession
+    _classic(spark)
+    _check_nulls(nulls)
     request = _window_request(window, time, generations, lateness, window_config)
     if mode not in _WRITE_MODES:
         raise ValueError(
@@ -1048,8 +1238,8 @@ def dedup_and_write(
         )
     root = _filter_root(filter)
     output = _OutputPath(spark, path)
-    order_columns = _order_columns(order)
-    run = _run_record(df, key, order_columns, output.name, format)
+    order_terms = _order_terms(order)
+    run = _run_record(df, key, order_terms, output.name, format)
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(spark)
     step = _on_step or (lambda name: None)
@@ -1069,22 +1259,20 @@ def dedup_and_write(
         existed = output.exists()
         if existed and not ours and _WRITE_MODES[mode] != "overwrite":
             raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
+        df = _stable_input(df, unstable_input)
         with _work_directory(root) as work:
             try:
                 staged = _decide(
-                    df, key, root, current, work, order=order_columns, capacity=capacity,
+                    df, key, root, current, work, order=order_terms, capacity=capacity,
                     fpr=fpr, num_shards=num_shards, layout=layout, carry=True,
                     write_drops=True, on_task=_on_task, window=request,
-                    regroup_drops_above=broadcast_drops,
+                    regroup_drops_above=broadcast_drops, nulls=nulls, run=run,
                 )
-                staged.manifest["run"] = run
-                _write_durably(staged.directory / "manifest.json",
-                               json.dumps(staged.manifest, indent=1).encode() + b"\n")
                 pending = {"output": output.name, "base": staged.previous,
                            "generation": staged.generation}
                 _write_durably(root / _PENDING, json.dumps(pending).encode() + b"\n")
                 step("staged")
-                writer = _without_drops(df, staged.directory, staged.manifest).write
+                writer = _kept(df, key, nulls, staged.directory, staged.manifest).write
                 writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
                 if partition_by is not None:
                     columns = [partition_by] if isinstance(partition_by, str) else partition_by
@@ -1129,14 +1317,16 @@ def _crashed_run_wrote(root: Path, current: Optional[ShardedFilter], output: str
     return False
 
 
-def _run_record(df: DataFrame, key: str, order: List[Column], output: str, format: str) -> dict:
+def _run_record(
+    df: DataFrame, key: str, order: List[_OrderTerm], output: str, format: str
+) -> dict:
     """What identifies a dedup_and_write run (module documentation, "Committing a run"): the
     output, the format, the key, the order and a hash of the input's files (empty when the input
     reads no files, and then no rerun is recognised)."""
     files = sorted(df.inputFiles())
     inputs = hashlib.sha256("\n".join(files).encode()).hexdigest() if files else ""
     return {"output": output, "format": format, "key": key,
-            "order": [str(column) for column in order], "inputs": inputs}
+            "order": [list(map(str, term)) for term in order], "inputs": inputs}
 
 
 class _OutputPath:
@@ -1256,13 +1446,17 @@ def build(
     num_shards: Optional[int] = None,
     layout: Optional[bulkbloom.Layout] = None,
     wait_lock: bool = False,
+    nulls: str = "error",
 ) -> str:
     """Builds a new sharded filter of every key of ``df`` in the directory ``path`` (replacing
-    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``."""
+    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``; ``nulls``
+    ``"keep"`` or ``"drop"`` leaves null keys out, ``"error"`` stops at the first."""
+    _classic(df.sparkSession)
+    _check_nulls(nulls)
     root = _filter_root(path)
     _decide_and_publish(
         df, key, root, wait_lock, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
-        layout=layout, carry=False, write_drops=False, on_task=None,
+        layout=layout, carry=False, write_drops=False, on_task=None, nulls=nulls,
     )
     return str(root)
 

@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -40,3 +41,25 @@ def keys() -> np.ndarray:
     keys = np.concatenate([keys, keys[:20_000], np.array([0, 2**64 - 1], dtype=np.uint64)])
     rng.shuffle(keys)
     return keys
+
+
+# A local Spark small enough for this machine's tests: little memory, few partitions, no UI.
+SMALL_SPARK = {
+    "spark.driver.memory": "1g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+}
+
+
+def local_spark(master: str, app: str):
+    """A SparkSession on `master` with SMALL_SPARK, its Python workers running this Python."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.master(master).appName(app)
+    for name, value in SMALL_SPARK.items():
+        builder = builder.config(name, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

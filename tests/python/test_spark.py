@@ -282,11 +282,24 @@ def test_each_shard_gets_a_partition_of_its_own(spark):
     keys = dump(15, 5_000)
     for seed in (bbspark.SPARK_SEED, 0):  # routed by Spark SQL, and by an Arrow function
         layout = bulkbloom.Layout.of("sb512", 1000, seed)
-        routed = bbspark._routed(frame(spark, keys), "event_id", "integer", [], layout, 7)
+        routed, hashed = bbspark._routed(frame(spark, keys), "event_id", "integer", [], layout, 7)
+        # Routed by Spark SQL, the keys' hashes travel, and route as the keys under the identity.
+        assert hashed == (seed == bbspark.SPARK_SEED)
+        key_layout = bbspark._hashed_layout(layout) if hashed else layout
         got = routed.select(bbspark._KEY, F.spark_partition_id()).toArrow()
         np.testing.assert_array_equal(got.column(1).to_numpy(),
-                                      bulkbloom.shard_of(layout, got.column(0), 7))
+                                      bulkbloom.shard_of(key_layout, got.column(0), 7))
         assert len(got) == len(keys)
+
+
+def test_string_keys_shuffle_their_hash(spark):
+    """A string key costs the routing's shuffle 8 bytes, its 64-bit hash, not its bytes."""
+    words = spark.createDataFrame([(f"user-{i}",) for i in range(10)], ["word"])
+    layout = bulkbloom.Layout.of("sb512", 1000, bbspark.SPARK_SEED)
+    routed, hashed = bbspark._routed(words, "word", "bytes", [], layout, 3)
+    # The repartition is routed's last step: what it shuffles is routed's columns.
+    assert hashed and routed.schema.simpleString() == (
+        f"struct<{bbspark._KEY}:bigint,{bbspark._ROW}:bigint>")
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
@@ -365,8 +378,7 @@ def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
-def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli, tmp_path, seed,
-                                                                     monkeypatch):
+def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli, tmp_path, seed):
     """Past broadcast_drops the dropped row ids are regrouped by input partition, so that the
     filtering task of a partition reads one file, not one of each shard: each file holds exactly
     the sorted row ids dropped from its partition, and the records kept are the CLI's."""
@@ -404,12 +416,11 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
         found.append(ids)
     np.testing.assert_array_equal(np.sort(np.concatenate(found)), dropped)
     # dedup's DataFrame filters lazily: once its generation is gone it says so, not keep every row.
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    monkeypatch.setattr(bbspark, "_scratch_directory", lambda: scratch)
+    (tmp_path / "scratch").mkdir()
     lazy = bbspark.dedup(df, "event_id", order="seq", layout=layout, num_shards=7,
-                         broadcast_drops=0)
+                         broadcast_drops=0, scratch=tmp_path / "scratch")
     assert_same_records(lazy, keys, expected)
+    [scratch] = (tmp_path / "scratch").iterdir()  # the run's filter, in the scratch= directory
     shutil.rmtree(bbspark.open_filter(scratch).directory)
     with pytest.raises(Exception, match="was removed"):
         lazy.count()

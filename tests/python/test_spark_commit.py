@@ -17,32 +17,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import SMALL_SPARK, local_spark
+
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("no Java (Spark needs Java 17 or newer): apt-get install openjdk-17-jre-headless",
                 allow_module_level=True)
 
-from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from bulkbloom import spark as bbspark  # noqa: E402
 
 ROWS = 20_000
-SPARK_CONFIG = {
-    "spark.driver.memory": "1g",
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "2",
-    "spark.ui.enabled": "false",
-}
 
 
 @pytest.fixture(scope="module")
 def spark():
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    builder = SparkSession.builder.master("local[2]").appName("bulkbloom-commit-tests")
-    for name, value in SPARK_CONFIG.items():
-        builder = builder.config(name, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark("local[2]", "bulkbloom-commit-tests")
     yield session
     session.stop()
 
@@ -203,7 +193,7 @@ def test_a_rerun_after_the_driver_is_killed_writes_the_uninterrupted_output(
     path, options, expected, expected_shards = two_days
     before = listing(path)
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER.format(config=SPARK_CONFIG))
+    script.write_text(DRIVER.format(config=SMALL_SPARK))
     marker = tmp_path / "in-the-write"
     out = tmp_path / "out2"
     driver = subprocess.Popen(
