@@ -40,9 +40,9 @@ seen = None  # the event_ids of earlier days, for the exact answer beside bulkbl
 for day, first_ids in [(1, np.arange(0, 90_000)), (2, np.arange(60_000, 150_000))]:
     events = spark.read.parquet(write_dump(day, first_ids))
     # The first occurrence of each event_id by ts; event_ids seen on an earlier day are dropped too.
-    unique = bbspark.dedup(events, "event_id", order="ts", filter=filter_dir,
-                           capacity=150_000, fpr=0.001, num_shards=4)
-    unique.write.parquet(str(work / f"unique-day{day}"))
+    # The filter's new state is committed only once the output is written.
+    bbspark.dedup_and_write(events, "event_id", str(work / f"unique-day{day}"), filter=filter_dir,
+                            order="ts", capacity=150_000, fpr=0.001, num_shards=4)
 
     rows_in = events.count()
     kept = spark.read.parquet(str(work / f"unique-day{day}")).count()

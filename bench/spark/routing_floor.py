@@ -62,7 +62,7 @@ def main() -> None:
     layout = bbspark._spark_seeded(bulkbloom.Layout.for_capacity(rows, 0.001))
     num_shards = bbspark._default_shards(spark, layout, rows)
     layout_args = tuple(layout)
-    routed = bbspark._routed(df, "event_id", "integer", [], layout, num_shards)
+    routed, _ = bbspark._routed(df, "event_id", "integer", [], layout, num_shards)
     by_shard = F.element_at(
         F.expr(f"array({', '.join(map(str, bbspark._partition_keys(num_shards)))})"),
         F.col("shard") + 1,

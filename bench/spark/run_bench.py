@@ -266,8 +266,10 @@ def main() -> None:
     def output_of(variant: str, df, filter_dir: Path):
         """What `variant` writes for input `df` (bulkbloom runs its routing job here)."""
         if variant == "bulkbloom":
+            # The run's filter in a new directory in filter_dir (dedup's scratch=).
+            filter_dir.mkdir(parents=True, exist_ok=True)
             return bbspark.dedup(df, "event_id", num_shards=args.num_shards, fpr=args.fpr,
-                                 filter=str(filter_dir), broadcast_drops=args.broadcast_drops)
+                                 scratch=str(filter_dir), broadcast_drops=args.broadcast_drops)
         if variant == "dropDuplicates":
             return df.dropDuplicates(["event_id"])
         return df  # copy
@@ -309,7 +311,8 @@ def main() -> None:
                    **phases, "rows_out": parquet_rows(out), "sampled": memory, **metrics,
                    "shuffle_files_bytes": written_files}
             if variant == "bulkbloom":
-                state = bbspark.open_filter(filter_dir)
+                [run_filter] = filter_dir.iterdir()
+                state = bbspark.open_filter(run_filter)
                 run["num_shards"] = state.num_shards
                 run["layout"] = str(state.layout)
                 run["expected_false_drops"] = expected_false_drops(state.layout,

@@ -3,36 +3,45 @@
 ``pip install bulkbloom[spark]`` (pyspark 4.0 or newer, with pyarrow and pandas).
 
 >>> from bulkbloom import spark as bbspark
->>> unique = bbspark.dedup(df, "event_id", filter="/shared/filters/events")  # doctest: +SKIP
+>>> bbspark.dedup_and_write(df, "event_id", "/data/unique/2026-12-01",
+...                         filter="/shared/filters/events")  # doctest: +SKIP
 
-``dedup`` keeps each key's first occurrence, "first" by ``order``, and drops exactly the records
-that ``bulkbloom dedup`` drops when it reads the same records in that order with the same filter
+``dedup_and_write`` writes a dump deduplicated against a filter carried from one dump to the next
+and commits the filter only once the output is written; ``dedup`` returns one DataFrame
+deduplicated by itself. Both keep each key's first occurrence, "first" by ``order``, and drop
+exactly the records that ``bulkbloom dedup`` drops when it reads the same records in that order with the same filter
 layout: a filter of S shards gives the bits and answers of the one filter (docs/DESIGN.md §9).
 
 How it runs
-    1. Routing (one Spark job, run when ``dedup`` or ``build`` is called): every record gets a row
-       id (``monotonically_increasing_id``: the partition index in the upper bits, the row within
-       the partition below), its shard and its order values. Where the filter's hash is XXH64
-       with seed 42 (``SPARK_SEED``, which new filters get), the shard is a Spark SQL
-       expression: Spark's ``xxhash64`` is that hash, and docs/DESIGN.md §9's formula is
-       computed in 64-bit integers split so that nothing overflows; for any other layout (a
-       carried filter keeps its seed) it is ``bulkbloom.shard_of`` in a vectorised Arrow
-       function. Only the key, the row id, the order values and the shard are shuffled, never
-       whole records, hash-partitioned so that each shard has a partition, and so a task, of
-       its own. The task (``mapInArrow``) gathers its shard's rows in its Python worker, sorts
-       them by (order, row id), opens that shard's file of the current generation (or an empty
-       shard), runs ``insert_if_absent``, saves the shard under a name unique to the task
-       attempt, writes the row ids it dropped, sorted, beside it, and returns one row naming
-       both files.
-    2. Commit (the driver, after every shard's task succeeded): the files the successful attempts
-       named become a new generation of the filter directory (below), atomically.
-    3. Filtering (lazy, in the returned DataFrame): each input partition is read again with the
-       same row ids. When the run dropped at most ``broadcast_drops`` rows (default: as many as
+    1. Routing (one Spark job, run when ``dedup``, ``dedup_and_write`` or ``build`` is
+       called): every record gets a row id (``monotonically_increasing_id``: the partition index
+       in the upper bits, the row within the partition below), its shard and its order values.
+       Where the filter's hash is XXH64 with seed 42 (``SPARK_SEED``, which new filters get),
+       Spark computes the key's hash itself (Spark's ``xxhash64`` is that hash) and the shard
+       from it (docs/DESIGN.md §9's formula in 64-bit integers split so that nothing
+       overflows), and the hash, not the key, is shuffled: 8 bytes whatever the key, a UUID
+       string as an int64; the shard task inserts the hashes into its shard's bits under the
+       identity hash, which sets the bits the keys would. For any other layout (a carried
+       filter keeps its seed) the shard is ``bulkbloom.shard_of`` in a vectorised Arrow
+       function and the key is shuffled, as it is for a window's shards. Only the hash (or
+       key), the row id and the order values are shuffled, never whole records,
+       hash-partitioned so that each shard has a partition, and so a task, of its own. The task
+       (``mapInArrow``) gathers its shard's rows in its Python worker, sorts them by (order, row
+       id), opens that shard's file of the current generation (or an empty shard), runs
+       ``insert_if_absent``, saves the shard under a name unique to the task attempt, writes the
+       row ids it dropped, sorted, beside it, and returns one row naming both files.
+    2. Staging (the driver, after every shard's task succeeded): the files the successful
+       attempts named become a complete new generation in the job's work directory. ``dedup``
+       and ``build`` commit it at once (below); ``dedup_and_write`` only after step 3's write
+       ("Committing a run").
+    3. Filtering (lazy, in the returned DataFrame, or in ``dedup_and_write``'s write job): each
+       input partition is read again with the same row ids. When the run dropped at most
+       ``broadcast_drops`` rows (default: as many as
        ``spark.sql.autoBroadcastJoinThreshold`` holds at 8 bytes a row id, 1,310,720 at its
        default 10 MiB; the broadcast took about 80 bytes of Spark's storage memory a dropped
        row in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every
        task, and a left anti join on the row id removes those rows: the records never leave the
-       JVM. Beyond that (a dump of billions of rows drops too many to broadcast) the commit waits
+       JVM. Beyond that (a dump of billions of rows drops too many to broadcast) the staging waits
        for one more Spark job, which shuffles the dropped row ids alone (8 bytes a dropped row)
        to regroup them into one sorted file per input partition, and ``filter`` on a vectorised
        pandas function of the row id removes them: only the row ids go to Python, a batch at a
@@ -47,12 +56,18 @@ What is assumed of the input
     partitions in turn, each from its first row) as the records' order. Spark packs the files of
     a file source into partitions largest first, so to mean "the files in name order, each from its
     first row", pass ``order`` explicitly (e.g. a column with the file's name or date and one with
-    the row's position). After a shuffle, or on a source that reads differently each time,
-    checkpoint or write the input first. Rows with equal ``order`` values keep their row-id order.
+    the row's position). Rows with equal ``order`` values keep their row-id order. The physical
+    plan is checked before anything runs: a shuffle in it (``repartition``, a join, an
+    aggregation, a sort: a reducer takes its blocks in the order they arrive), a
+    non-deterministic expression (``rand()``, a UDF marked so) or an RDD Spark calls
+    indeterminate make ``dedup`` read the input from ``df.localCheckpoint()``, with a warning
+    logged (``unstable_input="error"``: a ValueError instead). What no plan shows, a source
+    whose data changes between the two reads (files replaced, a table written to), is not
+    checked: keep the input still while the job runs.
 
 Sliding windows (``window=``, ``time=``)
-    With ``window=T`` each shard is a ``bulkbloom.WindowShard`` of one event-time window of
-    length T, as ``bulkbloom dedup --window`` keeps, carried in ``filter``: a record is dropped if
+    With ``dedup_and_write(..., window=T)`` each shard is a ``bulkbloom.WindowShard`` of one
+    event-time window of length T, as ``bulkbloom dedup --window`` keeps, carried in ``filter``: a record is dropped if
     its key came within the last T. A run is one dump stamped with one event ``time`` (e.g. the
     dump's date in seconds), the single window's clock for every record of it (the window shard
     contract, bulkbloom/window_shard.hpp): every shard, also one no record went to, is moved to
@@ -65,11 +80,33 @@ Task retries and speculative execution
     was, and a duplicate attempt's files are left out and removed. A job that fails changes
     nothing in the directory.
 
-The sharded filter directory (``filter=`` / ``build`` / ``query``; a POSIX path every executor
-sees at the same place, e.g. a shared mount, since shard files are mapped and renamed)::
+Committing a run (``dedup_and_write``)
+    The order is: (a) the routing job stages the new generation in ``PATH/tmp-<job>/``; (b)
+    ``PATH/PENDING`` is written, naming the output path, the generation current when the run
+    began and the staged one; (c) Spark writes the output and commits it (its output committer:
+    ``_SUCCESS`` and the files in place); (d) the staged generation is committed (below), with
+    the run's record in its manifest; (e) ``PENDING`` is removed. A failure the driver sees
+    (a failing task, a write that raises) removes the output if it was not there before and
+    ``PENDING``, and changes nothing else. A driver killed before (d) leaves the filter as it
+    was: the rerun finds ``PENDING`` naming its output and the current generation, so it
+    replaces what the crashed run left at the output (also with ``mode="error"``) and writes
+    exactly what the crashed run would have; a crash of another run that left ``PENDING`` is
+    logged and its output left alone. After (d) the current manifest's ``"run"`` (the output,
+    its format, the key, the order and a SHA-256 of the input's sorted file names) matches a
+    rerun of the same job, which changes nothing and returns the committed state, or, if the
+    output is gone, raises (the filter already holds the run's keys). An input that reads no
+    files (an in-memory DataFrame) has no such record: its rerun after (d) dedups again. No
+    generation is removed until a later run commits (d); then the one before the new current
+    one is kept, older ones are removed.
+
+The sharded filter directory (``filter=`` / ``build`` / ``query``; a POSIX path or ``file:`` URI
+every executor sees at the same place, e.g. a shared mount, since shard files are mapped and
+renamed; another URI scheme, ``hdfs:`` or ``s3a:``, is refused before anything runs)::
 
     PATH/LOCK                 held (flock) by the driver of a job that changes the filter
     PATH/CURRENT              the name of the current generation and a newline, replaced by rename
+    PATH/PENDING              a dedup_and_write run's output between its staging and commit (JSON:
+                              output, base, generation)
     PATH/gen-000007/manifest.json
     PATH/gen-000007/shard-00000.bbf ... shard-{S-1}.bbf
     PATH/gen-000007/drops-00000.parquet ...   dedup's dropped row ids of that run (row_id, sorted)
@@ -81,7 +118,8 @@ sees at the same place, e.g. a shared mount, since shard files are mapped and re
 generation number, ``num_shards`` (S), the whole filter's ``layout`` (shape, num_blocks, hash,
 seed, index), the key kind (``"integer"`` or ``"bytes"``), the sizing (capacity, fpr), the
 shard and drops file names and how the drops are grouped (``"drops_by"``: ``"shard"`` or
-``"input partition"``); a sliding window's (``window=``) also its ``window`` (clock,
+``"input partition"``), and, written by ``dedup_and_write``, the ``"run"`` that made it
+("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock,
 window, generations, lateness) and the event ``time`` of the last run, and its shards are window
 shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file of the filter file format
 (docs/FORMAT.md): its header records the whole layout and which shard of S it is, and stores the
@@ -89,7 +127,7 @@ shard's distinct-key count; ``bulkbloom.FilterShard.load`` reads one, and
 ``bulkbloom.concat`` of all S gives the one filter, which ``bulkbloom`` (the CLI) reads. A commit
 renames a fully written and fsynced generation directory into place, then replaces ``CURRENT``
 (write, fsync, rename, fsync of the directory); the generation before the current one is kept
-(a DataFrame ``query`` or ``dedup`` returned may still read it) and older ones are removed, as
+(a DataFrame ``query`` returned may still read it) and older ones are removed, as
 is anything a crashed job left, by the next job that holds the lock.
 """
 
@@ -97,12 +135,15 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import hashlib
 import json
+import logging
 import math
 import os
 import re
 import shutil
 import tempfile
+import urllib.parse
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,7 +157,7 @@ try:
     import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyspark import TaskContext
+    from pyspark import SparkContext, TaskContext
     from pyspark.sql import Column, DataFrame
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -126,10 +167,12 @@ except ImportError as error:  # pragma: no cover - depends on the installation
         f" 'bulkbloom[spark]' ({error})"
     ) from error
 
-__all__ = ["dedup", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION", "SPARK_SEED"]
+__all__ = ["dedup", "dedup_and_write", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION", "SPARK_SEED"]
 
 FORMAT = "bulkbloom sharded filter"
 FORMAT_VERSION = 1
+
+_log = logging.getLogger(__name__)
 
 # Working column names, chosen not to meet a user's.
 _ROW = "__bulkbloom_row"
@@ -258,7 +301,7 @@ _GENERATION = re.compile(r"^gen-(\d{6,})$")
 def open_filter(path: PathLike) -> Optional[ShardedFilter]:
     """The committed state of the sharded filter directory at `path`, or None if none was ever
     committed there. Raises ``bulkbloom.FormatError`` for a directory that is not one."""
-    root = Path(path)
+    root = _filter_root(path)
     current = root / "CURRENT"
     if not current.exists():
         return None
@@ -300,7 +343,7 @@ def _remove_leftovers(root: Path, keep: set) -> None:
     for entry in root.iterdir():
         if entry.name in keep or entry.name in ("LOCK", "CURRENT"):
             continue
-        if entry.name.startswith(("tmp-", "gen-", ".CURRENT.")):
+        if entry.name.startswith(("tmp-", "gen-", ".CURRENT.", f".{_PENDING}.")):
             if entry.is_dir():
                 shutil.rmtree(entry, ignore_errors=True)
             else:
@@ -326,18 +369,94 @@ def _key_kind(df: DataFrame, key: str) -> str:
     )
 
 
-def _order_columns(order: OrderLike) -> List[Column]:
+class _OrderTerm(NamedTuple):
+    """One term of ``order``: the values it sorts by, and how."""
+
+    values: Column
+    descending: bool
+    nulls_first: bool
+
+
+def _order_terms(order: OrderLike) -> List[_OrderTerm]:
+    """`order`'s terms. A sort order (``F.col("ts").desc()``, ``.asc_nulls_last()``, ...) is
+    taken apart into its values and direction, which the shard tasks sort by; a plain column
+    sorts as Spark's ascending order does, nulls first."""
     if order is None:
         return []
     if isinstance(order, (str, Column)):
         order = [order]
-    return [F.col(c) if isinstance(c, str) else c for c in order]
+    terms = []
+    for term in order:
+        column = F.col(term) if isinstance(term, str) else term
+        node = column._jc.node()
+        if node.getClass().getSimpleName() != "SortOrder":
+            terms.append(_OrderTerm(column, False, True))
+            continue
+        values = Column(SparkContext._jvm.org.apache.spark.sql.Column(node.child()))
+        descending = node.sortDirection().getClass().getSimpleName().startswith("Descending")
+        nulls_first = node.nullOrdering().getClass().getSimpleName().startswith("NullsFirst")
+        terms.append(_OrderTerm(values, descending, nulls_first))
+    return terms
 
 
 def _check_names(df: DataFrame) -> None:
     clash = [name for name in df.columns if name.startswith("__bulkbloom_")]
     if clash:
         raise ValueError(f"columns {clash} use the prefix __bulkbloom_ that dedup works with")
+
+
+def _stable_input(df: DataFrame, unstable_input: str) -> DataFrame:
+    """`df`, or, where reading it again may not give the same rows in the same partitions in the
+    same order (module documentation, "What is assumed of the input"), `df` checkpointed
+    (``unstable_input="checkpoint"``, logged) or a ValueError (``"error"``)."""
+    if unstable_input not in ("checkpoint", "error"):
+        raise ValueError(f"unstable_input {unstable_input!r} is not 'checkpoint' or 'error'")
+    if df.isStreaming:
+        raise ValueError("bulkbloom.spark dedups batch DataFrames only; this one is streaming")
+    reason = _unstable_reason(df._jdf.queryExecution().executedPlan())
+    if reason is None:
+        return df
+    if unstable_input == "error":
+        raise ValueError(
+            f"the input may give its rows in another order each time it is read ({reason}), and "
+            "dedup numbers the rows of two reads alike; checkpoint or write it first, or pass "
+            "unstable_input='checkpoint'"
+        )
+    _log.warning("the input may give its rows in another order each time it is read (%s): "
+                 "dedup reads it from a local checkpoint", reason)
+    return df.localCheckpoint(eager=True)
+
+
+def _unstable_reason(node: Any) -> Optional[str]:
+    """What in the physical plan `node` may make a second read of it give other rows, or rows in
+    another order (None: nothing): a shuffle (the reducer fetches blocks in whatever order they
+    arrive; a round-robin repartition also deals rows by that order), a non-deterministic
+    expression (rand(), a UDF marked so), or an RDD Spark itself calls indeterminate."""
+    name = node.getClass().getSimpleName()
+    if name == "AdaptiveSparkPlanExec":  # AQE: the plan before it ran, with its exchanges
+        return _unstable_reason(node.inputPlan())
+    if name == "InMemoryTableScanExec":  # a cached DataFrame is recomputed where evicted
+        return _unstable_reason(node.relation().cachedPlan())
+    if "Shuffle" in name:
+        return f"a shuffle: {node.simpleString(8)}"
+    if name == "RDDScanExec":
+        level = node.rdd().outputDeterministicLevel().toString()
+        if level != "DETERMINATE":
+            return f"an RDD whose output Spark calls {level.lower()}: {node.simpleString(8)}"
+    children = node.children()
+    for index in range(children.size()):
+        reason = _unstable_reason(children.apply(index))
+        if reason is not None:
+            return reason
+    if not node.deterministic():  # its children are: an expression of its own is not
+        return f"a non-deterministic expression: {node.simpleString(8)}"
+    return None
+
+
+def _classic(spark: Any) -> None:
+    """Refuses a Spark Connect session: bulkbloom.spark's driver side needs the driver's JVM (its
+    plans, its Hadoop filesystems) and a filter directory the executors see."""
+    _jvm(spark, "bulkbloom.spark")
 
 
 def _default_broadcast_drops(spark: Any) -> int:
@@ -398,16 +517,26 @@ def _sql_shard(
 ) -> Optional[Column]:
     """The shard of each key (docs/DESIGN.md §9) as a Spark SQL expression, or None where Spark
     has no function for the layout's hash (or B * S reaches 2^63, which no real filter does)."""
+    hashed = _sql_hash(key, kind, layout)
+    if hashed is None or layout.num_blocks * num_shards >= 2**63:
+        return None
+    return _shard_of_hash(hashed, layout, num_shards)
+
+
+def _sql_hash(key: Column, kind: str, layout: bulkbloom.Layout) -> Optional[Column]:
+    """The layout's 64-bit hash of each key as a Spark SQL expression (a long holding its bit
+    pattern), or None where Spark has no function for it."""
     if kind == "integer":
         key = key.cast(T.LongType())  # integers hash as their 64-bit pattern, sign-extended
     if layout.hash == "xxh64" and layout.seed == SPARK_SEED:
-        hashed = F.xxhash64(key)
-    elif layout.hash == "identity" and kind == "integer":
-        hashed = key
-    else:
-        return None
-    if layout.num_blocks * num_shards >= 2**63:
-        return None
+        return F.xxhash64(key)
+    if layout.hash == "identity" and kind == "integer":
+        return key
+    return None
+
+
+def _shard_of_hash(hashed: Column, layout: bulkbloom.Layout, num_shards: int) -> Column:
+    """DESIGN §9's shard of each 64-bit hash, computed in Spark's signed longs (_scaled)."""
     high = F.shiftrightunsigned(hashed, 32)
     if layout.index == "high32":
         block = _scaled(high, layout.num_blocks)
@@ -456,20 +585,46 @@ def _partition_keys(num_partitions: int) -> List[int]:
     return [keys[p] for p in range(num_partitions)]
 
 
+def _hashed_layout(layout: bulkbloom.Layout) -> bulkbloom.Layout:
+    """The layout whose keys are `layout`'s hashes: the same blocks and bits for a key's hash as
+    `layout` has for the key (the identity hash takes a 64-bit key as its own hash)."""
+    return bulkbloom.Layout.of(layout.shape, layout.num_blocks, layout.seed, "identity",
+                               layout.index)
+
+
 def _routed(
-    df: DataFrame, key: str, kind: str, order: List[Column], layout: bulkbloom.Layout,
-    num_shards: int,
-) -> DataFrame:
+    df: DataFrame, key: str, kind: str, order: List[_OrderTerm], layout: bulkbloom.Layout,
+    num_shards: int, route_hashes: bool = True, nulls: str = "error",
+) -> tuple:
     """(key, row id, order values...), each shard's rows in a partition of their own: all the
-    routing moves."""
-    columns = [F.col(key).alias(_KEY), F.col(_ROW)]
-    columns += [c.alias(f"{_ORDER}{i}") for i, c in enumerate(order)]
-    narrow = df.withColumn(_ROW, F.monotonically_increasing_id()).select(*columns)
+    routing moves; and whether the key column holds the keys' hashes, not the keys. Where Spark
+    computes the layout's hash and `route_hashes`, it does: a string key then costs the shuffle
+    8 bytes, as an integer does, and its shard keeps the bits the key would set
+    (_hashed_layout). Records with a null key are left out (`nulls` "keep" or "drop"), or stop
+    the job as it reads the first ("error")."""
+    orders = [term.values.alias(f"{_ORDER}{i}") for i, term in enumerate(order)]
+    numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
+    key_column = F.col(key)
+    if df.schema[key].nullable:  # numbered first: the row ids are those of every record
+        if nulls == "error":
+            message = (f"bulkbloom.spark: key column {key!r} is null in a record; pass "
+                       "nulls='keep' or nulls='drop'")
+            key_column = F.when(key_column.isNull(), F.raise_error(F.lit(message))).otherwise(
+                key_column)
+        else:
+            numbered = numbered.where(key_column.isNotNull())
     # Partitioning by key_of[shard] gives each shard a partition of its own (_partition_keys).
     key_of = F.expr(f"array({', '.join(map(str, _partition_keys(num_shards)))})")
-    shard = _sql_shard(F.col(_KEY), kind, layout, num_shards)
-    if shard is not None:
-        return narrow.repartition(num_shards, F.element_at(key_of, shard + 1))
+    hashed = _sql_hash(key_column, kind, layout)
+    if hashed is not None and layout.num_blocks * num_shards < 2**63:
+        if route_hashes:
+            narrow = numbered.select(hashed.alias(_KEY), F.col(_ROW), *orders)
+            shard = _shard_of_hash(F.col(_KEY), layout, num_shards)
+        else:
+            narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
+            shard = _shard_of_hash(_sql_hash(F.col(_KEY), kind, layout), layout, num_shards)
+        return narrow.repartition(num_shards, F.element_at(key_of, shard + 1)), route_hashes
+    narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
     schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
     layout_args = tuple(layout)
 
@@ -480,7 +635,8 @@ def _routed(
             yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
 
     routed = narrow.mapInArrow(add_shard, schema)
-    return routed.repartition(num_shards, F.element_at(key_of, F.col(_SHARD) + 1)).drop(_SHARD)
+    shard_key = F.element_at(key_of, F.col(_SHARD) + 1)
+    return routed.repartition(num_shards, shard_key).drop(_SHARD), False
 
 
 _DECIDED = T.StructType(
@@ -502,24 +658,31 @@ def _decide_shards(
     time: Optional[int],
     num_shards: int,
     work: Path,
-    order_count: int,
+    order: List[tuple],
     write_drops: bool,
     on_task: Optional[Callable[[], None]],
+    hashed: bool = False,
 ) -> list:
-    """Runs each shard's task (see the module's documentation) and returns their rows."""
+    """Runs each shard's task (see the module's documentation) and returns their rows. `hashed`:
+    the routed key column holds the keys' hashes (_routed), which each task inserts into its
+    shard's bits under _hashed_layout."""
+    key_layout = tuple(_hashed_layout(bulkbloom.Layout(*layout))) if hashed else layout
     shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
     suffix = ".bbf" if window is None else ".bbw"
     base_dir = None if base is None else str(base.directory)
     base_shards = None if base is None else list(base.manifest["shards"])
-    sort_columns = [f"{_ORDER}{i}" for i in range(order_count)] + [_ROW]
+    # The order's terms, ties broken by the row id (the input's order).
+    sort_keys = [(f"{_ORDER}{i}", *how) for i, how in enumerate(order)] + [(_ROW, False, True)]
     work_dir = str(work)
 
     def decide(index: int, table: pa.Table) -> pa.RecordBatch:
-        table = _sorted(table, sort_columns)
+        table = _sorted(table, sort_keys)
         if base_dir is None:
-            shard = _empty_shard(bulkbloom.Layout(*layout), window, index, num_shards)
+            shard = _empty_shard(bulkbloom.Layout(*key_layout), window, index, num_shards)
         else:
             shard = shard_type.load(os.path.join(base_dir, base_shards[index]), backend="cpu")
+            if hashed:
+                shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
         if window is not None:
             fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
@@ -533,7 +696,7 @@ def _decide_shards(
         shard.keys_inserted += new_keys
         name = _attempt_name()
         shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
-        shard.save(shard_file)
+        (_relaid(shard, layout) if hashed else shard).save(shard_file)
         drops_file = None
         if write_drops:
             rows = table.column(_ROW).to_numpy()
@@ -558,7 +721,7 @@ def _decide_shards(
             return
         table = pa.Table.from_batches(received)
         # The shard is not shipped: hashing again here costs less than moving it from the JVM.
-        shards = bulkbloom.shard_of(bulkbloom.Layout(*layout), table.column(_KEY), num_shards)
+        shards = bulkbloom.shard_of(bulkbloom.Layout(*key_layout), table.column(_KEY), num_shards)
         present = np.unique(shards)
         for index in present.tolist():
             part = table if len(present) == 1 else table.filter(pa.array(shards == index))
@@ -567,12 +730,26 @@ def _decide_shards(
     return routed.mapInArrow(decide_partition, _DECIDED).collect()
 
 
-def _sorted(table: pa.Table, columns: List[str]) -> pa.Table:
-    """`table` sorted by `columns`, ascending, nulls first (as Spark's ascending order has them)."""
+def _relaid(shard: bulkbloom.FilterShard, layout: tuple) -> bulkbloom.FilterShard:
+    """`shard`'s bits under another layout of the same blocks: its _hashed_layout twin, or back."""
+    return bulkbloom.FilterShard._from_bits(layout, shard.index, shard.num_shards, shard.bits(),
+                                            shard.keys_inserted, shard.metadata)
+
+
+def _sorted(table: pa.Table, keys: List[tuple]) -> pa.Table:
+    """`table` sorted by `keys`: (column, descending, nulls first) each, as Spark sorts."""
+    terms = [(name, "descending" if descending else "ascending",
+              "at_start" if nulls_first else "at_end") for name, descending, nulls_first in keys]
     try:
-        return table.sort_by([(name, "ascending", "at_start") for name in columns])
+        return table.sort_by(terms)
     except (TypeError, ValueError):  # pyarrow before 20: one null placement for every key
-        return table.sort_by([(name, "ascending") for name in columns], null_placement="at_start")
+        placements = {placement for _, _, placement in terms}
+        if len(placements) > 1:
+            raise ValueError(
+                f"order mixes nulls first and nulls last, which pyarrow {pa.__version__} cannot "
+                "sort by (pyarrow 20 can)"
+            ) from None
+        return table.sort_by([term[:2] for term in terms], null_placement=placements.pop())
 
 
 _BY_INPUT = T.StructType(
@@ -619,7 +796,31 @@ def _regroup_drops(spark: Any, drops: dict, work: Path, dropped: int) -> list:
     return by_input.mapInArrow(write, _BY_INPUT).collect()
 
 
-def _commit(
+class _WindowRequest(NamedTuple):
+    """What dedup(window=...) asks for: the window, or its sizing, and this run's time."""
+
+    length: int
+    time: int
+    generations: int
+    lateness: int
+    config: Optional[bulkbloom.WindowConfig]
+
+
+class _Staged(NamedTuple):
+    """A generation decided and written in full in a job's work directory, not yet published:
+    nothing reads it but the job that staged it."""
+
+    root: Path
+    previous: Optional[str]  # the generation current when the job took the lock
+    directory: Path  # ROOT/tmp-<job>/gen-N
+    manifest: dict
+
+    @property
+    def generation(self) -> str:
+        return self.directory.name
+
+
+def _stage(
     root: Path,
     base: Optional[ShardedFilter],
     previous: Optional[str],
@@ -632,10 +833,10 @@ def _commit(
     manifest_extra: dict,
     drops: Optional[dict] = None,
     drops_by: str = "shard",
-) -> ShardedFilter:
-    """Makes the attempt files the successful tasks named the new generation, atomically:
+) -> _Staged:
+    """Makes the attempt files the successful tasks named a complete generation in `work`:
     `rows`' shard files, and `drops` (name in the generation: attempt file), grouped by
-    `drops_by` ("shard" or "input partition")."""
+    `drops_by` ("shard" or "input partition"), written and fsynced; ``_publish`` commits it."""
     by_shard = {row["shard"]: row for row in rows}
     if len(by_shard) != len(rows):
         # Each shard's rows must all reach one task; two tasks' halves would each look complete.
@@ -685,133 +886,162 @@ def _commit(
     }
     _write_durably(staging / "manifest.json", json.dumps(manifest, indent=1).encode() + b"\n")
     _fsync_dir(staging)
-    os.rename(staging, root / generation)
+    return _Staged(root, previous, staging, manifest)
+
+
+def _publish(staged: _Staged) -> ShardedFilter:
+    """Commits a staged generation, atomically: renamed into place, then CURRENT replaced (module
+    documentation, the directory). The generation before it is kept, older ones removed."""
+    root, generation = staged.root, staged.generation
+    os.rename(staged.directory, root / generation)
     _fsync_dir(root)
     _write_durably(root / "CURRENT", f"{generation}\n".encode())
-    keep = {generation} | ({previous} if previous is not None else set())
+    keep = {generation} | ({staged.previous} if staged.previous is not None else set())
     _remove_leftovers(root, keep)
-    return ShardedFilter(root, generation, manifest)
+    return ShardedFilter(root, generation, staged.manifest)
 
 
-def _run(
+@contextmanager
+def _changing(root: Path, wait_lock: bool) -> Iterator[Optional[ShardedFilter]]:
+    """Holds `root`'s lock and yields its committed state, after removing what crashed or older
+    jobs left: all but the current generation and the one before it, which a DataFrame returned
+    earlier may still read."""
+    with _locked(root, wait_lock):
+        current = open_filter(root)
+        keep = set()
+        if current is not None:
+            generations = _generations(root)
+            at = generations.index(current.generation)
+            keep = set(generations[max(0, at - 1) : at + 1])
+        _remove_leftovers(root, keep)
+        yield current
+
+
+@contextmanager
+def _work_directory(root: Path) -> Iterator[Path]:
+    """A job's directory for its attempt files and staged generation, removed when it ends."""
+    work = root / f"tmp-{uuid.uuid4().hex}"
+    work.mkdir()
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _decide(
     df: DataFrame,
     key: str,
     root: Path,
+    current: Optional[ShardedFilter],
+    work: Path,
     *,
-    order: List[Column],
+    order: List[_OrderTerm],
     capacity: Optional[int],
     fpr: float,
     num_shards: Optional[int],
     layout: Optional[bulkbloom.Layout],
     carry: bool,
     write_drops: bool,
-    wait_lock: bool,
     on_task: Optional[Callable[[], None]],
     window: Optional[_WindowRequest] = None,
     regroup_drops_above: Optional[int] = None,
-) -> ShardedFilter:
-    """Routes, decides and commits (module documentation, "How it runs"); returns the committed
-    state. With write_drops, the dropped row ids are regrouped by input partition when there are
-    more than `regroup_drops_above`."""
+    nulls: str = "error",
+    run: Optional[dict] = None,
+) -> _Staged:
+    """Routes and decides (module documentation, "How it runs") against `current` (carried when
+    `carry`), and stages the new generation in `work`, its manifest recording `run` (if any).
+    With write_drops, the dropped row ids are regrouped by input partition when there are more
+    than `regroup_drops_above`."""
     _check_names(df)
     kind = _key_kind(df, key)
-    with _locked(root, wait_lock):
-        current = open_filter(root)
-        keep = set()
-        if current is not None:
-            # The current generation, and the one before it, which a DataFrame may still read.
-            generations = _generations(root)
-            at = generations.index(current.generation)
-            keep = set(generations[max(0, at - 1) : at + 1])
-        _remove_leftovers(root, keep)
-        base = current if carry else None
-        if base is not None:
-            if base.manifest.get("keys") != kind:
-                raise ValueError(
-                    f"{root} holds {base.manifest.get('keys')} keys; column {key!r} has {kind} keys"
-                    " (integers and strings hash differently)"
-                )
-            if num_shards is not None and num_shards != base.num_shards:
-                raise ValueError(
-                    f"{root} has {base.num_shards} shards, not {num_shards}; bulkbloom.reshard "
-                    "recuts one"
-                )
-            if layout is not None and tuple(layout)[:5] != tuple(base.layout)[:5]:
-                raise ValueError(f"{root} has layout {base.layout}, not {layout}")
-            if (base.window is None) != (window is None):
-                held = "a filter" if base.window is None else f"a window ({base.window})"
-                raise ValueError(f"{root} holds {held}; pass window= exactly for a window")
-            the_layout, count = base.layout, base.num_shards
-            config = base.window
-            extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
-        else:
-            config = None
-            rows = capacity
-            if window is not None:
-                config = window.config
-                if config is None:
-                    if rows is None:
-                        rows = max(1, df.count())
-                    sized = bulkbloom.WindowConfig.for_event_time(
-                        rows / window.length, window.length, fpr, generations=window.generations,
-                        lateness=window.lateness,
-                    )
-                    config = bulkbloom.WindowConfig.of(
-                        sized.clock, sized.window, _spark_seeded(sized.generation),
-                        generations=sized.generations, lateness=sized.lateness,
-                    )
-                layout = config.generation
-            elif layout is None:
+    base = current if carry else None
+    if base is not None:
+        if base.manifest.get("keys") != kind:
+            raise ValueError(
+                f"{root} holds {base.manifest.get('keys')} keys; column {key!r} has {kind} keys"
+                " (integers and strings hash differently)"
+            )
+        if num_shards is not None and num_shards != base.num_shards:
+            raise ValueError(
+                f"{root} has {base.num_shards} shards, not {num_shards}; bulkbloom.reshard "
+                "recuts one"
+            )
+        if layout is not None and tuple(layout)[:5] != tuple(base.layout)[:5]:
+            raise ValueError(f"{root} has layout {base.layout}, not {layout}")
+        if (base.window is None) != (window is None):
+            held = "a filter" if base.window is None else f"a window ({base.window})"
+            raise ValueError(f"{root} holds {held}; pass window= exactly for a window")
+        the_layout, count = base.layout, base.num_shards
+        config = base.window
+        extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
+    else:
+        config = None
+        rows = capacity
+        if window is not None:
+            config = window.config
+            if config is None:
                 if rows is None:
                     rows = max(1, df.count())
-                layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
-            the_layout = layout
-            if num_shards is not None:
-                count = num_shards
-            else:
-                count = _default_shards(df.sparkSession, layout, rows)
-            extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
-        if not 1 <= count <= the_layout.num_blocks:
-            raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
-        work = root / f"tmp-{uuid.uuid4().hex}"
-        work.mkdir()
-        try:
-            routed = _routed(df, key, kind, order, the_layout, count)
-            time = None if window is None else window.time
-            rows = _decide_shards(
-                routed, base, tuple(the_layout), config, time, count, work, len(order),
-                write_drops, on_task,
-            )
-            dropped = sum(row["keys"] - row["new_keys"] for row in rows)
-            drops_by, drops = "shard", {
-                f"drops-{row['shard']:05d}.parquet": row["drops_file"]
-                for row in rows if row["drops_file"] is not None
-            }
-            if drops and regroup_drops_above is not None and dropped > regroup_drops_above:
-                drops_by = "input partition"
-                regrouped = _regroup_drops(df.sparkSession, drops, work, dropped)
-                drops = {_input_drops_name(r["partition"]): r["drops_file"] for r in regrouped}
-            previous = None if current is None else current.generation
-            return _commit(
-                root, base, previous, work, rows, the_layout, config, time, count, extra, drops,
-                drops_by,
-            )
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+                sized = bulkbloom.WindowConfig.for_event_time(
+                    rows / window.length, window.length, fpr, generations=window.generations,
+                    lateness=window.lateness,
+                )
+                config = bulkbloom.WindowConfig.of(
+                    sized.clock, sized.window, _spark_seeded(sized.generation),
+                    generations=sized.generations, lateness=sized.lateness,
+                )
+            layout = config.generation
+        elif layout is None:
+            if rows is None:
+                rows = max(1, df.count())
+            layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
+        the_layout = layout
+        if num_shards is not None:
+            count = num_shards
+        else:
+            count = _default_shards(df.sparkSession, layout, rows)
+        extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
+    if not 1 <= count <= the_layout.num_blocks:
+        raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+    # A window's shards take keys, not hashes (WindowShard has no hashed twin).
+    routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls)
+    time = None if window is None else window.time
+    rows = _decide_shards(
+        routed, base, tuple(the_layout), config, time, count, work,
+        [(term.descending, term.nulls_first) for term in order],
+        write_drops, on_task, hashed,
+    )
+    dropped = sum(row["keys"] - row["new_keys"] for row in rows)
+    drops_by, drops = "shard", {
+        f"drops-{row['shard']:05d}.parquet": row["drops_file"]
+        for row in rows if row["drops_file"] is not None
+    }
+    if drops and regroup_drops_above is not None and dropped > regroup_drops_above:
+        drops_by = "input partition"
+        regrouped = _regroup_drops(df.sparkSession, drops, work, dropped)
+        drops = {_input_drops_name(r["partition"]): r["drops_file"] for r in regrouped}
+    previous = None if current is None else current.generation
+    if run is not None:
+        extra = {**extra, "run": run}
+    return _stage(
+        root, base, previous, work, rows, the_layout, config, time, count, extra, drops, drops_by,
+    )
 
 
-class _WindowRequest(NamedTuple):
-    """What dedup(window=...) asks for: the window, or its sizing, and this run's time."""
+def _decide_and_publish(
+    df: DataFrame, key: str, root: Path, wait_lock: bool, **decide: Any
+) -> ShardedFilter:
+    """A job that changes nothing but the filter (``build``, or ``dedup``'s scratch filter):
+    decided, staged and committed at once."""
+    with _changing(root, wait_lock) as current, _work_directory(root) as work:
+        return _publish(_decide(df, key, root, current, work, **decide))
 
-    length: int
-    time: int
-    generations: int
-    lateness: int
-    config: Optional[bulkbloom.WindowConfig]
 
-
-def _scratch_directory() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="bulkbloom-spark-"))
+def _scratch_directory(parent: Optional[PathLike] = None) -> Path:
+    """A new directory for one dedup's filter (in `parent`, else the driver's temporary
+    directory), removed when the driver's Python exits."""
+    where = None if parent is None else _filter_root(parent)
+    path = Path(tempfile.mkdtemp(prefix="bulkbloom-spark-", dir=where))
     atexit.register(shutil.rmtree, path, True)
     return path
 
@@ -827,73 +1057,95 @@ def dedup(
     num_shards: Optional[int] = None,
     capacity: Optional[int] = None,
     fpr: float = 0.001,
-    filter: Optional[PathLike] = None,
     layout: Optional[bulkbloom.Layout] = None,
-    window: Optional[int] = None,
-    time: Optional[int] = None,
-    generations: int = 4,
-    lateness: int = 0,
-    window_config: Optional[bulkbloom.WindowConfig] = None,
-    wait_lock: bool = False,
     broadcast_drops: Optional[int] = None,
+    unstable_input: str = "checkpoint",
+    nulls: str = "error",
+    scratch: Optional[PathLike] = None,
+    filter: None = None,
     _on_task: Optional[Callable[[], None]] = None,
 ) -> DataFrame:
     """``df`` without the records whose key an earlier record had (and the filter's rare false
     drops, as ``bulkbloom dedup`` has them): each key's first occurrence kept, "first" by
-    ``order``.
+    ``order``, within this DataFrame alone.
 
     ``key``: an integer, string or binary column (integers hash as their 64-bit pattern, strings
     as their UTF-8 bytes, like the command line's integer and text keys). ``order``: column names
-    or Columns, ascending, ties broken by the input's order; None: the input's own order (see
-    "What is assumed of the input" in the module's documentation). ``filter``: a sharded filter
-    directory carried across runs (daily dumps): loaded first if it exists, the new state
-    committed atomically when the routing job succeeds; without it the filter lives in a
-    scratch directory of the driver (local mode; on a cluster give a shared ``filter``).
-    A new filter is sized for ``capacity`` keys at rate ``fpr`` (capacity None: the input's row
-    count), or has the explicit ``layout``, and ``num_shards`` shards (None: the cores, shards of
-    at most 128 MiB, and of at most a million rows where the rows are known: ``capacity`` or
-    the row count; a multiple of the cores), with ``SPARK_SEED`` as its hash seed; a carried
-    one keeps what it has.
-    ``wait_lock``: wait for another job holding ``filter`` instead of raising.
+    or Columns, ascending, or sort orders (``F.col("ts").desc()``, ``.asc_nulls_last()``), ties
+    broken by the input's order; None: the input's own order (see "What is assumed of the
+    input" in the module's documentation). The filter is sized for
+    ``capacity`` keys at rate ``fpr`` (capacity None: the input's row count), or has the explicit
+    ``layout``, and ``num_shards`` shards (None: the cores, shards of at most 128 MiB, and of at
+    most a million rows where the rows are known: ``capacity`` or the row count; a multiple of
+    the cores), with ``SPARK_SEED`` as its hash seed; it lives in a new directory in
+    ``scratch`` (None: the driver's temporary directory, which only local mode's executors see;
+    on a cluster, a directory on a shared mount), removed when the driver's Python exits.
     ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
     8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
     function; module documentation, "How it runs").
+    ``unstable_input``: what to do with an input that may give its rows in another order when
+    read again (a shuffle in its plan, e.g. ``repartition(n)``, a join or an aggregation, or a
+    non-deterministic expression such as ``rand()``), which the row ids of the routing and of
+    the filtering would number differently: ``"checkpoint"`` reads it from
+    ``df.localCheckpoint()`` (a warning is logged; the checkpoint is one more pass over the input
+    and lives in the executors' storage), ``"error"`` raises ``ValueError`` saying what in the
+    plan is unstable.
+    ``nulls``: what becomes of records whose key is null (no key to dedup by): ``"error"``
+    stops the job at the first such record it reads, before anything is shuffled or written,
+    with an error naming the key column (a column the schema says is not nullable is not
+    checked); ``"keep"`` keeps every one of them (none is a repeat: SQL's nulls are not equal;
+    ``dropDuplicates`` would keep one); ``"drop"`` drops them all.
 
-    ``window``: a sliding window of this length instead of a filter (module documentation,
-    "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
-    seconds, not earlier than the last run's); ``capacity`` is then the keys of one window, and
-    ``generations`` and ``lateness`` are as for ``WindowedFilter.for_event_time``, or
-    ``window_config`` gives the whole configuration.
+    A filter carried across runs (``filter=``, and so ``window=``) is ``dedup_and_write``'s: its
+    new state may only be committed once the output that goes with it is, which only a call
+    that does the write can know; ``dedup`` refuses ``filter=``.
 
     The routing job runs now; the DataFrame returned filters ``df`` lazily (module
-    documentation, "How it runs")."""
-    if window_config is not None and window is None:
-        window = window_config.window
-    request = None
-    if window is not None:
-        if filter is None or time is None:
-            raise ValueError("a window (window=) needs filter= to carry it and this dump's time=")
-        if window_config is not None and window_config.clock != "event_time":
-            raise ValueError("window_config must have the event_time clock")
-        request = _WindowRequest(int(window), int(time), generations, lateness, window_config)
-    root = Path(filter) if filter is not None else _scratch_directory()
+    documentation, "How it runs"). A job that fails changes nothing."""
+    if filter is not None:
+        raise ValueError(
+            "dedup() does not carry a filter: its new state would be committed before you write "
+            "the DataFrame it returns, and a crash in between would lose the dump on the rerun; "
+            "use dedup_and_write(df, key, path, filter=...), which commits the filter only after "
+            "the output is written"
+        )
+    _classic(df.sparkSession)
+    _check_nulls(nulls)
+    df = _stable_input(df, unstable_input)
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
-    state = _run(
-        df, key, root, order=_order_columns(order), capacity=capacity, fpr=fpr,
-        num_shards=num_shards, layout=layout, carry=filter is not None, write_drops=True,
-        wait_lock=wait_lock, on_task=_on_task, window=request,
-        regroup_drops_above=broadcast_drops,
+    state = _decide_and_publish(
+        df, key, _scratch_directory(scratch), False, order=_order_terms(order), capacity=capacity,
+        fpr=fpr, num_shards=num_shards, layout=layout, carry=False, write_drops=True,
+        on_task=_on_task, regroup_drops_above=broadcast_drops, nulls=nulls,
     )
-    drops = [str(state.directory / name) for name in state.manifest["drops"]]
+    return _kept(df, key, nulls, state.directory, state.manifest)
+
+
+def _check_nulls(nulls: str) -> None:
+    if nulls not in ("error", "keep", "drop"):
+        raise ValueError(f"nulls {nulls!r} is not 'error', 'keep' or 'drop'")
+
+
+def _kept(df: DataFrame, key: str, nulls: str, directory: Path, manifest: dict) -> DataFrame:
+    """The records dedup keeps of `df`: those the generation in `directory` did not drop, less
+    the null keys if `nulls` is "drop"."""
+    kept = _without_drops(df, directory, manifest)
+    return kept.where(F.col(key).isNotNull()) if nulls == "drop" else kept
+
+
+def _without_drops(df: DataFrame, directory: Path, manifest: dict) -> DataFrame:
+    """`df` less the rows whose row ids the generation in `directory` dropped (module
+    documentation, "How it runs", 3)."""
+    drops = [str(directory / name) for name in manifest["drops"]]
     if not drops:  # no record at all, or none dropped
         return df
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
-    if state.manifest["drops_by"] == "shard":
+    if manifest["drops_by"] == "shard":
         # Few enough to send every task all of them: the records never leave the JVM.
         dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
-    directory = str(state.directory)
+    folder = str(directory)
     held: dict = {}
 
     def kept(rows: pd.Series) -> pd.Series:
@@ -904,13 +1156,239 @@ def dedup(
         partitions = ids >> _PARTITION_SHIFT
         for number in np.unique(partitions).tolist():
             if held.get("partition") != number:
-                held["partition"], held["ids"] = number, _input_drops(directory, number)
+                held["partition"], held["ids"] = number, _input_drops(folder, number)
             rows_of = partitions == number
             keep[rows_of] = ~_in_sorted(ids[rows_of], held["ids"])
         return pd.Series(keep)
 
     keep = F.pandas_udf(kept, T.BooleanType())
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
+
+
+# The file in a filter directory that names the output a dedup_and_write run is writing.
+_PENDING = "PENDING"
+
+_WRITE_MODES = {"error": "errorifexists", "errorifexists": "errorifexists",
+                "overwrite": "overwrite"}
+
+
+def dedup_and_write(
+    df: DataFrame,
+    key: str,
+    path: PathLike,
+    *,
+    filter: PathLike,
+    format: str = "parquet",
+    mode: str = "error",
+    partition_by: Union[None, str, Sequence[str]] = None,
+    options: Optional[dict] = None,
+    order: OrderLike = None,
+    num_shards: Optional[int] = None,
+    capacity: Optional[int] = None,
+    fpr: float = 0.001,
+    layout: Optional[bulkbloom.Layout] = None,
+    window: Optional[int] = None,
+    time: Optional[int] = None,
+    generations: int = 4,
+    lateness: int = 0,
+    window_config: Optional[bulkbloom.WindowConfig] = None,
+    wait_lock: bool = False,
+    broadcast_drops: Optional[int] = None,
+    unstable_input: str = "checkpoint",
+    nulls: str = "error",
+    _on_task: Optional[Callable[[], None]] = None,
+    _on_step: Optional[Callable[[str], None]] = None,
+) -> ShardedFilter:
+    """Writes ``df`` deduplicated against the sharded filter directory ``filter`` (carried across
+    runs: daily dumps) to ``path``, then commits the filter's new state, and returns it.
+
+    The keys, order, sizing, ``broadcast_drops``, ``unstable_input`` and ``nulls`` are
+    ``dedup``'s; a new filter is sized and
+    laid out as ``dedup`` sizes one, a carried one keeps what it has. ``format``, ``partition_by``
+    and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
+    ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
+    append that crashed half way cannot be told from the data before it (write each dump to its
+    own path, e.g. a date's partition directory, instead).
+
+    ``window``: a sliding window of this length instead of a filter (module documentation,
+    "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
+    seconds, not earlier than the last run's); ``capacity`` is then the keys of one window, and
+    ``generations`` and ``lateness`` are as for ``WindowedFilter.for_event_time``, or
+    ``window_config`` gives the whole configuration.
+    ``wait_lock``: wait for another job holding ``filter`` instead of raising.
+
+    The order of the commit (module documentation, "Committing a run"): the routing job decides
+    and stages the new generation in the filter's directory, ``PENDING`` names ``path``, the
+    write job writes and commits the output, and only then the new generation becomes the
+    current one; nothing earlier is removed until then. A job that fails changes nothing (the
+    output is removed if it did not exist before). A rerun after a crash anywhere writes the
+    output the run that crashed would have written: before the commit, the filter is as it was
+    and ``PENDING`` lets the rerun replace what the crashed run left at ``path``; after it, the
+    current generation records the run (``path``, ``format``, the key, the order and the input's
+    files), and a rerun of the same run, with file inputs, changes nothing and returns the state.
+    """
+    spark = df.sparkSession
+    _classic(spark)
+    _check_nulls(nulls)
+    request = _window_request(window, time, generations, lateness, window_config)
+    if mode not in _WRITE_MODES:
+        raise ValueError(
+            f"mode {mode!r}: dedup_and_write writes with mode 'error' or 'overwrite' (an 'append' "
+            "that crashed half way cannot be told from the data before it)"
+        )
+    root = _filter_root(filter)
+    output = _OutputPath(spark, path)
+    order_terms = _order_terms(order)
+    run = _run_record(df, key, order_terms, output.name, format)
+    if broadcast_drops is None:
+        broadcast_drops = _default_broadcast_drops(spark)
+    step = _on_step or (lambda name: None)
+    with _changing(root, wait_lock) as current:
+        ours = _crashed_run_wrote(root, current, output.name)
+        if current is not None and run["inputs"] and current.manifest.get("run") == run:
+            if not output.exists():
+                raise RuntimeError(
+                    f"{root}'s current generation {current.generation} already holds this run's "
+                    f"keys (the same inputs, written to {output.name}), but {output.name} is gone: "
+                    "it cannot be computed again from this filter; restore the output, or rerun "
+                    "against a copy of the filter with its previous generation made current"
+                )
+            _log.info("%s already committed this run (output %s): nothing to do", root,
+                      output.name)
+            return current
+        existed = output.exists()
+        if existed and not ours and _WRITE_MODES[mode] != "overwrite":
+            raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
+        df = _stable_input(df, unstable_input)
+        with _work_directory(root) as work:
+            try:
+                staged = _decide(
+                    df, key, root, current, work, order=order_terms, capacity=capacity,
+                    fpr=fpr, num_shards=num_shards, layout=layout, carry=True,
+                    write_drops=True, on_task=_on_task, window=request,
+                    regroup_drops_above=broadcast_drops, nulls=nulls, run=run,
+                )
+                pending = {"output": output.name, "base": staged.previous,
+                           "generation": staged.generation}
+                _write_durably(root / _PENDING, json.dumps(pending).encode() + b"\n")
+                step("staged")
+                writer = _kept(df, key, nulls, staged.directory, staged.manifest).write
+                writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
+                if partition_by is not None:
+                    columns = [partition_by] if isinstance(partition_by, str) else partition_by
+                    writer = writer.partitionBy(*columns)
+                writer.options(**(options or {})).save(output.name)
+                step("written")
+            except BaseException:
+                # Back as it was: the filter never changed; an output that was not there before
+                # (or was a crashed run's) goes; PENDING, last, since it vouches for the output.
+                if not existed or ours:
+                    output.delete()
+                (root / _PENDING).unlink(missing_ok=True)
+                raise
+            state = _publish(staged)
+        step("committed")
+        (root / _PENDING).unlink(missing_ok=True)
+        return state
+
+
+def _crashed_run_wrote(root: Path, current: Optional[ShardedFilter], output: str) -> bool:
+    """Whether a dedup_and_write run that crashed before its commit was writing `output` from
+    the current state (so that what is there is its, to be replaced); removes PENDING when it
+    names another output or a run that committed."""
+    path = root / _PENDING
+    try:
+        pending = json.loads(path.read_text())
+    except FileNotFoundError:
+        return False
+    except ValueError as error:
+        raise bulkbloom.FormatError(f"{path}: {error}") from None
+    committed = current is not None and pending.get("generation") == current.generation
+    base = None if current is None else current.generation
+    if not committed and pending.get("base") == base and pending.get("output") == output:
+        return True
+    if not committed:
+        _log.warning(
+            "%s: a run that crashed before its commit was writing %s, which may hold its partial "
+            "output", root, pending.get("output"),
+        )
+    path.unlink()
+    _fsync_dir(root)
+    return False
+
+
+def _run_record(
+    df: DataFrame, key: str, order: List[_OrderTerm], output: str, format: str
+) -> dict:
+    """What identifies a dedup_and_write run (module documentation, "Committing a run"): the
+    output, the format, the key, the order and a hash of the input's files (empty when the input
+    reads no files, and then no rerun is recognised)."""
+    files = sorted(df.inputFiles())
+    inputs = hashlib.sha256("\n".join(files).encode()).hexdigest() if files else ""
+    return {"output": output, "format": format, "key": key,
+            "order": [list(map(str, term)) for term in order], "inputs": inputs}
+
+
+class _OutputPath:
+    """An output path on the Hadoop filesystem Spark writes it with (any URI Spark writes)."""
+
+    def __init__(self, spark: Any, path: PathLike) -> None:
+        jvm = _jvm(spark, "dedup_and_write")
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(os.fspath(path))
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        self._fs = hadoop_path.getFileSystem(conf)
+        self._path = self._fs.makeQualified(hadoop_path)
+        self.name = self._path.toString()
+
+    def exists(self) -> bool:
+        return bool(self._fs.exists(self._path))
+
+    def delete(self) -> None:
+        self._fs.delete(self._path, True)
+
+
+def _jvm(spark: Any, what: str) -> Any:
+    """The driver's JVM gateway, which Spark Connect clients have not."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise RuntimeError(
+            f"{what} needs a classic Spark session (the driver's JVM); this is a Spark Connect "
+            "session: run the job with spark-submit or a classic SparkSession"
+        )
+    return jvm
+
+
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+def _filter_root(path: PathLike) -> Path:
+    """The local directory a filter path names: a plain path or a file: URI. Any other scheme is
+    refused before anything is done, not taken for a relative path."""
+    text = os.fspath(path)
+    match = _URI_SCHEME.match(text)
+    if match is None:
+        return Path(text)
+    if match.group(1).lower() == "file":
+        return Path(urllib.parse.urlparse(text).path)
+    raise ValueError(
+        f"filter {text!r}: a sharded filter directory is a local path that every executor sees "
+        f"at the same place (a shared mount); {match.group(1)}: filesystems are not supported"
+    )
+
+
+def _window_request(
+    window: Optional[int], time: Optional[int], generations: int, lateness: int,
+    window_config: Optional[bulkbloom.WindowConfig],
+) -> Optional[_WindowRequest]:
+    if window_config is not None and window is None:
+        window = window_config.window
+    if window is None:
+        return None
+    if time is None:
+        raise ValueError("a window (window=) needs this dump's time=")
+    if window_config is not None and window_config.clock != "event_time":
+        raise ValueError("window_config must have the event_time clock")
+    return _WindowRequest(int(window), int(time), generations, lateness, window_config)
 
 
 # A drops file is one int64 column of row ids, ascending.
@@ -944,9 +1422,8 @@ def _input_drops(directory: str, partition: int) -> np.ndarray:
     except FileNotFoundError:
         if not os.path.exists(os.path.join(directory, "manifest.json")):
             raise FileNotFoundError(
-                f"{directory}, the filter generation this DataFrame filters by, was removed: a "
-                "generation is kept until two later runs commit, so evaluate dedup's DataFrame "
-                "(write it) before then"
+                f"{directory}, the filter generation this DataFrame filters by, was removed: "
+                "dedup's scratch filter lives until the driver's Python exits"
             ) from None
         return np.zeros(0, dtype=np.int64)
 
@@ -969,13 +1446,17 @@ def build(
     num_shards: Optional[int] = None,
     layout: Optional[bulkbloom.Layout] = None,
     wait_lock: bool = False,
+    nulls: str = "error",
 ) -> str:
     """Builds a new sharded filter of every key of ``df`` in the directory ``path`` (replacing
-    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``."""
-    root = Path(path)
-    _run(
-        df, key, root, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
-        layout=layout, carry=False, write_drops=False, wait_lock=wait_lock, on_task=None,
+    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``; ``nulls``
+    ``"keep"`` or ``"drop"`` leaves null keys out, ``"error"`` stops at the first."""
+    _classic(df.sparkSession)
+    _check_nulls(nulls)
+    root = _filter_root(path)
+    _decide_and_publish(
+        df, key, root, wait_lock, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
+        layout=layout, carry=False, write_drops=False, on_task=None, nulls=nulls,
     )
     return str(root)
 

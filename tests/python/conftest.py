@@ -3,6 +3,7 @@
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -58,3 +59,25 @@ def write_rfc4180_csv(path: Path, rows: int = 8_000) -> None:
         key_text = '"' + key.replace('"', '""') + '"' if quoted else key
         lines.append(f"{before},{key_text},{after}" + ["\n", "\r\n"][rng.integers(2)])
     path.write_bytes("".join(lines).encode())
+
+
+# A local Spark small enough for this machine's tests: little memory, few partitions, no UI.
+SMALL_SPARK = {
+    "spark.driver.memory": "1g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "2",
+    "spark.ui.enabled": "false",
+}
+
+
+def local_spark(master: str, app: str):
+    """A SparkSession on `master` with SMALL_SPARK, its Python workers running this Python."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    builder = SparkSession.builder.master(master).appName(app)
+    for name, value in SMALL_SPARK.items():
+        builder = builder.config(name, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

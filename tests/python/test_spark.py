@@ -6,6 +6,7 @@ import fcntl
 import os
 import shutil
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,14 @@ def assert_same_records(df, keys, cli_kept, first_seq=0):
     assert payload == [f"p{s}" for s in expected_seq]
 
 
+def written(spark, df, key, **options):
+    """What dedup_and_write wrote of `df`, read back: the records it kept (a new output path in
+    the filter's parent directory)."""
+    out = Path(options["filter"]).parent / f"out-{uuid.uuid4().hex}"
+    bbspark.dedup_and_write(df, key, out, **options)
+    return spark.read.parquet(str(out))
+
+
 def plan(df) -> str:
     return df._jdf.queryExecution().executedPlan().toString()
 
@@ -137,8 +146,8 @@ def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed):
     assert RECORDS * 3 // 4 - len(expected) > 20  # false drops, which the order decides
 
     df = frame(spark, keys, shuffled=True)
-    unique = bbspark.dedup(df, "event_id", order="seq", layout=layout, num_shards=num_shards,
-                           filter=tmp_path / "f")
+    unique = written(spark, df, "event_id", order="seq", layout=layout, num_shards=num_shards,
+                     filter=tmp_path / "f")
     assert unique.columns == df.columns
     assert_same_records(unique, keys, expected)
     state = bbspark.open_filter(tmp_path / "f")
@@ -273,11 +282,24 @@ def test_each_shard_gets_a_partition_of_its_own(spark):
     keys = dump(15, 5_000)
     for seed in (bbspark.SPARK_SEED, 0):  # routed by Spark SQL, and by an Arrow function
         layout = bulkbloom.Layout.of("sb512", 1000, seed)
-        routed = bbspark._routed(frame(spark, keys), "event_id", "integer", [], layout, 7)
+        routed, hashed = bbspark._routed(frame(spark, keys), "event_id", "integer", [], layout, 7)
+        # Routed by Spark SQL, the keys' hashes travel, and route as the keys under the identity.
+        assert hashed == (seed == bbspark.SPARK_SEED)
+        key_layout = bbspark._hashed_layout(layout) if hashed else layout
         got = routed.select(bbspark._KEY, F.spark_partition_id()).toArrow()
         np.testing.assert_array_equal(got.column(1).to_numpy(),
-                                      bulkbloom.shard_of(layout, got.column(0), 7))
+                                      bulkbloom.shard_of(key_layout, got.column(0), 7))
         assert len(got) == len(keys)
+
+
+def test_string_keys_shuffle_their_hash(spark):
+    """A string key costs the routing's shuffle 8 bytes, its 64-bit hash, not its bytes."""
+    words = spark.createDataFrame([(f"user-{i}",) for i in range(10)], ["word"])
+    layout = bulkbloom.Layout.of("sb512", 1000, bbspark.SPARK_SEED)
+    routed, hashed = bbspark._routed(words, "word", "bytes", [], layout, 3)
+    # The repartition is routed's last step: what it shuffles is routed's columns.
+    assert hashed and routed.schema.simpleString() == (
+        f"struct<{bbspark._KEY}:bigint,{bbspark._ROW}:bigint>")
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
@@ -337,10 +359,10 @@ def test_a_carried_filter_is_the_clis_across_two_dumps(spark, cli, tmp_path):
 
     path = tmp_path / "filter"
     df1 = frame(spark, first)
-    assert_same_records(bbspark.dedup(df1, "event_id", filter=path, layout=cli_bits.layout,
-                                      num_shards=3), first, kept_first)
+    assert_same_records(written(spark, df1, "event_id", filter=path, layout=cli_bits.layout,
+                                num_shards=3), first, kept_first)
     df2 = frame(spark, second, first_seq=RECORDS)
-    assert_same_records(bbspark.dedup(df2, "event_id", filter=path), second, kept_second,
+    assert_same_records(written(spark, df2, "event_id", filter=path), second, kept_second,
                         RECORDS)
     ours = shards_filter(path)
     ours.keys_inserted, ours.metadata = cli_bits.keys_inserted, cli_bits.metadata
@@ -361,10 +383,10 @@ def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
             raise RuntimeError("the first attempt of every shard task fails")
 
     path = tmp_path / "filter"
-    bbspark.dedup(frame(spark, first), "event_id", filter=path, layout=cli_bits.layout,
-                  num_shards=3)
-    unique = bbspark.dedup(frame(spark, second, RECORDS), "event_id", filter=path,
-                           _on_task=fail_first_attempt)
+    written(spark, frame(spark, first), "event_id", filter=path, layout=cli_bits.layout,
+            num_shards=3)
+    unique = written(spark, frame(spark, second, RECORDS), "event_id", filter=path,
+                     _on_task=fail_first_attempt)
     assert_same_records(unique, second, kept_second, RECORDS)
     state = bbspark.open_filter(path)
     assert sorted(p.name for p in state.directory.iterdir()) == sorted(
@@ -395,8 +417,8 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
     partitions = len(np.unique(numbered.column("row").to_numpy() >> 33))
     assert partitions > 1
     path = tmp_path / "filter"
-    unique = bbspark.dedup(df, "event_id", order="seq", filter=path, layout=layout, num_shards=7,
-                           broadcast_drops=0)
+    unique = written(spark, df, "event_id", order="seq", filter=path, layout=layout,
+                     num_shards=7, broadcast_drops=0)
     assert_same_records(unique, keys, expected)
     kept_seq = set(spark_kept(unique)[1].tolist())
     seq, row = numbered.column("seq").to_numpy(), numbered.column("row").to_numpy()
@@ -413,10 +435,15 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
         assert (ids >> 33 == int(name[len("drops-p"):-len(".parquet")])).all()
         found.append(ids)
     np.testing.assert_array_equal(np.sort(np.concatenate(found)), dropped)
-    # The DataFrame filters lazily: once its generation is gone it says so, not keep every row.
-    shutil.rmtree(state.directory)
+    # dedup's DataFrame filters lazily: once its generation is gone it says so, not keep every row.
+    (tmp_path / "scratch").mkdir()
+    lazy = bbspark.dedup(df, "event_id", order="seq", layout=layout, num_shards=7,
+                         broadcast_drops=0, scratch=tmp_path / "scratch")
+    assert_same_records(lazy, keys, expected)
+    [scratch] = (tmp_path / "scratch").iterdir()  # the run's filter, in the scratch= directory
+    shutil.rmtree(bbspark.open_filter(scratch).directory)
     with pytest.raises(Exception, match="was removed"):
-        unique.count()
+        lazy.count()
 
 
 def test_a_failed_job_leaves_the_filter_as_it_was(spark, tmp_path):
@@ -425,11 +452,14 @@ def test_a_failed_job_leaves_the_filter_as_it_was(spark, tmp_path):
 
     path = tmp_path / "filter"
     first = dump(6)
-    bbspark.dedup(frame(spark, first), "event_id", filter=path, capacity=RECORDS, num_shards=3)
+    bbspark.dedup_and_write(frame(spark, first), "event_id", tmp_path / "day1", filter=path,
+                            capacity=RECORDS, num_shards=3)
     before = listing(path)
     with pytest.raises(Exception, match="every attempt fails"):
-        bbspark.dedup(frame(spark, dump(7)), "event_id", filter=path, _on_task=always_fail)
+        bbspark.dedup_and_write(frame(spark, dump(7)), "event_id", tmp_path / "day2",
+                                filter=path, _on_task=always_fail)
     assert listing(path) == before
+    assert not (tmp_path / "day2").exists()
 
 
 def test_a_shard_decided_by_two_tasks_is_refused(tmp_path):
@@ -447,11 +477,12 @@ def test_a_shard_decided_by_two_tasks_is_refused(tmp_path):
 
     halves = [attempt(0, "a.bbf"), attempt(0, "b.bbf"), attempt(1, "c.bbf")]
     with pytest.raises(RuntimeError, match="decided by two tasks"):
-        bbspark._commit(root, None, None, work, halves, layout, None, None, 2, {})
+        bbspark._stage(root, None, None, work, halves, layout, None, None, 2, {})
     assert listing(root) == {}
     assert all(Path(row["shard_file"]).is_file() for row in halves)
     # The same hand-in with one task a shard commits.
-    state = bbspark._commit(root, None, None, work, halves[1:], layout, None, None, 2, {})
+    state = bbspark._publish(
+        bbspark._stage(root, None, None, work, halves[1:], layout, None, None, 2, {}))
     assert state.num_shards == 2 and (root / "CURRENT").is_file()
 
 
@@ -461,7 +492,8 @@ def test_a_second_job_on_a_held_filter_stops(spark, tmp_path):
     with open(path / "LOCK", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(RuntimeError, match="another job"):
-            bbspark.dedup(frame(spark, dump(8, 100)), "event_id", filter=path, capacity=100)
+            bbspark.dedup_and_write(frame(spark, dump(8, 100)), "event_id", tmp_path / "out",
+                                    filter=path, capacity=100)
     assert not (path / "CURRENT").exists()
 
 
@@ -517,9 +549,9 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
 
         df = spark.createDataFrame(
             pa.table({"word": keys, "seq": np.arange(seq, seq + count)}).to_pandas())
-        unique = bbspark.dedup(df, "word", filter=path, time=time, num_shards=7,
-                               window_config=config if day == 0 else None,
-                               window=None if day == 0 else 36 * 3600)
+        unique = written(spark, df, "word", filter=path, time=time, num_shards=7,
+                         window_config=config if day == 0 else None,
+                         window=None if day == 0 else 36 * 3600)
         got = unique.toArrow().sort_by("seq")
         assert list(zip(got.column("word").to_pylist(), got.column("seq").to_pylist())) == \
             expected, day

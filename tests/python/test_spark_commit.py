@@ -1,0 +1,227 @@
+"""bulkbloom.spark.dedup_and_write commits the filter only after the output: a write that fails
+changes nothing, and a rerun after the driver is killed anywhere writes the output the run would
+have written, with the filter as one uninterrupted run leaves it. Skipped only where Java is
+absent."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import SMALL_SPARK, local_spark
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no Java (Spark needs Java 17 or newer): apt-get install openjdk-17-jre-headless",
+                allow_module_level=True)
+
+from pyspark.sql import functions as F  # noqa: E402
+
+from bulkbloom import spark as bbspark  # noqa: E402
+
+ROWS = 20_000
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = local_spark("local[2]", "bulkbloom-commit-tests")
+    yield session
+    session.stop()
+
+
+def write_dump(path: Path, seed: int, old: np.ndarray = None) -> np.ndarray:
+    """A dump of ROWS (event_id, seq, payload) records in 3 Parquet files, a quarter of them
+    repeats (of `old` keys too); returns its keys."""
+    rng = np.random.default_rng(seed)
+    fresh = rng.integers(0, 2**63, size=ROWS * 3 // 4, dtype=np.int64)
+    pool = fresh if old is None else np.concatenate([fresh, old])
+    keys = np.concatenate([fresh, rng.choice(pool, ROWS - len(fresh))])
+    rng.shuffle(keys)
+    seq = np.arange(seed * ROWS, (seed + 1) * ROWS, dtype=np.int64)
+    table = pa.table({"event_id": keys, "seq": seq, "payload": [f"p{s}" for s in seq]})
+    path.mkdir()
+    for part, rows in enumerate(np.array_split(np.arange(ROWS), 3)):
+        pq.write_table(table.take(rows), path / f"part-{part}.parquet")
+    return keys
+
+
+def records(spark, path: Path) -> list:
+    table = spark.read.parquet(str(path)).toArrow().sort_by("seq")
+    return list(zip(*(table.column(name).to_pylist() for name in ("event_id", "seq", "payload"))))
+
+
+def listing(path: Path) -> dict:
+    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else None
+            for p in sorted(path.rglob("*"))}
+
+
+def shards(path: Path) -> list:
+    state = bbspark.open_filter(path)
+    return [state.shard_path(i).read_bytes() for i in range(state.num_shards)]
+
+
+@pytest.fixture
+def two_days(spark, tmp_path):
+    """Day 1 written through the filter, and day 2's input; with what an uninterrupted day 2
+    writes and leaves in a copy of the filter."""
+    day1 = write_dump(tmp_path / "in1", 1)
+    write_dump(tmp_path / "in2", 2, old=day1)
+    path = tmp_path / "filter"
+    options = dict(key="event_id", order="seq", num_shards=3)
+    bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in1")), path=tmp_path / "out1",
+                            filter=path, capacity=2 * ROWS, fpr=0.05, **options)
+    shutil.copytree(path, tmp_path / "reference")
+    bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in2")), path=tmp_path / "ref2",
+                            filter=tmp_path / "reference", **options)
+    expected = records(spark, tmp_path / "ref2")
+    assert 0 < len(expected) < ROWS * 3 // 4
+    return path, options, expected, shards(tmp_path / "reference")
+
+
+def test_dedup_refuses_a_carried_filter(spark, tmp_path):
+    df = spark.createDataFrame([(1,)], ["event_id"])
+    with pytest.raises(ValueError, match="dedup_and_write"):
+        bbspark.dedup(df, "event_id", filter=tmp_path / "filter")
+    assert not (tmp_path / "filter").exists()
+
+
+def test_a_failing_write_changes_nothing_and_a_rerun_writes_the_uninterrupted_output(
+        spark, tmp_path, two_days):
+    path, options, expected, expected_shards = two_days
+    before = listing(path)
+
+    @F.udf("string")
+    def fail_on_one_row(payload):
+        if payload == f"p{2 * ROWS + 777}":
+            raise RuntimeError("the write fails on one row")
+        return payload
+
+    day2 = spark.read.parquet(str(tmp_path / "in2"))
+    failing = day2.withColumn("payload", fail_on_one_row("payload"))
+    with pytest.raises(Exception, match="the write fails on one row"):
+        bbspark.dedup_and_write(failing, path=tmp_path / "out2", filter=path, **options)
+    assert listing(path) == before
+    assert not (tmp_path / "out2").exists()
+    # An output that is there is refused before anything runs.
+    (tmp_path / "out2").mkdir()
+    with pytest.raises(FileExistsError, match="mode='overwrite'"):
+        bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, **options)
+    assert listing(path) == before
+
+    bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, mode="overwrite",
+                            **options)
+    assert records(spark, tmp_path / "out2") == expected
+    assert shards(path) == expected_shards
+    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
+                                                      "gen-000002"]
+
+
+def test_a_rerun_of_a_committed_run_changes_nothing(spark, tmp_path, two_days):
+    """A driver that dies after the commit, before it removed PENDING, or a job run twice: the
+    rerun recognises its run in the current generation and writes nothing."""
+    path, options, expected, expected_shards = two_days
+    day2 = spark.read.parquet(str(tmp_path / "in2"))
+
+    def die_after_the_commit(step):
+        if step == "committed":
+            raise KeyboardInterrupt("the driver stops after the commit")
+
+    with pytest.raises(KeyboardInterrupt):
+        bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path,
+                                _on_step=die_after_the_commit, **options)
+    assert (path / "PENDING").exists()
+    after = listing(path)
+    output = listing(tmp_path / "out2")
+    for mode in ("error", "overwrite"):
+        state = bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, mode=mode,
+                                        **options)
+        assert state.generation == "gen-000002"
+        assert listing(tmp_path / "out2") == output
+    assert listing(path) == {name: data for name, data in after.items() if name != "PENDING"}
+    assert records(spark, tmp_path / "out2") == expected
+    # Without the output, the rerun cannot write it again from a filter that holds its keys.
+    shutil.rmtree(tmp_path / "out2")
+    with pytest.raises(RuntimeError, match="already holds this run's keys"):
+        bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, **options)
+
+
+DRIVER = textwrap.dedent("""
+    import os, signal, sys, time
+    from pyspark.sql import SparkSession, functions as F
+    from bulkbloom import spark as bbspark
+
+    source, out, filter_dir, kill_at, marker = sys.argv[1:]
+    builder = SparkSession.builder.master("local[2]")
+    for name, value in {config}.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    df = spark.read.parquet(source)
+    if kill_at == "write":
+        @F.udf("string")
+        def stall(payload):
+            # Only the write reads the payload (routing reads the key, the order and row ids):
+            # one of its tasks says so and waits to be killed with the whole driver.
+            if payload.endswith("0077"):
+                open(marker, "w").close()
+                time.sleep(120)
+            return payload
+        df = df.withColumn("payload", stall("payload"))
+
+    def on_step(step):
+        if step == kill_at:
+            os.killpg(0, signal.SIGKILL)
+
+    bbspark.dedup_and_write(df, "event_id", out, filter=filter_dir, order="seq", num_shards=3,
+                            _on_step=on_step)
+""")
+
+
+@pytest.mark.parametrize("kill_at", ["write", "written"])
+def test_a_rerun_after_the_driver_is_killed_writes_the_uninterrupted_output(
+        spark, tmp_path, two_days, kill_at):
+    """The driver (its Python, JVM and workers) killed with SIGKILL during the output's write,
+    or after the output's commit before the filter's: the filter is as it was, the earlier
+    generation still there, and the same job run again writes the uninterrupted output."""
+    path, options, expected, expected_shards = two_days
+    before = listing(path)
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(config=SMALL_SPARK))
+    marker = tmp_path / "in-the-write"
+    out = tmp_path / "out2"
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "in2"), str(out), str(path), kill_at,
+         str(marker)],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable}, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        if kill_at == "write":
+            deadline = time.monotonic() + 300
+            while not marker.exists() and driver.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert marker.exists(), driver.stderr.read()[-4000:] if driver.poll() else "timeout"
+            os.killpg(driver.pid, signal.SIGKILL)
+        assert driver.wait(timeout=300) == -signal.SIGKILL, driver.stderr.read()[-4000:]
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    committed = {name: data for name, data in listing(path).items()
+                 if name == "CURRENT" or name.startswith("gen-")}
+    assert committed == {name: data for name, data in before.items()
+                         if name == "CURRENT" or name.startswith("gen-")}
+    assert (path / "PENDING").exists() and out.exists()
+
+    bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in2")), path=out, filter=path,
+                            **options)
+    assert records(spark, out) == expected
+    assert shards(path) == expected_shards
+    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
+                                                      "gen-000002"]
