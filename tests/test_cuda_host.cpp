@@ -86,41 +86,88 @@ std::vector<Batch> adversarial_batches() {
   return batches;
 }
 
+// Runs the exact algorithm on Thrust's sequential host policy with scan slices of `slice` keys.
+void exact_on_host(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                   std::uint32_t n, KeyMode mode, std::uint8_t* is_new, std::uint64_t* new_count,
+                   std::uint32_t slice) {
+  detail::with_geometry(layout.shape, [&]<typename G>(G) {
+    std::vector<std::uint64_t> scratch(
+        (detail::exact::scratch_bytes(n, slice, G::kBlockBytes) + 7) / 8);
+    detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits, keys, n, mode, is_new,
+                                       new_count,
+                                       detail::exact::carve_scratch(scratch.data(), n, slice));
+  });
+}
+
 class ExactOnHost : public testing::TestWithParam<Shape> {};
 
 TEST_P(ExactOnHost, GivesTheSequentialLoopsFlagsAndBytes) {
   for (const KeyHash hash : {KeyHash::xxh64, KeyHash::identity}) {
     for (const BlockIndex index : {BlockIndex::high32, BlockIndex::full64}) {
       for (const Batch& batch : adversarial_batches()) {
-        const Layout layout{GetParam(), batch.num_blocks, hash, 3, index};
-        Filter oracle(layout, on_scalar());
-        oracle.insert(batch.preload);
-        std::vector<std::byte> bits = bytes_of(oracle);
-
-        std::vector<std::uint8_t> expected(batch.keys.size()), got(batch.keys.size(), 7);
-        const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
         const auto n = static_cast<std::uint32_t>(batch.keys.size());
-        std::vector<std::uint32_t> sort_keys(n), positions(n);
-        std::uint64_t count = 5;  // added to, not overwritten
-        detail::with_geometry(layout.shape, [&]<typename G>(G) {
-          detail::exact::insert_if_absent<G>(
-              thrust::cpp::par, layout, bits.data(), batch.keys.data(), n,
-              KeyMode::hash_with_layout, got.data(), &count, {sort_keys.data(), positions.data()});
-        });
-        EXPECT_EQ(got, expected) << batch.name;
-        EXPECT_EQ(count, 5 + expected_count) << batch.name;
-        EXPECT_EQ(bits, bytes_of(oracle)) << batch.name;
+        // Slices of one key, a few keys, and the whole batch: runs cut anywhere by a slice
+        // boundary must continue from the block's bits.
+        for (const std::uint32_t slice : {1u, 7u, 64u, std::max(n, 1u)}) {
+          const Layout layout{GetParam(), batch.num_blocks, hash, 3, index};
+          Filter oracle(layout, on_scalar());
+          oracle.insert(batch.preload);
+          std::vector<std::byte> bits = bytes_of(oracle);
+
+          std::vector<std::uint8_t> expected(n), got(n, 7);
+          const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
+          std::uint64_t count = 5;  // added to, not overwritten
+          exact_on_host(layout, bits.data(), batch.keys.data(), n, KeyMode::hash_with_layout,
+                        got.data(), &count, slice);
+          const std::string where =
+              batch.name + ", slice " + std::to_string(slice) + ", " + layout.describe();
+          ASSERT_EQ(got, expected) << where;
+          EXPECT_EQ(count, 5 + expected_count) << where;
+          EXPECT_EQ(bits, bytes_of(oracle)) << where;
+        }
       }
     }
   }
 }
 
+TEST_P(ExactOnHost, WithoutACountGivesTheSameFlags) {
+  // The host-span path passes no count: flags and bits must not depend on it.
+  const Layout layout{GetParam(), 61};
+  const auto batch = hot_key_batch(12, 80, 2000, 21);
+  const auto n = static_cast<std::uint32_t>(batch.size());
+  Filter oracle(layout, on_scalar());
+  std::vector<std::byte> bits = bytes_of(oracle);
+  std::vector<std::uint8_t> expected(n), got(n, 7);
+  oracle.insert_if_absent(batch, expected);
+  exact_on_host(layout, bits.data(), batch.data(), n, KeyMode::hash_with_layout, got.data(),
+                nullptr, 100);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(bits, bytes_of(oracle));
+}
+
+TEST_P(ExactOnHost, PrehashedKeysArePlacedByTheirOwnBits) {
+  // KeyMode::prehashed (byte-string keys hashed by the front end) skips the layout's key hash.
+  const Layout layout{GetParam(), 97};
+  const auto hashes = hot_key_batch(6, 40, 1500, 22);
+  const auto n = static_cast<std::uint32_t>(hashes.size());
+  Filter oracle(layout, on_scalar());
+  const FilterRef ref = oracle.view();
+  std::vector<std::uint8_t> expected(n), got(n, 7);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    expected[i] = ref.contains_hash(hashes[i]) ? 0 : 1;
+    ref.insert_hash(hashes[i]);
+  }
+  std::vector<std::byte> bits(layout.size_bytes());
+  exact_on_host(layout, bits.data(), hashes.data(), n, KeyMode::prehashed, got.data(), nullptr, 33);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(bits, bytes_of(oracle));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, ExactOnHost, testing::ValuesIn(kShapes));
 
-// The sort keys and positions fit 32 bits for every batch a device call takes (n < 2^32), and
-// Thrust's counting iterator measures such ranges without overflow.
-static_assert(std::is_same_v<std::uint32_t, decltype(detail::exact::kSettled)> ||
-              std::is_same_v<const std::uint32_t, decltype(detail::exact::kSettled)>);
+// Block indices, positions and slices fit 32 bits for every batch a device call takes
+// (n < 2^32), and Thrust's counting iterator measures such ranges without overflow.
+static_assert(std::is_same_v<const std::uint32_t, decltype(detail::exact::kSettled)>);
 static_assert(
     sizeof(std::iterator_traits<thrust::counting_iterator<std::uint32_t>>::difference_type) >= 8);
 
@@ -256,13 +303,8 @@ class FakeRuntime final : public detail::DeviceRuntime {
   void insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
                         std::uint32_t n, KeyMode mode, std::uint8_t* is_new,
                         std::uint64_t* new_count, detail::StreamHandle s) override {
-    enqueue(s, [=] {
-      std::vector<std::uint32_t> sort_keys(n), positions(n);
-      detail::with_geometry(layout.shape, [&]<typename G>(G) {
-        detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits, keys, n, mode, is_new,
-                                           new_count, {sort_keys.data(), positions.data()});
-      });
-    });
+    // Slices of 100 keys, so that the chunks of a batch also span several slices.
+    enqueue(s, [=] { exact_on_host(layout, bits, keys, n, mode, is_new, new_count, 100); });
   }
   void combine(std::byte* bits, const std::byte* other, std::uint64_t bytes, CombineOp op,
                detail::StreamHandle s) override {
