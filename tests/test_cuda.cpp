@@ -34,6 +34,20 @@ std::string no_device_reason() {
   return "";
 }
 
+// BULKBLOOM_REQUIRE_GPU=1 (bench/gpu_check.sh sets it) turns the skips for want of a device
+// into failures, so that a device check that measured nothing cannot pass.
+bool gpu_required() {
+  const char* value = std::getenv("BULKBLOOM_REQUIRE_GPU");
+  return value != nullptr && std::string(value) == "1";
+}
+
+// Skips (or, with BULKBLOOM_REQUIRE_GPU=1, fails) the test when no device can be used.
+#define SKIP_WITHOUT_DEVICE()                                                             \
+  if (const std::string why = no_device_reason(); !why.empty()) {                         \
+    if (gpu_required()) FAIL() << "no CUDA device, and BULKBLOOM_REQUIRE_GPU=1: " << why; \
+    GTEST_SKIP() << "no CUDA device: " << why;                                            \
+  }
+
 Options on_cuda() {
   Options o;
   o.backend = Backend::cuda;
@@ -89,11 +103,7 @@ std::vector<std::pair<std::string, std::vector<std::uint64_t>>> key_sets() {
 
 class Cuda : public testing::TestWithParam<Shape> {
  protected:
-  void SetUp() override {
-    if (const std::string why = no_device_reason(); !why.empty()) {
-      GTEST_SKIP() << "no CUDA device: " << why;
-    }
-  }
+  void SetUp() override { SKIP_WITHOUT_DEVICE(); }
   Layout layout(std::uint64_t num_blocks = 4099, KeyHash hash = KeyHash::xxh64) const {
     return Layout{GetParam(), num_blocks, hash, 7};
   }
@@ -368,9 +378,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Cuda, testing::ValuesIn(kAllShapes),
 
 // BULKBLOOM_IMPL, read once per process, is checked by test_backend.cpp's ForcedImplementation.
 TEST(CudaBackend, AutomaticPicksTheDevice) {
-  if (const std::string why = no_device_reason(); !why.empty()) {
-    GTEST_SKIP() << "no CUDA device: " << why;
-  }
+  SKIP_WITHOUT_DEVICE();
   const Layout layout{Shape::sb512, 64};
   EXPECT_TRUE(Filter(layout).implementation().starts_with("cuda/sm_"));
   Options wrong_arch;
