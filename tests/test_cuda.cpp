@@ -371,6 +371,33 @@ TEST_P(Cuda, AFilterLargerThanTheDeviceIsAnAllocationError) {
   EXPECT_TRUE(small.contains(1));
 }
 
+TEST_P(Cuda, Full64IndexGivesTheOraclesBytesAndFlags) {
+  // The full64 block index (which also weighs a hash's low half) on every path: host spans,
+  // device pointers with a count, and the exact insert_if_absent on hot keys.
+  const Layout full{GetParam(), 5003, KeyHash::xxh64, 7, BlockIndex::full64};
+  const auto inserted = random_keys(60000, 21);
+  Filter gpu(full, on_cuda()), cpu(full, on_scalar());
+  gpu.insert(inserted);
+  cpu.insert(inserted);
+  EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
+
+  const auto probes = random_keys(60000, 22);
+  std::vector<std::uint8_t> gpu_has(probes.size()), cpu_has(probes.size());
+  gpu.contains(probes, gpu_has);
+  cpu.contains(probes, cpu_has);
+  EXPECT_EQ(gpu_has, cpu_has);
+
+  const auto batch = hot_key_batch(32, 500, 40000, 23);
+  DeviceArray<std::uint64_t> d_batch(batch);
+  DeviceArray<std::uint8_t> d_new(batch.size());
+  DeviceArray<std::uint64_t> d_count(1);
+  cuda::insert_if_absent(gpu, d_batch.get(), batch.size(), d_new.get(), d_count.get());
+  std::vector<std::uint8_t> cpu_new(batch.size());
+  EXPECT_EQ(d_count.to_host()[0], cpu.insert_if_absent(batch, cpu_new));
+  EXPECT_EQ(d_new.to_host(), cpu_new);
+  EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Cuda, testing::ValuesIn(kAllShapes),
                          [](const testing::TestParamInfo<Shape>& info) {
                            return shape_name(info.param);
@@ -384,6 +411,35 @@ TEST(CudaBackend, AutomaticPicksTheDevice) {
   Options wrong_arch;
   wrong_arch.implementation = "cuda/sm_10";
   EXPECT_THROW(Filter(layout, wrong_arch), BackendUnavailable);
+}
+
+TEST(CudaBackend, AFilterPastFourGiBPlacesBitsAsTheCpu) {
+  // 5 GiB: blocks whose byte offsets pass 2^32, where 32-bit offset arithmetic would wrap. The
+  // CPU side uses all its threads.
+  SKIP_WITHOUT_DEVICE();
+  const std::uint64_t bytes = std::uint64_t{5} << 30;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < bytes + (std::uint64_t{2} << 30)) {
+    GTEST_SKIP() << "the device has " << (free_bytes >> 20) << " MiB free; the test needs 7 GiB";
+  }
+  for (const auto& [shape, index] :
+       {std::pair{Shape::sb256, BlockIndex::high32}, std::pair{Shape::sb512, BlockIndex::full64}}) {
+    const Layout layout{shape, bytes / block_bytes(shape), KeyHash::xxh64, 3, index};
+    Filter gpu(layout, on_cuda()), cpu(layout, Options{.backend = Backend::cpu});
+    const auto keys = random_keys(2000000, 31);
+    gpu.insert(keys);
+    cpu.insert(keys);
+    const auto gpu_bytes = bytes_of(gpu);
+    EXPECT_TRUE(gpu_bytes == bytes_of(cpu)) << layout.describe();
+    EXPECT_TRUE(std::any_of(gpu_bytes.begin() + (std::int64_t{1} << 32), gpu_bytes.end(),
+                            [](std::byte b) { return b != std::byte{0}; }))
+        << "no bit set past 4 GiB";
+    const auto batch = hot_key_batch(16, 1000, 500000, 32);
+    std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+    EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), cpu.insert_if_absent(batch, cpu_new));
+    EXPECT_EQ(gpu_new, cpu_new) << layout.describe();
+  }
 }
 
 TEST(CudaBackend, WithoutADeviceCudaIsUnavailableAndAutomaticUsesTheCpu) {

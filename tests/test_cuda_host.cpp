@@ -215,9 +215,12 @@ class FakeRuntime final : public detail::DeviceRuntime {
     return allocate(bytes, what, pinned_);
   }
   void free_pinned(void* p) noexcept override { release(p, pinned_); }
-  detail::PointerKind pointer_kind(const void* p) override {
-    if (inside(p, device_)) return detail::PointerKind::device;
-    if (inside(p, pinned_)) return detail::PointerKind::host_mapped;
+  detail::PointerKind pointer_kind(const void* p, int* device) override {
+    if (const Allocation* a = inside(p, device_)) {
+      *device = a->device;
+      return detail::PointerKind::device;
+    }
+    if (inside(p, pinned_) != nullptr) return detail::PointerKind::host_mapped;
     return detail::PointerKind::unknown;
   }
 
@@ -357,7 +360,11 @@ class FakeRuntime final : public detail::DeviceRuntime {
     std::function<void()> run;
     std::function<bool()> ready;  // empty: always ready
   };
-  using Allocations = std::map<const std::byte*, std::size_t>;
+  struct Allocation {
+    std::size_t bytes;
+    int device;  // current when it was allocated, as cudaMalloc's memory is
+  };
+  using Allocations = std::map<const std::byte*, Allocation>;
 
   void* allocate(std::size_t bytes, const char* what, Allocations& where) {
     if (fail_allocation_at >= 0 && fail_allocation_at-- == 0) {
@@ -367,7 +374,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
     // Aligned for the widest word, as cudaMalloc's memory is.
     auto* p = static_cast<std::byte*>(
         ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{256}));
-    where[p] = bytes;
+    where[p] = {bytes, current_device_};
     ++stats.live_allocations;
     return p;
   }
@@ -377,12 +384,13 @@ class FakeRuntime final : public detail::DeviceRuntime {
     ::operator delete (p, std::align_val_t{256});
     --stats.live_allocations;
   }
-  static bool inside(const void* p, const Allocations& where) {
+  // The allocation `p` points into, or null.
+  static const Allocation* inside(const void* p, const Allocations& where) {
     const auto* b = static_cast<const std::byte*>(p);
     auto it = where.upper_bound(b);
-    if (it == where.begin()) return false;
+    if (it == where.begin()) return nullptr;
     --it;
-    return b < it->first + std::max<std::size_t>(it->second, 1);
+    return b < it->first + std::max<std::size_t>(it->second.bytes, 1) ? &it->second : nullptr;
   }
 
   void enqueue(detail::StreamHandle s, std::function<void()> run,
@@ -437,6 +445,16 @@ struct FakeEngine {
   FakeRuntime* fake;
   std::unique_ptr<detail::CudaEngine> engine;
 };
+
+// Memory of the fake device the engine is on (1), allocated as a caller would: with that device
+// current for the allocation only.
+template <typename T>
+T* engine_device_memory(FakeRuntime& fake, std::size_t bytes, const char* what) {
+  fake.set_device(1);
+  void* p = fake.allocate_device(bytes, what);
+  fake.set_device(0);
+  return static_cast<T*>(p);
+}
 
 std::vector<std::byte> engine_bytes(const detail::Engine& engine, const Layout& layout) {
   std::vector<std::byte> out(layout.size_bytes());
@@ -519,9 +537,9 @@ TEST_P(FakeCuda, DeviceCallsRunInIssueOrderWhateverTheirStreams) {
   // "Device memory" of the fake: the engine accepts only pointers it knows.
   const auto batch = hot_key_batch(10, 100, 2000, GetParam() + 7);
   const std::size_t n = batch.size();
-  auto* keys = static_cast<std::uint64_t*>(fake.allocate_device(n * 8, "keys"));
-  auto* flags = static_cast<std::uint8_t*>(fake.allocate_device(2 * n, "flags"));
-  auto* count = static_cast<std::uint64_t*>(fake.allocate_device(8, "count"));
+  auto* keys = engine_device_memory<std::uint64_t>(fake, n * 8, "keys");
+  auto* flags = engine_device_memory<std::uint8_t>(fake, 2 * n, "flags");
+  auto* count = engine_device_memory<std::uint64_t>(fake, 8, "count");
   std::memcpy(keys, batch.data(), n * 8);
   *count = 0;
   const detail::StreamHandle streams[2] = {fake.create_stream(), fake.create_stream()};
@@ -596,8 +614,22 @@ TEST_P(FakeCuda, AThrowMidLoopWaitsForBothSlotsFirst) {
 TEST_P(FakeCuda, DevicePointersAreChecked) {
   FakeEngine gpu(layout_, GetParam());
   FakeRuntime& fake = *gpu.fake;
-  auto* keys = static_cast<std::uint64_t*>(fake.allocate_device(800, "keys"));
-  auto* flags = static_cast<std::uint8_t*>(fake.allocate_device(100, "flags"));
+  auto* keys = engine_device_memory<std::uint64_t>(fake, 800, "keys");
+  auto* flags = engine_device_memory<std::uint8_t>(fake, 100, "flags");
+  // Memory of device 0, current for the caller: not the filter's device.
+  auto* elsewhere = static_cast<std::uint64_t*>(fake.allocate_device(800, "other keys"));
+  try {
+    gpu.engine->insert_device(elsewhere, 10, nullptr, true);
+    ADD_FAILURE() << "memory of device 0 accepted for a filter on device 1";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "keys is memory of CUDA device 0; this filter is on device 1: pass memory of "
+                 "that device");
+  }
+  EXPECT_THROW(gpu.engine->contains_device(keys, 10, reinterpret_cast<std::uint8_t*>(elsewhere),
+                                           nullptr, true),
+               std::invalid_argument);
+  fake.free_device(elsewhere);
   std::vector<std::uint64_t> host_keys(100);
   const auto misaligned =
       reinterpret_cast<const std::uint64_t*>(reinterpret_cast<const std::byte*>(keys) + 4);

@@ -206,7 +206,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void free_pinned(void* p) noexcept override { cudaFreeHost(p); }
 
-  PointerKind pointer_kind(const void* p) override {
+  PointerKind pointer_kind(const void* p, int* device) override {
     cudaPointerAttributes attributes{};
     const cudaError_t err = cudaPointerGetAttributes(&attributes, p);
     if (err != cudaSuccess) {
@@ -216,7 +216,10 @@ class CudaRuntime final : public DeviceRuntime {
     }
     switch (attributes.type) {
       case cudaMemoryTypeDevice:
+        *device = attributes.device;
+        return PointerKind::device;
       case cudaMemoryTypeManaged:
+        *device = -1;
         return PointerKind::device;
       case cudaMemoryTypeHost:
         return attributes.devicePointer == p ? PointerKind::host_mapped
