@@ -223,6 +223,9 @@ fi
 say "mutants: can the GPU tests fail?"
 if [[ ! -f $prepared/mutants/list.txt ]]; then
   result mutations SKIPPED "no prebuilt mutants in $prepared"
+elif ! grep -qP '^gpu-tests\tok' "$summary"; then
+  # The unmutated tests must pass first, or a mutant's failure shows nothing.
+  result mutations SKIPPED "the GPU tests did not pass unmutated"
 elif time_for mutations 0; then
   if bounded 150 0 bench/gpu_mutations.sh --run "$prepared/mutants" "$mutations_log" \
     >>"$log" 2>&1; then

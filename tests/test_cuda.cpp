@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "cuda/cuda_engine.hpp"
 #include "cuda_user_kernel.hpp"
 #include "test_support.hpp"
 
@@ -404,9 +405,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Cuda, testing::ValuesIn(kAllShapes),
                          });
 
 // BULKBLOOM_IMPL, read once per process, is checked by test_backend.cpp's ForcedImplementation.
+TEST(CudaBackend, AutomaticKeepsFiltersUnderOneMiBOnTheCpu) {
+  // Decided before any device is asked, so it holds (and is checked) with or without one.
+  std::string why;
+  EXPECT_EQ(detail::make_cuda_engine_if_usable(Layout{Shape::sb512, 16383}, &why), nullptr);
+  EXPECT_EQ(why,
+            "a filter of 1048512 bytes is under the 1 MiB that Backend::automatic puts on a GPU");
+  EXPECT_TRUE(Filter(Layout{Shape::sb512, 64}).implementation().starts_with("cpu/"));
+}
+
 TEST(CudaBackend, AutomaticPicksTheDevice) {
   SKIP_WITHOUT_DEVICE();
-  const Layout layout{Shape::sb512, 64};
+  const Layout layout{Shape::sb512, 16384};  // 1 MiB
   EXPECT_TRUE(Filter(layout).implementation().starts_with("cuda/sm_"));
   Options wrong_arch;
   wrong_arch.implementation = "cuda/sm_10";
