@@ -1,45 +1,63 @@
 #!/usr/bin/env bash
-# The GPU check: one unattended run on a machine with an NVIDIA GPU and no network. Within one
-# global deadline (540 s) it configures a Release build with the CUDA backend, builds the GPU
-# targets, then runs, most valuable first: the GPU tests (each with its own timeout), the GPU
-# benchmark table, compute-sanitizer memcheck and racecheck on a few GPU tests, mutation checks
-# (bench/gpu_mutations.sh: the GPU tests must fail on broken kernels), and the whole test suite
-# with the CUDA backend as the default. Every log and a summary go to OUT_DIR; a short table of
-# the steps is printed last. A step the deadline leaves no time for says SKIPPED.
+# The GPU check: one unattended run on a machine with an NVIDIA GPU and no network, on binaries
+# that bench/prepare_gpu_check.sh built elsewhere (carry its folder, build/gpu-prepared). Within
+# one deadline (420 s), most valuable first:
+#   probe       the device answers (nvidia-smi, then the benchmark's --probe, which makes a filter
+#               on it); without one the check FAILS at once: a run that measures nothing is red
+#   gpu-tests   every GPU test with BULKBLOOM_REQUIRE_GPU=1 (a skip for want of a device fails),
+#               and GTest's XML read back: no test may have skipped for want of a device
+#   check       bytes and flags against the multithreaded CPU (gpu_bench --check)
+#   benchmark   device-resident throughput beside the device's limits (gpu_bench)
+#   memcheck    compute-sanitizer memcheck on 4 GPU tests
+#   mutations   the prebuilt mutants must fail their tests (bench/gpu_mutations.sh --run)
+# The prebuilt binaries are rebuilt on the machine only if they do not start there (configure and
+# build with the system's packages, or .deb files from bench/fetch_gpu_deps.sh in DEPS_DIR).
+# Writes at most 8 files to OUT_DIR (the device tool brings back 8) and prints the table last.
 #
-# usage: bench/gpu_check.sh [--rehearse] OUT_DIR [DEPS_DIR]
-#   OUT_DIR   folder for every log and summary.txt (created)
-#   DEPS_DIR  folder of .deb files from bench/fetch_gpu_deps.sh (default .deps/gpu); they are
-#             unpacked into a private prefix, never into /. Absent or empty: the system's packages.
-#   --rehearse  on a machine without a GPU: unpack, configure and build exactly as the real run
-#             does, check that every mutation still applies, and skip the steps that need a GPU,
-#             so that a defect of this script never costs GPU time (ctest runs this).
+# usage: bench/gpu_check.sh [--dry-run] OUT_DIR [PREPARED_DIR]
+#   PREPARED_DIR  default build/gpu-prepared
+#   --dry-run     on a machine without a GPU: check that the prepared binaries start and that the
+#                 mutations apply, list the outputs, and skip every step that needs a device (the
+#                 ctest rehearsal runs this; without --dry-run, no device is a failure)
+# environment: GPU_CHECK_SECONDS (deadline, 420), GPU_CHECK_DEPS (.deb folder, .deps/gpu)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-rehearse=no
-if [[ ${1:-} == --rehearse ]]; then
-  rehearse=yes
+dry_run=no
+if [[ ${1:-} == --dry-run ]]; then
+  dry_run=yes
   shift
 fi
-out=${1:?usage: bench/gpu_check.sh [--rehearse] OUT_DIR [DEPS_DIR]}
-deps_dir=${2:-.deps/gpu}
+out=${1:?usage: bench/gpu_check.sh [--dry-run] OUT_DIR [PREPARED_DIR]}
+prepared=${2:-build/gpu-prepared}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-build_dir=${GPU_CHECK_BUILD_DIR:-build/gpu-check}
-jobs=$(nproc)
+[[ -d $prepared ]] && prepared=$(cd "$prepared" && pwd)
 started=$(date +%s)
-deadline=$((started + ${GPU_CHECK_SECONDS:-540}))
+deadline=$((started + ${GPU_CHECK_SECONDS:-420}))
+
+# The only files written to OUT_DIR (at most 8).
+log=$out/gpu_check.log         # this script's steps and the machine
+tests_log=$out/gpu_tests.log   # the GPU tests' output, then memcheck's
+tests_xml=$out/gpu_tests.xml   # GTest's XML of the GPU tests
+check_log=$out/check.log       # gpu_bench --check
+bench_log=$out/bench.log       # gpu_bench
+mutations_log=$out/mutations.log
+build_log=$out/build.log       # only when the prebuilt binaries had to be rebuilt
 summary=$out/summary.txt
+outputs=("$log" "$tests_log" "$tests_xml" "$check_log" "$bench_log" "$mutations_log" "$build_log"
+         "$summary")
+: >"$log"
 : >"$summary"
-say() { echo "[gpu_check +$(($(date +%s) - started))s] $*" | tee -a "$out/gpu_check.log"; }
+
+say() { echo "[gpu_check +$(($(date +%s) - started))s] $*" | tee -a "$log"; }
 left() { echo $((deadline - $(date +%s))); }
 results=()
 result() { # step verdict detail
-  results+=("$(printf '%-22s %-8s %s' "$1" "$2" "$3")")
+  results+=("$(printf '%-10s %-8s %s' "$1" "$2" "$3")")
   printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$summary"
 }
-# Runs "$@" with at most `limit` seconds, and never past the deadline minus `reserve` seconds.
-# Returns 124 when there was no time to start it.
+# Runs "$@" for at most `limit` seconds, and never past the deadline minus `reserve` seconds.
+# Returns 124 when there is no time to start it.
 bounded() {
   local limit=$1 reserve=$2
   shift 2
@@ -56,8 +74,12 @@ time_for() { # step reserve
 }
 finish() {
   say "done in $(($(date +%s) - started)) s; logs in $out"
+  local written
+  written=$(find "$out" -maxdepth 1 -type f | wc -l)
+  if ((written > 8)); then result outputs FAILED "$written files in $out; 8 come back"; fi
   echo
-  [[ -f $out/gpu_bench.log ]] && sed -n '/== summary/,$p' "$out/gpu_bench.log"
+  [[ -f $bench_log ]] && sed -n '/== summary/,$p' "$bench_log"
+  [[ -f $check_log ]] && grep -E '^(check|==)' "$check_log"
   echo
   printf '%s\n' "${results[@]}"
   local failed=0
@@ -67,151 +89,149 @@ finish() {
 
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 {
-  echo "machine: $(nproc) cores, $(uname -r)"
-  nvcc --version | tail -2
-  cmake --version | head -1
-  c++ --version 2>/dev/null | head -1
+  echo "machine: $(nproc) cores, $(uname -r), $(grep -m1 PRETTY_NAME /etc/os-release 2>/dev/null)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader 2>&1
   command -v compute-sanitizer || echo "compute-sanitizer: not found"
-} >"$out/environment.log" 2>&1
-cat "$out/environment.log"
+  head -1 "$prepared/manifest.txt" 2>/dev/null || echo "no $prepared/manifest.txt"
+} >>"$log" 2>&1
+cat "$log"
+if [[ $dry_run == yes ]]; then
+  echo "outputs (at most 8, in $out):"
+  printf '  %s\n' "${outputs[@]##*/}"
+fi
+if ((${#outputs[@]} > 8)); then result outputs FAILED "${#outputs[@]} outputs planned; 8 come back"; fi
 
-configure_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBULKBLOOM_CUDA=ON)
-if compgen -G "$deps_dir/*.deb" >/dev/null; then
-  # At a fixed place beside the build, so that a second run rebuilds nothing.
-  prefix=$(mkdir -p "$build_dir-deps" && cd "$build_dir-deps" && pwd)
-  rm -rf "${prefix:?}"/*
-  for deb in "$deps_dir"/*.deb; do
-    if command -v dpkg-deb >/dev/null; then
-      dpkg-deb -x "$deb" "$prefix"
-    else
-      (cd "$prefix" && ar p "$OLDPWD/$deb" "$(ar t "$OLDPWD/$deb" | grep '^data.tar')" | tar -x)
-    fi
-  done
-  libdir=$prefix/usr/lib/x86_64-linux-gnu
-  # The environment variable also reaches the consumer test's nested CMake run.
-  export CMAKE_PREFIX_PATH="$prefix/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
-  export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  configure_args+=(-Dhwy_DIR="$libdir/cmake/hwy" -DGTest_DIR="$libdir/cmake/GTest"
-                   -Dbenchmark_DIR="$libdir/cmake/benchmark"
-                   -DCMAKE_INCLUDE_PATH="$prefix/usr/include")
-  result dependencies ok "$(ls "$deps_dir"/*.deb | wc -l) .deb files unpacked from $deps_dir"
+# The prebuilt binaries, with the shared libraries copied beside them.
+tests_bin=$prepared/bin/bulkbloom_cuda_tests
+bench_bin=$prepared/bin/bulkbloom_gpu_bench
+export LD_LIBRARY_PATH="$prepared/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+starts() { "$tests_bin" --gtest_list_tests >/dev/null 2>&1 && [[ -x $bench_bin ]]; }
+if starts; then
+  result binaries ok "prebuilt in $prepared"
+elif [[ $dry_run == yes ]]; then
+  result binaries FAILED "$tests_bin does not start here (run bench/prepare_gpu_check.sh)"
+  finish
 else
-  result dependencies ok "no .deb files in $deps_dir: the system's packages"
-fi
-
-say "configure"
-if ! bounded 120 0 cmake -S . -B "$build_dir" "${configure_args[@]}" >"$out/configure.log" 2>&1; then
-  tail -30 "$out/configure.log"
-  result configure FAILED "see configure.log"
-  finish
-fi
-grep -E "CUDA backend|CUDA compiler identification" "$out/configure.log"
-result configure ok "$build_dir"
-
-say "build the GPU targets"
-# The GPU targets first: a failure elsewhere (other components) must not hide GPU results.
-gpu_targets=(bulkbloom_cuda_tests bulkbloom_cuda_host_tests bulkbloom_gpu_bench)
-if ! bounded 300 60 cmake --build "$build_dir" -j "$jobs" --target "${gpu_targets[@]}" \
-  >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log"
-  result build FAILED "see build.log"
-  finish
-fi
-result build ok "${gpu_targets[*]}"
-
-gpu=yes
-gpu_why=""
-if [[ $rehearse == yes ]]; then
-  gpu=no
-  gpu_why="rehearsal"
-elif ! nvidia-smi -L >/dev/null 2>&1; then
-  gpu=no
-  gpu_why="nvidia-smi finds no GPU"
-fi
-skip_gpu_steps() {
-  for step in gpu-tests benchmark memcheck racecheck mutations whole-suite; do
-    result "$step" SKIPPED "$gpu_why"
-  done
-}
-
-# The mutations' edits must still apply to the sources; checked without building in a rehearsal.
-if [[ $rehearse == yes ]]; then
-  if bench/gpu_mutations.sh --dry-run "$build_dir/mutations" "$out/mutations.log" \
-    >>"$out/mutations.log" 2>&1; then
-    result mutation-edits ok "every edit applies"
+  # Rebuild on this machine: costs minutes, so only when the prebuilt ones cannot run.
+  say "the prebuilt binaries do not start: rebuilding here"
+  "$tests_bin" --gtest_list_tests 2>&1 | head -3 >>"$log"
+  build_dir=build/gpu-check-device
+  configure_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBULKBLOOM_CUDA=ON
+                  -DCMAKE_CUDA_ARCHITECTURES=native -DBULKBLOOM_BUILD_CLI=OFF
+                  -DBULKBLOOM_BUILD_EXAMPLES=OFF -DBULKBLOOM_INSTALL=OFF -DBULKBLOOM_FLINK=OFF)
+  deps_dir=${GPU_CHECK_DEPS:-.deps/gpu}
+  if compgen -G "$deps_dir/*.deb" >/dev/null; then
+    prefix=$(mkdir -p "$build_dir-deps" && cd "$build_dir-deps" && pwd)
+    for deb in "$deps_dir"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
+    libdir=$prefix/usr/lib/x86_64-linux-gnu
+    export LD_LIBRARY_PATH="$libdir:$LD_LIBRARY_PATH"
+    configure_args+=(-DCMAKE_PREFIX_PATH="$prefix/usr" -Dhwy_DIR="$libdir/cmake/hwy"
+                     -DGTest_DIR="$libdir/cmake/GTest" -Dbenchmark_DIR="$libdir/cmake/benchmark"
+                     -DCMAKE_INCLUDE_PATH="$prefix/usr/include")
+  fi
+  if bounded 240 120 cmake -S . -B "$build_dir" "${configure_args[@]}" >"$build_log" 2>&1 &&
+    bounded 240 120 cmake --build "$build_dir" -j "$(nproc)" --target bulkbloom_cuda_tests \
+      bulkbloom_gpu_bench >>"$build_log" 2>&1; then
+    tests_bin=$build_dir/tests/bulkbloom_cuda_tests
+    bench_bin=$build_dir/bench/gpu/bulkbloom_gpu_bench
+    result binaries ok "rebuilt here in $build_dir (the prebuilt ones did not start)"
   else
-    result mutation-edits FAILED "see mutations.log"
+    tail -20 "$build_log"
+    result binaries FAILED "the prebuilt binaries do not start and the rebuild failed (build.log)"
+    finish
   fi
 fi
-if [[ $gpu == no ]]; then
-  skip_gpu_steps
+
+if [[ $dry_run == yes ]]; then
+  if bench/gpu_mutations.sh --dry-run >"$mutations_log" 2>&1; then
+    result mutations ok "every edit applies"
+  else
+    result mutations FAILED "$(grep -m1 'did not apply' "$mutations_log")"
+  fi
+  if [[ -f $prepared/mutants/list.txt ]]; then
+    while IFS='|' read -r index name _; do
+      "$prepared/mutants/$index.bin" --gtest_list_tests >/dev/null 2>&1 ||
+        result mutants FAILED "mutant $index ($name) does not start"
+    done <"$prepared/mutants/list.txt"
+  fi
+  for step in probe gpu-tests check benchmark memcheck; do result "$step" SKIPPED "dry run"; done
   finish
 fi
 
-say "GPU tests (60 s each)"
-if ! time_for gpu-tests 240; then
-  :
-elif bounded 150 240 ctest --test-dir "$build_dir" -R '^Shapes/Cuda\.|^CudaBackend\.' -j 4 \
-  --timeout 60 --output-on-failure --output-junit "$out/gpu_tests.xml" >"$out/gpu_tests.log" 2>&1; then
-  result gpu-tests ok "$(grep -E 'tests passed' "$out/gpu_tests.log")"
-else
-  result gpu-tests FAILED "$(grep -E 'tests passed|Timeout|Failed' "$out/gpu_tests.log" | head -3 | tr '\n' ' ')"
-fi
-if grep -q "no CUDA device" "$out/gpu_tests.log"; then
-  gpu_why="the GPU tests found no usable device"
-  say "NO USABLE GPU: nothing below measures a GPU"
-  skip_gpu_steps
+say "probe"
+if ! nvidia-smi -L >>"$log" 2>&1; then
+  result probe FAILED "nvidia-smi finds no GPU: nothing was measured"
   finish
 fi
+if ! bounded 60 0 "$bench_bin" --probe >>"$log" 2>&1; then
+  result probe FAILED "$(tail -1 "$log")"
+  finish
+fi
+result probe ok "$(grep -m1 '^device:' "$log" | cut -c9-)"
 
-say "GPU benchmark"
-if ! time_for benchmark 150; then
-  :
-elif bounded 150 150 "$build_dir/bench/gpu/bulkbloom_gpu_bench" >"$out/gpu_bench.log" 2>&1; then
-  result benchmark ok "table at the end of gpu_bench.log"
-else
-  result benchmark FAILED "exit $? (see gpu_bench.log)"
+say "GPU tests"
+# The no-device test skips wherever a device is; every other skip for want of a device fails.
+if time_for gpu-tests 200; then
+  BULKBLOOM_REQUIRE_GPU=1 bounded 150 200 "$tests_bin" \
+    --gtest_filter='-CudaBackend.WithoutADevice*' --gtest_output="xml:$tests_xml" \
+    >"$tests_log" 2>&1
+  status=$?
+  passed=$(grep -Eo '\[  PASSED  \] [0-9]+' "$tests_log" | grep -Eo '[0-9]+$')
+  no_device=$(grep -c 'no CUDA device' "$tests_xml" 2>/dev/null)
+  skipped=$(grep -c 'result="skipped"' "$tests_xml" 2>/dev/null)
+  if ((status == 0)) && [[ -n $passed ]] && ((no_device == 0)); then
+    result gpu-tests ok "${passed} passed, ${skipped:-0} skipped for a stated reason (gpu_tests.xml)"
+  else
+    result gpu-tests FAILED "exit $status, ${passed:-0} passed, ${no_device:-?} without a device; $(grep -m2 '\[  FAILED  \]' "$tests_log" | tr '\n' ' ')"
+  fi
 fi
 
-# Out-of-bounds and misaligned accesses, then shared-memory races, on a few small GPU tests
-# (compute-sanitizer slows kernels many times over).
+say "check against the CPU"
+if time_for check 150; then
+  if bounded 120 150 "$bench_bin" --check >"$check_log" 2>&1; then
+    result check ok "$(grep -m1 '^== check' "$check_log" | cut -c10-)"
+  else
+    result check FAILED "exit $? ($(grep -m1 -E '^== check|differ' "$check_log"))"
+  fi
+fi
+
+say "benchmark"
+if time_for benchmark 90; then
+  if bounded 150 90 "$bench_bin" >"$bench_log" 2>&1; then
+    result benchmark ok "table below (bench.log)"
+  else
+    result benchmark FAILED "exit $? (bench.log: $(tail -1 "$bench_log"))"
+  fi
+fi
+
+# Out-of-bounds and misaligned accesses on a few small GPU tests (compute-sanitizer slows kernels
+# many times over); appended to the GPU tests' log.
 sanitized='*ContainsGivesTheOracleFlags/sb512:*UserKernels*/sb512x16:*InOneBlock*/sb256x4:*TwoStreams*/sb512'
-for tool in memcheck racecheck; do
-  if ! command -v compute-sanitizer >/dev/null; then
-    result "$tool" SKIPPED "compute-sanitizer not found"
-    continue
-  fi
-  say "compute-sanitizer $tool"
-  if ! time_for "$tool" 90; then
-    :
-  elif bounded 60 90 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-    "$build_dir/tests/bulkbloom_cuda_tests" --gtest_brief=1 --gtest_filter="$sanitized" \
-    >"$out/$tool.log" 2>&1; then
-    result "$tool" ok "$(tail -1 "$out/$tool.log")"
+say "compute-sanitizer memcheck"
+if ! command -v compute-sanitizer >/dev/null; then
+  result memcheck SKIPPED "compute-sanitizer not found"
+elif time_for memcheck 40; then
+  echo "== compute-sanitizer memcheck: $sanitized" >>"$tests_log"
+  if BULKBLOOM_REQUIRE_GPU=1 bounded 60 40 compute-sanitizer --tool memcheck --error-exitcode 1 \
+    "$tests_bin" --gtest_brief=1 --gtest_filter="$sanitized" >>"$tests_log" 2>&1; then
+    result memcheck ok "$(tail -1 "$tests_log")"
   else
-    result "$tool" FAILED "$(tail -1 "$out/$tool.log")"
+    result memcheck FAILED "$(tail -1 "$tests_log")"
   fi
-done
-
-say "mutations: can the GPU tests fail?"
-if ! time_for mutations 60; then
-  :
-elif bounded 150 60 bench/gpu_mutations.sh "$build_dir/mutations" "$out/mutations.log" \
-  "${configure_args[@]}" >"$out/mutations.out" 2>&1; then
-  result mutations ok "$(grep -c caught "$out/mutations.out") caught"
-else
-  result mutations FAILED "$(grep -E 'SURVIVED|did not apply' "$out/mutations.out" | head -2 | tr '\n' ' ')"
 fi
 
-say "whole test suite (default backend: CUDA)"
-if ! time_for whole-suite 5; then
-  :
-elif bounded 600 5 cmake --build "$build_dir" -j "$jobs" >>"$out/build.log" 2>&1 &&
-  bounded 600 5 ctest --test-dir "$build_dir" -j "$jobs" --timeout 120 --output-on-failure \
-    -E '^Shapes/Cuda\.|^CudaBackend\.' >"$out/ctest.log" 2>&1; then
-  result whole-suite ok "$(grep -E 'tests passed' "$out/ctest.log")"
-else
-  result whole-suite FAILED "$(grep -E 'tests passed|tests failed' "$out/ctest.log" 2>/dev/null | head -1)"
+say "mutants: can the GPU tests fail?"
+if [[ ! -f $prepared/mutants/list.txt ]]; then
+  result mutations SKIPPED "no prebuilt mutants in $prepared"
+elif ! grep -qP '^gpu-tests\tok' "$summary"; then
+  # The unmutated tests must pass first, or a mutant's failure shows nothing.
+  result mutations SKIPPED "the GPU tests did not pass unmutated"
+elif time_for mutations 0; then
+  if bounded 150 0 bench/gpu_mutations.sh --run "$prepared/mutants" "$mutations_log" \
+    >>"$log" 2>&1; then
+    result mutations ok "$(grep -c caught "$log") of $(wc -l <"$prepared/mutants/list.txt") caught"
+  else
+    result mutations FAILED "$(grep -E 'SURVIVED|DID NOT RUN' "$log" | head -2 | tr '\n' ' ')"
+  fi
 fi
 finish

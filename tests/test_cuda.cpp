@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "cuda/cuda_engine.hpp"
 #include "cuda_user_kernel.hpp"
 #include "test_support.hpp"
 
@@ -33,6 +34,20 @@ std::string no_device_reason() {
   if (count == 0) return "the driver reports 0 devices";
   return "";
 }
+
+// BULKBLOOM_REQUIRE_GPU=1 (bench/gpu_check.sh sets it) turns the skips for want of a device
+// into failures, so that a device check that measured nothing cannot pass.
+bool gpu_required() {
+  const char* value = std::getenv("BULKBLOOM_REQUIRE_GPU");
+  return value != nullptr && std::string(value) == "1";
+}
+
+// Skips (or, with BULKBLOOM_REQUIRE_GPU=1, fails) the test when no device can be used.
+#define SKIP_WITHOUT_DEVICE()                                                             \
+  if (const std::string why = no_device_reason(); !why.empty()) {                         \
+    if (gpu_required()) FAIL() << "no CUDA device, and BULKBLOOM_REQUIRE_GPU=1: " << why; \
+    GTEST_SKIP() << "no CUDA device: " << why;                                            \
+  }
 
 Options on_cuda() {
   Options o;
@@ -89,11 +104,7 @@ std::vector<std::pair<std::string, std::vector<std::uint64_t>>> key_sets() {
 
 class Cuda : public testing::TestWithParam<Shape> {
  protected:
-  void SetUp() override {
-    if (const std::string why = no_device_reason(); !why.empty()) {
-      GTEST_SKIP() << "no CUDA device: " << why;
-    }
-  }
+  void SetUp() override { SKIP_WITHOUT_DEVICE(); }
   Layout layout(std::uint64_t num_blocks = 4099, KeyHash hash = KeyHash::xxh64) const {
     return Layout{GetParam(), num_blocks, hash, 7};
   }
@@ -361,21 +372,84 @@ TEST_P(Cuda, AFilterLargerThanTheDeviceIsAnAllocationError) {
   EXPECT_TRUE(small.contains(1));
 }
 
+TEST_P(Cuda, Full64IndexGivesTheOraclesBytesAndFlags) {
+  // The full64 block index (which also weighs a hash's low half) on every path: host spans,
+  // device pointers with a count, and the exact insert_if_absent on hot keys.
+  const Layout full{GetParam(), 5003, KeyHash::xxh64, 7, BlockIndex::full64};
+  const auto inserted = random_keys(60000, 21);
+  Filter gpu(full, on_cuda()), cpu(full, on_scalar());
+  gpu.insert(inserted);
+  cpu.insert(inserted);
+  EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
+
+  const auto probes = random_keys(60000, 22);
+  std::vector<std::uint8_t> gpu_has(probes.size()), cpu_has(probes.size());
+  gpu.contains(probes, gpu_has);
+  cpu.contains(probes, cpu_has);
+  EXPECT_EQ(gpu_has, cpu_has);
+
+  const auto batch = hot_key_batch(32, 500, 40000, 23);
+  DeviceArray<std::uint64_t> d_batch(batch);
+  DeviceArray<std::uint8_t> d_new(batch.size());
+  DeviceArray<std::uint64_t> d_count(1);
+  cuda::insert_if_absent(gpu, d_batch.get(), batch.size(), d_new.get(), d_count.get());
+  std::vector<std::uint8_t> cpu_new(batch.size());
+  EXPECT_EQ(d_count.to_host()[0], cpu.insert_if_absent(batch, cpu_new));
+  EXPECT_EQ(d_new.to_host(), cpu_new);
+  EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, Cuda, testing::ValuesIn(kAllShapes),
                          [](const testing::TestParamInfo<Shape>& info) {
                            return shape_name(info.param);
                          });
 
 // BULKBLOOM_IMPL, read once per process, is checked by test_backend.cpp's ForcedImplementation.
+TEST(CudaBackend, AutomaticKeepsFiltersUnderOneMiBOnTheCpu) {
+  // Decided before any device is asked, so it holds (and is checked) with or without one.
+  std::string why;
+  EXPECT_EQ(detail::make_cuda_engine_if_usable(Layout{Shape::sb512, 16383}, &why), nullptr);
+  EXPECT_EQ(why,
+            "a filter of 1048512 bytes is under the 1 MiB that Backend::automatic puts on a GPU");
+  EXPECT_TRUE(Filter(Layout{Shape::sb512, 64}).implementation().starts_with("cpu/"));
+}
+
 TEST(CudaBackend, AutomaticPicksTheDevice) {
-  if (const std::string why = no_device_reason(); !why.empty()) {
-    GTEST_SKIP() << "no CUDA device: " << why;
-  }
-  const Layout layout{Shape::sb512, 64};
+  SKIP_WITHOUT_DEVICE();
+  const Layout layout{Shape::sb512, 16384};  // 1 MiB
   EXPECT_TRUE(Filter(layout).implementation().starts_with("cuda/sm_"));
   Options wrong_arch;
   wrong_arch.implementation = "cuda/sm_10";
   EXPECT_THROW(Filter(layout, wrong_arch), BackendUnavailable);
+}
+
+TEST(CudaBackend, AFilterPastFourGiBPlacesBitsAsTheCpu) {
+  // 5 GiB: blocks whose byte offsets pass 2^32, where 32-bit offset arithmetic would wrap. The
+  // CPU side uses all its threads.
+  SKIP_WITHOUT_DEVICE();
+  const std::uint64_t bytes = std::uint64_t{5} << 30;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+  if (free_bytes < bytes + (std::uint64_t{2} << 30)) {
+    GTEST_SKIP() << "the device has " << (free_bytes >> 20) << " MiB free; the test needs 7 GiB";
+  }
+  for (const auto& [shape, index] :
+       {std::pair{Shape::sb256, BlockIndex::high32}, std::pair{Shape::sb512, BlockIndex::full64}}) {
+    const Layout layout{shape, bytes / block_bytes(shape), KeyHash::xxh64, 3, index};
+    Filter gpu(layout, on_cuda()), cpu(layout, Options{.backend = Backend::cpu});
+    const auto keys = random_keys(2000000, 31);
+    gpu.insert(keys);
+    cpu.insert(keys);
+    const auto gpu_bytes = bytes_of(gpu);
+    EXPECT_TRUE(gpu_bytes == bytes_of(cpu)) << layout.describe();
+    EXPECT_TRUE(std::any_of(gpu_bytes.begin() + (std::int64_t{1} << 32), gpu_bytes.end(),
+                            [](std::byte b) { return b != std::byte{0}; }))
+        << "no bit set past 4 GiB";
+    const auto batch = hot_key_batch(16, 1000, 500000, 32);
+    std::vector<std::uint8_t> gpu_new(batch.size()), cpu_new(batch.size());
+    EXPECT_EQ(gpu.insert_if_absent(batch, gpu_new), cpu.insert_if_absent(batch, cpu_new));
+    EXPECT_EQ(gpu_new, cpu_new) << layout.describe();
+  }
 }
 
 TEST(CudaBackend, WithoutADeviceCudaIsUnavailableAndAutomaticUsesTheCpu) {

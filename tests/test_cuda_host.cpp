@@ -86,41 +86,88 @@ std::vector<Batch> adversarial_batches() {
   return batches;
 }
 
+// Runs the exact algorithm on Thrust's sequential host policy with scan slices of `slice` keys.
+void exact_on_host(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                   std::uint32_t n, KeyMode mode, std::uint8_t* is_new, std::uint64_t* new_count,
+                   std::uint32_t slice) {
+  detail::with_geometry(layout.shape, [&]<typename G>(G) {
+    std::vector<std::uint64_t> scratch(
+        (detail::exact::scratch_bytes(n, slice, G::kBlockBytes) + 7) / 8);
+    detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits, keys, n, mode, is_new,
+                                       new_count,
+                                       detail::exact::carve_scratch(scratch.data(), n, slice));
+  });
+}
+
 class ExactOnHost : public testing::TestWithParam<Shape> {};
 
 TEST_P(ExactOnHost, GivesTheSequentialLoopsFlagsAndBytes) {
   for (const KeyHash hash : {KeyHash::xxh64, KeyHash::identity}) {
     for (const BlockIndex index : {BlockIndex::high32, BlockIndex::full64}) {
       for (const Batch& batch : adversarial_batches()) {
-        const Layout layout{GetParam(), batch.num_blocks, hash, 3, index};
-        Filter oracle(layout, on_scalar());
-        oracle.insert(batch.preload);
-        std::vector<std::byte> bits = bytes_of(oracle);
-
-        std::vector<std::uint8_t> expected(batch.keys.size()), got(batch.keys.size(), 7);
-        const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
         const auto n = static_cast<std::uint32_t>(batch.keys.size());
-        std::vector<std::uint32_t> sort_keys(n), positions(n);
-        std::uint64_t count = 5;  // added to, not overwritten
-        detail::with_geometry(layout.shape, [&]<typename G>(G) {
-          detail::exact::insert_if_absent<G>(
-              thrust::cpp::par, layout, bits.data(), batch.keys.data(), n,
-              KeyMode::hash_with_layout, got.data(), &count, {sort_keys.data(), positions.data()});
-        });
-        EXPECT_EQ(got, expected) << batch.name;
-        EXPECT_EQ(count, 5 + expected_count) << batch.name;
-        EXPECT_EQ(bits, bytes_of(oracle)) << batch.name;
+        // Slices of one key, a few keys, and the whole batch: runs cut anywhere by a slice
+        // boundary must continue from the block's bits.
+        for (const std::uint32_t slice : {1u, 7u, 64u, std::max(n, 1u)}) {
+          const Layout layout{GetParam(), batch.num_blocks, hash, 3, index};
+          Filter oracle(layout, on_scalar());
+          oracle.insert(batch.preload);
+          std::vector<std::byte> bits = bytes_of(oracle);
+
+          std::vector<std::uint8_t> expected(n), got(n, 7);
+          const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
+          std::uint64_t count = 5;  // added to, not overwritten
+          exact_on_host(layout, bits.data(), batch.keys.data(), n, KeyMode::hash_with_layout,
+                        got.data(), &count, slice);
+          const std::string where =
+              batch.name + ", slice " + std::to_string(slice) + ", " + layout.describe();
+          ASSERT_EQ(got, expected) << where;
+          EXPECT_EQ(count, 5 + expected_count) << where;
+          EXPECT_EQ(bits, bytes_of(oracle)) << where;
+        }
       }
     }
   }
 }
 
+TEST_P(ExactOnHost, WithoutACountGivesTheSameFlags) {
+  // The host-span path passes no count: flags and bits must not depend on it.
+  const Layout layout{GetParam(), 61};
+  const auto batch = hot_key_batch(12, 80, 2000, 21);
+  const auto n = static_cast<std::uint32_t>(batch.size());
+  Filter oracle(layout, on_scalar());
+  std::vector<std::byte> bits = bytes_of(oracle);
+  std::vector<std::uint8_t> expected(n), got(n, 7);
+  oracle.insert_if_absent(batch, expected);
+  exact_on_host(layout, bits.data(), batch.data(), n, KeyMode::hash_with_layout, got.data(),
+                nullptr, 100);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(bits, bytes_of(oracle));
+}
+
+TEST_P(ExactOnHost, PrehashedKeysArePlacedByTheirOwnBits) {
+  // KeyMode::prehashed (byte-string keys hashed by the front end) skips the layout's key hash.
+  const Layout layout{GetParam(), 97};
+  const auto hashes = hot_key_batch(6, 40, 1500, 22);
+  const auto n = static_cast<std::uint32_t>(hashes.size());
+  Filter oracle(layout, on_scalar());
+  const FilterRef ref = oracle.view();
+  std::vector<std::uint8_t> expected(n), got(n, 7);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    expected[i] = ref.contains_hash(hashes[i]) ? 0 : 1;
+    ref.insert_hash(hashes[i]);
+  }
+  std::vector<std::byte> bits(layout.size_bytes());
+  exact_on_host(layout, bits.data(), hashes.data(), n, KeyMode::prehashed, got.data(), nullptr, 33);
+  EXPECT_EQ(got, expected);
+  EXPECT_EQ(bits, bytes_of(oracle));
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, ExactOnHost, testing::ValuesIn(kShapes));
 
-// The sort keys and positions fit 32 bits for every batch a device call takes (n < 2^32), and
-// Thrust's counting iterator measures such ranges without overflow.
-static_assert(std::is_same_v<std::uint32_t, decltype(detail::exact::kSettled)> ||
-              std::is_same_v<const std::uint32_t, decltype(detail::exact::kSettled)>);
+// Block indices, positions and slices fit 32 bits for every batch a device call takes
+// (n < 2^32), and Thrust's counting iterator measures such ranges without overflow.
+static_assert(std::is_same_v<const std::uint32_t, decltype(detail::exact::kSettled)>);
 static_assert(
     sizeof(std::iterator_traits<thrust::counting_iterator<std::uint32_t>>::difference_type) >= 8);
 
@@ -168,9 +215,12 @@ class FakeRuntime final : public detail::DeviceRuntime {
     return allocate(bytes, what, pinned_);
   }
   void free_pinned(void* p) noexcept override { release(p, pinned_); }
-  detail::PointerKind pointer_kind(const void* p) override {
-    if (inside(p, device_)) return detail::PointerKind::device;
-    if (inside(p, pinned_)) return detail::PointerKind::host_mapped;
+  detail::PointerKind pointer_kind(const void* p, int* device) override {
+    if (const Allocation* a = inside(p, device_)) {
+      *device = a->device;
+      return detail::PointerKind::device;
+    }
+    if (inside(p, pinned_) != nullptr) return detail::PointerKind::host_mapped;
     return detail::PointerKind::unknown;
   }
 
@@ -256,13 +306,8 @@ class FakeRuntime final : public detail::DeviceRuntime {
   void insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
                         std::uint32_t n, KeyMode mode, std::uint8_t* is_new,
                         std::uint64_t* new_count, detail::StreamHandle s) override {
-    enqueue(s, [=] {
-      std::vector<std::uint32_t> sort_keys(n), positions(n);
-      detail::with_geometry(layout.shape, [&]<typename G>(G) {
-        detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits, keys, n, mode, is_new,
-                                           new_count, {sort_keys.data(), positions.data()});
-      });
-    });
+    // Slices of 100 keys, so that the chunks of a batch also span several slices.
+    enqueue(s, [=] { exact_on_host(layout, bits, keys, n, mode, is_new, new_count, 100); });
   }
   void combine(std::byte* bits, const std::byte* other, std::uint64_t bytes, CombineOp op,
                detail::StreamHandle s) override {
@@ -315,7 +360,11 @@ class FakeRuntime final : public detail::DeviceRuntime {
     std::function<void()> run;
     std::function<bool()> ready;  // empty: always ready
   };
-  using Allocations = std::map<const std::byte*, std::size_t>;
+  struct Allocation {
+    std::size_t bytes;
+    int device;  // current when it was allocated, as cudaMalloc's memory is
+  };
+  using Allocations = std::map<const std::byte*, Allocation>;
 
   void* allocate(std::size_t bytes, const char* what, Allocations& where) {
     if (fail_allocation_at >= 0 && fail_allocation_at-- == 0) {
@@ -325,7 +374,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
     // Aligned for the widest word, as cudaMalloc's memory is.
     auto* p = static_cast<std::byte*>(
         ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{256}));
-    where[p] = bytes;
+    where[p] = {bytes, current_device_};
     ++stats.live_allocations;
     return p;
   }
@@ -335,12 +384,13 @@ class FakeRuntime final : public detail::DeviceRuntime {
     ::operator delete (p, std::align_val_t{256});
     --stats.live_allocations;
   }
-  static bool inside(const void* p, const Allocations& where) {
+  // The allocation `p` points into, or null.
+  static const Allocation* inside(const void* p, const Allocations& where) {
     const auto* b = static_cast<const std::byte*>(p);
     auto it = where.upper_bound(b);
-    if (it == where.begin()) return false;
+    if (it == where.begin()) return nullptr;
     --it;
-    return b < it->first + std::max<std::size_t>(it->second, 1);
+    return b < it->first + std::max<std::size_t>(it->second.bytes, 1) ? &it->second : nullptr;
   }
 
   void enqueue(detail::StreamHandle s, std::function<void()> run,
@@ -395,6 +445,16 @@ struct FakeEngine {
   FakeRuntime* fake;
   std::unique_ptr<detail::CudaEngine> engine;
 };
+
+// Memory of the fake device the engine is on (1), allocated as a caller would: with that device
+// current for the allocation only.
+template <typename T>
+T* engine_device_memory(FakeRuntime& fake, std::size_t bytes, const char* what) {
+  fake.set_device(1);
+  void* p = fake.allocate_device(bytes, what);
+  fake.set_device(0);
+  return static_cast<T*>(p);
+}
 
 std::vector<std::byte> engine_bytes(const detail::Engine& engine, const Layout& layout) {
   std::vector<std::byte> out(layout.size_bytes());
@@ -477,9 +537,9 @@ TEST_P(FakeCuda, DeviceCallsRunInIssueOrderWhateverTheirStreams) {
   // "Device memory" of the fake: the engine accepts only pointers it knows.
   const auto batch = hot_key_batch(10, 100, 2000, GetParam() + 7);
   const std::size_t n = batch.size();
-  auto* keys = static_cast<std::uint64_t*>(fake.allocate_device(n * 8, "keys"));
-  auto* flags = static_cast<std::uint8_t*>(fake.allocate_device(2 * n, "flags"));
-  auto* count = static_cast<std::uint64_t*>(fake.allocate_device(8, "count"));
+  auto* keys = engine_device_memory<std::uint64_t>(fake, n * 8, "keys");
+  auto* flags = engine_device_memory<std::uint8_t>(fake, 2 * n, "flags");
+  auto* count = engine_device_memory<std::uint64_t>(fake, 8, "count");
   std::memcpy(keys, batch.data(), n * 8);
   *count = 0;
   const detail::StreamHandle streams[2] = {fake.create_stream(), fake.create_stream()};
@@ -554,8 +614,22 @@ TEST_P(FakeCuda, AThrowMidLoopWaitsForBothSlotsFirst) {
 TEST_P(FakeCuda, DevicePointersAreChecked) {
   FakeEngine gpu(layout_, GetParam());
   FakeRuntime& fake = *gpu.fake;
-  auto* keys = static_cast<std::uint64_t*>(fake.allocate_device(800, "keys"));
-  auto* flags = static_cast<std::uint8_t*>(fake.allocate_device(100, "flags"));
+  auto* keys = engine_device_memory<std::uint64_t>(fake, 800, "keys");
+  auto* flags = engine_device_memory<std::uint8_t>(fake, 100, "flags");
+  // Memory of device 0, current for the caller: not the filter's device.
+  auto* elsewhere = static_cast<std::uint64_t*>(fake.allocate_device(800, "other keys"));
+  try {
+    gpu.engine->insert_device(elsewhere, 10, nullptr, true);
+    ADD_FAILURE() << "memory of device 0 accepted for a filter on device 1";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(),
+                 "keys is memory of CUDA device 0; this filter is on device 1: pass memory of "
+                 "that device");
+  }
+  EXPECT_THROW(gpu.engine->contains_device(keys, 10, reinterpret_cast<std::uint8_t*>(elsewhere),
+                                           nullptr, true),
+               std::invalid_argument);
+  fake.free_device(elsewhere);
   std::vector<std::uint64_t> host_keys(100);
   const auto misaligned =
       reinterpret_cast<const std::uint64_t*>(reinterpret_cast<const std::byte*>(keys) + 4);

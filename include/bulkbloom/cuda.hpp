@@ -10,8 +10,8 @@
 /// stream of its own), so `insert_if_absent` answers exactly as the sequential loop over the calls
 /// in that order (DESIGN §3). Host-span calls of Filter come after every earlier call.
 ///
-/// Pointers must be device memory (cudaMalloc, managed) or mapped pinned host memory that the
-/// device reaches at the same address; `keys` and `new_count` aligned to 8 bytes. Anything else
+/// Pointers must be memory of the filter's device (cudaMalloc with that device current), managed
+/// memory, or mapped pinned host memory that the device reaches at the same address; `keys` and `new_count` aligned to 8 bytes. Anything else
 /// throws std::invalid_argument before any work is queued.
 #pragma once
 
@@ -42,7 +42,9 @@ void contains_async(const Filter& filter, const std::uint64_t* keys, std::uint64
 
 /// The dedup primitive: inserts each key and writes 1 to `is_new[i]` if it was absent, exactly
 /// as the sequential loop does. If `new_count` is not null, the number of new keys is added to
-/// it. Throws as insert() does.
+/// it. Throws as insert() does. The `_async` form waits for the work queued before it on `stream`
+/// and for the batch's first pass: the number of keys left to sort comes back to the host to size
+/// the sort; the rest of the work is queued.
 void insert_if_absent(Filter& filter, const std::uint64_t* keys, std::uint64_t n,
                       std::uint8_t* is_new, std::uint64_t* new_count = nullptr);
 void insert_if_absent_async(Filter& filter, const std::uint64_t* keys, std::uint64_t n,

@@ -4,6 +4,7 @@
 #include <thrust/system/cuda/execution_policy.h>
 #include <thrust/system_error.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -19,8 +20,18 @@ namespace {
 using gpu::grid_for;
 using gpu::kThreadsPerBlock;
 
-// Device memory beyond the filter that the pipeline and insert_if_absent's sort may take: two
-// slots of streamed keys and flags, the sort's arrays and its temporary storage for one chunk.
+// Backend::automatic leaves filters smaller than this on the CPU. Chosen, not yet measured: such
+// a filter fits in one CPU core's L2, where the CPU answers a batch of 10^4 keys in about the
+// time a GPU call spends on its launch and its copies over PCIe. bench/gpu_check.sh's figures
+// are to replace it with a measured bound.
+constexpr std::uint64_t kAutomaticMinFilterBytes = std::uint64_t{1} << 20;
+
+// Keys per slice of insert_if_absent's scan: 2^20 patterns of at most 64 bytes, 64 MiB.
+constexpr std::uint32_t kExactSliceKeys = std::uint32_t{1} << 20;
+
+// Device memory beyond the filter that the pipeline and insert_if_absent may take for one chunk
+// of 2^23 keys: two slots of streamed keys and flags (144 MiB), insert_if_absent's scratch (16
+// bytes a key and one slice of patterns, 192 MiB) and the sort's temporary storage (64 MiB).
 constexpr std::uint64_t kWorkingBytes = std::uint64_t{512} << 20;
 
 // Index arithmetic at the largest device batch (bulkbloom::cuda::kMaxDeviceBatch, 2^32 - 1 keys,
@@ -201,7 +212,7 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void free_pinned(void* p) noexcept override { cudaFreeHost(p); }
 
-  PointerKind pointer_kind(const void* p) override {
+  PointerKind pointer_kind(const void* p, int* device) override {
     cudaPointerAttributes attributes{};
     const cudaError_t err = cudaPointerGetAttributes(&attributes, p);
     if (err != cudaSuccess) {
@@ -211,7 +222,10 @@ class CudaRuntime final : public DeviceRuntime {
     }
     switch (attributes.type) {
       case cudaMemoryTypeDevice:
+        *device = attributes.device;
+        return PointerKind::device;
       case cudaMemoryTypeManaged:
+        *device = -1;
         return PointerKind::device;
       case cudaMemoryTypeHost:
         return attributes.devicePointer == p ? PointerKind::host_mapped
@@ -279,9 +293,10 @@ class CudaRuntime final : public DeviceRuntime {
                         std::uint64_t* new_count, StreamHandle stream) override {
     if (n == 0) return;
     StreamOrderedAllocator allocator(as_stream(stream));
-    char* scratch = allocator.allocate(std::ptrdiff_t{2} * n * sizeof(std::uint32_t));
-    const exact::Scratch arrays{reinterpret_cast<std::uint32_t*>(scratch),
-                                reinterpret_cast<std::uint32_t*>(scratch) + n};
+    const std::uint32_t slice = std::min(n, kExactSliceKeys);
+    char* scratch = allocator.allocate(
+        static_cast<std::ptrdiff_t>(exact::scratch_bytes(n, slice, block_bytes(layout.shape))));
+    const exact::Scratch arrays = exact::carve_scratch(scratch, n, slice);
     try {
       with_geometry(layout.shape, [&]<typename G>(G) {
         exact::insert_if_absent<G>(thrust::cuda::par_nosync(allocator).on(as_stream(stream)),
@@ -408,6 +423,11 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::st
 }
 
 std::unique_ptr<CudaEngine> make_cuda_engine_if_usable(const Layout& layout, std::string* why) {
+  if (layout.size_bytes() < kAutomaticMinFilterBytes) {
+    *why = "a filter of " + std::to_string(layout.size_bytes()) + " bytes is under the " +
+           mib(kAutomaticMinFilterBytes) + " that Backend::automatic puts on a GPU";
+    return nullptr;
+  }
   int device = 0;
   const std::string arch = usable_device(&layout, &device, why);
   if (arch.empty()) return nullptr;

@@ -53,8 +53,8 @@ std::string cuda_device_arch(std::string* why = nullptr);
 std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::string& arch);
 
 /// For Backend::automatic: a CUDA engine on the current device, or null with the reason in `why`
-/// when cuda_device_arch() finds none usable or the device has too little free memory for the
-/// filter and its pipeline.
+/// when the filter is under 1 MiB (it stays on the CPU), cuda_device_arch() finds no usable
+/// device, or the device has too little free memory for the filter and its pipeline.
 std::unique_ptr<CudaEngine> make_cuda_engine_if_usable(const Layout& layout, std::string* why);
 
 }  // namespace bulkbloom::detail

@@ -108,8 +108,9 @@ class DeviceScope {
   int previous_ = 0;
 };
 
-void require_device_pointer(DeviceRuntime& runtime, const void* p, std::size_t alignment,
-                            const char* what) {
+// Checks that `p` is memory the kernels of a filter on `filter_device` can read and write.
+void require_device_pointer(DeviceRuntime& runtime, int filter_device, const void* p,
+                            std::size_t alignment, const char* what) {
   if (p == nullptr) {
     throw std::invalid_argument(std::string(what) + " is a null pointer; expected device memory");
   }
@@ -118,8 +119,17 @@ void require_device_pointer(DeviceRuntime& runtime, const void* p, std::size_t a
     throw std::invalid_argument(std::string(what) + " is not aligned to " +
                                 std::to_string(alignment) + " bytes");
   }
-  switch (runtime.pointer_kind(p)) {
+  int owner = -1;
+  switch (runtime.pointer_kind(p, &owner)) {
     case PointerKind::device:
+      // Another device's memory is reached, if at all, only through peer access and at link
+      // speed: refused rather than slow or a fault.
+      if (owner >= 0 && owner != filter_device) {
+        throw std::invalid_argument(std::string(what) + " is memory of CUDA device " +
+                                    std::to_string(owner) + "; this filter is on device " +
+                                    std::to_string(filter_device) + ": pass memory of that device");
+      }
+      return;
     case PointerKind::host_mapped:
       return;
     case PointerKind::host_unmapped:
@@ -219,7 +229,7 @@ class DeviceEngine final : public CudaEngine {
     if (n == 0) return;
     const std::lock_guard hold(mutex_);
     DeviceScope scope(*rt_, device_);
-    require_device_pointer(*rt_, keys, alignof(std::uint64_t), "keys");
+    require_device_pointer(*rt_, device_, keys, alignof(std::uint64_t), "keys");
     on_caller_stream(stream, wait, [&] {
       rt_->insert(layout_, bits_.get<std::byte>(), keys, n, KeyMode::hash_with_layout, stream_);
     });
@@ -230,8 +240,8 @@ class DeviceEngine final : public CudaEngine {
     if (n == 0) return;
     const std::lock_guard hold(mutex_);
     DeviceScope scope(*rt_, device_);
-    require_device_pointer(*rt_, keys, alignof(std::uint64_t), "keys");
-    require_device_pointer(*rt_, out, 1, "out");
+    require_device_pointer(*rt_, device_, keys, alignof(std::uint64_t), "keys");
+    require_device_pointer(*rt_, device_, out, 1, "out");
     on_caller_stream(stream, wait, [&] {
       rt_->contains(layout_, bits_.get<std::byte>(), keys, n, KeyMode::hash_with_layout, out,
                     stream_);
@@ -243,10 +253,10 @@ class DeviceEngine final : public CudaEngine {
     if (n == 0) return;
     const std::lock_guard hold(mutex_);
     DeviceScope scope(*rt_, device_);
-    require_device_pointer(*rt_, keys, alignof(std::uint64_t), "keys");
-    require_device_pointer(*rt_, is_new, 1, "is_new");
+    require_device_pointer(*rt_, device_, keys, alignof(std::uint64_t), "keys");
+    require_device_pointer(*rt_, device_, is_new, 1, "is_new");
     if (new_count != nullptr) {
-      require_device_pointer(*rt_, new_count, alignof(std::uint64_t), "new_count");
+      require_device_pointer(*rt_, device_, new_count, alignof(std::uint64_t), "new_count");
     }
     on_caller_stream(stream, wait, [&] {
       rt_->insert_if_absent(layout_, bits_.get<std::byte>(), keys, n, KeyMode::hash_with_layout,
@@ -433,7 +443,8 @@ class DeviceEngine final : public CudaEngine {
     try {
       prepare_slots(keys.size());
       // Pinned input (registered or cudaMallocHost) is copied from directly.
-      const PointerKind kind = rt_->pointer_kind(keys.data());
+      int owner = -1;
+      const PointerKind kind = rt_->pointer_kind(keys.data(), &owner);
       const bool pinned = kind == PointerKind::host_mapped || kind == PointerKind::host_unmapped;
       std::size_t chunk_index = 0;
       for (std::size_t offset = 0; offset < keys.size(); offset += slot_keys_, ++chunk_index) {

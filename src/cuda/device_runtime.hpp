@@ -38,7 +38,9 @@ class DeviceRuntime {
   virtual void free_device(void* p) noexcept = 0;
   virtual void* allocate_pinned(std::size_t bytes, const char* what) = 0;
   virtual void free_pinned(void* p) noexcept = 0;
-  virtual PointerKind pointer_kind(const void* p) = 0;
+  /// For PointerKind::device, `*device` gets the device the memory is on, or -1 for managed
+  /// memory, which every device reaches.
+  virtual PointerKind pointer_kind(const void* p, int* device) = 0;
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) noexcept = 0;
