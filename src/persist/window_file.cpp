@@ -411,16 +411,17 @@ Image read_image(const Source& source, std::uint64_t size, const std::string& na
   HeaderBytes header_bytes{};
   source.read_exactly(header_bytes.data(), std::min<std::uint64_t>(size, kHeaderBytes), 0);
   Header header = decode_header(header_bytes.data(), size, name);
-  std::vector<std::byte> table_bytes_read(header.version == 1 ? 0 : kTableHeadBytes);
-  source.read_exactly(table_bytes_read.data(), table_bytes_read.size(), kHeaderBytes);
+  std::vector<std::byte> table_bytes_read;
   if (header.version != 1) {
-    const std::uint64_t entries =
-        kTableEntryBytes * table_parts(header, table_bytes_read.data(), name);
+    std::array<std::byte, kTableHeadBytes> head{};
+    source.read_exactly(head.data(), head.size(), kHeaderBytes);
+    const std::uint64_t entries = kTableEntryBytes * table_parts(header, head.data(), name);
     if (kHeaderBytes + kTableHeadBytes + entries > size) {
       throw FormatError(name + ": truncated: " + std::to_string(size) +
                         " bytes, the generation table alone needs " +
                         std::to_string(kHeaderBytes + kTableHeadBytes + entries));
     }
+    table_bytes_read.assign(head.begin(), head.end());
     table_bytes_read.resize(kTableHeadBytes + entries);
     source.read_exactly(table_bytes_read.data() + kTableHeadBytes, entries,
                         kHeaderBytes + kTableHeadBytes);
