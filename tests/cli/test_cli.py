@@ -1088,6 +1088,10 @@ def case_info_window_file():
     info = json.loads(run(["info", "--json", "w.bbw"]).stdout)
     check(info["kind"] == "sliding window" and info["records_seen"] == 200 and
           info["clock_time"] == 1199 and "event_time window 3600" in info["window"], f"{info}")
+    # The promise beside the rate now (issue 33); the text form says both on one line.
+    check(info["promised_fpr"] == 0.001 and 0 < info["current_fpr"] < 0.001, f"{info}")
+    text = run(["info", "w.bbw"]).stdout.decode()
+    check("(promised 0.001)" in text, text)
 
 
 def case_window_kill_resume():
