@@ -1,7 +1,7 @@
 /// @file
 /// Sliding-window dedup: drop a key if it arrived within the last T, forget it some time after,
-/// in bounded memory. A ring of G equal generations (ordinary filters); docs/WINDOW.md has the
-/// rules, the guarantees and the sizing math.
+/// in bounded memory. A ring of G generations (ordinary filters), each sized for its own period;
+/// docs/WINDOW.md has the rules, the guarantees and the sizing math.
 #pragma once
 
 #include <cstddef>
@@ -42,15 +42,23 @@ struct WindowConfig {
   /// L (event_time only): how far a record's time may trail the largest time seen before it
   /// while repeats within T of event time are still always dropped.
   std::uint64_t lateness = 0;
-  /// The layout of each generation.
+  /// The layout the configuration asks for: every generation has its shape, hash, seed and block
+  /// index, and at least its blocks (a generation started when more keys come is larger).
   Layout generation;
+  /// The promised false-positive rate of the whole window: the union's when every generation
+  /// holds the keys it is sized for. 0 when not known (windows saved before it was recorded):
+  /// every generation then keeps `generation`'s size.
+  double fpr = 0.0;
 
   /// Clock units between rotations: ceil((T + L) / (G - 1)).
   std::uint64_t period() const;
   /// A key whose last arrival is this far (clock units) behind the clock is forgotten: G·period().
   std::uint64_t forget_after() const;
-  /// Bytes of all generations together.
+  /// Bytes of all generations together at the configured size (WindowedFilter::memory_bytes() is
+  /// what a window holds now).
   std::uint64_t memory_bytes() const { return generations * generation.size_bytes(); }
+  /// The rate each generation is sized for, 1 − (1 − fpr)^(1/G); 0 when fpr is not known.
+  double generation_fpr() const;
   /// Modelled false-positive rate of the whole window when each generation holds
   /// `keys_per_generation` distinct keys: 1 − (1 − fpr_g)^G.
   double expected_fpr(std::uint64_t keys_per_generation) const;
@@ -70,9 +78,25 @@ struct WindowConfig {
                                      std::uint32_t generations = 4, std::uint64_t lateness = 0);
 };
 
-/// A sliding-window dedup filter: G generations of one layout in a ring. Move-only: a moved-from
-/// window is only fit to be assigned to or destroyed, and every call that reaches its generations
-/// throws std::logic_error.
+/// How a window sizes each generation it starts (docs/WINDOW.md "Sizing per period"): for the
+/// most keys a generation of the window took in its period (the periods before it), at least
+/// `min_keys` and the configuration's size, at most `max_keys` when it is not 0.
+struct WindowSizing {
+  std::uint64_t min_keys = 0;  ///< Keys every new generation is sized for at least.
+  std::uint64_t max_keys = 0;  ///< Keys no new generation is sized beyond (0: no bound).
+};
+
+/// A generation that took more keys in its period than it is sized for: its rate is past the
+/// window's promise until it leaves the window.
+struct OverfullGeneration {
+  std::int64_t period = 0;     ///< The period it covers (clock / period()).
+  std::uint64_t keys = 0;      ///< Keys it had taken when found over.
+  std::uint64_t capacity = 0;  ///< Keys it is sized for.
+};
+
+/// A sliding-window dedup filter: G generations in a ring, each sized for its period. Move-only: a
+/// moved-from window is only fit to be assigned to or destroyed, and every call that reaches its
+/// generations throws std::logic_error.
 ///
 /// A record is new when no generation may contain its key; every record (new or not) is inserted
 /// into the newest generation. Each period() the oldest generation is cleared and becomes the
@@ -134,8 +158,33 @@ class WindowedFilter {
   std::uint64_t rotations() const { return rotations_; }
   /// Generation by age: 0 is the newest, G − 1 the oldest.
   const Filter& generation(std::uint32_t age) const;
+  /// Keys generation `age` took in its period (keys new to it; repeats add no bits), in all its
+  /// filters.
+  std::uint64_t generation_keys(std::uint32_t age) const;
+  /// Keys the filter now taking generation `age`'s keys is sized for, so that its period stays
+  /// at config().generation_fpr(); 0 when the promise is not known.
+  std::uint64_t generation_capacity(std::uint32_t age) const;
+  /// Bytes of all generations as they are now.
+  std::uint64_t memory_bytes() const;
   /// False-positive rate of the window as it is now: 1 − Π(1 − current_fpr of each generation).
   double current_fpr() const;
+
+  /// The sizing of generations started from now on. If the newest generation holds keys but is
+  /// sized for fewer than `sizing.min_keys`, it is sealed (kept for lookups until its period
+  /// leaves the window) and a larger filter takes the rest of its period's keys, at the rate the
+  /// sealed one leaves to the period (docs/WINDOW.md "Sizing per period"). Nothing changes for a
+  /// window whose promise is not known. Throws std::invalid_argument if max_keys is not 0 and
+  /// below min_keys.
+  void set_sizing(const WindowSizing& sizing);
+  const WindowSizing& sizing() const { return sizing_; }
+  /// Generations found over their capacity since this object was made or loaded (each counted
+  /// once), and the latest of them.
+  std::uint64_t overfull_generations() const { return overfull_count_; }
+  std::optional<OverfullGeneration> last_overfull() const { return last_overfull_; }
+  /// Never-seen keys expected to have been wrongly reported seen by this object's
+  /// insert_if_absent calls: summed over the records reported new, at the window's modelled
+  /// false-positive rate at each one (each generation's model at the keys it held then).
+  double expected_false_drops() const { return expected_false_drops_; }
 
  private:
   friend struct detail::WindowAccess;
@@ -150,11 +199,36 @@ class WindowedFilter {
   void contains_hashes(std::span<const std::uint64_t> hashes, std::uint8_t* out) const;
   void move_clock(std::int64_t time);
   void rotate_to_epoch(std::int64_t epoch);
+  void start_generation(std::uint32_t slot, const Layout& layout);
+  Layout layout_for(std::uint64_t keys, double rate) const;
+  Layout next_generation_layout() const;
+  double open_rate(std::uint32_t slot) const;
+  void grow_newest(std::uint64_t keys);
+  double drop_odds(std::uint64_t keys_before, std::uint64_t keys_after) const;
+  std::uint64_t slot_of(std::uint32_t age) const;
   void require_clock(WindowClock clock, const char* call) const;
   void require_generations(const char* call) const;
 
   WindowConfig config_;
-  std::vector<Filter> ring_;       // ring_[newest_] is the newest generation
+  Options options_;  // for the generations started at rotations
+  // A generation's filter that stopped taking keys when a larger one took over its period.
+  struct SealedPart {
+    Filter filter;
+    std::uint64_t keys;
+  };
+  // Per slot of the ring (one per generation): the filter taking the period's keys (ring_), the
+  // keys it took, the keys it is sized for (0: promise unknown), whether it went over that, and
+  // the filters of the same period sealed before it (oldest first).
+  std::vector<Filter> ring_;  // ring_[newest_] is the newest generation
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint64_t> capacity_;
+  std::vector<bool> overfull_;
+  std::vector<std::vector<SealedPart>> sealed_;
+  WindowSizing sizing_;
+  std::uint64_t configured_capacity_ = 0;  // keys config_.generation holds at the promise
+  std::uint64_t overfull_count_ = 0;
+  std::optional<OverfullGeneration> last_overfull_;
+  double expected_false_drops_ = 0.0;
   std::uint32_t newest_ = 0;       // index of the newest generation in ring_
   bool started_ = false;           // whether the clock has a value (event time: a record came)
   std::int64_t newest_epoch_ = 0;  // period number the newest generation covers

@@ -153,6 +153,8 @@ class WindowConfig(NamedTuple):
     memory_bytes: int
     generation: Layout
     description: str
+    #: The promised false-positive rate (0.0: not known, a window from a version 1 file).
+    fpr: float = 0.0
 
     def __str__(self) -> str:
         return self.description
@@ -160,14 +162,14 @@ class WindowConfig(NamedTuple):
     @classmethod
     def of(
         cls, clock: str, window: int, generation: Layout, *, generations: int = 4,
-        lateness: int = 0,
+        lateness: int = 0, fpr: float = 0.0,
     ) -> "WindowConfig":
         """An explicit configuration (arguments as for the ``WindowedFilter`` constructor, the
-        generation's layout as a ``Layout``), checked."""
+        generation's layout as a ``Layout``; ``fpr`` the promise, 0.0 when not known), checked."""
         return cls._from_dict(
             _core.window_config_of(
                 clock, _count(window, "window"), _count(generations, "generations"),
-                _count(lateness, "lateness"), *_layout_args(generation),
+                _count(lateness, "lateness"), *_layout_args(generation), float(fpr),
             )
         )
 
@@ -713,6 +715,32 @@ class WindowedFilter(_WindowState):
         """The modelled false-positive rate when each generation holds this many keys."""
         return self._core.expected_fpr(_count(keys_per_generation, "keys_per_generation"))
 
+    def set_sizing(self, min_keys: int = 0, max_keys: int = 0) -> None:
+        """Sizes the generations started from now on for the most keys a generation took in
+        its period, at least ``min_keys`` (and the configuration's size), at most ``max_keys``
+        (0: no bound). Give ``min_keys`` when a batch of more keys than before is coming (e.g. a
+        larger day): a newest generation sized for fewer is sealed and a larger one takes the
+        rest of its period. docs/WINDOW.md, "Sizing per period"."""
+        self._core.set_sizing(_count(min_keys, "min_keys"), _count(max_keys, "max_keys"))
+
+    @property
+    def overfull_generations(self) -> int:
+        """Generations that took more keys in their period than they were sized for, since
+        this object was made or loaded: until they leave the window, its rate is past
+        ``config.fpr``."""
+        return self._core.overfull_generations
+
+    @property
+    def expected_false_drops(self) -> float:
+        """Never-seen keys expected to have been reported seen by this object's
+        ``insert_if_absent`` calls, summed at the window's rate as each record came."""
+        return self._core.expected_false_drops
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of all generations as they are now (they grow with the periods' keys)."""
+        return self._core.memory_bytes
+
     @classmethod
     def load(
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
@@ -1003,7 +1031,7 @@ class WindowShard(_WindowState, _ShardPlace):
         self._core = _core.WindowShard(
             config.clock, config.window, config.generations, config.lateness,
             *_layout_args(config.generation), _count(index, "index"), _shard_count(num_shards),
-            *_options(backend, implementation, threads),
+            *_options(backend, implementation, threads), float(config.fpr),
         )
         self.keys_inserted = 0
         self.metadata = b""

@@ -261,13 +261,14 @@ def _window_to_json(config: bulkbloom.WindowConfig) -> dict:
         "window": config.window,
         "generations": config.generations,
         "lateness": config.lateness,
+        "fpr": config.fpr,
     }
 
 
 def _window_config(values: dict, layout: bulkbloom.Layout) -> bulkbloom.WindowConfig:
     return bulkbloom.WindowConfig.of(
         values["clock"], int(values["window"]), layout, generations=int(values["generations"]),
-        lateness=int(values["lateness"]),
+        lateness=int(values["lateness"]), fpr=float(values.get("fpr", 0.0)),
     )
 
 

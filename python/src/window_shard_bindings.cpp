@@ -94,16 +94,16 @@ void bind_window_shard(nb::module_& m) {
       "window_config_of",
       [](const std::string& clock, std::uint64_t window, std::uint32_t generations,
          std::uint64_t lateness, const std::string& shape, std::uint64_t num_blocks,
-         const std::string& hash, std::uint64_t seed, const std::string& index) {
-        const WindowConfig config =
-            make_window_config(clock, window, generations, lateness,
-                               make_layout(shape, num_blocks, hash, seed, index));
+         const std::string& hash, std::uint64_t seed, const std::string& index, double fpr) {
+        WindowConfig config = make_window_config(clock, window, generations, lateness,
+                                                 make_layout(shape, num_blocks, hash, seed, index));
+        config.fpr = fpr;
         config.validate();
         return window_config_dict(config);
       },
       nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
       nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"), nb::arg("index"),
-      "An explicit window configuration, checked, as a dict.");
+      nb::arg("fpr"), "An explicit window configuration, checked, as a dict.");
   m.def(
       "window_config_for_event_time",
       [](double records_per_unit, std::uint64_t window, double fpr, std::uint32_t generations,
@@ -124,17 +124,19 @@ void bind_window_shard(nb::module_& m) {
             std::uint32_t generations, std::uint64_t lateness, const std::string& shape,
             std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
             const std::string& index, std::uint32_t shard, std::uint32_t num_shards,
-            const std::string& backend, const std::string& implementation, unsigned threads) {
-           const WindowConfig config =
+            const std::string& backend, const std::string& implementation, unsigned threads,
+            double fpr) {
+           WindowConfig config =
                make_window_config(clock, window, generations, lateness,
                                   make_layout(shape, num_blocks, hash, seed, index));
+           config.fpr = fpr;  // the whole window's promise, which its files record
            const Options options = make_options(backend, implementation, threads);
            new (self) PyWindowShard(WindowShard(config, shard, num_shards, options), options);
          },
          nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
          nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
          nb::arg("index"), nb::arg("shard"), nb::arg("num_shards"), nb::arg("backend"),
-         nb::arg("implementation"), nb::arg("threads"),
+         nb::arg("implementation"), nb::arg("threads"), nb::arg("fpr"),
          "Empty shard `shard` of `num_shards` of a window, its clock not started.")
       .def_static(
           "load",

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "bulkbloom/window.hpp"
 #include "bulkbloom/window_shard.hpp"
@@ -29,10 +31,15 @@ using detail::put;
 using detail::round_up;
 using detail::WindowAccess;
 
-constexpr std::uint32_t kWindowVersion = 1;
+// Version 2 adds the generation table (the promise, and each generation's size and keys). A window
+// whose promise is not known (one read from a version 1 file) has generations of one size and is
+// written as version 1, byte for byte as before.
+constexpr std::uint32_t kWindowVersion = 2;
 constexpr std::uint64_t kHeaderBytes = 128;
 constexpr detail::HeaderCodec kCodec{detail::kWindowMagic, kWindowVersion, kHeaderBytes,
                                      "bulkbloom window file", "window format"};
+constexpr detail::HeaderCodec kCodecV1{detail::kWindowMagic, 1, kHeaderBytes,
+                                       "bulkbloom window file", "window format"};
 constexpr const char* kCheckpointFile = "window.bbw";
 
 // The fields after the frame (magic, version, header_bytes) of the 128-byte header; the header
@@ -61,20 +68,31 @@ constexpr Field<std::uint32_t> kNumShards{116};
 constexpr std::uint32_t kMaxShardIndex = (std::uint32_t{1} << 24) - 1;
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
+using PartRecord = WindowAccess::PartRecord;
 
-// Where the generations lie: the first at `first`, each `stride` bytes after the one before.
+// Version 2's generation table, after the header: the promised rate (a binary64) and the number
+// of filters N, then per filter, in the order of the payloads, its generation (0 the oldest),
+// block count and the keys it took. A generation is one filter, or more when it grew.
+constexpr std::uint64_t kTableHeadBytes = 16;
+constexpr std::uint64_t kTableEntryBytes = 24;
+constexpr std::uint64_t kMaxPartsPerGeneration = 8;
+
+// Where the generations lie: generation i (oldest first) at offsets[i], each page-aligned.
 struct Placement {
-  std::uint64_t first;
-  std::uint64_t stride;
+  std::vector<std::uint64_t> offsets;
   std::uint64_t file_bytes;
 };
 
-// `generation_bytes`: one generation's payload, the whole layout's or a shard's blocks of it.
-Placement placement(const WindowConfig& config, std::uint64_t generation_bytes,
+// `generation_bytes`: each generation's payload, oldest first, the whole layout's or a shard's
+// blocks of it.
+Placement placement(std::uint64_t table, std::span<const std::uint64_t> generation_bytes,
                     std::uint64_t metadata_bytes) {
-  const std::uint64_t first = round_up(kHeaderBytes + metadata_bytes, kPayloadAlignment);
-  const std::uint64_t stride = round_up(generation_bytes, kPayloadAlignment);
-  return {first, stride, first + config.generations * stride};
+  Placement where{{}, round_up(kHeaderBytes + table + metadata_bytes, kPayloadAlignment)};
+  for (const std::uint64_t bytes : generation_bytes) {
+    where.offsets.push_back(where.file_bytes);
+    where.file_bytes += round_up(bytes, kPayloadAlignment);
+  }
+  return where;
 }
 
 // Where a window file's payload belongs: shard `shard` of `num_shards` (0: a whole window).
@@ -83,12 +101,12 @@ struct ShardFields {
   std::uint32_t num_shards = 0;
 };
 
-HeaderBytes encode_header(const WindowConfig& config, ShardFields place,
-                          const WindowAccess::Clock& clock, const FileState& state,
-                          std::uint64_t data_checksum) {
+HeaderBytes encode_header(const detail::HeaderCodec& codec, const WindowConfig& config,
+                          ShardFields place, const WindowAccess::Clock& clock,
+                          const FileState& state, std::uint64_t data_checksum) {
   HeaderBytes bytes{};
   std::byte* h = bytes.data();
-  kCodec.start(h);
+  codec.start(h);
   for (std::size_t b = 0; b < 3; ++b) {
     put(h, kShardIndexAt + b, static_cast<std::uint8_t>(place.shard >> (8 * b)));
   }
@@ -110,19 +128,31 @@ HeaderBytes encode_header(const WindowConfig& config, ShardFields place,
   put(h, kKeysInserted, state.keys_inserted);
   put(h, kMetadataBytes, state.metadata.size());
   put(h, kDataChecksum, data_checksum);
-  kCodec.seal(h);
+  codec.seal(h);
   return bytes;
 }
 
+std::vector<std::byte> encode_table(double fpr, std::span<const PartRecord> parts) {
+  std::vector<std::byte> table(kTableHeadBytes + kTableEntryBytes * parts.size());
+  put(table.data(), 0, fpr);
+  put(table.data(), 8, static_cast<std::uint64_t>(parts.size()));
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    std::byte* entry = table.data() + kTableHeadBytes + kTableEntryBytes * i;
+    put(entry, 0, parts[i].generation);
+    put(entry, 8, parts[i].num_blocks);
+    put(entry, 16, parts[i].keys);
+  }
+  return table;
+}
+
 struct Header {
+  std::uint32_t version = 0;
   WindowConfig config;
   ShardFields place;
-  std::uint64_t generation_bytes = 0;
   WindowAccess::Clock clock{};
   std::uint64_t keys_inserted = 0;
   std::uint64_t metadata_bytes = 0;
   std::uint64_t data_checksum = 0;
-  Placement placement{};
 };
 
 // The clock state a window in `config` can reach: the newest generation's period is the one of
@@ -138,15 +168,16 @@ bool clock_is_reachable(const WindowConfig& config, const WindowAccess::Clock& c
 }
 
 // Validates everything the header alone can tell, against the file's size, before any size in
-// it is trusted for an allocation or a read.
+// it is trusted for an allocation or a read. Placement and file length are checked once the
+// generation table is read (decode_table).
 Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::string& source) {
   auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
-  kCodec.check_frame(h, total_bytes, source);
+  Header header;
+  header.version = kCodec.check_frame(h, total_bytes, source);
   const auto started = get(h, kStarted);
   if (started > 1) {
     throw fail("started flag " + std::to_string(started) + " is neither 0 nor 1");
   }
-  Header header;
   WindowConfig& config = header.config;
   config.clock = static_cast<WindowClock>(get(h, kClock));
   config.generations = get(h, kGenerations);
@@ -174,10 +205,6 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
                std::to_string(place.num_shards) + " over " + std::to_string(num_blocks) +
                " blocks (a whole window has shard 0 of 0)");
   }
-  header.generation_bytes =
-      place.num_shards == 0 ? config.generation.size_bytes()
-                            : shard_blocks(num_blocks, place.shard, place.num_shards).size() *
-                                  static_cast<std::uint64_t>(block_bytes(config.generation.shape));
   header.clock = {started == 1, get(h, kNewestEpoch), get(h, kClockTime), get(h, kRecordsSeen),
                   get(h, kRotations)};
   if (!clock_is_reachable(config, header.clock)) {
@@ -188,12 +215,96 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
   header.keys_inserted = get(h, kKeysInserted);
   header.metadata_bytes = get(h, kMetadataBytes);
   header.data_checksum = get(h, kDataChecksum);
-  if (header.metadata_bytes > total_bytes) {
+  const std::uint64_t table = header.version == 1 ? 0 : kTableHeadBytes;
+  if (header.metadata_bytes > total_bytes || kHeaderBytes + table > total_bytes) {
     throw fail("metadata of " + std::to_string(header.metadata_bytes) +
                " bytes does not fit in the file");
   }
-  header.placement = placement(config, header.generation_bytes, header.metadata_bytes);
-  const std::uint64_t expected = header.placement.file_bytes;
+  return header;
+}
+
+// A decoded generation table (version 1: the configured size for every generation and no key
+// counts), and the placement it gives.
+struct Table {
+  double fpr = 0.0;
+  std::vector<PartRecord> parts;
+  bool has_keys = false;
+  Placement placement;
+};
+
+// The number of filters version 2's table head (`head`, 16 bytes) announces, checked.
+std::uint64_t table_parts(const Header& header, const std::byte* head, const std::string& source) {
+  const auto parts = get<std::uint64_t>(head, 8);
+  const std::uint64_t generations = header.config.generations;
+  if (parts < generations || parts > generations * kMaxPartsPerGeneration) {
+    throw detail::format_error(source, "the generation table lists " + std::to_string(parts) +
+                                           " filters: expected " + std::to_string(generations) +
+                                           " to " +
+                                           std::to_string(generations * kMaxPartsPerGeneration));
+  }
+  return parts;
+}
+
+// Checks the generation table (`bytes`, empty for version 1) against the header and the file
+// size: every generation in order, each at least one filter of at least the configured size.
+Table decode_table(const Header& header, std::span<const std::byte> bytes,
+                   std::uint64_t total_bytes, const std::string& source) {
+  auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
+  const WindowConfig& config = header.config;
+  Table table;
+  if (header.version == 1) {
+    for (std::uint32_t g = 0; g < config.generations; ++g) {
+      table.parts.push_back({g, config.generation.num_blocks, 0});
+    }
+  } else {
+    table.has_keys = true;
+    table.fpr = get<double>(bytes.data(), 0);
+    if (!(table.fpr > 0.0 && table.fpr < 1.0)) {
+      throw fail("promised false-positive rate " + std::to_string(table.fpr) +
+                 " is out of range: expected 0 < fpr < 1");
+    }
+    const std::uint64_t parts = (bytes.size() - kTableHeadBytes) / kTableEntryBytes;
+    for (std::uint64_t i = 0; i < parts; ++i) {
+      const std::byte* entry = bytes.data() + kTableHeadBytes + kTableEntryBytes * i;
+      const PartRecord part{get<std::uint64_t>(entry, 0), get<std::uint64_t>(entry, 8),
+                            get<std::uint64_t>(entry, 16)};
+      const std::uint64_t previous = i == 0 ? 0 : table.parts.back().generation;
+      if (part.generation != previous && part.generation != previous + 1) {
+        throw fail("table entry " + std::to_string(i) + " is of generation " +
+                   std::to_string(part.generation) + " after generation " +
+                   std::to_string(previous) + ": expected every generation in order");
+      }
+      if (part.num_blocks < config.generation.num_blocks || part.num_blocks > Layout::kMaxBlocks) {
+        throw fail("table entry " + std::to_string(i) + " has " + std::to_string(part.num_blocks) +
+                   " blocks: expected " + std::to_string(config.generation.num_blocks) +
+                   " (the configured size) to " + std::to_string(Layout::kMaxBlocks));
+      }
+      if (header.place.num_shards != 0 &&
+          (part.num_blocks != config.generation.num_blocks || parts != config.generations)) {
+        throw fail(
+            "a window shard file's generations must be one filter each of the "
+            "configured " +
+            std::to_string(config.generation.num_blocks) + " blocks");
+      }
+      table.parts.push_back(part);
+    }
+    if (table.parts.back().generation + 1 != config.generations) {
+      throw fail("the generation table ends at generation " +
+                 std::to_string(table.parts.back().generation) + " of " +
+                 std::to_string(config.generations));
+    }
+  }
+  const std::uint64_t block = block_bytes(config.generation.shape);
+  const ShardFields place = header.place;
+  std::vector<std::uint64_t> generation_bytes;
+  for (const PartRecord& g : table.parts) {
+    generation_bytes.push_back(
+        (place.num_shards == 0 ? g.num_blocks
+                               : shard_blocks(g.num_blocks, place.shard, place.num_shards).size()) *
+        block);
+  }
+  table.placement = placement(bytes.size(), generation_bytes, header.metadata_bytes);
+  const std::uint64_t expected = table.placement.file_bytes;
   if (total_bytes < expected) {
     throw fail("truncated: " + std::to_string(total_bytes) + " bytes, the header describes " +
                std::to_string(expected));
@@ -201,7 +312,7 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
   if (total_bytes > expected) {
     throw fail(std::to_string(total_bytes - expected) + " unexpected bytes after the generations");
   }
-  return header;
+  return table;
 }
 
 // The file image as a sequence of writes: to a File, or to memory (MemoryImage).
@@ -221,26 +332,44 @@ class MemoryImage {
 
 // Writes the file image of `window` (the whole window, or the blocks `place` names as a window of
 // their own) with the header of `config`, the whole window's configuration.
+// A window whose promise is known is written as version 2, with its generation table; the table
+// records the whole window's block counts (a shard's generations all have the configured size).
 template <typename Out>
 void write_image(Out& out, const WindowConfig& config, ShardFields place,
                  const WindowedFilter& window, const FileState& state) {
-  const std::uint64_t generation_bytes = window.config().generation.size_bytes();
-  const Placement where = placement(config, generation_bytes, state.metadata.size());
+  const bool version_1 = config.fpr == 0.0;
+  std::vector<PartRecord> parts = WindowAccess::records_oldest_first(window);
+  if (place.num_shards != 0) {
+    for (PartRecord& g : parts) g.num_blocks = config.generation.num_blocks;
+  }
+  const std::vector<std::byte> table =
+      version_1 ? std::vector<std::byte>{} : encode_table(config.fpr, parts);
+  std::vector<std::uint64_t> generation_bytes;
+  for (const Filter* generation : WindowAccess::oldest_first(window)) {
+    generation_bytes.push_back(generation->layout().size_bytes());
+  }
+  const Placement where = placement(table.size(), generation_bytes, state.metadata.size());
   // The header goes in last, once the checksum of what follows it is known.
-  std::vector<std::byte> prefix(where.first);
-  std::copy(state.metadata.begin(), state.metadata.end(), prefix.begin() + kHeaderBytes);
+  std::vector<std::byte> prefix(where.offsets.front());
+  std::copy(table.begin(), table.end(), prefix.begin() + kHeaderBytes);
+  std::copy(state.metadata.begin(), state.metadata.end(),
+            prefix.begin() + kHeaderBytes + static_cast<std::ptrdiff_t>(table.size()));
   out.write_all(prefix);
   DataChecksum checksum;
+  checksum.update(table);
   checksum.update(state.metadata);
-  const std::vector<std::byte> padding(where.stride - generation_bytes);
+  std::uint64_t written = where.offsets.front();
+  std::size_t i = 0;
   for (const Filter* generation : WindowAccess::oldest_first(window)) {
+    out.write_all(std::vector<std::byte>(where.offsets[i++] - written));  // the padding before it
     const detail::HostBits bits(*generation);
     checksum.update(bits.bytes());
     out.write_all(bits.bytes());
-    out.write_all(padding);
+    written = where.offsets[i - 1] + bits.bytes().size();
   }
-  const HeaderBytes header =
-      encode_header(config, place, WindowAccess::clock(window), state, checksum.digest());
+  out.write_all(std::vector<std::byte>(where.file_bytes - written));
+  const HeaderBytes header = encode_header(version_1 ? kCodecV1 : kCodec, config, place,
+                                           WindowAccess::clock(window), state, checksum.digest());
   out.write_at(header, 0);
 }
 
@@ -281,34 +410,66 @@ Image read_image(const Source& source, std::uint64_t size, const std::string& na
                  FileState* state, const Options& options, Want want) {
   HeaderBytes header_bytes{};
   source.read_exactly(header_bytes.data(), std::min<std::uint64_t>(size, kHeaderBytes), 0);
-  const Header header = decode_header(header_bytes.data(), size, name);
+  Header header = decode_header(header_bytes.data(), size, name);
+  std::vector<std::byte> table_bytes_read;
+  if (header.version != 1) {
+    std::array<std::byte, kTableHeadBytes> head{};
+    source.read_exactly(head.data(), head.size(), kHeaderBytes);
+    const std::uint64_t entries = kTableEntryBytes * table_parts(header, head.data(), name);
+    if (kHeaderBytes + kTableHeadBytes + entries > size) {
+      throw FormatError(name + ": truncated: " + std::to_string(size) +
+                        " bytes, the generation table alone needs " +
+                        std::to_string(kHeaderBytes + kTableHeadBytes + entries));
+    }
+    table_bytes_read.assign(head.begin(), head.end());
+    table_bytes_read.resize(kTableHeadBytes + entries);
+    source.read_exactly(table_bytes_read.data() + kTableHeadBytes, entries,
+                        kHeaderBytes + kTableHeadBytes);
+  }
+  const Table table = decode_table(header, table_bytes_read, size, name);
+  header.config.fpr = table.fpr;
   if (want == Want::whole && header.place.num_shards > 1) {
     throw FormatError(name + ": holds shard " + std::to_string(header.place.shard) + " of " +
                       std::to_string(header.place.num_shards) +
                       " of a window, not a whole window; load it with load_window_shard()");
   }
+  if (want == Want::shard && (table.parts.size() != header.config.generations ||
+                              std::ranges::any_of(table.parts, [&](const PartRecord& g) {
+                                return g.num_blocks != header.config.generation.num_blocks;
+                              }))) {
+    throw FormatError(name +
+                      ": its generations have different sizes (the window sized them for "
+                      "the keys of their periods), which window shards do not hold; "
+                      "load it with load_window()");
+  }
   std::vector<std::byte> metadata(header.metadata_bytes);
-  source.read_exactly(metadata.data(), metadata.size(), kHeaderBytes);
+  source.read_exactly(metadata.data(), metadata.size(), kHeaderBytes + table_bytes_read.size());
 
   ShardFields place = header.place;
   if (place.num_shards == 0) place.num_shards = 1;
   WindowConfig payload_config = header.config;
   if (want == Want::shard) {
+    payload_config.fpr = 0.0;  // a shard's generations keep the configured size (WindowShard)
     payload_config.generation = detail::local_layout(
         header.config.generation,
         shard_blocks(header.config.generation.num_blocks, place.shard, place.num_shards).size());
   }
   WindowedFilter payload(payload_config, options);
+  std::vector<PartRecord> parts = table.parts;
+  if (want == Want::shard) {
+    for (PartRecord& g : parts) g.num_blocks = payload_config.generation.num_blocks;
+  }
   DataChecksum checksum;
+  checksum.update(table_bytes_read);
   checksum.update(metadata);
-  std::uint64_t offset = header.placement.first;
-  for (Filter& generation : WindowAccess::ring_oldest_first(payload)) {
-    read_bits(source, offset, generation, checksum);
-    offset += header.placement.stride;
+  std::size_t i = 0;
+  for (Filter* filter : WindowAccess::restore_oldest_first(payload, parts)) {
+    read_bits(source, table.placement.offsets[i++], *filter, checksum);
   }
   if (checksum.digest() != header.data_checksum) {
     throw FormatError(name + ": data checksum mismatch: the generations or metadata are corrupt");
   }
+  if (!table.has_keys) WindowAccess::estimate_keys_from_bits(payload);
   WindowAccess::set_clock(payload, header.clock);
   if (state != nullptr) {
     state->keys_inserted = header.keys_inserted;

@@ -29,10 +29,13 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 }
 
 // The window of the blocks of shard `index` of `num_shards` of `config`, as a window of its own.
+// Its generations keep the configured size: a shard sees only its own keys, so sizing them from
+// what it sees would make the shards' generations differ (docs/WINDOW.md "Shards").
 WindowedFilter local_window(const WindowConfig& config, std::uint32_t index,
                             std::uint32_t num_shards, const Options& options) {
   config.validate();
   WindowConfig local = config;
+  local.fpr = 0.0;
   local.generation = detail::local_layout(
       config.generation, shard_blocks(config.generation.num_blocks, index, num_shards).size());
   return WindowedFilter(local, options);
@@ -44,7 +47,7 @@ const detail::HostKernels& host_kernels(const WindowedFilter& window) {
 
 bool same_config(const WindowConfig& a, const WindowConfig& b) {
   return a.clock == b.clock && a.window == b.window && a.generations == b.generations &&
-         a.lateness == b.lateness && a.generation == b.generation;
+         a.lateness == b.lateness && a.generation == b.generation && a.fpr == b.fpr;
 }
 
 // The one clock of a complete set of shards: every field but (on event time) records_seen must
@@ -86,24 +89,40 @@ std::vector<const WindowShard*> complete_set(std::span<const WindowShard> shards
 }
 
 // A window's clock as shard `index` holds it: on event time records_seen is a shard's own count,
-// so shard 0 carries the whole count and the others none.
+// so shard 0 carries the whole count and the others none. Key counts are split the same way.
 WindowAccess::Clock clock_for_shard(WindowAccess::Clock clock, const WindowConfig& config,
                                     std::uint32_t index) {
   if (config.clock == WindowClock::event_time && index != 0) clock.records_seen = 0;
   return clock;
 }
 
+// The keys each generation of the window took, oldest first, from windows of consecutive block
+// ranges that together cover the whole window: each key went to one of them.
+std::vector<std::uint64_t> summed_keys(std::span<const WindowedFilter* const> sources) {
+  std::vector<std::uint64_t> keys(sources.front()->config().generations, 0);
+  for (const WindowedFilter* source : sources) {
+    const auto records = WindowAccess::records_oldest_first(*source);  // one filter a generation
+    for (std::size_t g = 0; g < keys.size(); ++g) keys[g] += records[g].keys;
+  }
+  return keys;
+}
+
 // Fills every generation of `target` (a new window of the blocks `want` of `config.generation`)
 // with the bytes of those blocks from `sources`, windows of consecutive block ranges `have`
-// that together cover `want`.
+// that together cover `want`, and gives its generations the key counts `keys` (oldest first).
 void copy_blocks(const WindowConfig& config, std::span<const WindowedFilter* const> sources,
-                 std::span<const BlockSpan> have, BlockSpan want, WindowedFilter& target) {
+                 std::span<const BlockSpan> have, BlockSpan want, WindowedFilter& target,
+                 std::span<const std::uint64_t> keys) {
   const std::uint64_t block_bytes = bulkbloom::block_bytes(config.generation.shape);
   std::vector<std::vector<const Filter*>> source_generations;
   for (const WindowedFilter* source : sources) {
     source_generations.push_back(WindowAccess::oldest_first(*source));
   }
-  std::vector<Filter>& ring = WindowAccess::ring_oldest_first(target);
+  std::vector<WindowAccess::PartRecord> records;
+  for (std::size_t g = 0; g < keys.size(); ++g) {
+    records.push_back({g, target.generation(0).layout().num_blocks, keys[g]});
+  }
+  const std::vector<Filter*> ring = WindowAccess::restore_oldest_first(target, records);
   std::vector<std::byte> staging(want.size() * block_bytes);
   for (std::uint32_t g = 0; g < config.generations; ++g) {
     for (std::size_t i = 0; i < sources.size(); ++i) {
@@ -115,7 +134,7 @@ void copy_blocks(const WindowConfig& config, std::span<const WindowedFilter* con
                   bits.bytes().data() + (begin - have[i].begin) * block_bytes,
                   (end - begin) * block_bytes);
     }
-    ring[g].copy_bytes_from(staging);
+    ring[g]->copy_bytes_from(staging);
   }
 }
 
@@ -244,14 +263,28 @@ std::vector<WindowShard> split(const WindowedFilter& window, std::uint32_t num_s
   const WindowConfig& config = window.config();
   const BlockSpan whole{0, config.generation.num_blocks};
   shard_blocks(whole.end, 0, num_shards);  // checks the shard count
+  const auto parts = WindowAccess::records_oldest_first(window);
+  for (const WindowAccess::PartRecord& part : parts) {
+    if (parts.size() != config.generations || part.num_blocks != config.generation.num_blocks) {
+      throw std::invalid_argument(
+          "this window's generations were sized for the keys of their periods (generation " +
+          std::to_string(part.generation) + ": " + std::to_string(part.num_blocks) + " blocks in " +
+          std::to_string(parts.size()) + " filters for " + std::to_string(config.generations) +
+          " generations), and window shards hold "
+          "generations of the configured " +
+          std::to_string(config.generation.num_blocks) + " blocks only");
+    }
+  }
   const WindowedFilter* source = &window;
   const WindowAccess::Clock clock = WindowAccess::clock(window);
+  const std::vector<std::uint64_t> keys = summed_keys({&source, 1});
+  const std::vector<std::uint64_t> none(keys.size(), 0);
   std::vector<WindowShard> shards;
   shards.reserve(num_shards);
   for (std::uint32_t i = 0; i < num_shards; ++i) {
     WindowShard& shard = shards.emplace_back(config, i, num_shards, options);
     WindowedFilter& local = WindowShardAccess::local(shard);
-    copy_blocks(config, {&source, 1}, {&whole, 1}, shard.blocks(), local);
+    copy_blocks(config, {&source, 1}, {&whole, 1}, shard.blocks(), local, i == 0 ? keys : none);
     WindowAccess::set_clock(local, clock_for_shard(clock, config, i));
   }
   return shards;
@@ -268,7 +301,8 @@ WindowedFilter concat(std::span<const WindowShard> shards, const Options& option
     have.push_back(shard->blocks());
   }
   WindowedFilter window(config, options);
-  copy_blocks(config, sources, have, {0, config.generation.num_blocks}, window);
+  copy_blocks(config, sources, have, {0, config.generation.num_blocks}, window,
+              summed_keys(sources));
   WindowAccess::set_clock(window, clock);
   return window;
 }
@@ -285,12 +319,14 @@ std::vector<WindowShard> reshard(std::span<const WindowShard> shards, std::uint3
     sources.push_back(&WindowShardAccess::local(*shard));
     have.push_back(shard->blocks());
   }
+  const std::vector<std::uint64_t> keys = summed_keys(sources);
+  const std::vector<std::uint64_t> none(keys.size(), 0);
   std::vector<WindowShard> result;
   result.reserve(num_shards);
   for (std::uint32_t j = 0; j < num_shards; ++j) {
     WindowShard& shard = result.emplace_back(config, j, num_shards, options);
     WindowedFilter& local = WindowShardAccess::local(shard);
-    copy_blocks(config, sources, have, shard.blocks(), local);
+    copy_blocks(config, sources, have, shard.blocks(), local, j == 0 ? keys : none);
     WindowAccess::set_clock(local, clock_for_shard(clock, config, j));
   }
   return result;

@@ -25,6 +25,8 @@ using detail::KeyMode;
 constexpr std::size_t kHashChunk = std::size_t{1} << 16;
 // Bound on T + L, so that period arithmetic and G·period fit an int64 with room to spare.
 constexpr std::uint64_t kMaxSpan = std::uint64_t{1} << 61;
+// Most filters one generation is made of (growth at a run's start seals the one before).
+constexpr std::size_t kMaxSealedParts = 8;
 
 // Buffers a thread reuses from call to call, at most kHashChunk entries each. Fresh ones cost a
 // page fault per 4 KiB on every call and, as vectors, a pass of zeroing, a visible share of a
@@ -149,6 +151,11 @@ std::uint64_t WindowConfig::forget_after() const {
   return period() * generations;
 }
 
+double WindowConfig::generation_fpr() const {
+  if (fpr == 0.0 || generations == 0) return 0.0;
+  return -std::expm1(std::log1p(-fpr) / generations);
+}
+
 double WindowConfig::expected_fpr(std::uint64_t keys_per_generation) const {
   return -std::expm1(generations * std::log1p(-generation.expected_fpr(keys_per_generation)));
 }
@@ -173,6 +180,10 @@ void WindowConfig::validate() const {
                                 std::to_string(lateness) + " exceeds the limit of " +
                                 std::to_string(kMaxSpan) + " clock units");
   }
+  if (!(fpr == 0.0 || (fpr > 0.0 && fpr < 1.0))) {
+    throw std::invalid_argument("window false-positive rate " + std::to_string(fpr) +
+                                " is out of range: expected 0 < fpr < 1 (or 0: not known)");
+  }
   generation.validate();
 }
 
@@ -183,9 +194,16 @@ std::string WindowConfig::describe() const {
   const double mib = static_cast<double>(memory_bytes()) / double(1 << 20);
   char memory[32];
   std::snprintf(memory, sizeof memory, "%.1f MiB", mib);
+  std::string promise;
+  if (fpr != 0.0) {
+    char rate[48];
+    std::snprintf(rate, sizeof rate, ", promised false-positive rate %.3g", fpr);
+    promise = rate;
+  }
   return text + " over " + std::to_string(generations) + " generations (rotation every " +
          std::to_string(period()) + ", forgotten after " + std::to_string(forget_after()) +
-         "), each " + generation.describe() + "; " + memory + " in all";
+         "), each at least " + generation.describe() + "; " + memory + " in all at that size" +
+         promise;
 }
 
 namespace {
@@ -204,10 +222,33 @@ WindowConfig sized(WindowConfig config, double records_per_unit, double fpr) {
                                 " is out of range: expected > 0 and under 2^63 per period");
   }
   // The union of G generations at fpr_g each is 1 - (1 - fpr_g)^G; solve for fpr_g.
-  const double generation_fpr = -std::expm1(std::log1p(-fpr) / config.generations);
+  config.fpr = fpr;
   config.generation =
-      Layout::for_capacity(static_cast<std::uint64_t>(std::ceil(records)), generation_fpr);
+      Layout::for_capacity(static_cast<std::uint64_t>(std::ceil(records)), config.generation_fpr());
   return config;
+}
+
+// 1 − Π(1 − rate), without the cancellation of 1 − (a product near 1) for small rates.
+double union_fpr(std::span<const double> rates) {
+  double log_none_claims = 0.0;
+  for (const double rate : rates) log_none_claims += std::log1p(-rate);
+  return -std::expm1(log_none_claims);
+}
+
+// The most keys `layout` holds at `fpr` by the model (0 when fpr is 0: not known).
+std::uint64_t capacity_at(const Layout& layout, double fpr) {
+  if (fpr == 0.0 || layout.expected_fpr(1) > fpr) return 0;
+  std::uint64_t low = 1, high = 2;  // expected_fpr(low) <= fpr < expected_fpr(high)
+  while (layout.expected_fpr(high) <= fpr) {
+    low = high;
+    if (high > (std::uint64_t{1} << 62)) return high;
+    high *= 2;
+  }
+  while (high - low > 1) {
+    const std::uint64_t mid = low + (high - low) / 2;
+    (layout.expected_fpr(mid) <= fpr ? low : high) = mid;
+  }
+  return low;
 }
 
 }  // namespace
@@ -232,12 +273,17 @@ WindowConfig WindowConfig::for_event_time(double records_per_unit, std::uint64_t
 }
 
 WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& options)
-    : config_(config) {
+    : config_(config), options_(options) {
   config_.validate();
+  configured_capacity_ = capacity_at(config_.generation, config_.generation_fpr());
   ring_.reserve(config_.generations);
   for (std::uint32_t g = 0; g < config_.generations; ++g) {
     ring_.emplace_back(config_.generation, options);
   }
+  keys_.assign(config_.generations, 0);
+  capacity_.assign(config_.generations, configured_capacity_);
+  overfull_.assign(config_.generations, false);
+  sealed_.resize(config_.generations);
   started_ = config_.clock == WindowClock::records;
 }
 
@@ -359,9 +405,123 @@ const Filter& WindowedFilter::generation(std::uint32_t age) const {
 
 double WindowedFilter::current_fpr() const {
   require_generations("current_fpr");
-  double none_claims = 1.0;
-  for (const Filter& g : ring_) none_claims *= 1.0 - g.current_fpr();
-  return 1.0 - none_claims;
+  std::vector<double> rates;
+  for (std::uint32_t slot = 0; slot < config_.generations; ++slot) {
+    rates.push_back(ring_[slot].current_fpr());
+    for (const SealedPart& part : sealed_[slot]) rates.push_back(part.filter.current_fpr());
+  }
+  return union_fpr(rates);
+}
+
+std::uint64_t WindowedFilter::slot_of(std::uint32_t age) const {
+  generation(age);  // checks the age
+  return (newest_ + config_.generations - age) % config_.generations;
+}
+
+std::uint64_t WindowedFilter::generation_keys(std::uint32_t age) const {
+  const std::uint64_t slot = slot_of(age);
+  std::uint64_t keys = keys_[slot];
+  for (const SealedPart& part : sealed_[slot]) keys += part.keys;
+  return keys;
+}
+
+std::uint64_t WindowedFilter::generation_capacity(std::uint32_t age) const {
+  return capacity_[slot_of(age)];
+}
+
+std::uint64_t WindowedFilter::memory_bytes() const {
+  std::uint64_t bytes = 0;
+  for (std::uint32_t slot = 0; slot < config_.generations; ++slot) {
+    bytes += ring_[slot].layout().size_bytes();
+    for (const SealedPart& part : sealed_[slot]) bytes += part.filter.layout().size_bytes();
+  }
+  return bytes;
+}
+
+void WindowedFilter::set_sizing(const WindowSizing& sizing) {
+  if (sizing.max_keys != 0 && sizing.max_keys < sizing.min_keys) {
+    throw std::invalid_argument("window sizing: at most " + std::to_string(sizing.max_keys) +
+                                " keys per generation is below the least, " +
+                                std::to_string(sizing.min_keys));
+  }
+  sizing_ = sizing;
+  const std::uint64_t wanted =
+      sizing_.max_keys == 0 ? sizing_.min_keys : std::min(sizing_.min_keys, sizing_.max_keys);
+  if (config_.fpr != 0.0 && !ring_.empty() && wanted > capacity_[newest_]) grow_newest(wanted);
+}
+
+// The rate left for the filter taking a slot's keys: its period's filters together stay at the
+// generation rate, 1 − (1 − fpr_g) / Π(1 − rate of each sealed filter at its keys).
+double WindowedFilter::open_rate(std::uint32_t slot) const {
+  double log_left = std::log1p(-config_.generation_fpr());
+  for (const SealedPart& part : sealed_[slot]) {
+    log_left -= std::log1p(-part.filter.expected_fpr(part.keys));
+  }
+  return -std::expm1(log_left);
+}
+
+// The newest generation is sized for fewer keys than a run expects: an empty one is replaced,
+// one that holds keys is sealed and a larger filter takes the rest of its period.
+void WindowedFilter::grow_newest(std::uint64_t keys) {
+  if (keys_[newest_] == 0) {
+    ring_[newest_] = Filter(layout_for(keys, open_rate(newest_)), options_);
+  } else {
+    if (sealed_[newest_].size() + 1 >= kMaxSealedParts) return;  // reported as overfull
+    sealed_[newest_].push_back({std::move(ring_[newest_]), keys_[newest_]});
+    const double rate = open_rate(newest_);
+    if (rate <= 0.0) {  // the sealed filters took the period's whole rate: nothing left to grow
+      ring_[newest_] = std::move(sealed_[newest_].back().filter);
+      sealed_[newest_].pop_back();
+      return;
+    }
+    ring_[newest_] = Filter(layout_for(keys, rate), options_);
+    keys_[newest_] = 0;
+  }
+  capacity_[newest_] = capacity_at(ring_[newest_].layout(), open_rate(newest_));
+  overfull_[newest_] = false;
+}
+
+// The configured layout with the blocks for `keys` at `rate`, never fewer than configured.
+Layout WindowedFilter::layout_for(std::uint64_t keys, double rate) const {
+  const Layout& asked = config_.generation;
+  Layout layout = asked;
+  try {
+    layout.num_blocks = std::max(
+        asked.num_blocks, Layout::for_capacity(asked.shape, std::max<std::uint64_t>(keys, 1), rate,
+                                               asked.hash, asked.seed, asked.index)
+                              .num_blocks);
+  } catch (const std::invalid_argument&) {
+    layout.num_blocks = Layout::kMaxBlocks;  // the largest generation a layout can have
+  }
+  return layout;
+}
+
+// The layout of a generation about to start: sized for the most keys a generation of the window
+// took in its period (the periods before it), bounded by the sizing, never below the
+// configuration's. A window whose promise is not known keeps the configured layout.
+Layout WindowedFilter::next_generation_layout() const {
+  if (config_.fpr == 0.0) return config_.generation;
+  std::uint64_t keys = sizing_.min_keys;
+  for (std::uint32_t age = 0; age < config_.generations; ++age) {
+    keys = std::max(keys, generation_keys(age));
+  }
+  if (sizing_.max_keys != 0) keys = std::min(keys, sizing_.max_keys);
+  if (keys <= configured_capacity_) return config_.generation;
+  return layout_for(keys, config_.generation_fpr());
+}
+
+// Clears slot `slot` for a new period, with `layout` (a new filter if the size changes).
+void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) {
+  if (ring_[slot].layout() == layout) {
+    ring_[slot].clear();
+  } else {
+    ring_[slot] = Filter(layout, options_);
+  }
+  keys_[slot] = 0;
+  capacity_[slot] = layout == config_.generation ? configured_capacity_
+                                                 : capacity_at(layout, config_.generation_fpr());
+  overfull_[slot] = false;
+  sealed_[slot].clear();
 }
 
 // Splits the chunk where the window rotates and dedups each piece against a fixed set of older
@@ -395,21 +555,67 @@ std::uint64_t WindowedFilter::dedup_hashes(std::span<const std::uint64_t> hashes
 
 // Within a segment the older generations do not change, so the sequential loop's answer is
 // "new in the newest generation (which takes every record) and in no older one".
+//
+// It also keeps the statistics: the newest generation's keys (those new to it set its bits),
+// whether it went over its capacity, and the false drops expected over the segment.
 std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashes,
                                             std::uint8_t* is_new) {
+  const std::uint64_t keys_before = keys_[newest_];
   const std::uint64_t fresh_in_newest =
       FilterAccess::engine(ring_[newest_])
           .insert_if_absent(hashes, KeyMode::prehashed, {is_new, hashes.size()});
   if (fresh_in_newest == 0) return 0;
+  keys_[newest_] += fresh_in_newest;
+  const std::uint64_t capacity = capacity_[newest_];
+  if (capacity != 0 && keys_[newest_] > capacity && !overfull_[newest_]) {
+    overfull_[newest_] = true;
+    ++overfull_count_;
+    last_overfull_ = OverfullGeneration{newest_epoch_, keys_[newest_], capacity};
+  }
   std::vector<const Filter*> older;
-  for (std::uint32_t age = 1; age < config_.generations; ++age) older.push_back(&generation(age));
-  return clear_found_in_slices(host_of(ring_), older, hashes, is_new);
+  for (const SealedPart& part : sealed_[newest_]) older.push_back(&part.filter);
+  for (std::uint32_t age = 1; age < config_.generations; ++age) {
+    older.push_back(&generation(age));
+    for (const SealedPart& part : sealed_[slot_of(age)]) older.push_back(&part.filter);
+  }
+  const std::uint64_t fresh = clear_found_in_slices(host_of(ring_), older, hashes, is_new);
+  expected_false_drops_ += static_cast<double>(fresh) * drop_odds(keys_before, keys_[newest_]);
+  return fresh;
+}
+
+// The mean of rate / (1 − rate) over a segment in which the newest generation went from
+// `keys_before` to `keys_after` keys and nothing else changed: a never-seen key is reported new
+// with probability 1 − rate, so each kept record stands for 1 / (1 − rate) never-seen keys,
+// rate of them dropped. The rate climbs convexly with the newest generation's keys, so it is
+// averaged at the midpoints of kOddsSteps equal steps of them, not at the two ends.
+double WindowedFilter::drop_odds(std::uint64_t keys_before, std::uint64_t keys_after) const {
+  constexpr int kOddsSteps = 8;
+  double log_older_clear = 0.0;  // log of the chance that no filter but the newest claims a key
+  for (std::uint32_t slot = 0; slot < config_.generations; ++slot) {
+    if (slot != newest_) log_older_clear += std::log1p(-ring_[slot].expected_fpr(keys_[slot]));
+    for (const SealedPart& part : sealed_[slot]) {
+      log_older_clear += std::log1p(-part.filter.expected_fpr(part.keys));
+    }
+  }
+  const Filter& newest = ring_[newest_];
+  const double span = static_cast<double>(keys_after - keys_before);
+  double sum = 0.0;
+  for (int step = 0; step < kOddsSteps; ++step) {
+    const double keys = static_cast<double>(keys_before) + span * (step + 0.5) / kOddsSteps;
+    const double clear =
+        std::exp(log_older_clear + std::log1p(-newest.expected_fpr(std::llround(keys))));
+    sum += (1.0 - clear) / clear;
+  }
+  return sum / kOddsSteps;
 }
 
 void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
                                      std::uint8_t* out) const {
   std::vector<const Filter*> all;
-  for (std::uint32_t age = 0; age < config_.generations; ++age) all.push_back(&generation(age));
+  for (std::uint32_t age = 0; age < config_.generations; ++age) {
+    all.push_back(&generation(age));
+    for (const SealedPart& part : sealed_[slot_of(age)]) all.push_back(&part.filter);
+  }
   std::fill(out, out + hashes.size(), std::uint8_t{1});
   clear_found_in_slices(host_of(ring_), all, hashes, out);  // out[i] now says "absent"
   for (std::size_t i = 0; i < hashes.size(); ++i) out[i] ^= 1;
@@ -433,9 +639,10 @@ void WindowedFilter::rotate_to_epoch(std::int64_t epoch) {
   const std::uint64_t steps =
       static_cast<std::uint64_t>(epoch) - static_cast<std::uint64_t>(newest_epoch_);
   const std::uint64_t clears = std::min<std::uint64_t>(steps, config_.generations);
+  const Layout layout = next_generation_layout();  // from the periods before the new ones
   for (std::uint64_t c = 0; c < clears; ++c) {
     newest_ = (newest_ + 1) % config_.generations;
-    ring_[newest_].clear();
+    start_generation(newest_, layout);
   }
   // Counted in periods, not clears, so that the count depends only on the first and the current
   // period and not on the steps in between: a window shard that jumps where the whole window
@@ -473,6 +680,61 @@ std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
     }
   }
   return fresh;
+}
+
+std::vector<const Filter*> detail::WindowAccess::oldest_first(const WindowedFilter& w) {
+  std::vector<const Filter*> out;
+  for (std::uint32_t age = w.config_.generations; age-- > 0;) {
+    for (const auto& part : w.sealed_[w.slot_of(age)]) out.push_back(&part.filter);
+    out.push_back(&w.generation(age));
+  }
+  return out;
+}
+
+std::vector<detail::WindowAccess::PartRecord> detail::WindowAccess::records_oldest_first(
+    const WindowedFilter& w) {
+  std::vector<PartRecord> records;
+  for (std::uint32_t age = w.config_.generations; age-- > 0;) {
+    const std::uint32_t generation = w.config_.generations - 1 - age;
+    const std::uint64_t slot = w.slot_of(age);
+    for (const auto& part : w.sealed_[slot]) {
+      records.push_back({generation, part.filter.layout().num_blocks, part.keys});
+    }
+    records.push_back({generation, w.ring_[slot].layout().num_blocks, w.keys_[slot]});
+  }
+  return records;
+}
+
+std::vector<Filter*> detail::WindowAccess::restore_oldest_first(
+    WindowedFilter& w, std::span<const PartRecord> records) {
+  ring_oldest_first(w);
+  std::vector<Filter*> parts;
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const auto slot = static_cast<std::uint32_t>(records[i].generation);
+    Layout layout = w.config_.generation;
+    layout.num_blocks = records[i].num_blocks;
+    const bool open = i + 1 == records.size() || records[i + 1].generation != slot;
+    if (!open) {
+      w.sealed_[slot].push_back({Filter(layout, w.options_), records[i].keys});
+      parts.push_back(&w.sealed_[slot].back().filter);
+      continue;
+    }
+    std::vector<WindowedFilter::SealedPart> sealed = std::move(w.sealed_[slot]);
+    w.start_generation(slot, layout);
+    w.sealed_[slot] = std::move(sealed);
+    w.keys_[slot] = records[i].keys;
+    if (!w.sealed_[slot].empty()) w.capacity_[slot] = capacity_at(layout, w.open_rate(slot));
+    w.overfull_[slot] = w.capacity_[slot] != 0 && w.keys_[slot] > w.capacity_[slot];
+    parts.push_back(&w.ring_[slot]);
+  }
+  return parts;
+}
+
+void detail::WindowAccess::estimate_keys_from_bits(WindowedFilter& w) {
+  for (std::uint32_t slot = 0; slot < w.config_.generations; ++slot) {
+    const Filter& g = w.ring_[slot];
+    w.keys_[slot] = capacity_at(g.layout(), g.current_fpr());
+  }
 }
 
 void detail::WindowAccess::contains_hashes(const WindowedFilter& w,

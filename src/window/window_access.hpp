@@ -12,16 +12,30 @@
 namespace bulkbloom::detail {
 
 struct WindowAccess {
-  static std::vector<const Filter*> oldest_first(const WindowedFilter& w) {
-    std::vector<const Filter*> out;
-    for (std::uint32_t age = w.config_.generations; age-- > 0;) out.push_back(&w.generation(age));
-    return out;
-  }
+  /// Every filter of the window: generations oldest first, each its sealed filters (oldest
+  /// first) and then the one taking its keys.
+  static std::vector<const Filter*> oldest_first(const WindowedFilter& w);
   // The newly constructed window's ring, oldest first (its newest is ring_[G - 1] after this).
   static std::vector<Filter>& ring_oldest_first(WindowedFilter& w) {
     w.newest_ = w.config_.generations - 1;
     return w.ring_;
   }
+
+  /// What a window file records of each filter besides its bits, in oldest_first() order.
+  struct PartRecord {
+    std::uint64_t generation;  ///< 0 for the oldest generation, G - 1 for the newest
+    std::uint64_t num_blocks;
+    std::uint64_t keys;  ///< keys it took in its period
+  };
+  static std::vector<PartRecord> records_oldest_first(const WindowedFilter& w);
+  /// Gives the newly constructed window the filters `records` describe (every generation at
+  /// least one, in order; its newest is ring_[G - 1] after this) with their key counts, and
+  /// returns them in the same order, to be filled.
+  static std::vector<Filter*> restore_oldest_first(WindowedFilter& w,
+                                                   std::span<const PartRecord> records);
+  /// For a window read from a file that kept no key counts: each generation's keys estimated
+  /// from its bits (the most keys at which the model gives the rate its bits give).
+  static void estimate_keys_from_bits(WindowedFilter& w);
 
   struct Clock {
     bool started;

@@ -540,7 +540,10 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
         source = tmp_path / f"day{day}.csv"
         source.write_text("".join(f"{k},{seq + i},{time}\n" for i, k in enumerate(keys)))
         out = tmp_path / f"day{day}.out.csv"
+        # Window shards keep the configured size (docs/WINDOW.md "Sizing per period"): the CLI
+        # window is held to it with --max-capacity, the keys one generation is configured for.
         sizing = ("--capacity", "12000", "--fpr", str(FPR)) if day == 0 else ()
+        sizing += ("--max-capacity", "4000")
         run_cli(cli, "dedup", "-f", "csv:1", str(source), "-o", str(out), "--window", "36h",
                 "--time-field", "3", "--filter", str(cli_window), "--stats", "none", *sizing)
         expected = [(k, int(s)) for k, s, _ in

@@ -208,3 +208,59 @@ def test_docs_36_hour_table_is_what_the_sizing_gives():
 
         assert rounded_as(gib, each_gib) == each_gib
         assert rounded_as(gib * int(generations), all_gib) == all_gib
+
+
+def _day(first, count, start):
+    """`count` new keys spread over the day from `start` (seconds), with their times."""
+    keys = np.arange(first, first + count, dtype=np.uint64)
+    times = start + np.arange(count, dtype=np.int64) * 86400 // count
+    return keys, times
+
+
+def test_a_day_of_ten_times_the_keys_keeps_the_promise_across_save_and_load(tmp_path):
+    """Issue 33, defect 1, through save and load: day 2 brings 10x day 1's keys, all new. Given
+    the day's size, the window grows the generation day 1 left open and sizes the next ones for
+    it: >= 99.7 % kept at the promised 0.1 %. Without the size, the generation day 1 left open
+    overflows and says so."""
+    day1, day2, start = 100_000, 1_000_000, 1_764_000_000
+    window = bulkbloom.WindowedFilter.for_event_time(day1 / 86400, 36 * 3600, 0.001)
+    keys, times = _day(0, day1, start)
+    assert window.insert_if_absent(keys, times).sum() >= 0.997 * day1
+    window.save(tmp_path / "w.bbw")
+    assert bulkbloom.WindowedFilter.load(tmp_path / "w.bbw").config.fpr == 0.001
+
+    keys, times = _day(day1, day2, start + 86400)
+    told = bulkbloom.WindowedFilter.load(tmp_path / "w.bbw")
+    told.set_sizing(min_keys=day2)
+    kept = int(told.insert_if_absent(keys, times).sum())
+    assert kept >= 0.997 * day2, kept
+    assert told.overfull_generations == 0
+    told.save(tmp_path / "w2.bbw")
+    again = bulkbloom.WindowedFilter.load(tmp_path / "w2.bbw")
+    assert again.memory_bytes == told.memory_bytes > window.memory_bytes
+    assert again.current_fpr() == told.current_fpr()
+
+    untold = bulkbloom.WindowedFilter.load(tmp_path / "w.bbw")
+    untold.insert_if_absent(keys, times)
+    assert untold.overfull_generations >= 1
+
+
+def test_expected_false_drops_follow_the_rate_each_record_met():
+    """Issue 33, defect 3: summed over the calls, not the rate at the end times the records; an
+    idle tail that empties the window leaves the sum as it was."""
+    window = bulkbloom.WindowedFilter.for_event_time(20_000 / 3600, 3600, 0.05)
+    keys = np.arange(200_000, dtype=np.uint64)
+    times = np.arange(200_000, dtype=np.int64) // 10
+    kept = int(window.insert_if_absent(keys, times).sum())
+    dropped = 200_000 - kept  # every key is new: each drop is false
+    assert dropped > 1000
+    assert abs(window.expected_false_drops - dropped) <= 0.1 * dropped
+    before = window.expected_false_drops
+    window.advance_to(10 * 86400)
+    assert window.current_fpr() == 0.0 and window.expected_false_drops == before
+
+
+def test_a_lightly_filled_window_has_a_rate_above_zero():
+    window = bulkbloom.WindowedFilter.for_records(10_000_000, 0.001)
+    window.insert_if_absent(np.arange(3, dtype=np.uint64))
+    assert 0.0 < window.current_fpr() < 1e-12

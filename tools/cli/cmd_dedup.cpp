@@ -82,7 +82,7 @@ int run_dedup(const Arguments& args) {
       .value("filter", "FILE", "load this filter first if it exists, save it after (across runs)")
       .value("on-full", "POLICY",
              "when the keys would push the filter past its false-positive rate: grow (default; "
-             "add a generation) or error");
+             "add a generation; a window warns) or error");
   add_scan_options(parser);
   add_sizing_options(parser);
   add_window_options(parser);
@@ -144,9 +144,6 @@ int run_dedup(const Arguments& args) {
         "send one of them to a file");
   }
   if (filter_path) check_filter_output(*filter_path, "--filter");
-  if (window_wanted && parser.has("on-full")) {
-    throw UsageError("--on-full applies to filters; a window forgets old keys instead");
-  }
 
   std::vector<NamedPath> named;
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
@@ -199,6 +196,12 @@ int run_dedup(const Arguments& args) {
       FileState saved;
       WindowedFilter window = load_window(*filter_path, &saved, backend);
       check_window_matches(window.config(), *window_wanted, *filter_path);
+      if (sizing.capacity) {
+        std::fprintf(stderr,
+                     "bulkbloom dedup: --capacity %llu sizes the generations this run starts in "
+                     "%s; its current generations keep their sizes\n",
+                     static_cast<unsigned long long>(*sizing.capacity), filter_path->c_str());
+      }
       keys_before = saved.keys_inserted;
       metadata = std::move(saved.metadata);
       state = window_state(std::move(window));
@@ -245,7 +248,9 @@ int run_dedup(const Arguments& args) {
   state->start_run({on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
                     resumed ? resumed->state.counters.records : 0,
                     resumed ? resumed->expected_false_drops : 0.0,
-                    filter_path ? "filter " + *filter_path : std::string("the filter")});
+                    filter_path ? "filter " + *filter_path : std::string("the filter"),
+                    window_wanted ? window_sizing(*window_wanted, sizing, reader, scan.format)
+                                  : WindowSizing{}});
   std::vector<std::string> output_paths = {output_path};
   if (dups_path) output_paths.push_back(*dups_path);
   // Replaces the carried state, recording this run and the outputs it committed.

@@ -142,6 +142,28 @@ void add_file_fields(Summary& summary, const std::string& path, const FileInfo& 
   summary.number("metadata_bytes", "metadata bytes", static_cast<double>(info.metadata_bytes));
 }
 
+// The lines a window and a window shard share: its configuration, clock, and rates.
+template <typename Window>
+void add_window_lines(Summary& summary, const Window& window, const FileState& state) {
+  summary.text("window", "window", window.config().describe());
+  summary.integer("records_seen", "records seen", window.records_seen());
+  if (const auto clock = window.clock_time()) {
+    summary.number("clock_time", "clock (event time)", static_cast<double>(*clock));
+  }
+  summary.integer("rotations", "rotations (periods the clock moved on)", window.rotations());
+  summary.integer("keys_inserted", "keys inserted (saved count)", state.keys_inserted);
+  const double promised = window.config().fpr;
+  char line[96];
+  if (promised != 0.0) {
+    std::snprintf(line, sizeof line, "%.3g (promised %.3g)", window.current_fpr(), promised);
+    summary.number("promised_fpr", "promised false-positive rate", promised);
+  } else {
+    std::snprintf(line, sizeof line, "%.3g (promise not recorded: a version 1 file)",
+                  window.current_fpr());
+  }
+  summary.number("current_fpr", "current false-positive rate", window.current_fpr(), line);
+}
+
 // Which part of the whole filter or window a shard's file holds (DESIGN §9).
 void add_shard_place(Summary& summary, std::uint32_t index, std::uint32_t num_shards,
                      BlockSpan blocks) {
@@ -184,22 +206,25 @@ int run_info(const Arguments& args) {
   }
   if (is_window_file(path)) {
     FileState state;
-    // A whole window's file reads as shard 0 of 1, so one reader describes both.
-    const WindowShard window = load_window_shard(path, &state);
     Summary summary;
     summary.text("file", "file", path);
-    summary.text("kind", "kind",
-                 window.num_shards() > 1 ? "sliding window shard" : "sliding window");
-    summary.text("window", "window", window.config().describe());
-    if (window.num_shards() > 1)
-      add_shard_place(summary, window.index(), window.num_shards(), window.blocks());
-    summary.integer("records_seen", "records seen", window.records_seen());
-    if (const auto clock = window.clock_time()) {
-      summary.number("clock_time", "clock (event time)", static_cast<double>(*clock));
+    // A whole window loads as one (its generations may differ in size), a shard file as a shard;
+    // a damaged file fails both loads with the same message.
+    std::optional<WindowedFilter> whole;
+    try {
+      whole.emplace(load_window(path, &state));
+    } catch (const FormatError&) {
     }
-    summary.integer("rotations", "rotations (periods the clock moved on)", window.rotations());
-    summary.integer("keys_inserted", "keys inserted (saved count)", state.keys_inserted);
-    summary.number("current_fpr", "current false-positive rate", window.current_fpr());
+    if (whole) {
+      summary.text("kind", "kind", "sliding window");
+      add_window_lines(summary, *whole, state);
+      summary.integer("memory_bytes", "memory of the generations", whole->memory_bytes());
+    } else {
+      const WindowShard shard = load_window_shard(path, &state);
+      summary.text("kind", "kind", "sliding window shard");
+      add_window_lines(summary, shard, state);
+      add_shard_place(summary, shard.index(), shard.num_shards(), shard.blocks());
+    }
     summary.print(parser.has("json"), stdout);
     return 0;
   }

@@ -84,18 +84,30 @@ class WindowState final : public DedupState {
  public:
   explicit WindowState(WindowedFilter window) : window_(std::move(window)) {}
 
-  void start_run(const RunPlan&) override {}  // a window forgets: it cannot fill up
+  // A window forgets, so it does not fill up over time; but a generation can take more keys in
+  // its period than it was sized for (a day that brings more than the sizing allowed for).
+  void start_run(const RunPlan& plan) override {
+    window_.set_sizing(plan.window_sizing);
+    on_full_ = plan.on_full;
+    name_ = plan.name == "the filter" ? "the window" : plan.name;
+    drops_before_ = plan.expected_false_drops - window_.expected_false_drops();
+    overfull_seen_ = window_.overfull_generations();
+  }
 
   std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
                       std::span<std::uint8_t> flags) override {
     const std::span<const std::string_view> byte_keys(parsed.byte_keys);
+    std::uint64_t kept = 0;
     if (window_.config().clock == WindowClock::records) {
-      return byte_keys.empty() ? window_.insert_if_absent(int_keys, flags)
+      kept = byte_keys.empty() ? window_.insert_if_absent(int_keys, flags)
                                : window_.insert_if_absent(byte_keys, flags);
+    } else {
+      const std::span<const std::int64_t> times(parsed.times);
+      kept = byte_keys.empty() ? window_.insert_if_absent(int_keys, times, flags)
+                               : window_.insert_if_absent(byte_keys, times, flags);
     }
-    const std::span<const std::int64_t> times(parsed.times);
-    return byte_keys.empty() ? window_.insert_if_absent(int_keys, times, flags)
-                             : window_.insert_if_absent(byte_keys, times, flags);
+    if (window_.overfull_generations() != overfull_seen_) report_overfull();
+    return kept;
   }
 
   void save(const std::filesystem::path& path, std::span<const std::byte> metadata,
@@ -108,23 +120,73 @@ class WindowState final : public DedupState {
     bulkbloom::save_checkpoint(dir, window_, {keys, {metadata.begin(), metadata.end()}});
   }
 
-  // A window's false-positive rate stays near its current one (it cycles with the rotations).
-  double expected_false_drops(std::uint64_t kept) const override {
-    return window_.current_fpr() * static_cast<double>(kept);
+  // Summed batch by batch in the window, at its rate when each record came: the rate now says
+  // nothing about a run whose window has since rotated or emptied.
+  double expected_false_drops(std::uint64_t) const override {
+    return drops_before_ + window_.expected_false_drops();
   }
 
   void describe(Summary& summary, std::uint64_t kept) const override {
     const double drops = expected_false_drops(kept);
-    char line[160];
-    std::snprintf(line, sizeof line, "%.1f (the window's false-positive rate now)", drops);
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "%.1f (summed over the run at the window's false-positive rate as each batch "
+                  "came)",
+                  drops);
     summary.number("expected_wrongly_dropped", "expected unique wrongly dropped", drops, line);
+    const double fpr = window_.current_fpr();
+    const double promised = window_.config().fpr;
+    if (promised != 0.0) {
+      std::snprintf(line, sizeof line, "%.3g from the bits (promised %.3g)", fpr, promised);
+      summary.number("promised_fpr", "", promised);
+    } else {
+      std::snprintf(line, sizeof line, "%.3g from the bits (promise not recorded in the file)",
+                    fpr);
+    }
+    summary.number("final_fpr", "false-positive rate now", fpr, line);
     summary.text("window", "window", window_.config().describe());
+    summary.integer("window_memory_bytes", "window memory now", window_.memory_bytes());
+    summary.number("overfull_generations", "", static_cast<double>(window_.overfull_generations()));
+    if (window_.overfull_generations() != 0) {
+      summary.text("", "window overfull", overfull_message());
+    }
   }
 
   const Filter& shown_filter() const override { return window_.generation(0); }
 
  private:
+  // What happened when a generation went over its size: the period, its keys and size.
+  std::string overfull_message() const {
+    const OverfullGeneration over = *window_.last_overfull();
+    const WindowConfig& config = window_.config();
+    const auto period = static_cast<std::int64_t>(config.period());
+    const char* unit = config.clock == WindowClock::event_time ? "event times" : "records";
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.3g", config.fpr);
+    return std::to_string(window_.overfull_generations()) + " generation(s) took more keys in " +
+           "their period than sized for; the latest, for " + unit + " [" +
+           std::to_string(over.period * period) + ", " +
+           std::to_string((over.period + 1) * period) + "), took " + std::to_string(over.keys) +
+           " keys, sized for " + std::to_string(over.capacity) +
+           ": until it leaves the window, new keys are dropped " + "above the promised rate " +
+           rate;
+  }
+
+  void report_overfull() {
+    overfull_seen_ = window_.overfull_generations();
+    const std::string what = name_ + ": " + overfull_message();
+    const std::string how =
+        "; a larger --capacity sizes the generations a run starts (the window cannot resize a "
+        "generation within its period)";
+    if (on_full_ == OnFull::error) throw Error(what + how);
+    std::fprintf(stderr, "bulkbloom dedup: warning: %s%s\n", what.c_str(), how.c_str());
+  }
+
   WindowedFilter window_;
+  OnFull on_full_ = OnFull::grow;
+  std::string name_ = "the window";
+  double drops_before_ = 0.0;  // expected false drops before this object's (a resumed run's)
+  std::uint64_t overfull_seen_ = 0;
 };
 
 }  // namespace

@@ -31,7 +31,8 @@ class DedupState {
     std::uint64_t expected_records = 0;
     std::uint64_t records_done = 0;
     double expected_false_drops = 0.0;
-    std::string name;  ///< "filter F" or "the filter", for messages
+    std::string name;            ///< "filter F" or "the filter", for messages
+    WindowSizing window_sizing;  ///< How a window sizes the generations it starts.
   };
   /// Applies `plan`; a filter loaded past its promised rate is reported here (a warning, or
   /// under OnFull::error an Error).

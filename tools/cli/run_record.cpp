@@ -34,8 +34,9 @@ bool neutral_option(std::string_view arg) {
 bool outside_command(std::string_view name) {
   const std::string option = "--" + std::string(name);
   if (neutral_flag(option) || neutral_option(option)) return true;
-  for (const std::string_view other : {"buffer-size", "output", "dups", "filter", "capacity", "fpr",
-                                       "shape", "seed", "index", "on-full"}) {
+  for (const std::string_view other :
+       {"buffer-size", "output", "dups", "filter", "capacity", "max-capacity", "fpr", "shape",
+        "seed", "index", "on-full"}) {
     if (name == other) return true;
   }
   return false;

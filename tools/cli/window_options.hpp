@@ -28,6 +28,8 @@ struct WindowRequest {
   /// Event times later than the wall clock at the start plus this are bad input (event time
   /// only): one such time would move the clock past every record to come (docs/WINDOW.md).
   std::uint64_t max_future = 86'400;
+  /// --max-capacity: the most keys a generation is sized for (event time only).
+  std::optional<std::uint64_t> max_capacity;
 };
 
 /// The window the options ask for, or nothing without --window / --window-records.
@@ -35,11 +37,18 @@ struct WindowRequest {
 /// event-time window, and --shape cannot be combined with a window).
 std::optional<WindowRequest> window_request(const ArgParser& parser, const RecordFormat& format);
 
-/// The sized window: an event-time window holds up to the capacity (given, or the input's record
-/// count) within one window length; a records window sizes itself.
+/// The sized window: each generation of an event-time window holds the keys of the capacity
+/// (given, or the input's record count: a dump may lie within one period), at most
+/// --max-capacity; a records window sizes itself.
 WindowConfig window_config(const WindowRequest& request, const SizingRequest& sizing,
                            const ChunkReader& reader, const RecordFormat& format,
                            std::string& capacity_note);
+
+/// How the generations this run starts are sized (docs/WINDOW.md "Sizing per period"): for the
+/// keys the periods before them brought, at least the capacity (given, or the input's record
+/// count when known), at most --max-capacity.
+WindowSizing window_sizing(const WindowRequest& request, const SizingRequest& sizing,
+                           const ChunkReader& reader, const RecordFormat& format);
 
 /// Throws UsageError if a window read from `source` is not the one the options ask for.
 void check_window_matches(const WindowConfig& loaded, const WindowRequest& request,
