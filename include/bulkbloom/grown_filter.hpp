@@ -76,10 +76,14 @@ class GrownFilter {
   /// on the compound rate) stays under the promise.
   static double generation_target(double promise, std::size_t index);
 
-  /// A new filter of one generation sized for `capacity` keys at the promised rate `fpr`: the
-  /// layout Layout::for_capacity gives for `capacity` keys at generation_target(fpr, 0), so that
-  /// it takes `capacity` keys before it grows. `key_format` names how its keys are read (stored,
-  /// not interpreted). Throws std::invalid_argument for a capacity or rate out of range.
+  /// The layout of a filter that promises `fpr` at `capacity` keys: Layout::for_capacity for
+  /// `capacity` keys at generation_target(fpr, 0), so that it takes `capacity` keys before it
+  /// grows. Every frontend sizes such a filter so (the CLI's build and dedup, Python's Filter).
+  /// Throws std::invalid_argument for a capacity or rate out of range.
+  static Layout first_layout(std::uint64_t capacity, double fpr);
+
+  /// A new filter of one generation of first_layout(capacity, fpr). `key_format` names how its
+  /// keys are read (stored, not interpreted).
   static GrownFilter for_capacity(std::uint64_t capacity, double fpr, std::string key_format = {},
                                   const Options& options = {});
 

@@ -53,14 +53,18 @@ double GrownFilter::generation_target(double promise, std::size_t index) {
   return promise * 0.75 * std::pow(0.25, static_cast<double>(index));
 }
 
-GrownFilter GrownFilter::for_capacity(std::uint64_t capacity, double fpr, std::string key_format,
-                                      const Options& options) {
+Layout GrownFilter::first_layout(std::uint64_t capacity, double fpr) {
+  // Checked here: three quarters of a rate above 1 could pass for a rate.
   if (!(fpr > 0.0 && fpr < 1.0)) {
-    throw std::invalid_argument("the promised false-positive rate must be in (0, 1), got " +
+    throw std::invalid_argument("false-positive rate must be in (0, 1), got " +
                                 std::to_string(fpr));
   }
-  return GrownFilter(Layout::for_capacity(capacity, generation_target(fpr, 0)), capacity, fpr,
-                     std::move(key_format), options);
+  return Layout::for_capacity(capacity, generation_target(fpr, 0));
+}
+
+GrownFilter GrownFilter::for_capacity(std::uint64_t capacity, double fpr, std::string key_format,
+                                      const Options& options) {
+  return GrownFilter(first_layout(capacity, fpr), capacity, fpr, std::move(key_format), options);
 }
 
 GrownFilter::GrownFilter(const Layout& layout, std::uint64_t capacity, double fpr,

@@ -234,6 +234,13 @@ std::vector<Generation> read_generations(const Source& source, const std::string
   return generations;
 }
 
+// The distinct keys `filter`'s bits hold, as estimated from them (its bit count when saturated).
+std::uint64_t keys_in_bits(const Filter& filter) {
+  const double estimate = filter.estimated_count();  // infinite when saturated
+  return std::isfinite(estimate) ? static_cast<std::uint64_t>(std::llround(estimate))
+                                 : filter.layout().size_bytes() * 8;
+}
+
 template <typename Source>
 GrownFilter read_grown(const Source& source, const std::string& name, const Options& options,
                        std::vector<std::byte>* caller_metadata, double default_fpr) {
@@ -252,16 +259,16 @@ GrownFilter read_grown(const Source& source, const std::string& name, const Opti
     // how many keys it holds (its saved count misses those it took for repeats once full).
     sizing.promise = default_fpr;
     Generation& only = generations.front();
-    const double estimate = only.filter.estimated_count();  // infinite when saturated
-    only.keys = std::max(only.keys, std::isfinite(estimate)
-                                        ? static_cast<std::uint64_t>(std::llround(estimate))
-                                        : only.filter.layout().size_bytes() * 8);
+    only.keys = std::max(only.keys, keys_in_bits(only.filter));
     sizing.generations.emplace_back(detail::capacity_at(only.filter.layout(), default_fpr),
                                     GrownFilter::generation_target(default_fpr, 0));
   }
   for (std::size_t i = 0; i < generations.size(); ++i) {
     generations[i].capacity = sizing.generations[i].first;
     generations[i].target = sizing.generations[i].second;
+    // A count of 0 beside bits that hold keys is a caller that kept no count (Filter's save()
+    // stores the caller's keys_inserted, 0 unless set): the bits tell how many it holds.
+    if (generations[i].keys == 0) generations[i].keys = keys_in_bits(generations[i].filter);
   }
   if (caller_metadata != nullptr) *caller_metadata = std::move(caller);
   return detail::GrownAccess::loaded(std::move(generations), sizing.promise, sizing.key_format,
