@@ -2,7 +2,10 @@
 // files round-trip byte for byte (the golden one of an earlier bulkbloom included), the sizing
 // record a plain filter is saved with is read back, and readers name a file of another kind.
 #include <gtest/gtest.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -149,6 +152,43 @@ TEST(GrownFilter, ReadersNameAFileOfAnotherKind) {
     ADD_FAILURE() << "a grown filter file loaded as a window";
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("it is a bulkbloom grown filter"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(GrownFilter, ALengthThatWrapsPast2To64IsAFormatError) {
+  // A crafted image of two generations (checksums recomputed): generation 0's length wraps
+  // offset + length around 2^64 to 0, where the table then says generation 1 starts and runs to
+  // the end of the file. A reader that sums them would slice 2^64 - 4096 bytes.
+  GrownFilter filter = GrownFilter::for_capacity(10000, 0.01);
+  const auto keys = random_keys(30000, 47);
+  std::vector<std::uint8_t> is_new(10000);
+  for (std::size_t at = 0; at < keys.size(); at += 10000) {
+    filter.insert_if_absent(std::span(keys.data() + at, 10000), is_new);
+  }
+  ASSERT_EQ(filter.generation_count(), 2u);
+  std::vector<std::byte> image = filter.to_bytes();
+  const auto u64_at = [&](std::size_t at) {
+    std::uint64_t v;
+    std::memcpy(&v, image.data() + at, 8);
+    return v;
+  };
+  const auto set_u64 = [&](std::size_t at, std::uint64_t v) {
+    std::memcpy(image.data() + at, &v, 8);
+  };
+  set_u64(72, std::uint64_t{0} - u64_at(64));  // offset 0 + length 0 = 2^64
+  set_u64(80, 0);
+  set_u64(88, image.size());
+  std::uint32_t generations;
+  std::memcpy(&generations, image.data() + 16, 4);
+  const std::size_t covered = 16 * generations + u64_at(32);
+  set_u64(40, XXH3_64bits(image.data() + 64, covered));
+  set_u64(56, XXH3_64bits(image.data(), 56));
+  try {
+    GrownFilter::from_bytes(image);
+    ADD_FAILURE() << "a wrapped length was accepted";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("generation 0 lies outside"), std::string::npos)
         << e.what();
   }
 }

@@ -216,7 +216,9 @@ std::vector<Generation> read_generations(const Source& source, const std::string
   const auto where = extents(images_start(count, metadata_bytes), sizes);
   for (std::uint32_t i = 0; i < count; ++i) {
     const auto offset = get<std::uint64_t>(table_and_metadata.data(), kTableEntryBytes * i);
-    if (offset != where[i].offset || where[i].offset + where[i].bytes > size) {
+    // Checked without forming offset + bytes, which a corrupt length would wrap past 2^64.
+    if (offset != where[i].offset || where[i].bytes > size ||
+        where[i].offset > size - where[i].bytes) {
       throw fail("generation " + std::to_string(i) + " lies outside the file");
     }
   }
