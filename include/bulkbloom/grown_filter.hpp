@@ -95,8 +95,9 @@ class GrownFilter {
   /// Loads a filter file of format v1, with or without a sizing record, or a grown filter file.
   /// A filter without a sizing record (written by an older bulkbloom, or by save() of a plain
   /// Filter) is taken as promising `default_fpr`, with the capacity at which its model reaches
-  /// that rate, and as holding the keys its bits show. `caller_metadata` gets the bytes saved
-  /// after the sizing record, if not null. Throws FormatError (a window's or shard's file
+  /// that rate, and as holding the keys its bits show; so is a generation saved with a count of
+  /// 0 (a caller that kept none). `caller_metadata` gets the bytes saved after the sizing
+  /// record, if not null. Throws FormatError (a window's or shard's file
   /// included) / IoError.
   static GrownFilter load(const std::filesystem::path& path, const Options& options = {},
                           std::vector<std::byte>* caller_metadata = nullptr,
