@@ -1,10 +1,11 @@
 // Replays the fuzz corpus (seeds and every input that once crashed a reader) through the filter,
-// Parquet and window readers.
+// Parquet, grown filter and window readers.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include <bulkbloom/grown_filter.hpp>
 #include <bulkbloom/window.hpp>
 
 #include "test_support.hpp"
@@ -27,6 +28,10 @@ TEST(FuzzRegression, CorpusInputsGiveAFilterOrAFormatError) {
     }
     try {
       from_parquet(bytes);
+    } catch (const FormatError&) {
+    }
+    try {
+      GrownFilter::from_bytes(bytes);
     } catch (const FormatError&) {
     }
     try {

@@ -121,6 +121,20 @@ void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,
 std::optional<Checkpoint> load_checkpoint(const std::filesystem::path& dir,
                                           const Options& options = {});
 
+/// The kinds of file bulkbloom writes, told apart by their first bytes (docs/FORMAT.md).
+enum class FileKind {
+  unknown,       ///< None of them (or shorter than a magic).
+  filter,        ///< A filter file: load(), map(); GrownFilter::load() reads its sizing record.
+  filter_shard,  ///< A filter shard's file: load_shard() (bulkbloom/shard.hpp).
+  grown_filter,  ///< A grown filter file: GrownFilter::load() (bulkbloom/grown_filter.hpp).
+  window,        ///< A window's file or a window shard's: load_window(), load_window_shard().
+};
+
+/// What kind of bulkbloom file `path` holds, from its magic bytes (and, for a filter file, its
+/// verified header, which tells a shard's). Throws IoError when it cannot be read, FormatError
+/// for a filter file whose header is damaged.
+FileKind file_kind(const std::filesystem::path& path);
+
 /// The Parquet split-block Bloom filter of a column chunk for this filter: the Thrift compact
 /// BloomFilterHeader (SPLIT_BLOCK, XXHASH, UNCOMPRESSED) followed by the bitset. Requires an sb256
 /// layout with the xxh64 hash, seed 0 and the high32 block index, which is how Parquet readers

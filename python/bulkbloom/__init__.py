@@ -61,6 +61,7 @@ from ._dedup import dedup
 
 __all__ = [
     "Filter",
+    "GrownFilter",
     "WindowedFilter",
     "Layout",
     "WindowConfig",
@@ -70,6 +71,7 @@ __all__ = [
     "split",
     "concat",
     "reshard",
+    "load",
     "Error",
     "FormatError",
     "IoError",
@@ -299,10 +301,14 @@ class _BulkCalls(_Saved):
 class Filter(_BulkCalls):
     """A blocked Bloom filter over 64-bit integer or byte-string keys.
 
-    ``Filter(capacity, fpr)`` is the smallest filter (over all block shapes) whose modelled
-    false-positive rate after ``capacity`` distinct keys is at most ``fpr``. A key that was
-    inserted is always reported present; one that was not is reported present with about that
-    probability.
+    ``Filter(capacity, fpr)`` is sized as ``bulkbloom build --capacity capacity --fpr fpr`` sizes
+    a filter: the smallest (over all block shapes) whose modelled false-positive rate after
+    ``capacity`` distinct keys is at most three quarters of ``fpr``, the rest kept for the
+    generations the command line adds should it outgrow that (``GrownFilter``). Its ``metadata``
+    starts as the sizing record the command line writes (docs/FORMAT.md), so that
+    ``bulkbloom dedup --filter`` holds the saved filter to ``fpr`` at ``capacity`` keys; keep it
+    in front of bytes of your own (``f.metadata += b"..."``). A key that was inserted is always
+    reported present; one that was not is reported present with at most about ``fpr``.
 
     ``backend`` is ``"auto"`` (CUDA when built and a GPU is present, else the CPU), ``"cpu"`` or
     ``"cuda"``; ``implementation`` forces one (``"cpu/scalar"``, ``"cpu/AVX2"``, ...; empty: the
@@ -326,11 +332,14 @@ class Filter(_BulkCalls):
         implementation: str = "",
         threads: int = 0,
     ) -> None:
-        self._core = _core.Filter.for_capacity(
-            _count(capacity, "capacity"), float(fpr), *_options(backend, implementation, threads)
+        capacity = _count(capacity, "capacity")
+        sized = _core.promised_layout(capacity, float(fpr))
+        self._core = _core.Filter(
+            sized["shape"], sized["num_blocks"], sized["hash"], sized["seed"], sized["index"],
+            *_options(backend, implementation, threads),
         )
         self.keys_inserted = 0
-        self.metadata = b""
+        self.metadata = _core.sizing_record(capacity, float(fpr), "")
 
     @classmethod
     def from_layout(
@@ -542,6 +551,120 @@ class Filter(_BulkCalls):
         options = _options(backend, implementation, threads)
         core = _core.Filter.from_parquet(_byte_buffer(data), *options)
         return cls._wrap(core)
+
+
+class GrownFilter(_BulkCalls):
+    """A filter that grows instead of passing its false-positive rate, as the command line's
+    ``dedup --filter`` does: generations, oldest first, each sized for the load it was added for;
+    a key is present when some generation may hold it. ``GrownFilter(capacity, fpr)`` starts as
+    ``Filter(capacity, fpr)`` does; ``insert_if_absent`` adds a generation before a batch whose
+    new keys could pass ``fpr`` (docs/FORMAT.md, "Carried filters").
+
+    ``load`` reads what the command line writes with ``--filter`` (a grown filter file, or a
+    filter file while it has one generation; a filter without a sizing record is taken as
+    promising ``default_fpr``); ``save`` writes the same, with ``metadata`` (the caller's bytes,
+    after the sizing record). ``keys_inserted`` is the keys its generations took.
+    """
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        capacity: int,
+        fpr: float = 0.001,
+        *,
+        key_format: str = "",
+        backend: str = "auto",
+        implementation: str = "",
+        threads: int = 0,
+    ) -> None:
+        self._core = _core.GrownFilter.for_capacity(
+            _count(capacity, "capacity"), float(fpr), _text(key_format, "key_format"),
+            *_options(backend, implementation, threads),
+        )
+        self.metadata = b""
+
+    @classmethod
+    def _wrap(cls, core: Any, metadata: bytes = b"") -> "GrownFilter":  # type: ignore[override]
+        self = cls.__new__(cls)
+        self._core = core
+        self.metadata = metadata
+        return self
+
+    @property
+    def keys_inserted(self) -> int:  # type: ignore[override]
+        """Keys the generations took (the saved count; the filter keeps it)."""
+        return self._core.keys_inserted
+
+    @property
+    def promised_fpr(self) -> float:
+        """The rate the filter never passes."""
+        return self._core.promised_fpr
+
+    @property
+    def capacity(self) -> int:
+        """Keys the first generation is sized for."""
+        return self._core.capacity
+
+    @property
+    def key_format(self) -> str:
+        """How its keys were read (the command line's ``--format``; empty: unknown)."""
+        return self._core.key_format
+
+    @property
+    def generations(self) -> list[dict]:
+        """Each generation, oldest first: ``layout`` (a Layout), ``capacity``, ``target_fpr``,
+        ``keys``."""
+        return [dict(g, layout=Layout(**g["layout"])) for g in self._core.generations]
+
+    def __repr__(self) -> str:
+        return (f"<bulkbloom.GrownFilter of {len(self.generations)} generation(s), promising "
+                f"{self.promised_fpr:g}>")
+
+    def insert(self, keys: Keys) -> None:
+        """Inserts every key of a batch (``insert_if_absent`` without its answers)."""
+        self.insert_if_absent(keys)
+
+    def add(self, key: Union[int, str, bytes]) -> None:
+        """Inserts one key (an int in [-2**63, 2**64), a str or bytes)."""
+        self.insert([_keys.scalar_key(key)])
+
+    def __contains__(self, key: Union[int, str, bytes]) -> bool:
+        return bool(self.contains([_keys.scalar_key(key)])[0])
+
+    def current_fpr(self) -> float:
+        """The false-positive rate now, from the bits of every generation."""
+        return self._core.current_fpr()
+
+    @classmethod
+    def load(
+        cls, path: PathLike, *, default_fpr: float = 0.001, backend: str = "auto",
+        implementation: str = "", threads: int = 0,
+    ) -> "GrownFilter":
+        """Reads and fully verifies a grown filter file or a filter file."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.GrownFilter.load(os.fspath(path), float(default_fpr), *options))
+
+    def save(self, path: PathLike) -> None:
+        """Writes it (with ``metadata``) to ``path`` atomically, as the command line does."""
+        self._core.save(os.fspath(path), self.metadata)
+
+    def to_bytes(self) -> bytes:
+        """The bytes ``save()`` would write."""
+        return self._core.to_bytes(self.metadata)
+
+    @classmethod
+    def from_bytes(
+        cls, data: Any, *, default_fpr: float = 0.001, backend: str = "auto",
+        implementation: str = "", threads: int = 0,
+    ) -> "GrownFilter":
+        """A grown filter from the bytes of its file (any buffer)."""
+        options = _options(backend, implementation, threads)
+        image = _byte_buffer(data)
+        return cls._wrap(*_core.GrownFilter.from_bytes(image, float(default_fpr), *options))
+
+    def __reduce__(self) -> tuple:
+        return (GrownFilter.from_bytes, (self.to_bytes(),))
 
 
 class _WindowState(_Saved):
@@ -1160,6 +1283,29 @@ def reshard(shards: Iterable[Any], num_shards: int) -> Shards:
         result = [FilterShard._wrap(c) for c in _core.reshard(cores, _shard_count(num_shards))]
     _hand_out(result, *_whole_state(shards))
     return result
+
+
+def load(
+    path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
+) -> Union[Filter, GrownFilter, WindowedFilter, FilterShard, WindowShard]:
+    """Opens any file bulkbloom writes as the object of its kind: a filter file as a ``Filter``,
+    a grown filter file (``bulkbloom dedup --filter`` once it grew) as a ``GrownFilter``, a
+    window file as a ``WindowedFilter``, a shard's file as a ``FilterShard`` or ``WindowShard``.
+    ``FormatError`` for a file of none of these kinds."""
+    kind = _core.file_kind(os.fspath(path))
+    options = dict(backend=backend, implementation=implementation, threads=threads)
+    if kind == "filter":
+        return Filter.load(path, **options)
+    if kind == "filter shard":
+        return FilterShard.load(path, **options)
+    if kind == "grown filter":
+        return GrownFilter.load(path, **options)
+    if kind == "window":
+        # One reader for both: a whole window's file reads as shard 0 of 1.
+        shard = WindowShard.load(path, **options)
+        return concat([shard]) if shard.num_shards == 1 else shard
+    raise FormatError(f"{os.fspath(path)}: not a file bulkbloom writes (its first bytes are no "
+                      "bulkbloom magic)")
 
 
 def _count(value: Any, name: str, bits: int = 64) -> int:

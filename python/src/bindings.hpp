@@ -177,5 +177,6 @@ void bind_window(nb::module_& m);
 void bind_shard(nb::module_& m);
 void bind_window_shard(nb::module_& m);
 void bind_arrow(nb::module_& m);
+void bind_grown(nb::module_& m);
 
 }  // namespace bulkbloom::python

@@ -126,6 +126,9 @@ std::string with_python_names(std::string message) {
   static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
       {"(load_shard, map_shard)", "(bulkbloom.FilterShard.load or .map)"},
       {"load_window_shard()", "bulkbloom.WindowShard.load or .from_bytes"},
+      {"GrownFilter::load()", "bulkbloom.GrownFilter.load or bulkbloom.load"},
+      {"which load() reads", "which bulkbloom.Filter.load or bulkbloom.load reads"},
+      {"load_window()", "bulkbloom.WindowedFilter.load or bulkbloom.load"},
   };
   for (const auto& [cpp, python] : kNames) {
     if (const auto at = message.find(cpp); at != std::string::npos)
@@ -228,4 +231,5 @@ NB_MODULE(_core, m) {
   bind_shard(m);
   bind_window_shard(m);
   bind_arrow(m);
+  bind_grown(m);
 }

@@ -19,6 +19,25 @@ FormatError format_error(const std::string& source, const std::string& problem) 
   return FormatError(source + ": " + problem);
 }
 
+namespace {
+
+// What a file whose magic is not the expected one holds, when it is another bulkbloom kind and
+// which call reads it; empty otherwise.
+std::string other_kind(const std::byte* header) {
+  if (std::memcmp(header, kFilterMagic, 8) == 0) {
+    return ": it is a bulkbloom filter file, which load() reads";
+  }
+  if (std::memcmp(header, kGrownMagic, 8) == 0) {
+    return ": it is a bulkbloom grown filter file, which GrownFilter::load() reads";
+  }
+  if (std::memcmp(header, kWindowMagic, 8) == 0) {
+    return ": it is a bulkbloom window file, which load_window() reads";
+  }
+  return "";
+}
+
+}  // namespace
+
 void HeaderCodec::start(std::byte* header) const {
   std::memcpy(header, magic, 8);
   put(header, kVersion, version);
@@ -36,7 +55,8 @@ std::uint32_t HeaderCodec::check_frame(const std::byte* header, std::uint64_t to
                                    " bytes, but the header alone is " + std::to_string(bytes));
   }
   if (std::memcmp(header, magic, 8) != 0) {
-    throw format_error(source, std::string("not a ") + kind + " (bad magic bytes)");
+    throw format_error(source,
+                       std::string("not a ") + kind + " (bad magic bytes)" + other_kind(header));
   }
   const std::uint32_t found = get(header, kVersion);
   if (found == 0 || found > version) {

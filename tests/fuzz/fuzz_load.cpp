@@ -1,5 +1,6 @@
-// libFuzzer target: every byte string fed to the filter-image, Parquet and window-file readers must
-// give a result or a FormatError, never a crash, a leak or an out-of-bounds access.
+// libFuzzer target: every byte string fed to the filter-image, Parquet, grown-filter and
+// window-file readers must give a result or a FormatError, never a crash, a leak or an
+// out-of-bounds access.
 #include <sys/mman.h>
 #include <unistd.h>
 #include <bulkbloom/bulkbloom.hpp>
@@ -39,6 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const bulkbloom::Filter filter = bulkbloom::from_parquet(bytes);
     (void)filter.popcount();
+  } catch (const bulkbloom::FormatError&) {
+  }
+  try {
+    const bulkbloom::GrownFilter grown = bulkbloom::GrownFilter::from_bytes(bytes);
+    (void)grown.current_fpr();
   } catch (const bulkbloom::FormatError&) {
   }
   load_as_window_file(data, size);

@@ -20,10 +20,10 @@ def cli_build(cli, tmp_path, keys_file, *format_args):
 
 
 def same_layout(cli_filter, **options):
-    """An empty filter of the CLI filter's layout (the CLI sizes its first generation itself)."""
-    layout = cli_filter.layout
-    return bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed, layout.hash,
-                                        layout.index, **options)
+    """An empty Filter(CAPACITY): sized as the CLI sizes a filter for --capacity CAPACITY."""
+    f = bulkbloom.Filter(CAPACITY, **options)
+    assert f.layout == cli_filter.layout
+    return f
 
 
 def saved_bytes(tmp_path, f, name="py.bbf"):

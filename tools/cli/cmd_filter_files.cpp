@@ -185,7 +185,8 @@ int run_info(const Arguments& args) {
   if (!parser.parse(args)) return 0;
   if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
   const std::string& path = parser.positionals().front();
-  if (is_grown_filter_file(path)) {
+  const FileKind kind = file_kind(path);
+  if (kind == FileKind::grown_filter) {
     const CarriedFilter filter = CarriedFilter::load(path, kDefaultFpr, {}, nullptr);
     Summary summary;
     summary.text("file", "file", path);
@@ -204,7 +205,7 @@ int run_info(const Arguments& args) {
     if (!parser.has("json")) std::printf("%s\n", filter.describe_generations().c_str());
     return 0;
   }
-  if (is_window_file(path)) {
+  if (kind == FileKind::window) {
     FileState state;
     Summary summary;
     summary.text("file", "file", path);

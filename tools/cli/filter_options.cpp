@@ -113,7 +113,7 @@ std::uint64_t sized_capacity(const SizingRequest& request, const ChunkReader& re
 Layout sized_layout(const SizingRequest& request, std::uint64_t capacity) {
   // Sized at the promise itself, the first generation would pass its target a little before
   // `capacity` keys and grow (or, with --on-full error, refuse) on the very input it was sized for.
-  const double target = generation_target(request.fpr, 0);
+  const double target = GrownFilter::generation_target(request.fpr, 0);
   try {
     if (request.shape) {
       return Layout::for_capacity(*request.shape, capacity, target, KeyHash::xxh64, request.seed,
