@@ -160,6 +160,11 @@ std::unique_ptr<Engine> make_cpu(const Entry& entry, const Layout& layout, const
 
 }  // namespace
 
+const HostKernels& best_cpu_host_kernels() {
+  // The registry lists the CPU targets best first, the scalar reference last.
+  return *registry().front().cpu.host;
+}
+
 std::unique_ptr<Engine> make_engine(const Layout& layout, const Options& options) {
   const Entry& entry = choose(options);
 #if BULKBLOOM_HAVE_CUDA

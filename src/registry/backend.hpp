@@ -37,4 +37,9 @@ std::unique_ptr<Engine> make_engine(const Layout& layout, const Options& options
 std::unique_ptr<Engine> make_engine_over_file(const Layout& layout, const Options& options, int fd,
                                               std::uint64_t offset);
 
+/// The host kernels of the best CPU implementation this machine runs, for hashing whose result
+/// must not depend on any one filter's implementation: which shard a key belongs to. Every
+/// implementation hashes alike, so this only decides the speed.
+const HostKernels& best_cpu_host_kernels();
+
 }  // namespace bulkbloom::detail

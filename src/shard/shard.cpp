@@ -13,7 +13,6 @@
 
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
-#include "cpu/kernels.hpp"
 #include "persist/file_io.hpp"
 #include "persist/shard_file.hpp"
 #include "registry/backend.hpp"
@@ -31,24 +30,11 @@ struct ShardAccess {
   static Filter& bits(FilterShard& shard) { return shard.bits_; }
 };
 
-namespace detail {
-
-const HostKernels& routing_hash_kernels() {
-  static const HostKernels* const kernels = [] {
-    const auto targets = highway_targets();
-    return targets.empty() ? scalar_target().host : targets.front().host;
-  }();
-  return *kernels;
-}
-
-}  // namespace detail
-
 namespace {
 
 using detail::hash_keys;
 using detail::KeyMode;
 using detail::kShardChunk;
-using detail::routing_hash_kernels;
 
 void check_shard_count(const Layout& layout, std::uint32_t num_shards) {
   layout.validate();
@@ -78,7 +64,7 @@ void shard_of_impl(const Layout& layout, std::span<const Key> keys, std::uint32_
   const auto hashes = std::make_unique_for_overwrite<std::uint64_t[]>(chunk);
   for (std::size_t offset = 0; offset < keys.size(); offset += chunk) {
     const std::size_t n = std::min(chunk, keys.size() - offset);
-    hash_keys(routing_hash_kernels(), layout, keys.subspan(offset, n), hashes.get());
+    hash_keys(detail::best_cpu_host_kernels(), layout, keys.subspan(offset, n), hashes.get());
     for (std::size_t i = 0; i < n; ++i) {
       out[offset + i] =
           detail::route_block(layout.block_of(hashes[i]), num_shards, divide_by_blocks);

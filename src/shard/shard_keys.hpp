@@ -26,10 +26,6 @@ namespace bulkbloom::detail {
 /// many keys is checked and applied after one hashing pass.
 inline constexpr std::size_t kShardChunk = std::size_t{1} << 20;
 
-/// The host kernels that hash uint64_t keys where no engine is at hand: the best this CPU runs.
-/// Every target computes the same hashes.
-const HostKernels& routing_hash_kernels();
-
 /// Writes the layout's hashes of `keys` to `out`.
 inline void hash_keys(const HostKernels& host, const Layout& layout,
                       std::span<const std::uint64_t> keys, std::uint64_t* out) {
@@ -74,7 +70,7 @@ void for_each_local_chunk(const HostKernels& host, const ShardPlace& place,
     if (outside != 0) {
       for (std::size_t i = offset; i < offset + n; ++i) {
         std::uint64_t h = 0;
-        hash_keys(routing_hash_kernels(), layout, keys.subspan(i, 1), &h);
+        hash_keys(best_cpu_host_kernels(), layout, keys.subspan(i, 1), &h);
         const std::uint32_t block = layout.block_of(h);
         if (block >= place.blocks.begin && block < place.blocks.end) continue;
         const std::uint32_t owner = shard_of_block(block, layout.num_blocks, place.num_shards);
