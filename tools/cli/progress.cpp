@@ -82,18 +82,6 @@ void ProgressLine::finish() {
   shown_ = false;
 }
 
-double expected_false_drops(const Layout& layout, std::uint64_t before, std::uint64_t unique) {
-  // The k-th new key meets a filter holding before + k keys; integrate the model over the fill
-  // (midpoint rule; the FPR curve is smooth, so a few hundred steps are exact enough).
-  constexpr int kSteps = 256;
-  double sum = 0.0;
-  for (int s = 0; s < kSteps; ++s) {
-    const double n = static_cast<double>(before) + static_cast<double>(unique) * (s + 0.5) / kSteps;
-    sum += layout.expected_fpr(static_cast<std::uint64_t>(n));
-  }
-  return sum * static_cast<double>(unique) / kSteps;
-}
-
 void Summary::number(std::string key, std::string label, double value, std::string text) {
   if (text.empty()) {
     char buf[40];

@@ -33,10 +33,6 @@ class ProgressLine {
 /// True when stderr is a terminal.
 bool stderr_is_terminal();
 
-/// Expected number of never-seen records a filter wrongly reports as seen while `unique` new
-/// keys go into it on top of `before`: the model's FPR integrated over the fill.
-double expected_false_drops(const Layout& layout, std::uint64_t before, std::uint64_t unique);
-
 /// An ordered list of named values, printed as aligned text or as one JSON object. An entry with
 /// an empty label appears only in JSON, one with an empty key only in text.
 class Summary {
