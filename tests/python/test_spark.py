@@ -566,3 +566,13 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
     ours.keys_inserted, ours.metadata = theirs.keys_inserted, theirs.metadata
     ours.save(tmp_path / "ours.bbw")
     assert (tmp_path / "ours.bbw").read_bytes() == cli_window.read_bytes()
+
+
+def test_partition_keys_hash_as_sparks_own_hash(spark):
+    """Routing picks, for each shard, an int that Spark's hash partitioning sends to a partition of
+    its own (_partition_keys), computing Spark's `hash` of ints itself (Murmur3, seed 42): it must
+    be Spark's own, or shards would share partitions and leave cores idle."""
+    values = np.concatenate([np.arange(-3000, 3000), [2**31 - 1, -(2**31), 123_456_789]])
+    df = spark.createDataFrame([(int(v),) for v in values], "v int")
+    sparks = np.array([row[0] for row in df.select(F.hash("v")).collect()], dtype=np.int32)
+    assert np.array_equal(bbspark._spark_hash_of_ints(values), sparks)
