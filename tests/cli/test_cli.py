@@ -1507,6 +1507,24 @@ def case_window_expected_drops():
             check(stats["final_fpr"] < 1e-3, f"the idle tail left rate {stats['final_fpr']}")
 
 
+def case_num_blocks():
+    """--num-blocks gives exactly the layout asked for (to reproduce another tool's), and is
+    refused without --shape, out of range, and for a window."""
+    write("in.dec", b"".join(b"%d\n" % i for i in range(5000)))
+    run(["build", "-f", "dec", "in.dec", "-o", "a.bbf", "--shape", "sb256", "--num-blocks", "777",
+         "--seed", "42", "--index", "full64"])
+    info = json.loads(run(["info", "--json", "a.bbf"]).stdout)
+    check((info["shape"], info["num_blocks"], info["seed"]) == ("sb256", 777, 42), f"{info}")
+    check(info["layout"].endswith("index full64"), info["layout"])
+    expect_failure(["build", "-f", "dec", "in.dec", "--num-blocks", "9"],
+                   "--num-blocks needs --shape", rc=2)
+    expect_failure(["build", "-f", "dec", "in.dec", "--shape", "sb512", "--num-blocks", "0"],
+                   "--num-blocks: 0 is outside 1 to 4294967295", rc=2)
+    write("in.csv", b"a,1\n")
+    expect_failure(["dedup", "-f", "csv:1", "in.csv", "--window-records", "5", "--shape", "sb512",
+                    "--num-blocks", "9"], "does not apply to a window", rc=2)
+
+
 def case_bench_smoke():
     proc = run(["bench", "--sizes", "1", "--keys", "20000", "--json"])
     rows = [json.loads(line) for line in proc.stdout.decode().splitlines()]

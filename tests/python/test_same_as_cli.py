@@ -194,3 +194,17 @@ def test_parquet_bytes_round_trip(tmp_path):
         bulkbloom.Filter.from_layout("sb256", 1000, index="full64").to_parquet_bytes()
     with pytest.raises(bulkbloom.FormatError):
         bulkbloom.Filter.from_parquet_bytes(parquet[:10])
+
+
+def test_num_blocks_reproduces_a_layout_made_elsewhere(cli, tmp_path, keys):
+    """`--shape S --num-blocks B --seed N --index I` gives the CLI exactly a layout another tool
+    chose (a Spark filter directory's: seed 42, blocks sized for its row count), so the same keys
+    give the same bits."""
+    elsewhere = bulkbloom.Filter.from_layout("sb512", 12_345, seed=42, hash="xxh64", index="full64")
+    elsewhere.insert(keys)
+    keys_file = tmp_path / "keys.u64"
+    keys.astype("<u8").tofile(keys_file)
+    _, cli_filter = cli_build(cli, tmp_path, keys_file, "--shape", "sb512", "--num-blocks",
+                              "12345", "--seed", "42", "--index", "full64")
+    assert cli_filter.layout == elsewhere.layout
+    assert cli_filter == elsewhere  # same layout, same bits

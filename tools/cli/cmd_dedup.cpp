@@ -57,7 +57,7 @@ OnFull on_full_policy(const ArgParser& parser) {
 void warn_sizing_ignored(const ArgParser& parser, const SizingRequest& sizing,
                          const CarriedFilter& filter, const std::string& filter_path) {
   std::string ignored;
-  for (const char* name : {"capacity", "shape", "seed", "index"}) {
+  for (const char* name : {"capacity", "shape", "seed", "index", "num-blocks"}) {
     if (parser.get(name)) ignored += std::string(ignored.empty() ? "" : ", ") + "--" + name;
   }
   if (parser.get("fpr") && sizing.fpr != filter.promised_fpr()) {

@@ -35,7 +35,11 @@ void add_sizing_options(ArgParser& parser) {
       .value("seed", "N", "XXH64 seed, any 64-bit integer, decimal or 0x hex (default 0)")
       .value("index", "I",
              "block index high32 (Parquet's) or full64 (default: high32 unless its uneven block "
-             "loads would raise the FPR by over 0.5%, beyond ~10^8 blocks)");
+             "loads would raise the FPR by over 0.5%, beyond ~10^8 blocks)")
+      .value("num-blocks", "N",
+             "exactly N blocks of --shape instead of the count --capacity and --fpr size (to "
+             "reproduce another tool's layout, e.g. a Spark filter directory's; with --seed and "
+             "--index as that layout has them)");
 }
 
 void add_backend_options(ArgParser& parser) {
@@ -82,6 +86,14 @@ SizingRequest sizing_request(const ArgParser& parser) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--index: ") + e.what());
   }
+  request.num_blocks = parser.get_count("num-blocks");
+  if (request.num_blocks) {
+    if (!request.shape) throw UsageError("--num-blocks needs --shape: blocks of which shape?");
+    if (*request.num_blocks == 0 || *request.num_blocks > Layout::kMaxBlocks) {
+      throw UsageError("--num-blocks: " + std::to_string(*request.num_blocks) +
+                       " is outside 1 to " + std::to_string(Layout::kMaxBlocks));
+    }
+  }
   return request;
 }
 
@@ -114,6 +126,10 @@ Layout sized_layout(const SizingRequest& request, std::uint64_t capacity) {
   // Sized at the promise itself, the first generation would pass its target a little before
   // `capacity` keys and grow (or, with --on-full error, refuse) on the very input it was sized for.
   const double target = GrownFilter::generation_target(request.fpr, 0);
+  if (request.num_blocks) {
+    return Layout{*request.shape, *request.num_blocks, KeyHash::xxh64, request.seed,
+                  request.index.value_or(BlockIndex::high32)};
+  }
   try {
     if (request.shape) {
       return Layout::for_capacity(*request.shape, capacity, target, KeyHash::xxh64, request.seed,

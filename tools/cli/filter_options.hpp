@@ -15,7 +15,7 @@ namespace bulkbloom::cli {
 /// The false-positive rate filters are sized for without --fpr.
 inline constexpr double kDefaultFpr = 0.001;
 
-/// Declares --capacity, --fpr, --shape, --seed.
+/// Declares --capacity, --fpr, --shape, --seed, --index, --num-blocks.
 void add_sizing_options(ArgParser& parser);
 /// Declares --threads, --backend.
 void add_backend_options(ArgParser& parser);
@@ -30,6 +30,9 @@ struct SizingRequest {
   std::optional<Shape> shape;  ///< Absent: the smallest shape for the target.
   std::uint64_t seed = 0;
   std::optional<BlockIndex> index;  ///< Absent: chosen by Layout::for_capacity.
+  /// Present: exactly this many blocks of `shape` (which is then present too), index high32
+  /// unless `index` says otherwise; capacity and fpr still make the promise the filter records.
+  std::optional<std::uint64_t> num_blocks;
 };
 
 /// Reads and checks the sizing options; throws UsageError.

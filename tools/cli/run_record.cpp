@@ -36,7 +36,7 @@ bool outside_command(std::string_view name) {
   if (neutral_flag(option) || neutral_option(option)) return true;
   for (const std::string_view other :
        {"buffer-size", "output", "dups", "filter", "capacity", "max-capacity", "fpr", "shape",
-        "seed", "index", "on-full"}) {
+        "seed", "index", "num-blocks", "on-full"}) {
     if (name == other) return true;
   }
   return false;

@@ -81,9 +81,10 @@ std::optional<WindowRequest> window_request(const ArgParser& parser, const Recor
     return std::nullopt;
   }
   if (by_time && by_records) throw UsageError("--window and --window-records exclude each other");
-  if (parser.has("shape")) {
-    throw UsageError(
-        "--shape does not apply to a window: each generation takes the smallest shape");
+  if (parser.has("shape") || parser.has("num-blocks")) {
+    throw UsageError(std::string(parser.has("shape") ? "--shape" : "--num-blocks") +
+                     " does not apply to a window: each generation takes the smallest shape "
+                     "and the blocks its sizing needs");
   }
   if (parser.has("index")) {
     throw UsageError(
