@@ -5,10 +5,12 @@ Run with the wheel to check (scripts/test.sh does, in CI):
     BULKBLOOM_WHEEL=build/wheel/bulkbloom-...whl .venv/bin/python -m pytest tests/wheel -q
 
 The wheel goes into a fresh virtual environment (with numpy, its one dependency). Debian's
-libhwy1 cannot be removed from this machine (the build needs it), so instead of hiding it the test
-asks the loader where each library of the installed extension comes from: only from the wheel's
-own bulkbloom.libs/ or from the few system libraries every manylinux platform has. A wheel that
-links the build machine's /usr/lib/.../libhwy.so.1 fails here, as `pip wheel .` alone does.
+libhwy1 cannot be removed from this machine (the build needs it), so the test asks the loader
+where each library of the installed extension comes from: only from the wheel's own
+bulkbloom.libs/ or from the few system libraries every manylinux platform has. Where this machine
+allows a private mount namespace (unshare), it also runs the module with the system's libhwy
+files replaced by empty ones in that namespace. A wheel that links the build machine's
+/usr/lib/.../libhwy.so.1 fails both, as `pip wheel .` alone does.
 """
 
 from __future__ import annotations
@@ -114,8 +116,8 @@ def test_extension_loads_only_the_wheels_libraries(fresh_python: Path, tmp_path:
     )
 
 
-def test_filter_round_trip_in_fresh_environment(fresh_python: Path, tmp_path: Path) -> None:
-    code = """
+# A filter's round trip through the extension; prints where bulkbloom was imported from.
+ROUND_TRIP = """
 import numpy as np, bulkbloom
 f = bulkbloom.Filter(10_000, 0.001)
 ids = np.array([7, 42, 7, 99, 42], dtype=np.uint64)
@@ -125,6 +127,41 @@ assert g.contains(np.array([7, 42, 99], dtype=np.uint64)).all()
 assert ["a", "b"] == [k for k in ["a", "b"] if f.insert_if_absent([k])[0]]
 print(bulkbloom.__file__)
 """
-    imported_from = Path(run_in(fresh_python, code, tmp_path).strip())
+
+
+def test_filter_round_trip_in_fresh_environment(fresh_python: Path, tmp_path: Path) -> None:
+    imported_from = Path(run_in(fresh_python, ROUND_TRIP, tmp_path).strip())
     # The fresh environment's copy, not this checkout's python/ or the test runner's.
     assert imported_from.is_relative_to(fresh_python.parent.parent), imported_from
+
+
+def system_libhwy_files() -> list[str]:
+    """The files the loader's cache names for libhwy*, symbolic links followed."""
+    cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=True).stdout
+    entries = [line.split(" => ")[-1].strip() for line in cache.splitlines() if "libhwy" in line]
+    return sorted({os.path.realpath(entry) for entry in entries})
+
+
+def test_filter_round_trip_with_system_libhwy_hidden(fresh_python: Path, tmp_path: Path) -> None:
+    hidden = system_libhwy_files()
+    assert hidden, "ldconfig -p names no libhwy: the build machine's Highway should be there"
+    # In a mount namespace of its own (as root, or mapped to root in a user namespace), each file
+    # is covered by /dev/null, so that the loader finds it empty; the rest of the machine sees
+    # nothing. `test ! -s` proves the cover took before Python starts.
+    script = (
+        'for f in "$@"; do mount --bind /dev/null "$f" && test ! -s "$f" || exit 1; done; '
+        'exec "$PYTHON" -c "$ROUND_TRIP"'
+    )
+    probe = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "true"], capture_output=True, text=True
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"this machine allows no private mount namespace: {probe.stderr.strip()}")
+    done = subprocess.run(
+        ["unshare", "--mount", "--map-root-user", "sh", "-c", script, "sh", *hidden],
+        cwd=tmp_path,
+        env={**SCRUBBED_ENV, "PYTHON": str(fresh_python), "ROUND_TRIP": ROUND_TRIP},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"with {', '.join(hidden)} hidden:\n{done.stderr}"
