@@ -1540,7 +1540,8 @@ def case_window_refused():
     (lateness 10 min) go to R unchanged, in input order, are counted, and are neither inserted
     nor move the clock: -o and --dups equal those of the run on the input without them. Without
     --refused a missing time stays an error and a late record is decided. A rerun with --filter
-    treats R as an output (docs/WINDOW.md "Refused records")."""
+    treats R as an output, and a fault anywhere in its commit is repaired by a rerun
+    (docs/WINDOW.md "Refused records")."""
     import random
     rng = random.Random(33)
     base = int(time.time()) - 2 * 86400
@@ -1591,6 +1592,16 @@ def case_window_refused():
     err = run(stateful + ["--refused", "R3"], expect_rc=1).stderr
     check(b"other outputs" in err and b"--refused another" in err and
           not os.path.exists(path("R3")) and read("R") == committed, err.decode())
+
+    # A fault or kill anywhere in the commit, then a rerun: R, like -o and --dups, is the
+    # uninterrupted run's.
+    def reset():
+        for name in ("out", "dups", "R", "w.bbw"):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+
+    walk_fault_points(stateful + ["--refused", "R", "--buffer-size", "64K"], reset,
+                      ["out", "dups", "R", "w.bbw"])
 
 
 def main():
