@@ -1535,6 +1535,75 @@ def case_bench_smoke():
             check(row[field] > 0, f"bench field {field} is not positive: {row}")
 
 
+def case_window_refused():
+    """dedup --refused R: a record without an event time, one ten years ahead and one 2 h late
+    (lateness 10 min) go to R unchanged, in input order, are counted, and are neither inserted
+    nor move the clock: -o and --dups equal those of the run on the input without them. Without
+    --refused a missing time stays an error and a late record is decided. A rerun with --filter
+    treats R as an output, and a fault anywhere in its commit is repaired by a rerun
+    (docs/WINDOW.md "Refused records")."""
+    import random
+    rng = random.Random(33)
+    base = int(time.time()) - 2 * 86400
+    # Out of order by at most 5 min, within the lateness; keys repeat within the 1 h window.
+    rows = [b"k%d,%d\n" % (rng.randrange(400), base + 10 * i - rng.randrange(300))
+            for i in range(3000)]
+    # Each refused record's key first comes later: had it been inserted, that one would drop.
+    for at, key in ((2100, b"late-key"), (2200, b"bad-key"), (2300, b"future-key")):
+        rows[at] = b"%s,%d\n" % (key, base + 10 * at)
+    refused = {1000: b"future-key,%d\n" % (base + 10 * 365 * 86400),
+               2000: b"late-key,%d\n" % (base + 10 * 2000 - 7200),
+               2050: b"bad-key,noon\n"}
+    full = list(rows)
+    for at in sorted(refused, reverse=True):
+        full.insert(at, refused[at])
+    write("in.csv", b"".join(full))
+    write("clean.csv", b"".join(rows))
+    common = ["dedup", "-f", "csv:1", "--window", "1h", "--time-field", "2", "--lateness", "10m",
+              "--capacity", "5000", "--stats", "json"]
+    clean = stats_of(run(common + ["clean.csv", "-o", "clean.out", "--dups", "clean.dups"]))
+    proc = run(common + ["in.csv", "-o", "out", "--dups", "dups", "--refused", "R"])
+    check(read("R") == b"".join(refused[at] for at in sorted(refused)), f"R: {read('R')!r}")
+    check(read("out") == read("clean.out"), "the kept records differ from the run without them")
+    check(read("dups") == read("clean.dups"), "the dropped records differ")
+    stats = stats_of(proc)
+    expected = {"records_read": 3003, "unique_written": clean["unique_written"],
+                "duplicates_dropped": clean["duplicates_dropped"], "refused_missing_time": 1,
+                "refused_future": 1, "refused_late": 1}
+    check({k: stats.get(k) for k in expected} == expected, f"counts: {stats}")
+    check(0 < clean["duplicates_dropped"] < 3000 - 3, f"a weak stream: {clean}")
+    # Without --refused: a missing time is an error naming its line, a late record is decided.
+    err = run(common + ["in.csv", "-o", "plain", "--max-future", "3650d"], expect_rc=1).stderr
+    check(b"in.csv:2053: no event time" in err, err.decode())
+    proc = run(common + ["in.csv", "-o", "plain", "--skip-bad"])
+    check(stats_of(proc)["bad_records_skipped"] == 2 and b"late-key" in read("plain"),
+          f"without --refused: {stats_of(proc)}")
+    run(common + ["in.csv", "-o", "x", "--refused", "R2", "--window-records", "10"],
+        expect_rc=2)
+    err = run(["dedup", "-f", "csv:1", "in.csv", "-o", "x", "--refused", "R2"], expect_rc=2).stderr
+    check(b"--refused needs an event-time window" in err, err.decode())
+    # With --filter, R is one of the run's outputs: a rerun recognises it, another R is refused.
+    stateful = common + ["in.csv", "-o", "out", "--dups", "dups", "--filter", "w.bbw"]
+    run(stateful + ["--refused", "R"])
+    committed = read("R")
+    proc = run(stateful + ["--refused", "R"])
+    check(b"this run was committed earlier" in proc.stderr and read("R") == committed,
+          proc.stderr.decode())
+    err = run(stateful + ["--refused", "R3"], expect_rc=1).stderr
+    check(b"other outputs" in err and b"--refused another" in err and
+          not os.path.exists(path("R3")) and read("R") == committed, err.decode())
+
+    # A fault or kill anywhere in the commit, then a rerun: R, like -o and --dups, is the
+    # uninterrupted run's.
+    def reset():
+        for name in ("out", "dups", "R", "w.bbw"):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+
+    walk_fault_points(stateful + ["--refused", "R", "--buffer-size", "64K"], reset,
+                      ["out", "dups", "R", "w.bbw"])
+
+
 def main():
     global BIN, WORK
     BIN = os.path.abspath(sys.argv[1])

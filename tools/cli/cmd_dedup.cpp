@@ -79,6 +79,9 @@ int run_dedup(const Arguments& args) {
                    "filter's false-positive rate; a repeated key is never written twice.");
   parser.value("output", "FILE", "where unique records go (default stdout)", 'o')
       .value("dups", "FILE", "also write the dropped records here")
+      .value("refused", "FILE",
+             "event-time window: write here, undecided, the records without an event time, "
+             "past now + --max-future, or more than --lateness behind the window's clock")
       .value("filter", "FILE", "load this filter first if it exists, save it after (across runs)")
       .value("on-full", "POLICY",
              "when the keys would push the filter past its false-positive rate: grow (default; "
@@ -117,6 +120,18 @@ int run_dedup(const Arguments& args) {
   const OnFull on_full = on_full_policy(parser);
   const std::string output_path = parser.get_or("output", "-");
   const std::optional<std::string> dups_path = parser.get("dups");
+  const std::optional<std::string> refused_path = parser.get("refused");
+  if (refused_path) {
+    if (!window_wanted || window_wanted->clock != WindowClock::event_time) {
+      throw UsageError("--refused needs an event-time window (--window with --time-field)");
+    }
+    if (parser.has("checkpoint")) {
+      throw UsageError(
+          "--refused cannot be combined with --checkpoint yet: a checkpoint records the lengths "
+          "of -o and --dups only");
+    }
+    scan.format.refuse_bad_times = true;
+  }
   // Where links lead: the state is replaced and locked there (state_lock.hpp).
   std::optional<std::string> filter_path = parser.get("filter");
   if (filter_path && *filter_path != "-") filter_path = real_state_path(*filter_path);
@@ -138,10 +153,10 @@ int run_dedup(const Arguments& args) {
        std::ranges::find(parser.positionals(), "-") != parser.positionals().end())) {
     throw UsageError(kCheckpointNeedsFiles);
   }
-  if (output_path == "-" && dups_path == "-") {
+  if (int(output_path == "-") + int(dups_path == "-") + int(refused_path == "-") > 1) {
     throw UsageError(
-        "-o - and --dups - would interleave kept and dropped records on stdout: "
-        "send one of them to a file");
+        "-o -, --dups - and --refused - would interleave records on stdout: send all but one "
+        "of them to files");
   }
   if (filter_path) check_filter_output(*filter_path, "--filter");
 
@@ -149,6 +164,7 @@ int run_dedup(const Arguments& args) {
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   named.push_back({"output", output_path, true});
   if (dups_path) named.push_back({"--dups file", *dups_path, true});
+  if (refused_path) named.push_back({"--refused file", *refused_path, true});
   if (filter_path) named.push_back({"--filter file", *filter_path, true});
   check_paths_distinct(named);
 
@@ -225,10 +241,11 @@ int run_dedup(const Arguments& args) {
     // crash between the state's rename and the end of the process): its work is done. Another
     // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
     const auto last_run = decode_run_record(metadata);
-    const PlannedRun planned{run_command(parser),
-                             identity,
-                             parser.positionals(),
-                             {output_path, dups_path.value_or("-")}};
+    PlannedRun planned{run_command(parser),
+                       identity,
+                       parser.positionals(),
+                       {output_path, dups_path.value_or("-")}};
+    if (refused_path) planned.outputs.push_back(*refused_path);
     if (last_run &&
         check_rerun(*last_run, planned, *filter_path, parser.has("force")) == Rerun::committed) {
       std::fprintf(stderr,
@@ -245,14 +262,15 @@ int run_dedup(const Arguments& args) {
     state = filter_state(CarriedFilter(sized_layout(sizing, capacity), capacity, sizing.fpr,
                                        scan.format.name(), backend));
   }
-  state->start_run({on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
-                    resumed ? resumed->state.counters.records : 0,
-                    resumed ? resumed->expected_false_drops : 0.0,
-                    filter_path ? "filter " + *filter_path : std::string("the filter"),
-                    window_wanted ? window_sizing(*window_wanted, sizing, reader, scan.format)
-                                  : WindowSizing{}});
+  state->start_run(
+      {on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
+       resumed ? resumed->state.counters.records : 0, resumed ? resumed->expected_false_drops : 0.0,
+       filter_path ? "filter " + *filter_path : std::string("the filter"),
+       window_wanted ? window_sizing(*window_wanted, sizing, reader, scan.format) : WindowSizing{},
+       refused_path.has_value()});
   std::vector<std::string> output_paths = {output_path};
   if (dups_path) output_paths.push_back(*dups_path);
+  if (refused_path) output_paths.push_back(*refused_path);
   // Replaces the carried state, recording this run and the outputs it committed.
   const auto save_state = [&](std::uint64_t keys) {
     RunRecord record;
@@ -319,10 +337,13 @@ int run_dedup(const Arguments& args) {
     OutputFile unique_out(output_path, staging, resumed ? resumed->output_bytes : 0);
     std::optional<OutputFile> dups_out;
     if (dups_path) dups_out.emplace(*dups_path, staging, resumed ? resumed->dups_bytes : 0);
+    std::optional<OutputFile> refused_out;  // never with a checkpoint, so never resumed
+    if (refused_path) refused_out.emplace(*refused_path, staging, 0);
 
     ScanSettings settings = scan_settings(scan);
     settings.flagged_out = &unique_out;
     settings.unflagged_out = dups_out ? &*dups_out : nullptr;
+    settings.refused_out = refused_out ? &*refused_out : nullptr;
     settings.start = end;
     const auto output_lengths = [&] {
       return std::pair{unique_out.bytes_written(), dups_out ? dups_out->bytes_written() : 0};
@@ -337,10 +358,12 @@ int run_dedup(const Arguments& args) {
     end = run_scan(*state, reader, settings);
     unique_out.sync();
     if (dups_out) dups_out->sync();
+    if (refused_out) refused_out->sync();
     if (checkpoint_dir) {
       const auto [out_bytes, dups_bytes] = output_lengths();
       save_progress(end, out_bytes, dups_bytes, true);
     }
+    if (refused_out) refused_out->commit();
     if (dups_out) dups_out->commit();
     unique_out.commit();
     if (filter_path) save_state(keys_before + end.counters.flagged);
@@ -351,8 +374,19 @@ int run_dedup(const Arguments& args) {
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));
   summary.number("unique_written", "unique written", static_cast<double>(c.flagged));
+  const std::uint64_t refused = c.refused_missing_time + c.refused_future + c.refused_late;
   summary.number("duplicates_dropped", "duplicates dropped",
-                 static_cast<double>(c.records - c.flagged));
+                 static_cast<double>(c.records - c.flagged - refused));
+  if (refused_path) {
+    summary.text("", "refused",
+                 std::to_string(refused) + " to " + *refused_path + ": " +
+                     std::to_string(c.refused_missing_time) + " without a time, " +
+                     std::to_string(c.refused_future) + " in the future, " +
+                     std::to_string(c.refused_late) + " late");
+    summary.number("refused_missing_time", "", static_cast<double>(c.refused_missing_time));
+    summary.number("refused_future", "", static_cast<double>(c.refused_future));
+    summary.number("refused_late", "", static_cast<double>(c.refused_late));
+  }
   state->describe(summary, c.flagged);
   summary.text("capacity_source", "", capacity_note);
   print_scan_summary(summary, state->shown_filter(), c, start_time, scan,

@@ -1,6 +1,7 @@
 #include "cli/dedup_state.hpp"
 
 #include <cstdio>
+#include <optional>
 
 #include "cli/errors.hpp"
 #include "persist/file_io.hpp"
@@ -92,10 +93,12 @@ class WindowState final : public DedupState {
     name_ = plan.name == "the filter" ? "the window" : plan.name;
     drops_before_ = plan.expected_false_drops - window_.expected_false_drops();
     overfull_seen_ = window_.overfull_generations();
+    refuse_late_ = plan.refuse_late;
   }
 
   std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
                       std::span<std::uint8_t> flags) override {
+    if (refuse_late_ || !parsed.refusals.empty()) return dedup_refusing(parsed, flags);
     const std::span<const std::string_view> byte_keys(parsed.byte_keys);
     std::uint64_t kept = 0;
     if (window_.config().clock == WindowClock::records) {
@@ -182,7 +185,49 @@ class WindowState final : public DedupState {
     std::fprintf(stderr, "bulkbloom dedup: warning: %s%s\n", what.c_str(), how.c_str());
   }
 
+  // dedup() of an event-time window that refuses records (whose keys are bytes: the time column
+  // is read from csv or tsv): the others go through the window together, in order. A record is
+  // late by the Flink operator's rule: more than the lateness behind the largest time taken so
+  // far, which refused records never move.
+  std::uint64_t dedup_refusing(const ParsedRecords& parsed, std::span<std::uint8_t> flags) {
+    taken_.clear();
+    taken_keys_.clear();
+    taken_times_.clear();
+    std::optional<std::int64_t> clock = window_.clock_time();
+    const std::uint64_t lateness = window_.config().lateness;
+    for (std::size_t i = 0; i < parsed.byte_keys.size(); ++i) {
+      TimeRefusal why = parsed.refusals.empty() ? TimeRefusal::none : parsed.refusals[i];
+      const std::int64_t time = parsed.times[i];
+      // The difference in unsigned arithmetic: exact for any two int64 times, never overflows.
+      if (why == TimeRefusal::none && refuse_late_ && clock &&
+          time<*clock&& static_cast<std::uint64_t>(*clock) - static_cast<std::uint64_t>(time)>
+              lateness) {
+        why = TimeRefusal::late;
+      }
+      if (why != TimeRefusal::none) {
+        flags[i] = refused_flag(why);
+        continue;
+      }
+      if (!clock || time > *clock) clock = time;
+      taken_.push_back(i);
+      taken_keys_.push_back(parsed.byte_keys[i]);
+      taken_times_.push_back(time);
+    }
+    taken_flags_.resize(taken_.size());
+    const std::uint64_t kept = window_.insert_if_absent(
+        std::span<const std::string_view>(taken_keys_), std::span<const std::int64_t>(taken_times_),
+        std::span<std::uint8_t>(taken_flags_));
+    for (std::size_t j = 0; j < taken_.size(); ++j) flags[taken_[j]] = taken_flags_[j];
+    if (window_.overfull_generations() != overfull_seen_) report_overfull();
+    return kept;
+  }
+
   WindowedFilter window_;
+  bool refuse_late_ = false;
+  std::vector<std::size_t> taken_;  // dedup_refusing(): the records not refused, and theirs
+  std::vector<std::string_view> taken_keys_;
+  std::vector<std::int64_t> taken_times_;
+  std::vector<std::uint8_t> taken_flags_;
   OnFull on_full_ = OnFull::grow;
   std::string name_ = "the window";
   double drops_before_ = 0.0;  // expected false drops before this object's (a resumed run's)

@@ -33,13 +33,18 @@ class DedupState {
     double expected_false_drops = 0.0;
     std::string name;            ///< "filter F" or "the filter", for messages
     WindowSizing window_sizing;  ///< How a window sizes the generations it starts.
+    /// Event-time window (dedup --refused): a record more than the lateness behind the clock is
+    /// refused rather than decided, as the Flink operator does (docs/WINDOW.md "Late records").
+    bool refuse_late = false;
   };
   /// Applies `plan`; a filter loaded past its promised rate is reported here (a warning, or
   /// under OnFull::error an Error).
   virtual void start_run(const RunPlan& plan) = 0;
 
   /// Dedups one chunk's keys in order (`int_keys` or parsed.byte_keys, with parsed.times for an
-  /// event-time window): flags[i] = 1 for a record to keep. Returns the number of 1s.
+  /// event-time window): flags[i] = 1 for a record to keep, refused_flag() for one refused
+  /// (parsed.refusals, or late under RunPlan::refuse_late), which is neither inserted nor moves
+  /// the clock. Returns the number of 1s.
   virtual std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
                               std::span<std::uint8_t> flags) = 0;
   /// Replaces `path` atomically with the state, `metadata` and the key count `keys`.

@@ -210,6 +210,7 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
   out.int_keys.clear();
   out.byte_keys.clear();
   out.times.clear();
+  out.refusals.clear();
   out.begins.clear();
   out.ends.clear();
   out.lines = 0;
@@ -280,6 +281,13 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
       future_time = time && *time > format.latest_time;
       good = !bad_time && !future_time;
     }
+    TimeRefusal refusal = TimeRefusal::none;
+    if ((bad_time || future_time) && format.refuse_bad_times) {
+      refusal = bad_time ? TimeRefusal::missing : TimeRefusal::future;
+      if (out.refusals.empty()) out.refusals.resize(out.begins.size(), TimeRefusal::none);
+      time = 0;
+      good = true;
+    }
     if (!good) {
       if (!skip_bad) {
         // Control bytes as \xNN: a binary file read as text would otherwise send them to the
@@ -323,6 +331,7 @@ void parse_text_records(const RecordFormat& format, std::string_view text,
         out.byte_keys.push_back(byte_key);
       }
       if (time) out.times.push_back(*time);
+      if (!out.refusals.empty()) out.refusals.push_back(refusal);
       out.begins.push_back(static_cast<std::size_t>(p - base));
       out.ends.push_back(static_cast<std::size_t>(record_end - base));
     }

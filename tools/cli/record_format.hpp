@@ -30,6 +30,9 @@ struct RecordFormat {
   bool header = false;
   /// Event times above this are bad records (a bound on the window's clock).
   std::int64_t latest_time = INT64_MAX;
+  /// A record whose event time is missing, unparseable or above latest_time is kept as a
+  /// refused record (ParsedRecords::refusals, for dedup --refused) rather than bad input.
+  bool refuse_bad_times = false;
 
   /// Parses a format name; throws UsageError listing the accepted names.
   static RecordFormat parse(std::string_view name);
@@ -39,6 +42,19 @@ struct RecordFormat {
   bool integer_keys() const;
 };
 
+/// Why a record with an event time was set aside undecided (dedup --refused).
+enum class TimeRefusal : std::uint8_t {
+  none,     ///< Not refused.
+  missing,  ///< No event time (missing or unparseable).
+  future,   ///< Later than now + --max-future.
+  late,     ///< More than --lateness behind the window's clock (decided by the window).
+};
+
+/// A refused record's flag in a dedup scan, where 1 is kept and 0 dropped: 2, 3 or 4.
+constexpr std::uint8_t refused_flag(TimeRefusal why) {
+  return static_cast<std::uint8_t>(1 + static_cast<std::uint8_t>(why));
+}
+
 /// Keys and record extents of one chunk of complete records.
 struct ParsedRecords {
   std::vector<std::uint64_t> int_keys;      ///< For integer-key formats.
@@ -47,6 +63,9 @@ struct ParsedRecords {
   /// adding one moves none).
   std::deque<std::string> undoubled_keys;
   std::vector<std::int64_t> times;  ///< Event times, when the format has a time column.
+  /// With refuse_bad_times, one per record: why it is refused (its key and time, 0, are then
+  /// not to be used); empty when no record of the chunk was.
+  std::vector<TimeRefusal> refusals;
   std::vector<std::size_t> begins;  ///< Record i is [begins[i], ends[i]) in the chunk.
   std::vector<std::size_t> ends;
   std::uint64_t lines = 0;  ///< Newlines consumed (for line numbers in messages).

@@ -37,6 +37,7 @@ struct ByteBuffer {
 struct OutputBatch {
   ByteBuffer flagged;
   ByteBuffer unflagged;
+  ByteBuffer refused;
   bool sync_after = false;
 };
 
@@ -45,8 +46,8 @@ class BatchWriter {
  public:
   static constexpr int kBatches = 2;
 
-  BatchWriter(OutputFile* flagged, OutputFile* unflagged)
-      : flagged_(flagged), unflagged_(unflagged) {
+  BatchWriter(OutputFile* flagged, OutputFile* unflagged, OutputFile* refused)
+      : flagged_(flagged), unflagged_(unflagged), refused_(refused) {
     for (int i = 0; i < kBatches; ++i) free_.push(std::make_unique<OutputBatch>());
     thread_ = std::thread([this] { run(); });
   }
@@ -59,6 +60,7 @@ class BatchWriter {
     auto batch = std::move(*free_.pop());
     batch->flagged.size = 0;
     batch->unflagged.size = 0;
+    batch->refused.size = 0;
     batch->sync_after = false;
     return batch;
   }
@@ -87,6 +89,7 @@ class BatchWriter {
         try {
           write((*batch)->flagged, flagged_, (*batch)->sync_after);
           write((*batch)->unflagged, unflagged_, (*batch)->sync_after);
+          write((*batch)->refused, refused_, (*batch)->sync_after);
         } catch (...) {
           error_ = std::current_exception();
           failed_ = true;
@@ -104,6 +107,7 @@ class BatchWriter {
 
   OutputFile* flagged_;
   OutputFile* unflagged_;
+  OutputFile* refused_;
   WorkQueue<std::unique_ptr<OutputBatch>> free_;
   WorkQueue<std::unique_ptr<OutputBatch>> pending_;
   std::exception_ptr error_;
@@ -155,18 +159,29 @@ void split_u64_records(std::span<const std::uint64_t> keys, const std::uint8_t* 
 
 // Copies each text record to its destination; a final record without its newline gets one, so
 // that outputs of several inputs never run two records together.
+// Refused records (a flag above 1) go to batch.refused.
 void split_text_records(std::string_view text, const ParsedRecords& parsed,
                         const std::uint8_t* flags, OutputBatch& batch, bool want_flagged,
-                        bool want_unflagged) {
+                        bool want_unflagged, bool want_refused) {
   // After what the batch may hold already (a header line).
   if (want_flagged) batch.flagged.reserve(batch.flagged.size + text.size() + 1);
   if (want_unflagged) batch.unflagged.reserve(batch.unflagged.size + text.size() + 1);
+  if (want_refused) batch.refused.reserve(batch.refused.size + text.size() + 1);
   for (std::size_t i = 0; i < parsed.begins.size(); ++i) {
-    ByteBuffer& dest = flags[i] ? batch.flagged : batch.unflagged;
-    if (!(flags[i] ? want_flagged : want_unflagged)) continue;
+    const bool refused = flags[i] > 1;
+    ByteBuffer& dest = refused ? batch.refused : flags[i] ? batch.flagged : batch.unflagged;
+    if (!(refused ? want_refused : flags[i] ? want_flagged : want_unflagged)) continue;
     const std::size_t begin = parsed.begins[i], end = parsed.ends[i];
     dest.append(text.data() + begin, end - begin);
     if (text[end - 1] != '\n') dest.append("\n", 1);
+  }
+}
+
+void count_refused(std::span<const std::uint8_t> flags, ScanCounters& counters) {
+  for (const std::uint8_t flag : flags) {
+    counters.refused_missing_time += flag == refused_flag(TimeRefusal::missing) ? 1 : 0;
+    counters.refused_future += flag == refused_flag(TimeRefusal::future) ? 1 : 0;
+    counters.refused_late += flag == refused_flag(TimeRefusal::late) ? 1 : 0;
   }
 }
 
@@ -175,7 +190,8 @@ ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettin
   ScanState state = settings.start;
   const bool want_flagged = settings.flagged_out != nullptr;
   const bool want_unflagged = settings.unflagged_out != nullptr;
-  BatchWriter writer(settings.flagged_out, settings.unflagged_out);
+  const bool want_refused = settings.refused_out != nullptr;
+  BatchWriter writer(settings.flagged_out, settings.unflagged_out, settings.refused_out);
   ProgressLine progress(settings.show_progress, reader.total_known() ? reader.total_bytes() : 0);
   ParsedRecords parsed;
   std::vector<std::uint8_t> flags;
@@ -199,8 +215,9 @@ ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettin
     }
     auto batch = writer.take();
     if (!header.empty() && current_input == 0) {
-      for (ByteBuffer* out : {want_flagged ? &batch->flagged : nullptr,
-                              want_unflagged ? &batch->unflagged : nullptr}) {
+      for (ByteBuffer* out :
+           {want_flagged ? &batch->flagged : nullptr, want_unflagged ? &batch->unflagged : nullptr,
+            want_refused ? &batch->refused : nullptr}) {
         if (out == nullptr) continue;
         out->reserve(header.size() + 1);
         out->append(header.data(), header.size());
@@ -221,11 +238,13 @@ ScanState scan_with(const KeyStage& stage, ChunkReader& reader, const ScanSettin
     state.counters.flagged += stage(parsed, int_keys, flags);
     state.counters.records += count;
     state.counters.bytes += chunk->size;
+    if (want_refused) count_refused(flags, state.counters);
 
     if (settings.format.kind == FormatKind::u64) {
       split_u64_records(int_keys, flags.data(), *batch, want_flagged, want_unflagged);
     } else {
-      split_text_records(text, parsed, flags.data(), *batch, want_flagged, want_unflagged);
+      split_text_records(text, parsed, flags.data(), *batch, want_flagged, want_unflagged,
+                         want_refused);
     }
     state.position = {current_input, chunk->position.offset + chunk->size};
     reader.recycle(std::move(chunk));

@@ -27,7 +27,12 @@ struct ScanCounters {
   std::uint64_t records = 0;      ///< Good records read.
   std::uint64_t flagged = 0;      ///< Records whose flag was set (new, or seen).
   std::uint64_t skipped_bad = 0;  ///< Malformed records skipped under --skip-bad.
-  std::uint64_t bytes = 0;        ///< Input bytes consumed.
+  /// Records set aside undecided for their event time (dedup --refused), by TimeRefusal; they
+  /// count in `records`.
+  std::uint64_t refused_missing_time = 0;
+  std::uint64_t refused_future = 0;
+  std::uint64_t refused_late = 0;
+  std::uint64_t bytes = 0;  ///< Input bytes consumed.
 };
 
 /// Where a scan stands between two chunks: enough to resume it.
@@ -44,7 +49,9 @@ struct ScanSettings {
   bool skip_bad = false;
   OutputFile* flagged_out = nullptr;    ///< Records with the flag set, or null.
   OutputFile* unflagged_out = nullptr;  ///< The other records, or null.
-  bool show_progress = false;           ///< A live progress line on stderr.
+  /// Records the stage refused (a flag of refused_flag()), or null when it refuses none.
+  OutputFile* refused_out = nullptr;
+  bool show_progress = false;  ///< A live progress line on stderr.
   /// Every this many records (at the next chunk end) outputs are synced and on_checkpoint runs.
   std::uint64_t checkpoint_every = 0;
   std::function<void(const ScanState&)> on_checkpoint;

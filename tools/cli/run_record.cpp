@@ -35,8 +35,8 @@ bool outside_command(std::string_view name) {
   const std::string option = "--" + std::string(name);
   if (neutral_flag(option) || neutral_option(option)) return true;
   for (const std::string_view other :
-       {"buffer-size", "output", "dups", "filter", "capacity", "max-capacity", "fpr", "shape",
-        "seed", "index", "num-blocks", "on-full"}) {
+       {"buffer-size", "output", "dups", "refused", "filter", "capacity", "max-capacity", "fpr",
+        "shape", "seed", "index", "num-blocks", "on-full"}) {
     if (name == other) return true;
   }
   return false;
@@ -284,14 +284,15 @@ Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::strin
       if (!now || now->size != committed.size || now->sample_hash != committed.sample_hash) {
         continue;  // no longer what that run committed: nothing of it to lose
       }
-      throw Error(out + " holds the output of the last run committed to " + state_path +
-                  ", and this run is not that run: " + *why_other + ". It would replace " + out +
-                  " with the records whose keys " + state_path +
-                  " does not hold yet; nothing was changed. If that run is the one meant, its "
-                  "result is already in " +
-                  out +
-                  "; to keep it, write this run's output elsewhere (-o or --dups another "
-                  "file); to replace it, pass --force");
+      throw Error(
+          out + " holds the output of the last run committed to " + state_path +
+          ", and this run is not that run: " + *why_other + ". It would replace " + out +
+          " with the records whose keys " + state_path +
+          " does not hold yet; nothing was changed. If that run is the one meant, its "
+          "result is already in " +
+          out +
+          "; to keep it, write this run's output elsewhere (-o, --dups or --refused another "
+          "file); to replace it, pass --force");
     }
   }
   return Rerun::new_run;

@@ -26,9 +26,9 @@ std::string run_fingerprint(const std::vector<std::string_view>& args,
 
 /// The options of a run that decide what it writes from its inputs against an existing state:
 /// all given options but those that only change how it runs (as for run_fingerprint(), and
-/// --buffer-size), the paths compared on their own (--output, --dups, --filter) and the sizing
-/// options (--capacity, --fpr, --shape, --seed, --index, --on-full), which a state that exists
-/// overrides with its own.
+/// --buffer-size), the paths compared on their own (--output, --dups, --refused, --filter) and the
+/// sizing options (--capacity, --fpr, --shape, --seed, --index, --on-full), which a state that
+/// exists overrides with its own.
 std::string run_command(const ArgParser& parser);
 
 /// An input as a committed run read it: its bytes and their XXH3-64.
@@ -71,10 +71,11 @@ std::optional<std::string> outputs_differ(const RunRecord& record);
 
 /// A run about to start, as a rerun check sees it.
 struct PlannedRun {
-  std::string command;               ///< run_command()
-  std::string fingerprint;           ///< run_fingerprint(), for version 1 records
-  std::vector<std::string> inputs;   ///< As given; "-" for stdin.
-  std::vector<std::string> outputs;  ///< As given (-o, then --dups); "-" for stdout.
+  std::string command;              ///< run_command()
+  std::string fingerprint;          ///< run_fingerprint(), for version 1 records
+  std::vector<std::string> inputs;  ///< As given; "-" for stdin.
+  std::vector<std::string>
+      outputs;  ///< As given (-o, --dups, then --refused if given); "-": stdout.
 };
 
 /// What a run is to the run a state last committed.
