@@ -11,8 +11,9 @@
 /// in that order (DESIGN §3). Host-span calls of Filter come after every earlier call.
 ///
 /// Pointers must be memory of the filter's device (cudaMalloc with that device current), managed
-/// memory, or mapped pinned host memory that the device reaches at the same address; `keys` and `new_count` aligned to 8 bytes. Anything else
-/// throws std::invalid_argument before any work is queued.
+/// memory, or mapped pinned host memory that the device reaches at the same address; `keys` and
+/// `new_count` aligned to 8 bytes. Anything else throws std::invalid_argument before any work is
+/// queued.
 #pragma once
 
 #include <cstdint>
