@@ -70,9 +70,7 @@ void warn_sizing_ignored(const ArgParser& parser, const SizingRequest& sizing,
                ignored.c_str(), filter_path.c_str(), filter_path.c_str());
 }
 
-}  // namespace
-
-int run_dedup(const Arguments& args) {
+ArgParser dedup_parser() {
   ArgParser parser("dedup [options] [INPUT...]",
                    "Writes the first occurrence of each key of the inputs (files, or stdin when "
                    "none or '-'), in input order.\nA never-seen key is wrongly dropped with the "
@@ -102,27 +100,55 @@ int run_dedup(const Arguments& args) {
       .flag("wait-lock",
             "when another run holds the --filter file or the checkpoint directory, wait for it "
             "(default: stop with an error)");
-  if (!parser.parse(args)) return 0;
-  const auto start_time = std::chrono::steady_clock::now();
-  ScanOptions scan = scan_options(parser);
-  const std::optional<WindowRequest> window_wanted = window_request(parser, scan.format);
-  if (window_wanted) {
-    scan.format.time_column = window_wanted->time_column;
-    if (window_wanted->clock == WindowClock::event_time) {
+  return parser;
+}
+
+// Phase 1: what the run was asked to do, its options checked against each other before anything
+// is opened or created.
+struct DedupRequest {
+  ScanOptions scan;
+  std::optional<WindowRequest> window;
+  Options backend;
+  SizingRequest sizing;
+  OnFull on_full = OnFull::grow;
+  std::string output_path;
+  std::optional<std::string> dups_path;
+  std::optional<std::string> refused_path;
+  // Where links lead: the state is replaced and locked there (state_lock.hpp).
+  std::optional<std::string> filter_path;
+  std::optional<std::string> checkpoint_dir;
+  std::uint64_t checkpoint_every = kDefaultCheckpointEvery;
+
+  // -o, then --dups and --refused when given: the order of the run record's outputs.
+  std::vector<std::string> output_paths() const {
+    std::vector<std::string> paths = {output_path};
+    if (dups_path) paths.push_back(*dups_path);
+    if (refused_path) paths.push_back(*refused_path);
+    return paths;
+  }
+};
+
+DedupRequest read_request(const ArgParser& parser) {
+  DedupRequest request;
+  request.scan = scan_options(parser);
+  request.window = window_request(parser, request.scan.format);
+  if (request.window) {
+    request.scan.format.time_column = request.window->time_column;
+    if (request.window->clock == WindowClock::event_time) {
       const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();
-      scan.format.latest_time = now + static_cast<std::int64_t>(window_wanted->max_future);
+      request.scan.format.latest_time = now + static_cast<std::int64_t>(request.window->max_future);
     }
   }
-  const Options backend = backend_options(parser);
-  const SizingRequest sizing = sizing_request(parser);
-  const OnFull on_full = on_full_policy(parser);
-  const std::string output_path = parser.get_or("output", "-");
-  const std::optional<std::string> dups_path = parser.get("dups");
-  const std::optional<std::string> refused_path = parser.get("refused");
-  if (refused_path) {
-    if (!window_wanted || window_wanted->clock != WindowClock::event_time) {
+  request.backend = backend_options(parser);
+  request.sizing = sizing_request(parser);
+  request.on_full = on_full_policy(parser);
+  request.output_path = parser.get_or("output", "-");
+  request.dups_path = parser.get("dups");
+  request.refused_path = parser.get("refused");
+  if (request.refused_path) {
+    if (!request.window || request.window->clock != WindowClock::event_time) {
       throw UsageError("--refused needs an event-time window (--window with --time-field)");
     }
     if (parser.has("checkpoint")) {
@@ -130,246 +156,290 @@ int run_dedup(const Arguments& args) {
           "--refused cannot be combined with --checkpoint yet: a checkpoint records the lengths "
           "of -o and --dups only");
     }
-    scan.format.refuse_bad_times = true;
+    request.scan.format.refuse_bad_times = true;
   }
-  // Where links lead: the state is replaced and locked there (state_lock.hpp).
-  std::optional<std::string> filter_path = parser.get("filter");
-  if (filter_path && *filter_path != "-") filter_path = real_state_path(*filter_path);
-  std::optional<std::string> checkpoint_dir = parser.get("checkpoint");
-  if (checkpoint_dir) checkpoint_dir = real_state_path(*checkpoint_dir);
-  const std::uint64_t checkpoint_every =
-      parser.get_count("checkpoint-every").value_or(kDefaultCheckpointEvery);
-  if (checkpoint_every == 0) throw UsageError("--checkpoint-every must be at least 1");
-  if ((parser.has("resume") || parser.has("checkpoint-every")) && !checkpoint_dir) {
+  request.filter_path = parser.get("filter");
+  if (request.filter_path && *request.filter_path != "-") {
+    request.filter_path = real_state_path(*request.filter_path);
+  }
+  request.checkpoint_dir = parser.get("checkpoint");
+  if (request.checkpoint_dir) request.checkpoint_dir = real_state_path(*request.checkpoint_dir);
+  request.checkpoint_every = parser.get_count("checkpoint-every").value_or(kDefaultCheckpointEvery);
+  if (request.checkpoint_every == 0) throw UsageError("--checkpoint-every must be at least 1");
+  if ((parser.has("resume") || parser.has("checkpoint-every")) && !request.checkpoint_dir) {
     throw UsageError("--resume and --checkpoint-every need --checkpoint DIR");
   }
-  if (checkpoint_dir && (output_path == "-" || dups_path == "-")) {
+  if (request.checkpoint_dir && (request.output_path == "-" || request.dups_path == "-")) {
     throw UsageError("--checkpoint needs the outputs in files (-o FILE), not stdout");
   }
   // Checked again once the inputs are open (a named pipe); stdin is refused here, before the
   // checkpoint directory is made.
-  if (checkpoint_dir &&
+  if (request.checkpoint_dir &&
       (parser.positionals().empty() ||
        std::ranges::find(parser.positionals(), "-") != parser.positionals().end())) {
     throw UsageError(kCheckpointNeedsFiles);
   }
-  if (int(output_path == "-") + int(dups_path == "-") + int(refused_path == "-") > 1) {
+  if (int(request.output_path == "-") + int(request.dups_path == "-") +
+          int(request.refused_path == "-") >
+      1) {
     throw UsageError(
         "-o -, --dups - and --refused - would interleave records on stdout: send all but one "
         "of them to files");
   }
-  if (filter_path) check_filter_output(*filter_path, "--filter");
+  if (request.filter_path) check_filter_output(*request.filter_path, "--filter");
 
   std::vector<NamedPath> named;
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
-  named.push_back({"output", output_path, true});
-  if (dups_path) named.push_back({"--dups file", *dups_path, true});
-  if (refused_path) named.push_back({"--refused file", *refused_path, true});
-  if (filter_path) named.push_back({"--filter file", *filter_path, true});
+  named.push_back({"output", request.output_path, true});
+  if (request.dups_path) named.push_back({"--dups file", *request.dups_path, true});
+  if (request.refused_path) named.push_back({"--refused file", *request.refused_path, true});
+  if (request.filter_path) named.push_back({"--filter file", *request.filter_path, true});
   check_paths_distinct(named);
+  return request;
+}
 
-  // The state is locked before it is read, and until it is replaced.
-  std::optional<StateLock> filter_lock;
-  std::optional<StateLock> checkpoint_lock;
-  if (filter_path) {
-    filter_lock.emplace(*filter_path, false, parser.has("wait-lock"));
-    detail::remove_stale_saves(*filter_path);  // left by a killed run: the lock shows it is dead
+// Phase 2: the state is locked before it is read, and until it is replaced.
+struct StateLocks {
+  StateLocks(const DedupRequest& request, bool wait) {
+    if (request.filter_path) {
+      filter.emplace(*request.filter_path, false, wait);
+      detail::remove_stale_saves(*request.filter_path);  // left by a killed run: it is dead
+    }
+    if (request.checkpoint_dir) checkpoint.emplace(*request.checkpoint_dir, true, wait);
   }
-  if (checkpoint_dir) checkpoint_lock.emplace(*checkpoint_dir, true, parser.has("wait-lock"));
+  std::optional<StateLock> filter;
+  std::optional<StateLock> checkpoint;
+};
 
-  // A resumed run starts from its checkpoint's state, input position and output lengths.
-  const std::string identity = run_fingerprint(args, parser.positionals());
+// Phase 3: the state the run starts from, and what it already holds.
+struct StartingState {
   std::unique_ptr<DedupState> state;
-  std::optional<DedupCheckpoint> resumed;
-  if (checkpoint_dir && parser.has("resume")) {
-    std::vector<std::byte> metadata;
-    state = load_checkpoint_state(*checkpoint_dir, window_wanted.has_value(), sizing.fpr, backend,
-                                  metadata);
-    if (state) {
-      resumed = decode_checkpoint(metadata, *checkpoint_dir);
-      if (resumed->run_identity != identity) {
-        throw UsageError("the checkpoint in " + *checkpoint_dir +
-                         " was made by another command or from inputs that changed since (it "
-                         "has: " +
-                         resumed->run_identity + "; now: " + identity +
-                         "); remove it or drop --resume");
-      }
-    }
-  }
+  std::optional<DedupCheckpoint> resumed;  // set when resuming from --checkpoint
+  std::uint64_t keys_before = 0;           // keys the state held before this run
+  std::string capacity_note;               // where its size came from, for the summary
+};
 
-  ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes,
-                     resumed ? resumed->state.position : InputPosition{}, scan.skip_bad,
-                     filter_path.has_value());
-  if (checkpoint_dir && !reader.total_known()) throw UsageError(kCheckpointNeedsFiles);
-  std::string capacity_note;
-  std::uint64_t keys_before = 0;
-  if (resumed) {
-    keys_before = resumed->keys_before;
-    capacity_note = "from the checkpoint";
-  } else if (filter_path && std::filesystem::exists(*filter_path)) {
-    std::vector<std::byte> metadata;
-    if (window_wanted) {
-      FileState saved;
-      WindowedFilter window = load_window(*filter_path, &saved, backend);
-      check_window_matches(window.config(), *window_wanted, *filter_path);
-      if (sizing.capacity) {
-        std::fprintf(stderr,
-                     "bulkbloom dedup: --capacity %llu sizes the generations this run starts in "
-                     "%s; its current generations keep their sizes\n",
-                     static_cast<unsigned long long>(*sizing.capacity), filter_path->c_str());
-      }
-      keys_before = saved.keys_inserted;
-      metadata = std::move(saved.metadata);
-      state = window_state(std::move(window));
-    } else {
-      CarriedFilter filter = CarriedFilter::load(*filter_path, sizing.fpr, backend, &metadata);
-      if (!filter.hashes_like(scan.format)) {
-        // Integers and byte strings hash differently: every key already in the filter would
-        // pass again as new.
-        throw Error(*filter_path + " holds " + filter.key_format() +
-                    " keys, which hash differently from the " + scan.format.name() +
-                    " keys of this run: a repeat of a key it holds would get through; read the "
-                    "input with a format of the filter's kind (-f " +
-                    filter.key_format() + ") or start a new filter");
-      }
-      warn_sizing_ignored(parser, sizing, filter, *filter_path);
-      keys_before = filter.keys();
-      state = filter_state(std::move(filter));
-    }
-    capacity_note = "loaded from " + *filter_path;
-    // The same command on inputs of the same content after this run committed (a rerun after a
-    // crash between the state's rename and the end of the process): its work is done. Another
-    // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
-    const auto last_run = decode_run_record(metadata);
-    PlannedRun planned{run_command(parser),
-                       identity,
-                       parser.positionals(),
-                       {output_path, dups_path.value_or("-")}};
-    if (refused_path) planned.outputs.push_back(*refused_path);
-    if (last_run &&
-        check_rerun(*last_run, planned, *filter_path, parser.has("force")) == Rerun::committed) {
+// The checkpoint in --checkpoint DIR with its input position and output lengths, or nothing
+// when there is none yet.
+std::optional<StartingState> resume_state(const DedupRequest& request,
+                                          const std::string& identity) {
+  const std::string& dir = *request.checkpoint_dir;
+  std::vector<std::byte> metadata;
+  StartingState start;
+  start.state = load_checkpoint_state(dir, request.window.has_value(), request.sizing.fpr,
+                                      request.backend, metadata);
+  if (!start.state) return std::nullopt;
+  start.resumed = decode_checkpoint(metadata, dir);
+  if (start.resumed->run_identity != identity) {
+    throw UsageError("the checkpoint in " + dir +
+                     " was made by another command or from inputs that changed since (it has: " +
+                     start.resumed->run_identity + "; now: " + identity +
+                     "); remove it or drop --resume");
+  }
+  start.keys_before = start.resumed->keys_before;
+  start.capacity_note = "from the checkpoint";
+  return start;
+}
+
+// The state carried in the existing --filter file, with the run record of the run that last
+// committed it.
+StartingState carried_state(const DedupRequest& request, const ArgParser& parser,
+                            std::optional<RunRecord>& last_run) {
+  const std::string& path = *request.filter_path;
+  StartingState start;
+  std::vector<std::byte> metadata;
+  if (request.window) {
+    FileState saved;
+    WindowedFilter window = load_window(path, &saved, request.backend);
+    check_window_matches(window.config(), *request.window, path);
+    if (request.sizing.capacity) {
       std::fprintf(stderr,
-                   "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
-                   "are in place and unchanged\n",
-                   filter_path->c_str());
-      return 0;
+                   "bulkbloom dedup: --capacity %llu sizes the generations this run starts in "
+                   "%s; its current generations keep their sizes\n",
+                   static_cast<unsigned long long>(*request.sizing.capacity), path.c_str());
     }
-  } else if (window_wanted) {
-    state = window_state(WindowedFilter(
-        window_config(*window_wanted, sizing, reader, scan.format, capacity_note), backend));
+    start.keys_before = saved.keys_inserted;
+    metadata = std::move(saved.metadata);
+    start.state = window_state(std::move(window));
   } else {
-    const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note, true);
-    state = filter_state(CarriedFilter(sized_layout(sizing, capacity), capacity, sizing.fpr,
-                                       scan.format.name(), backend));
+    CarriedFilter filter =
+        CarriedFilter::load(path, request.sizing.fpr, request.backend, &metadata);
+    if (!filter.hashes_like(request.scan.format)) {
+      // Integers and byte strings hash differently: every key already in the filter would pass
+      // again as new.
+      throw Error(path + " holds " + filter.key_format() +
+                  " keys, which hash differently from the " + request.scan.format.name() +
+                  " keys of this run: a repeat of a key it holds would get through; read the "
+                  "input with a format of the filter's kind (-f " +
+                  filter.key_format() + ") or start a new filter");
+    }
+    warn_sizing_ignored(parser, request.sizing, filter, path);
+    start.keys_before = filter.keys();
+    start.state = filter_state(std::move(filter));
   }
-  state->start_run(
-      {on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
-       resumed ? resumed->state.counters.records : 0, resumed ? resumed->expected_false_drops : 0.0,
-       filter_path ? "filter " + *filter_path : std::string("the filter"),
-       window_wanted ? window_sizing(*window_wanted, sizing, reader, scan.format) : WindowSizing{},
-       refused_path.has_value()});
-  std::vector<std::string> output_paths = {output_path};
-  if (dups_path) output_paths.push_back(*dups_path);
-  if (refused_path) output_paths.push_back(*refused_path);
-  // Replaces the carried state, recording this run and the outputs it committed.
-  const auto save_state = [&](std::uint64_t keys) {
-    RunRecord record;
-    record.command = run_command(parser);
-    for (std::size_t i = 0; i < parser.positionals().size(); ++i) {
-      const std::string& input = parser.positionals()[i];
-      // A resumed run did not read every byte itself: the checkpoint's fingerprint showed the
-      // inputs unchanged since, so their bytes now are the ones read.
-      const auto content = resumed ? content_of(input) : reader.contents()[i];
-      if (!content) {
-        record.inputs.clear();  // one input cannot be read again: the run cannot be recognised
-        break;
-      }
-      record.inputs.push_back({input, *content});
-    }
-    for (const std::string& out : output_paths) {
-      if (const auto committed = record_output(out)) record.outputs.push_back(*committed);
-    }
-    const std::vector<std::byte> metadata = record.outputs.size() != output_paths.size()
-                                                ? std::vector<std::byte>{}
-                                                : encode_run_record(record);
-    const SignalsDeferred deferred;
-    state->save(*filter_path, metadata, keys);
-    mark_run_committed();  // before `deferred` acts on a signal that came during the save
-  };
+  start.capacity_note = "loaded from " + path;
+  last_run = decode_run_record(metadata);
+  return start;
+}
 
-  ScanState end = resumed ? resumed->state : ScanState{};
-  const auto save_progress = [&](const ScanState& at, std::uint64_t out_bytes,
-                                 std::uint64_t dups_bytes, bool complete) {
-    const DedupCheckpoint c{identity,
-                            at,
-                            out_bytes,
-                            dups_bytes,
-                            keys_before,
-                            complete,
-                            state->expected_false_drops(at.counters.flagged)};
-    const SignalsDeferred deferred;
-    state->save_checkpoint(*checkpoint_dir, encode_checkpoint(c),
-                           keys_before + at.counters.flagged);
-  };
-  // The commit: every output is flushed under its temporary name, then renamed into place, and
-  // the carried state (filter or window) is replaced last. A crash before that last rename
-  // leaves the old state, from which a rerun computes the same outputs again; a checkpointed run
-  // first saves a complete checkpoint holding the final state, from which --resume finishes the
-  // renames (docs/FORMAT.md, "Committing a run").
-  if (resumed && resumed->complete) {
-    finish_renames(output_paths);
+// A new state sized for the inputs (or as --capacity and the sizing options say).
+StartingState new_state(const DedupRequest& request, const ChunkReader& reader) {
+  StartingState start;
+  if (request.window) {
+    start.state =
+        window_state(WindowedFilter(window_config(*request.window, request.sizing, reader,
+                                                  request.scan.format, start.capacity_note),
+                                    request.backend));
+  } else {
+    const std::uint64_t capacity =
+        sized_capacity(request.sizing, reader, request.scan.format, start.capacity_note, true);
+    start.state = filter_state(CarriedFilter(sized_layout(request.sizing, capacity), capacity,
+                                             request.sizing.fpr, request.scan.format.name(),
+                                             request.backend));
+  }
+  return start;
+}
+
+// Phases 4 and 5: the records processed, then the commit. Every output is flushed under its
+// temporary name, then renamed into place, and the carried state (filter or window) is replaced
+// last. A crash before that last rename leaves the old state, from which a rerun computes the
+// same outputs again; a checkpointed run first saves a complete checkpoint holding the final
+// state, from which --resume finishes the renames (docs/FORMAT.md, "Committing a run").
+class DedupRun {
+ public:
+  DedupRun(const DedupRequest& request, const ArgParser& parser, std::string identity,
+           StartingState& start, ChunkReader& reader)
+      : request_(request),
+        parser_(parser),
+        identity_(std::move(identity)),
+        start_(start),
+        reader_(reader),
+        output_paths_(request.output_paths()) {}
+
+  // Returns where the scan ended (its counters).
+  ScanState run() {
+    if (start_.resumed && start_.resumed->complete) return finish_completed_run();
+    return process_and_commit();
+  }
+
+ private:
+  // A run whose records were all processed before it was killed: only renames and the state
+  // remain.
+  ScanState finish_completed_run() {
+    const DedupCheckpoint& resumed = *start_.resumed;
+    finish_renames(output_paths_);
     // A completed run's outputs must still be those it wrote: nothing can write them again.
-    const std::uint64_t lengths[2] = {resumed->output_bytes, resumed->dups_bytes};
-    for (std::size_t i = 0; i < output_paths.size(); ++i) {
-      const auto now = record_output(output_paths[i]);
+    const std::uint64_t lengths[2] = {resumed.output_bytes, resumed.dups_bytes};
+    for (std::size_t i = 0; i < output_paths_.size(); ++i) {
+      const auto now = record_output(output_paths_[i]);
       if (!now || now->size != lengths[i]) {
-        throw Error("the run in " + *checkpoint_dir + " completed earlier, but " + output_paths[i] +
+        throw Error("the run in " + *request_.checkpoint_dir + " completed earlier, but " +
+                    output_paths_[i] +
                     (now ? " is not the file it wrote (" + std::to_string(now->size) +
                                " bytes, not " + std::to_string(lengths[i]) + ")"
                          : " is missing") +
-                    "; remove " + *checkpoint_dir + " to run it again");
+                    "; remove " + *request_.checkpoint_dir + " to run it again");
       }
     }
-    if (filter_path) save_state(keys_before + end.counters.flagged);
-  } else {
-    const auto staging =
-        checkpoint_dir ? OutputFile::Staging::resumable : OutputFile::Staging::temporary;
-    OutputFile unique_out(output_path, staging, resumed ? resumed->output_bytes : 0);
-    std::optional<OutputFile> dups_out;
-    if (dups_path) dups_out.emplace(*dups_path, staging, resumed ? resumed->dups_bytes : 0);
-    std::optional<OutputFile> refused_out;  // never with a checkpoint, so never resumed
-    if (refused_path) refused_out.emplace(*refused_path, staging, 0);
+    if (request_.filter_path) commit_state(start_.keys_before + resumed.state.counters.flagged);
+    return resumed.state;
+  }
 
-    ScanSettings settings = scan_settings(scan);
+  ScanState process_and_commit() {
+    const bool resumed = start_.resumed.has_value();
+    const auto staging =
+        request_.checkpoint_dir ? OutputFile::Staging::resumable : OutputFile::Staging::temporary;
+    OutputFile unique_out(request_.output_path, staging,
+                          resumed ? start_.resumed->output_bytes : 0);
+    std::optional<OutputFile> dups_out;
+    if (request_.dups_path) {
+      dups_out.emplace(*request_.dups_path, staging, resumed ? start_.resumed->dups_bytes : 0);
+    }
+    std::optional<OutputFile> refused_out;  // never with a checkpoint, so never resumed
+    if (request_.refused_path) refused_out.emplace(*request_.refused_path, staging, 0);
+
+    ScanSettings settings = scan_settings(request_.scan);
     settings.flagged_out = &unique_out;
     settings.unflagged_out = dups_out ? &*dups_out : nullptr;
     settings.refused_out = refused_out ? &*refused_out : nullptr;
-    settings.start = end;
+    settings.start = resumed ? start_.resumed->state : ScanState{};
     const auto output_lengths = [&] {
       return std::pair{unique_out.bytes_written(), dups_out ? dups_out->bytes_written() : 0};
     };
-    if (checkpoint_dir) {
-      settings.checkpoint_every = checkpoint_every;
+    if (request_.checkpoint_dir) {
+      settings.checkpoint_every = request_.checkpoint_every;
       settings.on_checkpoint = [&](const ScanState& at) {
         const auto [out_bytes, dups_bytes] = output_lengths();
         save_progress(at, out_bytes, dups_bytes, false);
       };
     }
-    end = run_scan(*state, reader, settings);
+    const ScanState end = run_scan(*start_.state, reader_, settings);
     unique_out.sync();
     if (dups_out) dups_out->sync();
     if (refused_out) refused_out->sync();
-    if (checkpoint_dir) {
+    if (request_.checkpoint_dir) {
       const auto [out_bytes, dups_bytes] = output_lengths();
       save_progress(end, out_bytes, dups_bytes, true);
     }
     if (refused_out) refused_out->commit();
     if (dups_out) dups_out->commit();
     unique_out.commit();
-    if (filter_path) save_state(keys_before + end.counters.flagged);
+    if (request_.filter_path) commit_state(start_.keys_before + end.counters.flagged);
+    return end;
   }
 
-  mark_run_committed();
+  // Saves a checkpoint: the state with the input position and the synced output lengths.
+  void save_progress(const ScanState& at, std::uint64_t out_bytes, std::uint64_t dups_bytes,
+                     bool complete) const {
+    const DedupCheckpoint checkpoint{identity_,
+                                     at,
+                                     out_bytes,
+                                     dups_bytes,
+                                     start_.keys_before,
+                                     complete,
+                                     start_.state->expected_false_drops(at.counters.flagged)};
+    const SignalsDeferred deferred;
+    start_.state->save_checkpoint(*request_.checkpoint_dir, encode_checkpoint(checkpoint),
+                                  start_.keys_before + at.counters.flagged);
+  }
+
+  // Replaces the carried state, recording this run and the outputs it committed.
+  void commit_state(std::uint64_t keys) const {
+    RunRecord record;
+    record.command = run_command(parser_);
+    const std::vector<std::string>& inputs = parser_.positionals();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      // A resumed run did not read every byte itself: the checkpoint's fingerprint showed the
+      // inputs unchanged since, so their bytes now are the ones read.
+      const auto content = start_.resumed ? content_of(inputs[i]) : reader_.contents()[i];
+      if (!content) {
+        record.inputs.clear();  // one input cannot be read again: the run cannot be recognised
+        break;
+      }
+      record.inputs.push_back({inputs[i], *content});
+    }
+    for (const std::string& out : output_paths_) {
+      if (const auto committed = record_output(out)) record.outputs.push_back(*committed);
+    }
+    const std::vector<std::byte> metadata = record.outputs.size() != output_paths_.size()
+                                                ? std::vector<std::byte>{}
+                                                : encode_run_record(record);
+    const SignalsDeferred deferred;
+    start_.state->save(*request_.filter_path, metadata, keys);
+    mark_run_committed();  // before `deferred` acts on a signal that came during the save
+  }
+
+  const DedupRequest& request_;
+  const ArgParser& parser_;
+  const std::string identity_;
+  StartingState& start_;
+  ChunkReader& reader_;
+  const std::vector<std::string> output_paths_;
+};
+
+// Phase 6: the summary.
+void print_summary(const DedupRequest& request, const StartingState& start, const ScanState& end,
+                   std::chrono::steady_clock::time_point start_time) {
   const ScanCounters& c = end.counters;
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));
@@ -377,9 +447,9 @@ int run_dedup(const Arguments& args) {
   const std::uint64_t refused = c.refused_missing_time + c.refused_future + c.refused_late;
   summary.number("duplicates_dropped", "duplicates dropped",
                  static_cast<double>(c.records - c.flagged - refused));
-  if (refused_path) {
+  if (request.refused_path) {
     summary.text("", "refused",
-                 std::to_string(refused) + " to " + *refused_path + ": " +
+                 std::to_string(refused) + " to " + *request.refused_path + ": " +
                      std::to_string(c.refused_missing_time) + " without a time, " +
                      std::to_string(c.refused_future) + " in the future, " +
                      std::to_string(c.refused_late) + " late");
@@ -387,10 +457,68 @@ int run_dedup(const Arguments& args) {
     summary.number("refused_future", "", static_cast<double>(c.refused_future));
     summary.number("refused_late", "", static_cast<double>(c.refused_late));
   }
-  state->describe(summary, c.flagged);
-  summary.text("capacity_source", "", capacity_note);
-  print_scan_summary(summary, state->shown_filter(), c, start_time, scan,
-                     resumed ? resumed->state.counters : ScanCounters{});
+  start.state->describe(summary, c.flagged);
+  summary.text("capacity_source", "", start.capacity_note);
+  print_scan_summary(summary, start.state->shown_filter(), c, start_time, request.scan,
+                     start.resumed ? start.resumed->state.counters : ScanCounters{});
+}
+
+}  // namespace
+
+int run_dedup(const Arguments& args) {
+  ArgParser parser = dedup_parser();
+  if (!parser.parse(args)) return 0;
+  const auto start_time = std::chrono::steady_clock::now();
+  const DedupRequest request = read_request(parser);
+  const StateLocks locks(request, parser.has("wait-lock"));
+  const std::string identity = run_fingerprint(args, parser.positionals());
+
+  std::optional<StartingState> resumed;
+  if (request.checkpoint_dir && parser.has("resume")) resumed = resume_state(request, identity);
+  ChunkReader reader(parser.positionals(), request.scan.format, request.scan.chunk_bytes,
+                     resumed ? resumed->resumed->state.position : InputPosition{},
+                     request.scan.skip_bad, request.filter_path.has_value());
+  if (request.checkpoint_dir && !reader.total_known()) throw UsageError(kCheckpointNeedsFiles);
+
+  StartingState start;
+  if (resumed) {
+    start = std::move(*resumed);
+  } else if (request.filter_path && std::filesystem::exists(*request.filter_path)) {
+    std::optional<RunRecord> last_run;
+    start = carried_state(request, parser, last_run);
+    // The same command on inputs of the same content after this run committed (a rerun after a
+    // crash between the state's rename and the end of the process): its work is done. Another
+    // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
+    PlannedRun planned{run_command(parser),
+                       identity,
+                       parser.positionals(),
+                       {request.output_path, request.dups_path.value_or("-")}};
+    if (request.refused_path) planned.outputs.push_back(*request.refused_path);
+    if (last_run && check_rerun(*last_run, planned, *request.filter_path, parser.has("force")) ==
+                        Rerun::committed) {
+      std::fprintf(stderr,
+                   "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
+                   "are in place and unchanged\n",
+                   request.filter_path->c_str());
+      return 0;
+    }
+  } else {
+    start = new_state(request, reader);
+  }
+
+  const auto& scan = request.scan;
+  start.state->start_run(
+      {request.on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
+       start.resumed ? start.resumed->state.counters.records : 0,
+       start.resumed ? start.resumed->expected_false_drops : 0.0,
+       request.filter_path ? "filter " + *request.filter_path : std::string("the filter"),
+       request.window ? window_sizing(*request.window, request.sizing, reader, scan.format)
+                      : WindowSizing{},
+       request.refused_path.has_value()});
+  DedupRun run(request, parser, identity, start, reader);
+  const ScanState end = run.run();
+  mark_run_committed();
+  print_summary(request, start, end, start_time);
   return 0;
 }
 
