@@ -50,9 +50,9 @@ TEST(Format, RoundTripsEveryShapeWithState) {
       EXPECT_EQ(bytes_of(mapped), bytes_of(original));
       EXPECT_EQ(mapped_state.metadata, some_state().metadata);
 
-      const auto image = serialize(original, some_state());
+      const auto image = to_file_bytes(original, some_state());
       EXPECT_EQ(image, read_file(path));
-      EXPECT_EQ(bytes_of(deserialize(image)), bytes_of(original));
+      EXPECT_EQ(bytes_of(load(image)), bytes_of(original));
 
       const FileInfo info = read_info(path);
       EXPECT_EQ(info.version, kFormatVersion);
@@ -163,7 +163,7 @@ TEST(Format, UnsearchableCheckpointDirectoryIsAnErrorNotAnAbsentCheckpoint) {
 // docs/FORMAT.md specifies: XXH3-64 of header bytes 0..87, stored at 88.
 class BadFiles : public testing::Test {
  protected:
-  void SetUp() override { good_ = serialize(filled(Layout{Shape::sb512, 100}), some_state()); }
+  void SetUp() override { good_ = to_file_bytes(filled(Layout{Shape::sb512, 100}), some_state()); }
   std::vector<std::byte> patched(std::size_t at, std::uint64_t value, int width) const {
     auto image = good_;
     std::memcpy(image.data() + at, &value, width);
@@ -176,7 +176,7 @@ class BadFiles : public testing::Test {
     write_file(path, image);
     const std::string from_file = message_of<FormatError>([&] { load(path); });
     EXPECT_EQ(message_of<FormatError>([&] { map(path); }), from_file);
-    const std::string from_memory = message_of<FormatError>([&] { deserialize(image); });
+    const std::string from_memory = message_of<FormatError>([&] { load(image); });
     // The same problem is reported whatever the source; only the source name differs.
     EXPECT_EQ(from_file.substr(from_file.find(": ")), from_memory.substr(from_memory.find(": ")));
     return from_file;

@@ -23,7 +23,7 @@ TEST(FuzzRegression, CorpusInputsGiveAFilterOrAFormatError) {
     const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(content.data()),
                                            content.size());
     try {
-      deserialize(bytes);
+      load(bytes);
     } catch (const FormatError&) {
     }
     try {
@@ -31,7 +31,7 @@ TEST(FuzzRegression, CorpusInputsGiveAFilterOrAFormatError) {
     } catch (const FormatError&) {
     }
     try {
-      GrownFilter::from_bytes(bytes);
+      GrownFilter::load(bytes);
     } catch (const FormatError&) {
     }
     try {

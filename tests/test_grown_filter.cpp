@@ -60,7 +60,7 @@ TEST(GrownFilter, FileAndBytesRoundTrip) {
   const GrownFilter filter = grown_twice(keys);
   const std::vector<std::byte> caller = {std::byte{7}, std::byte{8}};
   filter.save(dir.path() / "g.bbf", caller);
-  EXPECT_EQ(read_file(dir.path() / "g.bbf"), filter.to_bytes(caller));
+  EXPECT_EQ(read_file(dir.path() / "g.bbf"), filter.to_file_bytes(caller));
   EXPECT_EQ(file_kind(dir.path() / "g.bbf"), FileKind::grown_filter);
 
   std::vector<std::byte> loaded_caller;
@@ -72,8 +72,8 @@ TEST(GrownFilter, FileAndBytesRoundTrip) {
   EXPECT_EQ(loaded.keys(), filter.keys());
   const auto probes = random_keys(5000, 43);
   EXPECT_EQ(answers(loaded, probes), answers(filter, probes));
-  EXPECT_EQ(GrownFilter::from_bytes(filter.to_bytes(caller)).to_bytes(caller),
-            filter.to_bytes(caller));
+  EXPECT_EQ(GrownFilter::load(filter.to_file_bytes(caller)).to_file_bytes(caller),
+            filter.to_file_bytes(caller));
 }
 
 TEST(GrownFilter, GoldenGrownFileLoadsAndSavesByteForByte) {
@@ -83,7 +83,7 @@ TEST(GrownFilter, GoldenGrownFileLoadsAndSavesByteForByte) {
   const GrownFilter loaded = GrownFilter::load(kGoldenGrown, {}, &caller);
   EXPECT_EQ(loaded.generation_count(), 3u);
   EXPECT_EQ(loaded.key_format(), "hex");
-  EXPECT_EQ(loaded.to_bytes(caller), golden);
+  EXPECT_EQ(loaded.to_file_bytes(caller), golden);
   TempDir dir;
   loaded.save(dir.path() / "again.bbf", caller);
   EXPECT_EQ(read_file(dir.path() / "again.bbf"), golden);
@@ -167,7 +167,7 @@ TEST(GrownFilter, ALengthThatWrapsPast2To64IsAFormatError) {
     filter.insert_if_absent(std::span(keys.data() + at, 10000), is_new);
   }
   ASSERT_EQ(filter.generation_count(), 2u);
-  std::vector<std::byte> image = filter.to_bytes();
+  std::vector<std::byte> image = filter.to_file_bytes();
   const auto u64_at = [&](std::size_t at) {
     std::uint64_t v;
     std::memcpy(&v, image.data() + at, 8);
@@ -185,7 +185,7 @@ TEST(GrownFilter, ALengthThatWrapsPast2To64IsAFormatError) {
   set_u64(40, XXH3_64bits(image.data() + 64, covered));
   set_u64(56, XXH3_64bits(image.data(), 56));
   try {
-    GrownFilter::from_bytes(image);
+    GrownFilter::load(image);
     ADD_FAILURE() << "a wrapped length was accepted";
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("generation 0 lies outside"), std::string::npos)

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -95,13 +96,15 @@ struct MapOptions {
 Filter map(const std::filesystem::path& path, FileState* state = nullptr,
            const MapOptions& options = {});
 
-/// Serialises a filter into a byte image identical to the file save() writes.
-std::vector<std::byte> serialize(const Filter& filter, const FileState& state = {});
+/// Exactly the bytes save(filter, path, state) writes, in memory (for stream processors' state
+/// and pickling). Every kind has the same pair: to_file_bytes() and a loader that takes a path or
+/// the bytes (load, load_shard, load_window, load_window_shard; GrownFilter's own).
+std::vector<std::byte> to_file_bytes(const Filter& filter, const FileState& state = {});
 
-/// Reads a byte image made by serialize() (or a file's contents), fully verified.
-/// Throws FormatError for a bad image.
-Filter deserialize(std::span<const std::byte> image, FileState* state = nullptr,
-                   const Options& options = {});
+/// load() of file bytes held in memory, fully verified; `source` names them in errors.
+/// Throws FormatError for bad bytes.
+Filter load(std::span<const std::byte> bytes, FileState* state = nullptr,
+            const Options& options = {}, const std::string& source = "filter bytes");
 
 /// A filter together with the caller's metadata from one checkpoint.
 struct Checkpoint {

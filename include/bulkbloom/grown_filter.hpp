@@ -102,10 +102,10 @@ class GrownFilter {
   static GrownFilter load(const std::filesystem::path& path, const Options& options = {},
                           std::vector<std::byte>* caller_metadata = nullptr,
                           double default_fpr = kDefaultFpr);
-  /// load() of the bytes to_bytes() made (or a file's contents).
-  static GrownFilter from_bytes(std::span<const std::byte> bytes, const Options& options = {},
-                                std::vector<std::byte>* caller_metadata = nullptr,
-                                double default_fpr = kDefaultFpr);
+  /// load() of the bytes to_file_bytes() made (or a file's contents).
+  static GrownFilter load(std::span<const std::byte> bytes, const Options& options = {},
+                          std::vector<std::byte>* caller_metadata = nullptr,
+                          double default_fpr = kDefaultFpr);
 
   /// Saves atomically to `path`, with the sizing record and then `caller_metadata`: a filter
   /// file while there is one generation (so that Filter's load() and older bulkbloom versions
@@ -113,7 +113,7 @@ class GrownFilter {
   void save(const std::filesystem::path& path,
             std::span<const std::byte> caller_metadata = {}) const;
   /// The bytes save() writes.
-  std::vector<std::byte> to_bytes(std::span<const std::byte> caller_metadata = {}) const;
+  std::vector<std::byte> to_file_bytes(std::span<const std::byte> caller_metadata = {}) const;
 
   /// Makes this filter the union of itself and `other` (a bitwise OR), both of one generation
   /// (std::logic_error otherwise) and one layout (std::invalid_argument otherwise). The union

@@ -153,6 +153,13 @@ void save(const FilterShard& shard, const std::filesystem::path& path, const Fil
 FilterShard load_shard(const std::filesystem::path& path, FileState* state = nullptr,
                        const Options& options = {});
 
+/// Exactly the bytes save(shard, path, state) writes, in memory.
+std::vector<std::byte> to_file_bytes(const FilterShard& shard, const FileState& state = {});
+
+/// load_shard() of file bytes held in memory; `source` names them in errors.
+FilterShard load_shard(std::span<const std::byte> bytes, FileState* state = nullptr,
+                       const Options& options = {}, const std::string& source = "shard bytes");
+
 /// Maps a shard file as map() maps a filter file: private, pages read on first touch.
 FilterShard map_shard(const std::filesystem::path& path, FileState* state = nullptr,
                       const MapOptions& options = {});

@@ -522,7 +522,7 @@ class Filter(_BulkCalls):
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return self._core.serialize(self.keys_inserted, self.metadata)
+        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
 
     @classmethod
     def from_bytes(
@@ -531,7 +531,7 @@ class Filter(_BulkCalls):
         """A filter from the bytes of a filter file (any buffer: bytes, memoryview, numpy)."""
         image = _byte_buffer(data)
         options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.Filter.deserialize(image, *options))
+        return cls._wrap(*_core.Filter.from_file_bytes(image, *options))
 
     def __reduce__(self) -> tuple:
         # Through the file format: a pickled filter answers identically in any process.
@@ -651,7 +651,7 @@ class GrownFilter(_BulkCalls):
 
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
-        return self._core.to_bytes(self.metadata)
+        return self._core.to_file_bytes(self.metadata)
 
     @classmethod
     def from_bytes(
@@ -661,7 +661,7 @@ class GrownFilter(_BulkCalls):
         """A grown filter from the bytes of its file (any buffer)."""
         options = _options(backend, implementation, threads)
         image = _byte_buffer(data)
-        return cls._wrap(*_core.GrownFilter.from_bytes(image, float(default_fpr), *options))
+        return cls._wrap(*_core.GrownFilter.from_file_bytes(image, float(default_fpr), *options))
 
     def __reduce__(self) -> tuple:
         return (GrownFilter.from_bytes, (self.to_bytes(),))
@@ -1108,11 +1108,25 @@ class FilterShard(_BulkCalls, _ShardPlace):
         options = _map_options(verify, implementation, threads)
         return cls._wrap(*_core.FilterShard.map(os.fspath(path), *options))
 
+    def to_bytes(self) -> bytes:
+        """The bytes ``save()`` would write."""
+        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
+
+    @classmethod
+    def from_bytes(
+        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
+    ) -> "FilterShard":
+        """A shard from the bytes of a shard file (any buffer: bytes, memoryview, numpy); a whole
+        filter's bytes read as shard 0 of 1."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.FilterShard.from_file_bytes(_byte_buffer(data), *options))
+
     @classmethod
     def _from_bits(
         cls, layout: tuple, index: int, num_shards: int, bits: bytes, keys_inserted: int,
         metadata: bytes,
     ) -> "FilterShard":
+        # bulkbloom.spark: the same blocks under another layout of the same size.
         shard = cls(Layout(*layout), index, num_shards)
         shard._core.set_bits(_byte_buffer(bits))
         shard.keys_inserted = keys_inserted
@@ -1120,11 +1134,8 @@ class FilterShard(_BulkCalls, _ShardPlace):
         return shard
 
     def __reduce__(self) -> tuple:
-        return (
-            FilterShard._from_bits,
-            (tuple(self.layout), self.index, self.num_shards, self.bits(), self.keys_inserted,
-             self.metadata),
-        )
+        # Through the file format, as every kind pickles.
+        return (FilterShard.from_bytes, (self.to_bytes(),))
 
 
 class WindowShard(_WindowState, _ShardPlace):

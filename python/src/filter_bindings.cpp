@@ -130,13 +130,12 @@ void bind_filter(nb::module_& m) {
           "Maps a filter file without copying (private mapping): (filter, keys_inserted, "
           "metadata).")
       .def_static(
-          "deserialize",
+          "from_file_bytes",
           [](const ByteArray& image, const std::string& backend, const std::string& implementation,
              unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
-            return load_into<PyFilter>(options, [&](FileState* state) {
-              return deserialize(as_bytes(image), state, options);
-            });
+            return load_into<PyFilter>(
+                options, [&](FileState* state) { return load(as_bytes(image), state, options); });
           },
           nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership,
@@ -241,10 +240,11 @@ void bind_filter(nb::module_& m) {
           nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
           "Writes the filter file atomically (temporary file, fsync, rename).")
       .def(
-          "serialize",
+          "to_file_bytes",
           [](PyFilter& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
             const FileState state = file_state(keys_inserted, metadata);
-            const auto image = locked(self.reading, [&] { return serialize(self.filter, state); });
+            const auto image =
+                locked(self.reading, [&] { return to_file_bytes(self.filter, state); });
             return to_bytes(image);
           },
           nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.")

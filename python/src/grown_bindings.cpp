@@ -86,17 +86,17 @@ void bind_grown(nb::module_& m) {
           nb::arg("threads"), nb::rv_policy::take_ownership,
           "Reads a grown filter file or a filter file: (filter, metadata).")
       .def_static(
-          "from_bytes",
+          "from_file_bytes",
           [](const ByteArray& image, double default_fpr, const std::string& backend,
              const std::string& implementation, unsigned threads) {
             const Options options = make_options(backend, implementation, threads);
             return load_grown([&](std::vector<std::byte>* caller) {
-              return GrownFilter::from_bytes(as_bytes(image), options, caller, default_fpr);
+              return GrownFilter::load(as_bytes(image), options, caller, default_fpr);
             });
           },
           nb::arg("image"), nb::arg("default_fpr"), nb::arg("backend"), nb::arg("implementation"),
           nb::arg("threads"), nb::rv_policy::take_ownership,
-          "Reads the bytes to_bytes() made: (filter, metadata).")
+          "Reads the bytes to_file_bytes() made: (filter, metadata).")
       .def(
           "save",
           [](PyGrown& self, const std::filesystem::path& path, const nb::bytes& metadata) {
@@ -105,10 +105,10 @@ void bind_grown(nb::module_& m) {
           nb::arg("path"), nb::arg("metadata"),
           "Writes the file atomically (a filter file while there is one generation).")
       .def(
-          "to_bytes",
+          "to_file_bytes",
           [](PyGrown& self, const nb::bytes& metadata) {
             const auto image =
-                locked(self.reading, [&] { return self.filter.to_bytes(bytes_of(metadata)); });
+                locked(self.reading, [&] { return self.filter.to_file_bytes(bytes_of(metadata)); });
             return to_bytes(image);
           },
           nb::arg("metadata"), "The bytes of the file save() writes.")

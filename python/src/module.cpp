@@ -124,7 +124,7 @@ namespace {
 // a Python user reads one with the shard classes' methods.
 std::string with_python_names(std::string message) {
   static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
-      {"(load_shard, map_shard)", "(bulkbloom.FilterShard.load or .map)"},
+      {"(load_shard, map_shard)", "(bulkbloom.FilterShard.load, .map or .from_bytes)"},
       {"load_window_shard()", "bulkbloom.WindowShard.load or .from_bytes"},
       {"GrownFilter::load()", "bulkbloom.GrownFilter.load or bulkbloom.load"},
       {"which load() reads", "which bulkbloom.Filter.load or bulkbloom.load reads"},

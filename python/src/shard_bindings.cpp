@@ -148,6 +148,19 @@ void bind_shard(nb::module_& m) {
           "Reads and verifies a shard file (a whole filter's reads as shard 0 of 1): (shard, "
           "keys_inserted, metadata).")
       .def_static(
+          "from_file_bytes",
+          [](const ByteArray& image, const std::string& backend, const std::string& implementation,
+             unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            return load_into<PyShard>(options, [&](FileState* state) {
+              return load_shard(as_bytes(image), state, options);
+            });
+          },
+          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads the bytes of a shard file (a whole filter's read as shard 0 of 1): (shard, "
+          "keys_inserted, metadata).")
+      .def_static(
           "map",
           [](const std::filesystem::path& path, bool verify, const std::string& implementation,
              unsigned threads) {
@@ -200,7 +213,16 @@ void bind_shard(nb::module_& m) {
             locked(self.reading, [&] { save(self.shard, path, state); });
           },
           nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
-          "Writes the shard file atomically (temporary file, fsync, rename).");
+          "Writes the shard file atomically (temporary file, fsync, rename).")
+      .def(
+          "to_file_bytes",
+          [](PyShard& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            const auto image =
+                locked(self.reading, [&] { return to_file_bytes(self.shard, state); });
+            return to_bytes(image);
+          },
+          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.");
 
   m.def(
       "split",

@@ -255,6 +255,15 @@ void write_image(File& out, const Filter& bits, const Layout& layout, std::uint3
   out.write_all(host.bytes());
 }
 
+// The bytes write_image() writes, in memory.
+std::vector<std::byte> image_bytes(const Filter& bits, const Layout& layout, std::uint32_t shard,
+                                   std::uint32_t num_shards, const FileState& state) {
+  const HostBits host(bits);
+  std::vector<std::byte> image = file_prefix(layout, shard, num_shards, state, host.bytes());
+  image.insert(image.end(), host.bytes().begin(), host.bytes().end());
+  return image;
+}
+
 // Where a file's payload belongs (a whole filter is shard 0 of 1), into `place` if not null.
 void fill_place(detail::PayloadPlace* place, const FileInfo& info) {
   if (place == nullptr) return;
@@ -276,6 +285,26 @@ Filter read_image(const File& file, std::uint64_t offset, std::uint64_t bytes,
   detail::read_filter_bits(file, offset + header.info.payload_offset, filter, checksum);
   check_data_checksum(header, checksum.digest(), source);
   fill_state(state, header, std::move(metadata));
+  fill_place(place, header.info);
+  return filter;
+}
+
+// Reads an image held in memory (a file's bytes), fully verified.
+Filter read_image_bytes(std::span<const std::byte> image, const std::string& source,
+                        FileState* state, const Options& options, ReadAs read_as,
+                        detail::PayloadPlace* place) {
+  std::byte header_bytes[kHeaderBytes] = {};
+  std::copy_n(image.begin(), std::min<std::size_t>(image.size(), kHeaderBytes), header_bytes);
+  const Header header = decode_header(header_bytes, image.size(), source);
+  const auto metadata = image.subspan(kHeaderBytes, header.info.metadata_bytes);
+  const auto payload = image.subspan(header.info.payload_offset, header.payload_bytes);
+  DataChecksum checksum;
+  checksum.update(metadata.data(), metadata.size());
+  checksum.update(payload.data(), payload.size());
+  check_data_checksum(header, checksum.digest(), source);
+  Filter filter(payload_layout(header, read_as, source), options);
+  filter.copy_bytes_from(payload);
+  fill_state(state, header, std::vector<std::byte>(metadata.begin(), metadata.end()));
   fill_place(place, header.info);
   return filter;
 }
@@ -335,6 +364,16 @@ Filter map_payload(const std::filesystem::path& path, FileState* state, const Ma
   return map_file(path, state, options, ReadAs::shard, &place);
 }
 
+std::vector<std::byte> payload_file_bytes(const Filter& bits, const PayloadPlace& place,
+                                          const FileState& state) {
+  return image_bytes(bits, place.layout, place.shard, place.num_shards, state);
+}
+
+Filter load_payload(std::span<const std::byte> bytes, FileState* state, const Options& options,
+                    PayloadPlace& place, const std::string& source) {
+  return read_image_bytes(bytes, source, state, options, ReadAs::shard, &place);
+}
+
 }  // namespace detail
 
 void save(const Filter& filter, const std::filesystem::path& path, const FileState& state) {
@@ -356,28 +395,13 @@ Filter map(const std::filesystem::path& path, FileState* state, const MapOptions
   return map_file(path, state, options, ReadAs::whole_filter, nullptr);
 }
 
-std::vector<std::byte> serialize(const Filter& filter, const FileState& state) {
-  const HostBits bits(filter);
-  std::vector<std::byte> image = file_prefix(filter.layout(), 0, 0, state, bits.bytes());
-  image.insert(image.end(), bits.bytes().begin(), bits.bytes().end());
-  return image;
+std::vector<std::byte> to_file_bytes(const Filter& filter, const FileState& state) {
+  return image_bytes(filter, filter.layout(), 0, 0, state);
 }
 
-Filter deserialize(std::span<const std::byte> image, FileState* state, const Options& options) {
-  const std::string source = "filter image";
-  std::byte header_bytes[kHeaderBytes] = {};
-  std::copy_n(image.begin(), std::min<std::size_t>(image.size(), kHeaderBytes), header_bytes);
-  const Header header = decode_header(header_bytes, image.size(), source);
-  const auto metadata = image.subspan(kHeaderBytes, header.info.metadata_bytes);
-  const auto payload = image.subspan(header.info.payload_offset, header.payload_bytes);
-  DataChecksum checksum;
-  checksum.update(metadata.data(), metadata.size());
-  checksum.update(payload.data(), payload.size());
-  check_data_checksum(header, checksum.digest(), source);
-  Filter filter(payload_layout(header, ReadAs::whole_filter, source), options);
-  filter.copy_bytes_from(payload);
-  fill_state(state, header, std::vector<std::byte>(metadata.begin(), metadata.end()));
-  return filter;
+Filter load(std::span<const std::byte> bytes, FileState* state, const Options& options,
+            const std::string& source) {
+  return read_image_bytes(bytes, source, state, options, ReadAs::whole_filter, nullptr);
 }
 
 void save_checkpoint(const std::filesystem::path& dir, const Filter& filter,

@@ -163,11 +163,7 @@ Filter read_generation(const File& file, std::uint64_t offset, std::uint64_t byt
 }
 Filter read_generation(const ImageBytes& image, std::uint64_t offset, std::uint64_t bytes,
                        const std::string& name, FileState& state, const Options& options) {
-  try {
-    return deserialize(image.bytes.subspan(offset, bytes), &state, options);
-  } catch (const FormatError& e) {
-    throw FormatError(name + ": " + e.what());  // deserialize() names no source
-  }
+  return load(image.bytes.subspan(offset, bytes), &state, options, name);
 }
 
 // The generations and metadata of the filter file or grown filter file in `source`.
@@ -364,8 +360,8 @@ GrownFilter GrownFilter::load(const std::filesystem::path& path, const Options& 
   return read_grown(file, path.string(), options, caller_metadata, default_fpr);
 }
 
-GrownFilter GrownFilter::from_bytes(std::span<const std::byte> bytes, const Options& options,
-                                    std::vector<std::byte>* caller_metadata, double default_fpr) {
+GrownFilter GrownFilter::load(std::span<const std::byte> bytes, const Options& options,
+                              std::vector<std::byte>* caller_metadata, double default_fpr) {
   return read_grown(ImageBytes{bytes}, "grown filter image", options, caller_metadata, default_fpr);
 }
 
@@ -383,17 +379,19 @@ void GrownFilter::save(const std::filesystem::path& path,
   });
 }
 
-std::vector<std::byte> GrownFilter::to_bytes(std::span<const std::byte> caller_metadata) const {
+std::vector<std::byte> GrownFilter::to_file_bytes(
+    std::span<const std::byte> caller_metadata) const {
   const std::vector<std::byte> metadata = encode_metadata(sizing_of(*this), caller_metadata);
   if (generations_.size() == 1) {
-    return serialize(generations_.front().filter, {generations_.front().keys, metadata});
+    return bulkbloom::to_file_bytes(generations_.front().filter,
+                                    {generations_.front().keys, metadata});
   }
   std::vector<std::byte> out;
   const auto append = [&](std::span<const std::byte> b) {
     out.insert(out.end(), b.begin(), b.end());
   };
   write_grown(generations_, keys(), metadata, append,
-              [&](const Filter& f, const FileState& s) { append(serialize(f, s)); });
+              [&](const Filter& f, const FileState& s) { append(bulkbloom::to_file_bytes(f, s)); });
   return out;
 }
 

@@ -2,8 +2,12 @@
 // header records the whole layout and which shard of how many the payload holds.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "bulkbloom/format.hpp"
 
@@ -24,6 +28,14 @@ void save_payload(const Filter& bits, const PayloadPlace& place, const std::file
 /// (detail::local_layout), and in `place` where they belong.
 Filter load_payload(const std::filesystem::path& path, FileState* state, const Options& options,
                     PayloadPlace& place);
+
+/// The bytes save_payload() writes, in memory.
+std::vector<std::byte> payload_file_bytes(const Filter& bits, const PayloadPlace& place,
+                                          const FileState& state);
+
+/// load_payload() of a file's bytes held in memory; `source` names them in errors.
+Filter load_payload(std::span<const std::byte> bytes, FileState* state, const Options& options,
+                    PayloadPlace& place, const std::string& source);
 
 /// As load_payload(), mapping the file as map() does.
 Filter map_payload(const std::filesystem::path& path, FileState* state, const MapOptions& options,

@@ -284,6 +284,18 @@ FilterShard load_shard(const std::filesystem::path& path, FileState* state,
   return ShardAccess::make(place.layout, place.shard, place.num_shards, std::move(bits));
 }
 
+std::vector<std::byte> to_file_bytes(const FilterShard& shard, const FileState& state) {
+  return detail::payload_file_bytes(ShardAccess::bits(shard),
+                                    {shard.layout(), shard.index(), shard.num_shards()}, state);
+}
+
+FilterShard load_shard(std::span<const std::byte> bytes, FileState* state, const Options& options,
+                       const std::string& source) {
+  detail::PayloadPlace place;
+  Filter bits = detail::load_payload(bytes, state, options, place, source);
+  return ShardAccess::make(place.layout, place.shard, place.num_shards, std::move(bits));
+}
+
 FilterShard map_shard(const std::filesystem::path& path, FileState* state,
                       const MapOptions& options) {
   detail::PayloadPlace place;

@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   try {
     bulkbloom::FileState state;
-    const bulkbloom::Filter filter = bulkbloom::deserialize(bytes, &state);
+    const bulkbloom::Filter filter = bulkbloom::load(bytes, &state);
     (void)filter.popcount();
   } catch (const bulkbloom::FormatError&) {
   }
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const bulkbloom::FormatError&) {
   }
   try {
-    const bulkbloom::GrownFilter grown = bulkbloom::GrownFilter::from_bytes(bytes);
+    const bulkbloom::GrownFilter grown = bulkbloom::GrownFilter::load(bytes);
     (void)grown.current_fpr();
   } catch (const bulkbloom::FormatError&) {
   }

@@ -157,16 +157,22 @@ def test_shard_files_pickles_and_whole_filter_files(tmp_path, keys):
             assert read.layout == whole.layout
             assert read.bits() == shard.bits()
             assert (read.keys_inserted, read.metadata) == (shard.index + 10, b"meta")
-        copy = pickle.loads(pickle.dumps(shard))
-        assert (copy.index, copy.layout, copy.bits()) == (shard.index, shard.layout, shard.bits())
-        assert (copy.keys_inserted, copy.metadata) == (shard.index + 10, b"meta")
+        assert shard.to_bytes() == path.read_bytes()
+        for copy in (pickle.loads(pickle.dumps(shard)),
+                     bulkbloom.FilterShard.from_bytes(memoryview(path.read_bytes()))):
+            assert (copy.index, copy.layout, copy.bits()) == (shard.index, shard.layout,
+                                                              shard.bits())
+            assert (copy.keys_inserted, copy.metadata) == (shard.index + 10, b"meta")
     whole.save(tmp_path / "whole.bbf")
-    as_shard = bulkbloom.FilterShard.load(tmp_path / "whole.bbf")
-    assert (as_shard.index, as_shard.num_shards, as_shard.blocks) == (0, 1, (0, 3001))
-    assert as_shard.contains(keys).all()
+    for as_shard in (bulkbloom.FilterShard.load(tmp_path / "whole.bbf"),
+                     bulkbloom.FilterShard.from_bytes(whole.to_bytes())):
+        assert (as_shard.index, as_shard.num_shards, as_shard.blocks) == (0, 1, (0, 3001))
+        assert as_shard.contains(keys).all()
     (tmp_path / "bad.bbf").write_bytes((tmp_path / "shard1.bbf").read_bytes()[:-1])
     with pytest.raises(bulkbloom.FormatError):
         bulkbloom.FilterShard.load(tmp_path / "bad.bbf")
+    with pytest.raises(bulkbloom.FormatError, match="shard bytes"):
+        bulkbloom.FilterShard.from_bytes((tmp_path / "bad.bbf").read_bytes())
 
 
 def test_reading_a_shard_as_a_whole_names_the_python_readers(tmp_path):
@@ -175,7 +181,7 @@ def test_reading_a_shard_as_a_whole_names_the_python_readers(tmp_path):
                  lambda path: bulkbloom.Filter.from_bytes(path.read_bytes())):
         with pytest.raises(bulkbloom.FormatError, match=r"shard 1 of 2") as raised:
             read(tmp_path / "s.bbf")
-        assert "bulkbloom.FilterShard.load or .map" in str(raised.value)
+        assert "bulkbloom.FilterShard.load, .map or .from_bytes" in str(raised.value)
         assert "load_shard" not in str(raised.value)
     bulkbloom.split(bulkbloom.WindowedFilter.for_records(1000), 2)[1].save(tmp_path / "s.bbw")
     with pytest.raises(bulkbloom.FormatError, match="bulkbloom.WindowShard.load or .from_bytes"):
