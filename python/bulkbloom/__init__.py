@@ -15,8 +15,8 @@ Keys
     are its 16 bytes, as Parquet stores them), a pandas Series (nullable ``Int64``, ``str``,
     categorical: through Arrow), any object with the Arrow PyCapsule interface
     (``__arrow_c_array__`` / ``__arrow_c_stream__``: polars Series, DuckDB results, nanoarrow,
-    pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views are
-    compacted ``chunk_keys`` keys at a time), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
+    pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views, what
+    polars holds, included), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
     or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
     iterable. A null, NA or NaN among the keys is a ``ValueError`` naming its position. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
     one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
@@ -202,13 +202,13 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
     """Runs a bulk call piece by piece, each writing its slice of `out`; sums what they return."""
     total = 0
     start = 0
-    for piece in _keys.resolved(pieces):
+    for piece in pieces:
         length = _keys.piece_length(piece)
         args = () if out is None else (out[start : start + length].view(np.uint8),)
         if isinstance(piece, _keys.U64Piece):
             result = on_u64(piece.keys, *args)
         else:
-            result = on_bytes(piece.offsets, piece.data, *args)
+            result = on_bytes(*_keys.bytes_args(piece), *args)
         total += result or 0
         start += length
     return total
@@ -722,14 +722,14 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
     all_times = _keys.event_times(times, count, name)
     out = _flags(count)
     start = 0
-    for piece in _keys.resolved(pieces):
+    for piece in pieces:
         length = _keys.piece_length(piece)
         piece_times = None if all_times is None else all_times[start : start + length]
         flags = out[start : start + length].view(np.uint8)
         if isinstance(piece, _keys.U64Piece):
             core.insert_if_absent(piece.keys, piece_times, flags)
         else:
-            core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
+            core.insert_if_absent_bytes(*_keys.bytes_args(piece), piece_times, flags)
         start += length
     return out
 
@@ -950,13 +950,13 @@ def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
     """shard_of for the pieces of a batch."""
     out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
     start = 0
-    for piece in _keys.resolved(pieces):
+    for piece in pieces:
         length = _keys.piece_length(piece)
         part = out[start : start + length]
         if isinstance(piece, _keys.U64Piece):
             _core.shard_of(*layout_args, piece.keys, num_shards, part)
         else:
-            _core.shard_of_bytes(*layout_args, piece.offsets, piece.data, num_shards, part)
+            _core.shard_of_bytes(*layout_args, *_keys.bytes_args(piece), num_shards, part)
         start += length
     return out
 
@@ -1012,15 +1012,14 @@ class _ShardPlace:
 def _describe_key(pieces: list, position: int) -> str:
     """The key at `position` of a batch, named as the library's messages name it."""
     at = position
-    for piece in _keys.resolved(pieces):
+    for piece in pieces:
         length = _keys.piece_length(piece)
         if at < length:
             break
         at -= length
     if isinstance(piece, _keys.U64Piece):
         return f"key {int(piece.keys[at])} at position {position}"
-    size = int(piece.offsets[at + 1]) - int(piece.offsets[at])
-    return f"the byte key at position {position} ({size} bytes)"
+    return f"the byte key at position {position} ({_keys.key_size(piece, at)} bytes)"
 
 
 def _blocks_text(begin: int, end: int) -> str:

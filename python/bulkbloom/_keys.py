@@ -6,15 +6,15 @@ signed keys are taken as their two's-complement 64-bit pattern), or Arrow-style 
 aligned, native-endian 64-bit integer array and the buffers of an Arrow integer, string or binary
 array are used in place; other layouts are converted once, by numpy or pyarrow. Arrow columns
 of other producers (the PyCapsule interface) are read by _core.ArrowChunk / ArrowStream through
-the C data interface; fixed-size binary and view arrays become ArrowSlice pieces, made into
-offsets + data one slice at a time (resolved()).
+the C data interface; fixed-size binary and view arrays become ArrowBytesPiece pieces, whose
+keys the core reads in the producer's buffers.
 """
 
 from __future__ import annotations
 
 import array as _array
 import sys
-from typing import Any, Iterator, List, NamedTuple, Optional, Protocol, Tuple, Union
+from typing import Any, List, NamedTuple, Optional, Protocol, Tuple, Union
 
 import numpy as np
 
@@ -74,34 +74,36 @@ class BytesPiece(NamedTuple):
     data: np.ndarray  # uint8
 
 
-class ArrowSlice(NamedTuple):
-    """Keys [begin, end) of an Arrow chunk read in slices (fixed-size binary, string views):
-    made a BytesPiece by resolved() only when its turn comes, so that at most one slice's
-    offsets (and, of views, bytes) exist at a time."""
+class ArrowBytesPiece(NamedTuple):
+    """The byte-string keys of an Arrow fixed-size binary or view array (string_view, what
+    polars holds), read by the core where the array holds them."""
 
-    chunk: Any  # _core.ArrowChunk
-    begin: int
-    end: int
+    keys: Any  # _core.ArrowByteKeys, which keeps its _core.ArrowChunk alive
 
 
-Piece = Union[U64Piece, BytesPiece, ArrowSlice]
+Piece = Union[U64Piece, BytesPiece, ArrowBytesPiece]
 
 
 def piece_length(piece: Piece) -> int:
     if isinstance(piece, U64Piece):
         return len(piece.keys)
-    if isinstance(piece, ArrowSlice):
-        return piece.end - piece.begin
+    if isinstance(piece, ArrowBytesPiece):
+        return len(piece.keys)
     return len(piece.offsets) - 1
 
 
-def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece]]:
-    """The pieces as the core's calls take them, each made when the loop reaches it."""
-    for piece in pieces:
-        if isinstance(piece, ArrowSlice):
-            yield BytesPiece(*piece.chunk.slice(piece.begin, piece.end))
-        else:
-            yield piece
+def bytes_args(piece: Union[BytesPiece, ArrowBytesPiece]) -> Tuple[Any, Any]:
+    """The (offsets, data) arguments of the core's byte-string calls for a piece."""
+    if isinstance(piece, ArrowBytesPiece):
+        return piece.keys, None
+    return piece.offsets, piece.data
+
+
+def key_size(piece: Union[BytesPiece, ArrowBytesPiece], at: int) -> int:
+    """The length in bytes of key `at` of a byte-string piece."""
+    if isinstance(piece, ArrowBytesPiece):
+        return len(piece.keys.key(at))
+    return int(piece.offsets[at + 1]) - int(piece.offsets[at])
 
 
 def _pyarrow() -> Any:
@@ -201,11 +203,7 @@ def _capsule_pieces(keys: Any, start: int = 0) -> List[Piece]:
         elif chunk.layout == "offsets":
             pieces.append(BytesPiece(*chunk.offsets_and_data()))
         else:
-            step = _core.chunk_keys
-            pieces.extend(
-                ArrowSlice(chunk, begin, min(begin + step, len(chunk)))
-                for begin in range(0, len(chunk), step)
-            )
+            pieces.append(ArrowBytesPiece(chunk.byte_keys()))
         start += len(chunk)
     return pieces
 
@@ -239,7 +237,7 @@ def _chunk_pieces(pa: Any, chunks: Any) -> List[Piece]:
         if pa.types.is_fixed_size_binary(kind) or str(kind) in ("string_view", "binary_view") or (
             isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid"
         ):
-            # The core reads these in slices (a uuid as its 16 bytes, as Parquet stores it;
+            # The core reads these in place (a uuid as its 16 bytes, as Parquet stores it;
             # pyarrow would copy a view array whole to cast it).
             pieces.extend(_capsule_pieces(chunk, start))
         else:
