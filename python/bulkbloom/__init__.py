@@ -202,7 +202,7 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
     """Runs a bulk call piece by piece, each writing its slice of `out`; sums what they return."""
     total = 0
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         args = () if out is None else (out[start : start + length].view(np.uint8),)
         if isinstance(piece, _keys.U64Piece):
@@ -722,7 +722,7 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
     all_times = _keys.event_times(times, count, name)
     out = _flags(count)
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         piece_times = None if all_times is None else all_times[start : start + length]
         flags = out[start : start + length].view(np.uint8)
@@ -950,7 +950,7 @@ def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
     """shard_of for the pieces of a batch."""
     out = np.empty(sum(map(_keys.piece_length, pieces)), dtype=np.uint32)
     start = 0
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         part = out[start : start + length]
         if isinstance(piece, _keys.U64Piece):
@@ -1012,7 +1012,7 @@ class _ShardPlace:
 def _describe_key(pieces: list, position: int) -> str:
     """The key at `position` of a batch, named as the library's messages name it."""
     at = position
-    for piece in pieces:
+    for piece in _keys.resolved(pieces):
         length = _keys.piece_length(piece)
         if at < length:
             break

@@ -14,7 +14,18 @@ from __future__ import annotations
 
 import array as _array
 import sys
-from typing import Any, List, NamedTuple, Optional, Protocol, Tuple, Union
+from typing import (
+    Any,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 
@@ -81,7 +92,18 @@ class ArrowBytesPiece(NamedTuple):
     keys: Any  # _core.ArrowByteKeys, which keeps its _core.ArrowChunk alive
 
 
-Piece = Union[U64Piece, BytesPiece, ArrowBytesPiece]
+class ListSlice(NamedTuple):
+    """Keys [begin, end) of a list or tuple of str (`encode`) or bytes: made a BytesPiece by
+    resolved() only when its turn comes, so that the bytes of one slice exist at a time, not a
+    copy of the whole list beside it."""
+
+    keys: Sequence[Any]
+    begin: int
+    end: int
+    encode: bool
+
+
+Piece = Union[U64Piece, BytesPiece, ArrowBytesPiece, ListSlice]
 
 
 def piece_length(piece: Piece) -> int:
@@ -89,7 +111,19 @@ def piece_length(piece: Piece) -> int:
         return len(piece.keys)
     if isinstance(piece, ArrowBytesPiece):
         return len(piece.keys)
+    if isinstance(piece, ListSlice):
+        return piece.end - piece.begin
     return len(piece.offsets) - 1
+
+
+def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece, ArrowBytesPiece]]:
+    """The pieces as the core's calls take them, each made when the loop reaches it."""
+    for piece in pieces:
+        if isinstance(piece, ListSlice):
+            part = piece.keys[piece.begin : piece.end]
+            yield _joined_bytes([str.encode(k, "utf-8") for k in part] if piece.encode else part)
+        else:
+            yield piece
 
 
 def bytes_args(piece: Union[BytesPiece, ArrowBytesPiece]) -> Tuple[Any, Any]:
@@ -144,7 +178,7 @@ def key_pieces(keys: Any) -> List[Piece]:
             raise ValueError(f"keys must be in host memory: {error}") from None
         return [_numpy_piece(array)]
     if isinstance(keys, (list, tuple)):
-        return [_sequence_piece(keys)]
+        return _sequence_pieces(keys)
     try:
         view = memoryview(keys)
     except TypeError:
@@ -254,10 +288,25 @@ def null_error(first: int) -> ValueError:
     )
 
 
-def _sequence_piece(keys: Union[list, tuple]) -> Piece:
+def _sequence_pieces(keys: Sequence[Any]) -> List[Piece]:
+    """The pieces of a list or tuple: of str or bytes keys, slices of ``chunk_keys`` keys made
+    bytes one at a time."""
+    # Every key's type is checked first (map runs in C), so that a wrong one is an error before
+    # any key is used.
+    kinds = set(map(type, keys))
+    # Subclasses too: numpy's str_ and bytes_ are str and bytes.
+    text = bool(kinds) and all(issubclass(k, str) for k in kinds)
+    if text or (kinds and all(issubclass(k, (bytes, bytearray)) for k in kinds)):
+        step = _core.chunk_keys
+        return [ListSlice(keys, at, min(at + step, len(keys)), text)
+                for at in range(0, len(keys), step)]
+    return [_sequence_piece(keys, kinds)]
+
+
+def _sequence_piece(keys: Sequence[Any], kinds: Optional[Set[type]] = None) -> Piece:
     # A list is Python objects already; its types are checked once (map runs in C) so that numpy
     # never turns a mix of ints and strs into strs.
-    kinds = set(map(type, keys))
+    kinds = set(map(type, keys)) if kinds is None else kinds
     if not kinds:
         return U64Piece(np.zeros(0, dtype=np.uint64))
     # Subclasses too: numpy's str_ and bytes_ are str and bytes.
@@ -288,7 +337,7 @@ def _int_patterns(keys: Any) -> U64Piece:
     return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
 
 
-def _joined_bytes(keys: List[Any]) -> BytesPiece:
+def _joined_bytes(keys: Sequence[Any]) -> BytesPiece:
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=offsets[1:])
     return BytesPiece(offsets, np.frombuffer(b"".join(keys), dtype=np.uint8))
