@@ -191,6 +191,19 @@ def test_pandas_through_the_capsule():
     assert answers(frame["key"]) == reference(pa.array(INTS))
 
 
+def test_arrow_backed_pandas_and_polars_series_are_read_in_their_buffers():
+    # Passed as they are, without the caller's pa.array(...): the piece's bytes are the
+    # Series' own Arrow buffer (a conversion through Python strings would have new ones).
+    pd = pytest.importorskip("pandas")
+    series = pd.Series(WORDS, dtype="string[pyarrow]")
+    (piece,) = bulkbloom._keys.key_pieces(series)
+    (chunk,) = pa.chunked_array(pa.array(series)).chunks
+    assert piece.data.ctypes.data == chunk.buffers()[2].address
+    pl = pytest.importorskip("polars")
+    (piece,) = bulkbloom._keys.key_pieces(pl.Series(WORDS))
+    assert isinstance(piece, bulkbloom._keys.ArrowBytesPiece)  # polars' views, in place
+
+
 def test_update_takes_an_arrow_column_as_one_batch():
     words = pa.array(WORDS)
     f = bulkbloom.Filter(20_000, 0.001)
