@@ -18,6 +18,13 @@ a list prepared beforehand (not timed). The pure-Python packages run on --slow-k
 Then the batch comparison: the same insert / contains / insert_if_absent calls on --batch-keys
 batches from Python and from C++ (bulkbloom_batch_call, built from the same library), and, with
 --big, bulkbloom's insert_if_absent against numpy.unique on one array of that many keys.
+
+Then string keys where data engineers hold them (--string-keys, 0 to skip; --strings-only for
+just this table): insert_if_absent of the same decimal strings (18-19 bytes, so out of line in
+an Arrow view) given as a pyarrow string and string_view array, a pandas ``str`` Series, a polars
+String Series, a DuckDB relation and a list of str, each in its own process, with rbloom's loop on
+the list beside them: ns per key and the peak memory the call added. The pandas, polars and DuckDB
+rows need those packages (bench/python/requirements.txt); a row whose package is missing says so.
 """
 
 from __future__ import annotations
@@ -221,6 +228,124 @@ def pandas_case():
     return prepare, ops
 
 
+def string_keys(count: int):
+    """make_keys' keys as decimal strings: a pyarrow string array."""
+    import pyarrow as pa
+
+    return pa.array(make_keys(count, with_probe=False)[0]).cast(pa.string())
+
+
+def pandas_str(base):
+    import pandas as pd
+
+    return pd.Series(base.to_numpy(zero_copy_only=False), dtype="str")
+
+
+def polars_string(base):
+    import polars as pl
+
+    return pl.from_arrow(base)
+
+
+def duckdb_relation(base):
+    import duckdb
+    import pyarrow as pa
+
+    table = pa.table({"key": base})
+    return duckdb.connect().from_arrow(table).select("key")
+
+
+def bulkbloom_dedup(batch_of):
+    """A string case: bulkbloom's insert_if_absent on `batch_of(state)`, timed with the call."""
+    import bulkbloom
+
+    def prepare(given):
+        return bulkbloom.Filter(len(given[1]), FPR, threads=1), given
+
+    return prepare, lambda s: s[0].insert_if_absent(batch_of(s[1][0]))
+
+
+def rbloom_dedup_strings():
+    import rbloom
+
+    def prepare(given):
+        return rbloom.Bloom(len(given[1]), FPR), given
+
+    def dedup(s):
+        bloom, (keys, _) = s
+        out = []
+        for k in keys:
+            if k not in bloom:
+                bloom.add(k)
+                out.append(k)
+        return out
+
+    return prepare, dedup
+
+
+def arrow_of(series):
+    import pyarrow as pa
+
+    return pa.array(series)
+
+
+# name: (what the keys are given as, made from the pyarrow string array untimed; the case).
+STRING_CASES = {
+    "pyarrow string": (lambda b: b, lambda: bulkbloom_dedup(lambda k: k)),
+    "pyarrow string_view": (lambda b: b.cast("string_view"), lambda: bulkbloom_dedup(lambda k: k)),
+    "pandas str Series": (pandas_str, lambda: bulkbloom_dedup(lambda k: k)),
+    "pandas str Series, pa.array(s)": (pandas_str, lambda: bulkbloom_dedup(arrow_of)),
+    "polars String Series": (polars_string, lambda: bulkbloom_dedup(lambda k: k)),
+    "polars String Series, s.to_arrow()": (polars_string,
+                                           lambda: bulkbloom_dedup(lambda k: k.to_arrow())),
+    "DuckDB relation": (duckdb_relation, lambda: bulkbloom_dedup(lambda k: k)),
+    "list[str]": (lambda b: b.to_pylist(), lambda: bulkbloom_dedup(lambda k: k)),
+    "list[str], rbloom loop": (lambda b: b.to_pylist(), rbloom_dedup_strings),
+}
+
+
+def run_string_case(name: str, count: int, repeats: int) -> dict:
+    given_as, case = STRING_CASES[name]
+    base = string_keys(count)
+    try:
+        keys = given_as(base)
+    except ImportError as error:
+        return {"missing": str(error)}
+    del base
+    prepare, op = case()
+    best, peak = float("inf"), 0
+    for _ in range(repeats):
+        state = prepare((keys, range(count)))
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")
+        before = resident_kib("VmRSS")
+        start = time.perf_counter()
+        result = op(state)
+        best = min(best, time.perf_counter() - start)
+        peak = max(peak, resident_kib("VmHWM") - before)
+        del result, state
+    return {"seconds": best, "peak_bytes": peak * 1024, "keys": count,
+            "type": type(keys).__module__ + "." + type(keys).__name__
+            + (f" ({keys.dtype})" if hasattr(keys, "dtype") else "")}
+
+
+def string_table(count: int, repeats: int) -> None:
+    print(f"\ninsert_if_absent of {count:,} string keys (decimal, 18-19 bytes, 10% repeats), one "
+          f"thread, fastest of {repeats}; memory: the peak the call added")
+    print("| keys given as | type | ns/key | × pyarrow string | peak extra memory |")
+    print("|---|---|---|---|---|")
+    reference = None
+    for name in STRING_CASES:
+        row = in_subprocess("--string-case", name, str(count), str(repeats))
+        if "missing" in row:
+            print(f"| {name} | not installed: {row['missing']} | — | — | — |", flush=True)
+            continue
+        ns = row["seconds"] / count * 1e9
+        reference = reference or ns
+        print(f"| {name} | {row['type']} | {ns:,.1f} | {ns / reference:,.2f} | "
+              f"{mib(row['peak_bytes'])} |", flush=True)
+
+
 CASES = {
     "bulkbloom (1 thread)": (lambda: bulkbloom_case(1), "numpy uint64 array"),
     "bulkbloom (2 threads)": (lambda: bulkbloom_case(0), "numpy uint64 array"),
@@ -336,6 +461,10 @@ def main() -> None:
     parser.add_argument("--big", type=count_arg, default=0,
                         help="also dedup this many keys against np.unique")
     parser.add_argument("--only", help="comma-separated case names")
+    parser.add_argument("--string-keys", type=count_arg, default=10_000_000,
+                        help="string keys of the string table (0: no string table)")
+    parser.add_argument("--strings-only", action="store_true", help="only the string table")
+    parser.add_argument("--string-case", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--case", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--batches", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -347,6 +476,13 @@ def main() -> None:
         side, path, batch, repeats = args.batches
         run = python_batches if side == "python" else cpp_batches
         print(json.dumps(run(path, int(batch), int(repeats))))
+        return
+    if args.string_case:
+        name, count, repeats = args.string_case
+        print(json.dumps(run_string_case(name, int(count), int(repeats))))
+        return
+    if args.strings_only:
+        string_table(int(args.string_keys), args.repeats)
         return
 
     import bulkbloom
@@ -402,6 +538,9 @@ def main() -> None:
             print(f"  {name}: {other['seconds']:.2f} s, {mib(other['peak_bytes'])}: bulkbloom "
                   f"{other['seconds'] / ours_big['seconds']:.2f}x the speed in "
                   f"{ours_big['peak_bytes'] / other['peak_bytes']:.2f} of the memory")
+
+    if args.string_keys:
+        string_table(int(args.string_keys), args.repeats)
 
 
 if __name__ == "__main__":

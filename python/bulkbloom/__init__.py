@@ -15,8 +15,8 @@ Keys
     are its 16 bytes, as Parquet stores them), a pandas Series (nullable ``Int64``, ``str``,
     categorical: through Arrow), any object with the Arrow PyCapsule interface
     (``__arrow_c_array__`` / ``__arrow_c_stream__``: polars Series, DuckDB results, nanoarrow,
-    pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views are
-    compacted ``chunk_keys`` keys at a time), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
+    pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views, what
+    polars holds, included), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
     or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
     iterable. A null, NA or NaN among the keys is a ``ValueError`` naming its position. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
     one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
@@ -208,7 +208,7 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
         if isinstance(piece, _keys.U64Piece):
             result = on_u64(piece.keys, *args)
         else:
-            result = on_bytes(piece.offsets, piece.data, *args)
+            result = on_bytes(*_keys.bytes_args(piece), *args)
         total += result or 0
         start += length
     return total
@@ -729,7 +729,7 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
         if isinstance(piece, _keys.U64Piece):
             core.insert_if_absent(piece.keys, piece_times, flags)
         else:
-            core.insert_if_absent_bytes(piece.offsets, piece.data, piece_times, flags)
+            core.insert_if_absent_bytes(*_keys.bytes_args(piece), piece_times, flags)
         start += length
     return out
 
@@ -956,7 +956,7 @@ def _owners(layout_args: tuple, pieces: list, num_shards: int) -> np.ndarray:
         if isinstance(piece, _keys.U64Piece):
             _core.shard_of(*layout_args, piece.keys, num_shards, part)
         else:
-            _core.shard_of_bytes(*layout_args, piece.offsets, piece.data, num_shards, part)
+            _core.shard_of_bytes(*layout_args, *_keys.bytes_args(piece), num_shards, part)
         start += length
     return out
 
@@ -1019,8 +1019,7 @@ def _describe_key(pieces: list, position: int) -> str:
         at -= length
     if isinstance(piece, _keys.U64Piece):
         return f"key {int(piece.keys[at])} at position {position}"
-    size = int(piece.offsets[at + 1]) - int(piece.offsets[at])
-    return f"the byte key at position {position} ({size} bytes)"
+    return f"the byte key at position {position} ({_keys.key_size(piece, at)} bytes)"
 
 
 def _blocks_text(begin: int, end: int) -> str:

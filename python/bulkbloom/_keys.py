@@ -6,15 +6,26 @@ signed keys are taken as their two's-complement 64-bit pattern), or Arrow-style 
 aligned, native-endian 64-bit integer array and the buffers of an Arrow integer, string or binary
 array are used in place; other layouts are converted once, by numpy or pyarrow. Arrow columns
 of other producers (the PyCapsule interface) are read by _core.ArrowChunk / ArrowStream through
-the C data interface; fixed-size binary and view arrays become ArrowSlice pieces, made into
-offsets + data one slice at a time (resolved()).
+the C data interface; fixed-size binary and view arrays become ArrowBytesPiece pieces, whose
+keys the core reads in the producer's buffers.
 """
 
 from __future__ import annotations
 
 import array as _array
 import sys
-from typing import Any, Iterator, List, NamedTuple, Optional, Protocol, Tuple, Union
+from typing import (
+    Any,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 
@@ -74,34 +85,59 @@ class BytesPiece(NamedTuple):
     data: np.ndarray  # uint8
 
 
-class ArrowSlice(NamedTuple):
-    """Keys [begin, end) of an Arrow chunk read in slices (fixed-size binary, string views):
-    made a BytesPiece by resolved() only when its turn comes, so that at most one slice's
-    offsets (and, of views, bytes) exist at a time."""
+class ArrowBytesPiece(NamedTuple):
+    """The byte-string keys of an Arrow fixed-size binary or view array (string_view, what
+    polars holds), read by the core where the array holds them."""
 
-    chunk: Any  # _core.ArrowChunk
+    keys: Any  # _core.ArrowByteKeys, which keeps its _core.ArrowChunk alive
+
+
+class ListSlice(NamedTuple):
+    """Keys [begin, end) of a list or tuple of str (`encode`) or bytes: made a BytesPiece by
+    resolved() only when its turn comes, so that the bytes of one slice exist at a time, not a
+    copy of the whole list beside it."""
+
+    keys: Sequence[Any]
     begin: int
     end: int
+    encode: bool
 
 
-Piece = Union[U64Piece, BytesPiece, ArrowSlice]
+Piece = Union[U64Piece, BytesPiece, ArrowBytesPiece, ListSlice]
 
 
 def piece_length(piece: Piece) -> int:
     if isinstance(piece, U64Piece):
         return len(piece.keys)
-    if isinstance(piece, ArrowSlice):
+    if isinstance(piece, ArrowBytesPiece):
+        return len(piece.keys)
+    if isinstance(piece, ListSlice):
         return piece.end - piece.begin
     return len(piece.offsets) - 1
 
 
-def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece]]:
+def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece, ArrowBytesPiece]]:
     """The pieces as the core's calls take them, each made when the loop reaches it."""
     for piece in pieces:
-        if isinstance(piece, ArrowSlice):
-            yield BytesPiece(*piece.chunk.slice(piece.begin, piece.end))
+        if isinstance(piece, ListSlice):
+            part = piece.keys[piece.begin : piece.end]
+            yield _joined_bytes([str.encode(k, "utf-8") for k in part] if piece.encode else part)
         else:
             yield piece
+
+
+def bytes_args(piece: Union[BytesPiece, ArrowBytesPiece]) -> Tuple[Any, Any]:
+    """The (offsets, data) arguments of the core's byte-string calls for a piece."""
+    if isinstance(piece, ArrowBytesPiece):
+        return piece.keys, None
+    return piece.offsets, piece.data
+
+
+def key_size(piece: Union[BytesPiece, ArrowBytesPiece], at: int) -> int:
+    """The length in bytes of key `at` of a byte-string piece."""
+    if isinstance(piece, ArrowBytesPiece):
+        return len(piece.keys.key(at))
+    return int(piece.offsets[at + 1]) - int(piece.offsets[at])
 
 
 def _pyarrow() -> Any:
@@ -142,7 +178,7 @@ def key_pieces(keys: Any) -> List[Piece]:
             raise ValueError(f"keys must be in host memory: {error}") from None
         return [_numpy_piece(array)]
     if isinstance(keys, (list, tuple)):
-        return [_sequence_piece(keys)]
+        return _sequence_pieces(keys)
     try:
         view = memoryview(keys)
     except TypeError:
@@ -201,11 +237,7 @@ def _capsule_pieces(keys: Any, start: int = 0) -> List[Piece]:
         elif chunk.layout == "offsets":
             pieces.append(BytesPiece(*chunk.offsets_and_data()))
         else:
-            step = _core.chunk_keys
-            pieces.extend(
-                ArrowSlice(chunk, begin, min(begin + step, len(chunk)))
-                for begin in range(0, len(chunk), step)
-            )
+            pieces.append(ArrowBytesPiece(chunk.byte_keys()))
         start += len(chunk)
     return pieces
 
@@ -239,7 +271,7 @@ def _chunk_pieces(pa: Any, chunks: Any) -> List[Piece]:
         if pa.types.is_fixed_size_binary(kind) or str(kind) in ("string_view", "binary_view") or (
             isinstance(kind, pa.BaseExtensionType) and kind.extension_name == "arrow.uuid"
         ):
-            # The core reads these in slices (a uuid as its 16 bytes, as Parquet stores it;
+            # The core reads these in place (a uuid as its 16 bytes, as Parquet stores it;
             # pyarrow would copy a view array whole to cast it).
             pieces.extend(_capsule_pieces(chunk, start))
         else:
@@ -256,10 +288,25 @@ def null_error(first: int) -> ValueError:
     )
 
 
-def _sequence_piece(keys: Union[list, tuple]) -> Piece:
+def _sequence_pieces(keys: Sequence[Any]) -> List[Piece]:
+    """The pieces of a list or tuple: of str or bytes keys, slices of ``chunk_keys`` keys made
+    bytes one at a time."""
+    # Every key's type is checked first (map runs in C), so that a wrong one is an error before
+    # any key is used.
+    kinds = set(map(type, keys))
+    # Subclasses too: numpy's str_ and bytes_ are str and bytes.
+    text = bool(kinds) and all(issubclass(k, str) for k in kinds)
+    if text or (kinds and all(issubclass(k, (bytes, bytearray)) for k in kinds)):
+        step = _core.chunk_keys
+        return [ListSlice(keys, at, min(at + step, len(keys)), text)
+                for at in range(0, len(keys), step)]
+    return [_sequence_piece(keys, kinds)]
+
+
+def _sequence_piece(keys: Sequence[Any], kinds: Optional[Set[type]] = None) -> Piece:
     # A list is Python objects already; its types are checked once (map runs in C) so that numpy
     # never turns a mix of ints and strs into strs.
-    kinds = set(map(type, keys))
+    kinds = set(map(type, keys)) if kinds is None else kinds
     if not kinds:
         return U64Piece(np.zeros(0, dtype=np.uint64))
     # Subclasses too: numpy's str_ and bytes_ are str and bytes.
@@ -290,7 +337,7 @@ def _int_patterns(keys: Any) -> U64Piece:
     return U64Piece(np.array([scalar_key(k) for k in keys], dtype=np.uint64))
 
 
-def _joined_bytes(keys: List[Any]) -> BytesPiece:
+def _joined_bytes(keys: Sequence[Any]) -> BytesPiece:
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, keys), dtype=np.int64, count=len(keys)), out=offsets[1:])
     return BytesPiece(offsets, np.frombuffer(b"".join(keys), dtype=np.uint8))

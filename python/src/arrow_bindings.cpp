@@ -1,10 +1,9 @@
 // bulkbloom._core.ArrowChunk and ArrowStream: key batches from the Arrow PyCapsule interface
 // (__arrow_c_array__ / __arrow_c_stream__), read in place through the C data interface's structs
 // (arrow_c_data.hpp). Integer, string and binary columns reach the bulk calls as numpy views of
-// the producer's buffers, owned by the chunk, so that no key becomes a Python object and no
-// string is copied. Fixed-size binary and string/binary views are handed out in slices: the
-// first with offsets made for the slice, the second (whose strings lie in several buffers)
-// compacted into one, a bounded copy of at most one slice.
+// the producer's buffers, fixed-size binary and string/binary views (whose strings lie in
+// several buffers) as an ArrowByteKeys over them; all are owned by the chunk, so that no key
+// becomes a Python object and no key is copied.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -15,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "arrow_c_data.hpp"
 #include "bindings.hpp"
@@ -111,15 +111,6 @@ nb::object array_view(const void* data, std::size_t count, nb::dlpack::dtype typ
                                                               shape, owner, nullptr, type));
 }
 
-/// A new array of `count` elements of T that numpy owns.
-template <typename T>
-std::pair<nb::object, T*> new_array(std::size_t count) {
-  T* data = new T[count == 0 ? 1 : count];
-  nb::capsule owner(data, [](void* p) noexcept { delete[] static_cast<T*>(p); });
-  const std::size_t shape[1] = {count};
-  return {nb::cast(nb::ndarray<nb::numpy, T, nb::ndim<1>>(data, 1, shape, owner)), data};
-}
-
 /// An ArrowArray or ArrowArrayStream moved out of its producer's capsule (whose release member
 /// is set to null, so that the capsule no longer releases it), released when this is destroyed.
 template <typename Struct>
@@ -167,11 +158,18 @@ class ArrowChunk {
     if (length_ > 0 && column_->buffers[1] == nullptr && format_.layout != KeyLayout::offsets32 &&
         format_.layout != KeyLayout::offsets64)
       throw nb::value_error("an Arrow array of keys without its values buffer");
+    if (format_.layout == KeyLayout::fixed) {
+      const auto* values = static_cast<const std::uint8_t*>(column_->buffers[1]);
+      byte_keys_ = ArrowByteKeys::fixed(
+          values == nullptr ? nullptr : values + offset_ * format_.width, length_, format_.width);
+    } else if (format_.layout == KeyLayout::views) {
+      byte_keys_ = view_keys();
+    }
   }
 
   std::size_t size() const { return length_; }
 
-  /// "integers", "offsets" (one piece, in place) or "slices" (pieces of slice()).
+  /// "integers" (integers()), "offsets" (offsets_and_data()) or "byte_keys" (byte_keys()).
   const char* layout() const {
     switch (format_.layout) {
       case KeyLayout::integers:
@@ -180,7 +178,7 @@ class ArrowChunk {
       case KeyLayout::offsets64:
         return "offsets";
       default:
-        return "slices";
+        return "byte_keys";
     }
   }
 
@@ -231,37 +229,10 @@ class ArrowChunk {
                        nb::dtype<std::uint8_t>(), owner)};
   }
 
-  /// Keys [begin, end) of a fixed-size binary or view array as int64 offsets and bytes: for
-  /// fixed-size keys, offsets made for the slice over a view of its bytes; for views, both new.
-  std::tuple<nb::object, nb::object> slice(std::size_t begin, std::size_t end,
-                                           nb::handle owner) const {
-    if (begin > end || end > size())
-      throw nb::index_error(("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
-                             ") of " + std::to_string(size()) + " keys")
-                                .c_str());
-    const std::size_t count = end - begin;
-    auto [offsets_array, offsets] = new_array<std::int64_t>(count + 1);
-    if (format_.layout == KeyLayout::fixed) {
-      const std::size_t width = format_.width;
-      for (std::size_t i = 0; i <= count; ++i) offsets[i] = static_cast<std::int64_t>(i * width);
-      const auto* data = static_cast<const std::uint8_t*>(column_->buffers[1]);
-      const std::uint8_t* from = data == nullptr ? nullptr : data + (offset_ + begin) * width;
-      return {offsets_array, array_view(from, count * width, nb::dtype<std::uint8_t>(), owner)};
-    }
-    require(KeyLayout::views);
-    std::size_t total = 0;
-    offsets[0] = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      total += key_of_view(begin + i).size();
-      offsets[i + 1] = static_cast<std::int64_t>(total);
-    }
-    auto [data_array, data] = new_array<std::uint8_t>(total);
-    nb::gil_scoped_release release;
-    for (std::size_t i = 0; i < count; ++i) {
-      const std::string_view key = key_of_view(begin + i);
-      std::memcpy(data + offsets[i], key.data(), key.size());
-    }
-    return {offsets_array, data_array};
+  /// Fixed-size binary or view keys, read where they are.
+  const ArrowByteKeys& byte_keys() const {
+    if (format_.layout != KeyLayout::fixed) require(KeyLayout::views);
+    return byte_keys_;
   }
 
  private:
@@ -269,27 +240,20 @@ class ArrowChunk {
     if (format_.layout != layout) throw nb::type_error("this Arrow array has another layout");
   }
 
-  /// Key i of a string/binary view array, checked against its data buffer's size.
-  std::string_view key_of_view(std::size_t i) const {
-    const auto* view = static_cast<const std::uint8_t*>(column_->buffers[1]) + (offset_ + i) * 16;
-    std::int32_t length = 0;
-    std::memcpy(&length, view, 4);
-    if (length < 0) throw nb::value_error("an Arrow view with a negative length");
-    if (length <= 12) return {reinterpret_cast<const char*>(view + 4), std::size_t(length)};
-    std::int32_t buffer = 0;
-    std::int32_t offset = 0;
-    std::memcpy(&buffer, view + 8, 4);
-    std::memcpy(&offset, view + 12, 4);
-    // buffers: validity, views, the data buffers, then an int64 array of their sizes.
-    const std::int64_t data_buffers = column_->n_buffers - 3;
+  /// The keys of a view array: buffers are the validity bitmap, the views, the data buffers,
+  /// then an int64 array of the data buffers' sizes.
+  ArrowByteKeys view_keys() const {
+    const auto* views = static_cast<const std::uint8_t*>(column_->buffers[1]);
+    const auto count = static_cast<std::size_t>(column_->n_buffers - 3);
     const auto* sizes = static_cast<const std::int64_t*>(column_->buffers[column_->n_buffers - 1]);
-    if (buffer < 0 || buffer >= data_buffers || offset < 0 ||
-        std::int64_t{offset} + length > sizes[buffer])
-      throw nb::value_error(
-          ("Arrow view " + std::to_string(i) + " points past its data buffer").c_str());
-    const auto* data = static_cast<const char*>(column_->buffers[2 + buffer]);
-    if (data == nullptr) throw nb::value_error("an Arrow view array without its data buffer");
-    return {data + offset, std::size_t(length)};
+    if (count > 0 && sizes == nullptr)
+      throw nb::value_error("an Arrow view array without its data buffers' sizes");
+    std::vector<const char*> buffers(count);
+    for (std::size_t i = 0; i < count; ++i)
+      buffers[i] = static_cast<const char*>(column_->buffers[2 + i]);
+    return ArrowByteKeys::views(views == nullptr ? nullptr : views + offset_ * 16, length_,
+                                std::move(buffers),
+                                std::vector<std::int64_t>(sizes, sizes + count));
   }
 
   /// The first of `length_` entries from `begin` whose validity bit in `array` is 0.
@@ -314,6 +278,7 @@ class ArrowChunk {
   const ArrowArray* column_ = nullptr;  // the keys' array
   std::size_t offset_ = 0;              // of the first key in column_'s buffers
   std::size_t length_ = 0;
+  ArrowByteKeys byte_keys_;  // fixed-size binary and view keys
 };
 
 /// The chunks of an Arrow stream of keys (moved out of its capsule), read one at a time.
@@ -376,13 +341,23 @@ void bind_arrow(nb::module_& m) {
           "offsets_and_data",
           [](ArrowChunk& self) { return self.offsets_and_data(nb::find(&self)); },
           "String or binary keys: read-only views of their offsets and bytes.")
+      .def("byte_keys", &ArrowChunk::byte_keys, nb::rv_policy::reference_internal,
+           "Fixed-size binary or view keys, read in place: what the *_bytes calls take with "
+           "data None.");
+  nb::class_<ArrowByteKeys>(m, "ArrowByteKeys",
+                            "The keys of an Arrow fixed-size binary or view array, in place.")
+      .def("__len__", &ArrowByteKeys::size)
       .def(
-          "slice",
-          [](ArrowChunk& self, std::size_t begin, std::size_t end) {
-            return self.slice(begin, end, nb::find(&self));
+          "key",
+          [](const ArrowByteKeys& self, std::size_t i) {
+            if (i >= self.size())
+              throw nb::index_error(
+                  ("key " + std::to_string(i) + " of " + std::to_string(self.size())).c_str());
+            self.check(i);
+            const std::string_view key = self.key(i);
+            return nb::bytes(key.data(), key.size());
           },
-          nb::arg("begin"), nb::arg("end"),
-          "Keys [begin, end) of a fixed-size binary or view array as int64 offsets and bytes.");
+          nb::arg("i"), "Key i as bytes (its view checked first).");
   nb::class_<ArrowStream>(m, "ArrowStream", "The chunks of an Arrow stream of keys.")
       .def(nb::init<nb::handle>(), nb::arg("capsule"),
            "Takes the stream of an __arrow_c_stream__ capsule.")

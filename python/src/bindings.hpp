@@ -4,6 +4,8 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/variant.h>
 
 #include <bulkbloom/filter.hpp>
 #include <bulkbloom/format.hpp>
@@ -13,12 +15,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 namespace bulkbloom::python {
@@ -64,16 +69,70 @@ nb::bytes to_bytes(std::span<const std::byte> bytes);
 /// Raises ValueError unless `out` has `count` elements.
 void require_length(const FlagArray& out, std::size_t count, const char* what);
 
-/// Byte-string keys in Arrow's layout: key i is data[offsets[i], offsets[i + 1]). The offsets are
-/// checked (non-decreasing, inside the data) before any key is used, and each chunk's
-/// string_views are built in one reused buffer.
-class ByteKeys {
+/// Byte-string keys of an Arrow array laid out otherwise than as offsets + data, read in place
+/// (bulkbloom._core.ArrowByteKeys, from ArrowChunk.byte_keys()): fixed-size binary (`width`
+/// bytes a key, one after another) or string/binary views (16 bytes a key: its int32 length,
+/// then the key itself if it is at most 12 bytes long, else a 4-byte prefix, the int32 index of
+/// the data buffer that holds it and its int32 offset there).
+class ArrowByteKeys {
  public:
-  ByteKeys(const OffsetArray& offsets, const ByteArray& data);
+  /// `count` keys of `width` (> 0) bytes each at `values`.
+  static ArrowByteKeys fixed(const std::uint8_t* values, std::size_t count, std::size_t width);
+  /// `count` views at `views` into the data buffers `buffers`, of `sizes` bytes.
+  static ArrowByteKeys views(const std::uint8_t* views, std::size_t count,
+                             std::vector<const char*> buffers, std::vector<std::int64_t> sizes);
 
   /// Number of keys.
   std::size_t size() const { return count_; }
-  /// Raises ValueError naming the first bad offset. Call without the GIL.
+  /// Raises ValueError naming the first view whose key is not inside its data buffer, so that
+  /// key() reads nothing else. Call without the GIL.
+  void validate() const {
+    for (std::size_t i = 0; width_ == 0 && i < count_; ++i) check(i);
+  }
+  /// Raises ValueError if key i is a view whose key is not inside its data buffer.
+  void check(std::size_t i) const;
+  /// Key i, in the array's memory (of views: once validate() has passed).
+  std::string_view key(std::size_t i) const {
+    if (width_ != 0) return {reinterpret_cast<const char*>(values_) + i * width_, width_};
+    const std::uint8_t* view = values_ + i * kViewSize;
+    std::int32_t length = 0;
+    std::memcpy(&length, view, 4);
+    if (length <= kInlineSize)
+      return {reinterpret_cast<const char*>(view + 4), static_cast<std::size_t>(length)};
+    std::int32_t buffer = 0;
+    std::int32_t offset = 0;
+    std::memcpy(&buffer, view + 8, 4);
+    std::memcpy(&offset, view + 12, 4);
+    return {buffers_[static_cast<std::size_t>(buffer)] + offset, static_cast<std::size_t>(length)};
+  }
+
+ private:
+  static constexpr std::size_t kViewSize = 16;
+  static constexpr std::int32_t kInlineSize = 12;
+
+  const std::uint8_t* values_ = nullptr;  // the keys (fixed) or the views
+  std::size_t count_ = 0;
+  std::size_t width_ = 0;  // of fixed-size keys; 0 for views
+  std::vector<const char*> buffers_;
+  std::vector<std::int64_t> sizes_;
+};
+
+/// A byte-string bulk call's `offsets` argument: Arrow-style int32 or int64 offsets into its
+/// `data`, or an Arrow array's keys in another layout (with `data` None).
+using KeyOffsets = std::variant<OffsetArray, const ArrowByteKeys*>;
+using KeyData = std::optional<ByteArray>;
+
+/// Byte-string keys: in Arrow's offsets layout, key i is data[offsets[i], offsets[i + 1]); or an
+/// ArrowByteKeys. The offsets or views are checked (offsets non-decreasing, inside the data;
+/// views inside their buffers) before any key is used, and each chunk's string_views are built
+/// in one reused buffer.
+class ByteKeys {
+ public:
+  ByteKeys(const KeyOffsets& offsets, const KeyData& data);
+
+  /// Number of keys.
+  std::size_t size() const { return count_; }
+  /// Raises ValueError naming the first bad offset or view. Call without the GIL.
   void validate() const;
   /// The keys [begin, end) as string_views (valid until the next call).
   std::span<const std::string_view> chunk(std::size_t begin, std::size_t end);
@@ -81,11 +140,12 @@ class ByteKeys {
  private:
   std::uint64_t offset(std::size_t i) const;
 
-  const void* offsets_;
-  bool wide_;  // int64 offsets (large_string / large_binary), else int32
-  std::size_t count_;
-  const char* data_;
-  std::size_t data_size_;
+  const ArrowByteKeys* arrow_ = nullptr;  // the keys, when they are not offsets + data
+  const void* offsets_ = nullptr;
+  bool wide_ = false;  // int64 offsets (large_string / large_binary), else int32
+  std::size_t count_ = 0;
+  const char* data_ = nullptr;
+  std::size_t data_size_ = 0;
   std::vector<std::string_view> views_;
 };
 

@@ -12,7 +12,7 @@
 namespace bulkbloom::python {
 
 /// Byte-string keys whose offsets were checked (without the GIL).
-inline ByteKeys checked_keys(const OffsetArray& offsets, const ByteArray& data) {
+inline ByteKeys checked_keys(const KeyOffsets& offsets, const KeyData& data) {
   ByteKeys keys(offsets, data);
   nb::gil_scoped_release release;
   keys.validate();
@@ -57,7 +57,7 @@ struct BulkCalls {
   }
 
   template <typename Py>
-  static void insert_bytes(Py& self, const OffsetArray& offsets, const ByteArray& data) {
+  static void insert_bytes(Py& self, const KeyOffsets& offsets, const KeyData& data) {
     ByteKeys keys = checked_keys(offsets, data);
     in_chunks(self.mutex, keys.size(), [&](std::size_t begin, std::size_t end) {
       (self.*Target).insert(keys.chunk(begin, end));
@@ -65,7 +65,7 @@ struct BulkCalls {
   }
 
   template <typename Py>
-  static void contains_bytes(Py& self, const OffsetArray& offsets, const ByteArray& data,
+  static void contains_bytes(Py& self, const KeyOffsets& offsets, const KeyData& data,
                              FlagArray out) {
     ByteKeys keys = checked_keys(offsets, data);
     require_length(out, keys.size(), "contains");
@@ -76,8 +76,8 @@ struct BulkCalls {
   }
 
   template <typename Py>
-  static std::uint64_t insert_if_absent_bytes(Py& self, const OffsetArray& offsets,
-                                              const ByteArray& data, FlagArray out) {
+  static std::uint64_t insert_if_absent_bytes(Py& self, const KeyOffsets& offsets,
+                                              const KeyData& data, FlagArray out) {
     ByteKeys keys = checked_keys(offsets, data);
     require_length(out, keys.size(), "insert_if_absent");
     std::uint8_t* flags = out.data();
@@ -95,7 +95,7 @@ struct BulkCalls {
     cls.def("contains", &contains<Py>, nb::arg("keys").noconvert(), nb::arg("out").noconvert(),
             "Writes 1 to out[i] if keys[i] may be present. A pure read.")
         .def("contains_bytes", &contains_bytes<Py>, nb::arg("offsets").noconvert(),
-             nb::arg("data").noconvert(), nb::arg("out").noconvert(),
+             nb::arg("data").noconvert().none(), nb::arg("out").noconvert(),
              "contains() for byte-string keys.");
   }
 
@@ -108,9 +108,10 @@ struct BulkCalls {
              nb::arg("out").noconvert(),
              "Inserts each key; out[i] = 1 if it was absent before. Returns the number of 1s.")
         .def("insert_bytes", &insert_bytes<Py>, nb::arg("offsets").noconvert(),
-             nb::arg("data").noconvert(), "Inserts byte-string keys given as Arrow offsets + data.")
+             nb::arg("data").noconvert().none(),
+             "Inserts byte-string keys: Arrow offsets + data, or ArrowByteKeys and None.")
         .def("insert_if_absent_bytes", &insert_if_absent_bytes<Py>, nb::arg("offsets").noconvert(),
-             nb::arg("data").noconvert(), nb::arg("out").noconvert(),
+             nb::arg("data").noconvert().none(), nb::arg("out").noconvert(),
              "insert_if_absent() for byte-string keys.");
   }
 };

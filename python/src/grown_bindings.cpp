@@ -116,8 +116,8 @@ void bind_grown(nb::module_& m) {
            nb::arg("out").noconvert(),
            "Inserts each key no generation holds; out[i] = 1 if it was absent. Returns the 1s.")
       .def("insert_if_absent_bytes", &Calls::insert_if_absent_bytes<PyGrown>,
-           nb::arg("offsets").noconvert(), nb::arg("data").noconvert(), nb::arg("out").noconvert(),
-           "insert_if_absent() for byte-string keys.")
+           nb::arg("offsets").noconvert(), nb::arg("data").noconvert().none(),
+           nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")
       .def(
           "current_fpr",
           [](PyGrown& self) {

@@ -82,15 +82,70 @@ void require_length(const FlagArray& out, std::size_t count, const char* what) {
                                 std::to_string(count) + " keys");
 }
 
-ByteKeys::ByteKeys(const OffsetArray& offsets, const ByteArray& data)
-    : offsets_(offsets.data()),
-      wide_(offsets.dtype() == nb::dtype<std::int64_t>()),
-      count_(offsets.shape(0) == 0 ? 0 : offsets.shape(0) - 1),
-      data_(reinterpret_cast<const char*>(data.data())),
-      data_size_(data.shape(0)) {
-  if (!wide_ && offsets.dtype() != nb::dtype<std::int32_t>())
+ArrowByteKeys ArrowByteKeys::fixed(const std::uint8_t* values, std::size_t count,
+                                   std::size_t width) {
+  ArrowByteKeys keys;
+  keys.values_ = values;
+  keys.count_ = count;
+  keys.width_ = width;
+  return keys;
+}
+
+ArrowByteKeys ArrowByteKeys::views(const std::uint8_t* views, std::size_t count,
+                                   std::vector<const char*> buffers,
+                                   std::vector<std::int64_t> sizes) {
+  ArrowByteKeys keys;
+  keys.values_ = views;
+  keys.count_ = count;
+  keys.buffers_ = std::move(buffers);
+  keys.sizes_ = std::move(sizes);
+  return keys;
+}
+
+void ArrowByteKeys::check(std::size_t i) const {
+  if (width_ != 0) return;
+  const std::uint8_t* view = values_ + i * kViewSize;
+  std::int32_t length = 0;
+  std::memcpy(&length, view, 4);
+  if (length < 0)
+    throw std::invalid_argument("Arrow view " + std::to_string(i) + " has a negative length (" +
+                                std::to_string(length) + ")");
+  if (length <= kInlineSize) return;
+  std::int32_t buffer = 0;
+  std::int32_t offset = 0;
+  std::memcpy(&buffer, view + 8, 4);
+  std::memcpy(&offset, view + 12, 4);
+  const auto where = [&] {
+    return "Arrow view " + std::to_string(i) + " (" + std::to_string(length) + " bytes at offset " +
+           std::to_string(offset) + " of data buffer " + std::to_string(buffer) + ")";
+  };
+  if (buffer < 0 || static_cast<std::size_t>(buffer) >= buffers_.size())
+    throw std::invalid_argument(where() + " names a buffer the array does not have (it has " +
+                                std::to_string(buffers_.size()) + ")");
+  const std::int64_t available = sizes_[static_cast<std::size_t>(buffer)];
+  if (offset < 0 || std::int64_t{offset} + length > available ||
+      buffers_[static_cast<std::size_t>(buffer)] == nullptr)
+    throw std::invalid_argument(where() + " is not inside that buffer's " +
+                                std::to_string(available) + " bytes");
+}
+
+ByteKeys::ByteKeys(const KeyOffsets& offsets, const KeyData& data) {
+  if (const auto* arrow = std::get_if<const ArrowByteKeys*>(&offsets)) {
+    if (data) throw std::invalid_argument("byte-string keys of an Arrow array take no data");
+    arrow_ = *arrow;
+    count_ = arrow_->size();
+    return;
+  }
+  const OffsetArray& array = std::get<OffsetArray>(offsets);
+  if (!data) throw std::invalid_argument("byte-string offsets need their data");
+  wide_ = array.dtype() == nb::dtype<std::int64_t>();
+  if (!wide_ && array.dtype() != nb::dtype<std::int32_t>())
     throw std::invalid_argument("byte-string offsets must be int32 or int64");
-  if (offsets.shape(0) == 0) throw std::invalid_argument("byte-string offsets are empty");
+  if (array.shape(0) == 0) throw std::invalid_argument("byte-string offsets are empty");
+  offsets_ = array.data();
+  count_ = array.shape(0) - 1;
+  data_ = reinterpret_cast<const char*>(data->data());
+  data_size_ = data->shape(0);
 }
 
 std::uint64_t ByteKeys::offset(std::size_t i) const {
@@ -99,6 +154,7 @@ std::uint64_t ByteKeys::offset(std::size_t i) const {
 }
 
 void ByteKeys::validate() const {
+  if (arrow_ != nullptr) return arrow_->validate();
   // A negative offset becomes a huge unsigned one, so one comparison catches it too.
   for (std::size_t i = 0; i <= count_; ++i) {
     const std::uint64_t at = offset(i);
@@ -111,6 +167,10 @@ void ByteKeys::validate() const {
 
 std::span<const std::string_view> ByteKeys::chunk(std::size_t begin, std::size_t end) {
   views_.resize(end - begin);
+  if (arrow_ != nullptr) {
+    for (std::size_t i = begin; i < end; ++i) views_[i - begin] = arrow_->key(i);
+    return views_;
+  }
   for (std::size_t i = begin; i < end; ++i) {
     const std::uint64_t from = offset(i);
     views_[i - begin] = std::string_view(data_ + from, offset(i + 1) - from);

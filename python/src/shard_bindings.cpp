@@ -51,8 +51,8 @@ void shard_of_keys(const std::string& shape, std::uint64_t num_blocks, const std
 }
 
 void shard_of_bytes(const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
-                    std::uint64_t seed, const std::string& index, const OffsetArray& offsets,
-                    const ByteArray& data, std::uint32_t num_shards, ShardArray out) {
+                    std::uint64_t seed, const std::string& index, const KeyOffsets& offsets,
+                    const KeyData& data, std::uint32_t num_shards, ShardArray out) {
   const Layout layout = make_layout(shape, num_blocks, hash, seed, index);
   ByteKeys keys = checked_keys(offsets, data);
   require_shard_length(out, keys.size());
@@ -115,8 +115,8 @@ void bind_shard(nb::module_& m) {
         "Writes to out[i] (uint32) the shard of `num_shards` of the layout that owns keys[i].");
   m.def("shard_of_bytes", &shard_of_bytes, nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"),
         nb::arg("seed"), nb::arg("index"), nb::arg("offsets").noconvert(),
-        nb::arg("data").noconvert(), nb::arg("num_shards"), nb::arg("out").noconvert(),
-        "shard_of() for byte-string keys given as Arrow offsets + data.");
+        nb::arg("data").noconvert().none(), nb::arg("num_shards"), nb::arg("out").noconvert(),
+        "shard_of() for byte-string keys (as insert_bytes() takes them).");
 
   nb::class_<PyShard> cls(m, "FilterShard", "One shard of a filter (see bulkbloom.FilterShard).");
   BulkCalls<&PyShard::shard>::bind(cls);

@@ -54,9 +54,8 @@ std::uint64_t insert_if_absent_keys(PyWindow& self, const KeyArray& keys,
   return fresh;
 }
 
-std::uint64_t insert_if_absent_bytes(PyWindow& self, const OffsetArray& offsets,
-                                     const ByteArray& data, const std::optional<TimeArray>& times,
-                                     FlagArray out) {
+std::uint64_t insert_if_absent_bytes(PyWindow& self, const KeyOffsets& offsets, const KeyData& data,
+                                     const std::optional<TimeArray>& times, FlagArray out) {
   ByteKeys keys(offsets, data);
   {
     nb::gil_scoped_release release;
@@ -186,7 +185,7 @@ void bind_window(nb::module_& m) {
            nb::arg("times").noconvert().none(), nb::arg("out").noconvert(),
            "Dedups keys in order; out[i] = 1 if no generation held keys[i].")
       .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), nb::arg("times").noconvert().none(),
+           nb::arg("data").noconvert().none(), nb::arg("times").noconvert().none(),
            nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")
       .def(
           "set_sizing",

@@ -50,9 +50,8 @@ std::uint64_t insert_if_absent_keys(PyWindowShard& self, const KeyArray& keys,
   return fresh;
 }
 
-std::uint64_t insert_if_absent_bytes(PyWindowShard& self, const OffsetArray& offsets,
-                                     const ByteArray& data, const TimeArray& clocks,
-                                     FlagArray out) {
+std::uint64_t insert_if_absent_bytes(PyWindowShard& self, const KeyOffsets& offsets,
+                                     const KeyData& data, const TimeArray& clocks, FlagArray out) {
   ByteKeys keys = checked_keys(offsets, data);
   require_length(out, keys.size(), "insert_if_absent");
   require_clocks(clocks, keys.size());
@@ -172,8 +171,8 @@ void bind_window_shard(nb::module_& m) {
            nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
            "Dedups keys in order, clocks[i] the single window's clock at record i.")
       .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
-           nb::arg("data").noconvert(), nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
-           "insert_if_absent() for byte-string keys.")
+           nb::arg("data").noconvert().none(), nb::arg("clocks").noconvert(),
+           nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")
       .def(
           "save",
           [](PyWindowShard& self, const std::filesystem::path& path, std::uint64_t keys_inserted,

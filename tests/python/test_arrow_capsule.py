@@ -88,14 +88,14 @@ def test_each_type_as_pyarrow_reads_it(name):
     assert answers(StreamOnly(chunked.slice(17, len(array) - 40))) == reference(sliced)
 
 
-def test_view_arrays_longer_than_a_slice(monkeypatch):
-    # Views and fixed-size keys are handed to the core in slices of chunk_keys keys.
-    monkeypatch.setattr(bulkbloom._core, "chunk_keys", 1000, raising=False)
+def test_fixed_size_and_view_arrays_are_one_piece_in_place():
+    # Their keys are read where the array holds them, however many chunk_keys they span.
     for kind in (pa.string_view(), pa.binary(16)):
         values = WORDS if kind == pa.string_view() else TYPES["fixed_size_binary"][1]()
-        array = pa.array(values, kind)
-        assert len(bulkbloom._keys.key_pieces(ArrayOnly(array))) == 3
-        assert answers(ArrayOnly(array.slice(3))) == reference(array.slice(3))
+        array = pa.array(values * (bulkbloom.chunk_keys // len(values) + 1), kind)
+        pieces = bulkbloom._keys.key_pieces(ArrayOnly(array))
+        assert [type(p) for p in pieces] == [bulkbloom._keys.ArrowBytesPiece]
+        assert answers(ArrayOnly(array.slice(3, 5000))) == reference(array.slice(3, 5000))
 
 
 @pytest.mark.parametrize("name", ["int64", "uint8", "string", "large_binary", "string_view",
@@ -189,6 +189,19 @@ def test_pandas_through_the_capsule():
     assert answers(series) == reference(pa.array(WORDS))
     frame = pd.DataFrame({"key": INTS})
     assert answers(frame["key"]) == reference(pa.array(INTS))
+
+
+def test_arrow_backed_pandas_and_polars_series_are_read_in_their_buffers():
+    # Passed as they are, without the caller's pa.array(...): the piece's bytes are the
+    # Series' own Arrow buffer (a conversion through Python strings would have new ones).
+    pd = pytest.importorskip("pandas")
+    series = pd.Series(WORDS, dtype="string[pyarrow]")
+    (piece,) = bulkbloom._keys.key_pieces(series)
+    (chunk,) = pa.chunked_array(pa.array(series)).chunks
+    assert piece.data.ctypes.data == chunk.buffers()[2].address
+    pl = pytest.importorskip("polars")
+    (piece,) = bulkbloom._keys.key_pieces(pl.Series(WORDS))
+    assert isinstance(piece, bulkbloom._keys.ArrowBytesPiece)  # polars' views, in place
 
 
 def test_update_takes_an_arrow_column_as_one_batch():

@@ -1,8 +1,10 @@
 """What a key is: a bytes-like buffer is one key in every call, a typed array a batch."""
 
 import array
+import tracemalloc
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import bulkbloom
@@ -97,3 +99,23 @@ def test_fixed_size_binary_and_uuid_hash_their_bytes():
     f = bulkbloom.Filter(1000, 0.001)
     f.insert(pa.array(ids, pa.uuid()))
     assert ids[0].bytes in f and str(ids[0]) not in f  # the 16 bytes, not the text
+
+
+@pytest.mark.parametrize("kind", [list, tuple])
+def test_a_list_of_strings_is_made_bytes_one_slice_at_a_time(monkeypatch, kind):
+    # Not the whole list's bytes beside it (1.7 GB more for 10M keys): one slice's, in turn.
+    monkeypatch.setattr(bulkbloom._core, "chunk_keys", 10_000, raising=False)
+    words = ["a list key %d" % i for i in range(300_000)] * 2
+    for keys in (kind(words), kind(w.encode() for w in words)):
+        assert len(bulkbloom._keys.key_pieces(keys)) == 60
+        f = bulkbloom.Filter(300_000, 0.01)
+        tracemalloc.start()
+        try:
+            fresh = f.insert_if_absent(keys)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < 3_000_000  # the flags (600 KB) and a slice; the whole list's bytes: 30 MB
+        same = bulkbloom.Filter(300_000, 0.01)
+        assert (fresh == same.insert_if_absent(pa.array(words))).all() and f == same
+        assert fresh[:300_000].sum() > 299_000 and not fresh[300_000:].any()
