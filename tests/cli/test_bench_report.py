@@ -27,8 +27,9 @@ OPERATIONS = ["insert", "contains", "insert_if_absent"]
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def run(args, expect_rc=0):
-    proc = subprocess.run([BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK)
+def run(args, expect_rc=0, env=None):
+    proc = subprocess.run([BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK,
+                          env=None if env is None else {**os.environ, **env})
     if proc.returncode != expect_rc:
         raise AssertionError(f"bulkbloom {' '.join(args)}: exit {proc.returncode}, expected "
                              f"{expect_rc}\nstderr: {proc.stderr.decode(errors='replace')}")
@@ -516,17 +517,22 @@ def case_notes():
 
 def case_repeat_once():
     """One run per case has no spread: its noise is unknown (null), not 0, and the page says so.
-    More threads than usable CPUs: a warning, and the cases labelled with the threads they ran."""
+    More threads than usable CPUs: a warning, and the cases labelled with the threads they ran.
+    A run slowed on purpose says so in its warnings and settings."""
     directory = os.path.join(WORK, "once")
     threads = len(os.sched_getaffinity(0)) + 1
     proc = run(["bench", "--quick", "--sizes", "16K", "--keys", "4096", "--repeat", "1",
-                "--threads", str(threads), "--report", directory])
+                "--threads", str(threads), "--report", directory],
+               env={"BULKBLOOM_BENCH_SLOWDOWN": "contains:2"})
     warning = f"{threads} threads share {threads - 1} usable CPUs"
     check(f"WARNING: {warning}".encode() in proc.stderr, proc.stderr.decode())
     with open(os.path.join(directory, "report.json")) as f:
         report = json.load(f)
     cases = report["cases"]
     check(any(w.startswith(warning) for w in report["warnings"]), report["warnings"])
+    check(any(w.startswith("BULKBLOOM_BENCH_SLOWDOWN: every contains call does 2x its work")
+              for w in report["warnings"]), report["warnings"])
+    check(report["settings"]["slowdown"] == "contains x2", report["settings"])
     check({c["threads"] for c in cases} == {1, threads}, {c["threads"] for c in cases})
     check(all(c["noise"] is None and len(c["runs_keys_per_s"]) == 1 for c in cases),
           f"noise of one run: {[c['noise'] for c in cases]}")
@@ -544,6 +550,11 @@ def case_errors():
     failing(["bench", "--sizes", "0"], 2, "at least 1K")
     failing(["bench", "--repeat", "0"], 2, "--repeat")
     failing(["bench", "--timing", "cycles"], 2, "--timing: 'cycles' is neither wall nor cpu")
+    for slowdown in ("contains", "contains:0.5", "lookup:2", "insert:2x"):
+        proc = run(["bench", "--sizes", "16K"], expect_rc=2,
+                   env={"BULKBLOOM_BENCH_SLOWDOWN": slowdown})
+        check(f"BULKBLOOM_BENCH_SLOWDOWN: '{slowdown}' is not OPERATION:FACTOR".encode() in
+              proc.stderr, proc.stderr.decode())
     with open(os.path.join(WORK, "not.json"), "w") as f:
         f.write('{"schema": "something else"}')
     failing(["bench", "--load", "not.json"], 1, "not.json: not a bulkbloom bench report")
