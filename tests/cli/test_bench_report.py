@@ -432,6 +432,15 @@ def case_compare_limits():
     check(found == {"slower"}, f"the case slower: {found}")
     _, found = verdicts((0.7, 0.7, 1), (1, 1, 1))
     check(found == {"slower"}, f"the case and the machine slower: {found}")
+    # The runs moved, the limits too but less, and the runs over them overlap: unsure.
+    comparison, _ = compare_synthetic(
+        synthetic_report(lambda i, n: [(70 + r) * 1e6 for r in range(n)],
+                         limits_of=lambda i, n: [(0.6 + 0.1 * r) * 1e9 for r in range(n)]),
+        synthetic_report(lambda i, n: [(100 + r) * 1e6 for r in range(n)]))
+    check({d["verdict"] for d in comparison["differences"]} == {"unsure"},
+          f"overlapping against the limits: {comparison['differences'][0]}")
+    check("0 changed" in comparison["rule"] and "48 unsure" in comparison["rule"],
+          comparison["rule"])
     _, found = verdicts((1, 1, 1), (1, 1, 1.3))
     check(found == {"same"}, f"the limit alone moved: {found}")
     _, found = verdicts((1.3, 1, 1), (1, 1, 1))

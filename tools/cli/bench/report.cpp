@@ -229,7 +229,8 @@ std::string summary(const Comparison& comparison) {
          format("%.0f", 100 * kCompareFloor) + "% apart, also against their rounds' limits), " +
          std::to_string(comparison.count("too few runs")) + " with too few runs to compare, " +
          std::to_string(comparison.count("moved with its limit")) +
-         " moved only with their limits, " +
+         " moved only with their limits, " + std::to_string(comparison.count("unsure")) +
+         " unsure (their limits moved too, not as far), " +
          std::to_string(comparison.count("unlike implementations")) + " of unlike implementations";
 }
 
@@ -265,7 +266,14 @@ Comparison compare(const Report& now, const Report& before, std::string against)
       if (moved(c.runs, old.runs) > 0) {
         const double against = limited ? moved(now_limited, old_limited) : d.ratio;
         d.flagged = against > 0 && (against > 1) == (d.ratio > 1);
-        d.verdict = !d.flagged ? "moved with its limit" : d.ratio > 1 ? "faster" : "slower";
+        if (d.flagged) {
+          d.verdict = d.ratio > 1 ? "faster" : "slower";
+        } else {
+          // Not against the limits: either they explain the move (the machine changed speed),
+          // or the runs over them still moved, in sets that overlap (maybe the code too).
+          d.verdict =
+              std::fabs(d.ratio_to_limit - 1) <= kCompareFloor ? "moved with its limit" : "unsure";
+        }
       }
     }
     comparison.differences.push_back(d);

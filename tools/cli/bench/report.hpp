@@ -122,8 +122,10 @@ struct Difference {
   double limit_ratio = 0;  ///< The paired limit now over before (0 where there is none).
   /// The median of run / limit now over before (0 where a side has no limit per run).
   double ratio_to_limit = 0;
-  /// "faster" or "slower" (flagged); "same"; "moved with its limit" (the runs moved, but not
-  /// against their rounds' limits); "too few runs" (a side has fewer than kMinRunsToCompare);
+  /// "faster" or "slower" (flagged); "same"; "moved with its limit" (the runs moved, their ratio
+  /// to their rounds' limits not beyond kCompareFloor: the machine changed speed); "unsure" (the
+  /// runs moved, and so did their ratio to the limits, but in overlapping sets: the machine
+  /// changed, maybe the code too); "too few runs" (a side has fewer than kMinRunsToCompare);
   /// "unlike implementations" (the role ran different code on each side).
   std::string verdict = "same";
   bool flagged = false;

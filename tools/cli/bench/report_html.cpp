@@ -40,6 +40,11 @@ std::string noise_label(double noise) {
   return std::isnan(noise) ? "unknown" : "±" + format("%.1f%%", 100 * noise);
 }
 
+// "1.72 ns", "38.5 ns", "1575 ns": three figures or whole nanoseconds, never an exponent.
+std::string ns_label(double ns) {
+  return format(ns < 10 ? "%.2f" : ns < 100 ? "%.1f" : "%.0f", ns) + " ns";
+}
+
 // "87%", or nothing for an unknown (negative) fraction.
 std::string percent_or_blank(double fraction) {
   return fraction < 0 ? "" : format("%.0f%%", 100 * fraction);
@@ -364,8 +369,8 @@ std::string latency_plot(const Report& report) {
     largest = std::max(largest, bytes);
     low = std::min(low, ns);
     high = std::max(high, ns);
-    series.points.push_back({static_cast<double>(bytes), ns,
-                             size_label(bytes) + ", " + format("%.3g", ns) + " ns" + tip});
+    series.points.push_back(
+        {static_cast<double>(bytes), ns, size_label(bytes) + ", " + ns_label(ns) + tip});
   };
   for (const Latency& l : report.latency) {
     add(load, l.filter_bytes, l.dependent_load_ns, " (a pointer chase through the buffer)");
@@ -623,9 +628,8 @@ std::string headline_block(const Report& report) {
     s += "<p>Latency at " + escape(size_label(l.filter_bytes)) +
          ", 1 thread: a dependent 64-byte "
          "load " +
-         format("%.3g", l.dependent_load_ns) + " ns; one <code>contains(key)</code> of " +
-         escape(l.implementation) + " " + format("%.3g", l.one_key_contains_ns) +
-         " ns a call.</p>\n";
+         ns_label(l.dependent_load_ns) + "; one <code>contains(key)</code> of " +
+         escape(l.implementation) + " " + ns_label(l.one_key_contains_ns) + " a call.</p>\n";
   }
   if (!h.plateaus.empty()) {
     s += "<p>Cache plateaus (random reads, 1 thread): ";
