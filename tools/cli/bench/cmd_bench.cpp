@@ -75,7 +75,10 @@ double estimated_seconds(const Plan& plan) {
   for (const std::uint64_t bytes : plan.sizes) {
     const double fill = static_cast<double>(bytes) / 1e9;
     const double probes = static_cast<double>(plan.thread_counts("best").size());
-    total += fill + probes * 3 * plan.limits_seconds;  // the size's limits, once
+    // The size's limits, once; the dependent-load chain (a random swap per line, about 0.1 us
+    // past the caches) and its rounds; one thread's single-key calls on a filter holding the pool.
+    total += 2 * fill + probes * 3 * plan.limits_seconds + static_cast<double>(bytes / 64) * 1e-7 +
+             plan.limits_seconds + plan.run_seconds + 0.1;
     double round = fill + probes * 2 * plan.probe_seconds;
     for (std::size_t i = 0; i < plan.implementations.size(); ++i) {
       const double run = plan.run_seconds + 2 * plan.call_seconds[i];  // a warm call, a last one
