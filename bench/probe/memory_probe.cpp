@@ -305,6 +305,34 @@ double MemoryProbe::seq_read_bytes_per_s(unsigned threads, double seconds) {
   return bytes_per_s;
 }
 
+double MemoryProbe::dependent_load_ns(double seconds) {
+  std::uint64_t* words = buffer_->words();
+  const std::uint64_t lines = buffer_->lines();
+  // Sattolo's shuffle in place: the first word of each line names the next line of one cycle
+  // through them all, in random order, so no prefetcher guesses the next address and every line
+  // is visited before any is again.
+  for (std::uint64_t i = 0; i < lines; ++i) words[i * 8] = i * 8;
+  std::uint64_t state = 0xC4A5E;
+  for (std::uint64_t i = lines - 1; i > 0; --i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const std::uint64_t j = ((state >> 32) * i) >> 32;  // in [0, i) while i < 2^32 lines
+    std::swap(words[i * 8], words[j * 8]);
+  }
+  // Short rounds (0.2-0.4 ms in DRAM): on a shared machine most of them run without the
+  // scheduler taking the CPU away, so the median round is one that ran throughout; rounds of
+  // kPassLines loads read 1 us a load at 16 MiB with the machine 10 times oversubscribed.
+  constexpr std::size_t kChaseLoads = 2048;
+  std::uint64_t at = 0;
+  const ProbeRate loads = summarize(round_rates(
+      1, seconds, timing_, [](unsigned) {},
+      [&](unsigned) {
+        for (std::size_t k = 0; k < kChaseLoads; ++k) at = words[at];
+        return kChaseLoads;
+      }));
+  keep({at});
+  return 1e9 / loads.per_s;
+}
+
 HardwareLimits MemoryProbe::measure(unsigned threads, double seconds) {
   HardwareLimits limits;
   limits.random_read_lines_per_s = random_read_lines_per_s(threads, seconds);

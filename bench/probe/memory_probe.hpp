@@ -79,6 +79,10 @@ class MemoryProbe {
   double random_rmw_lines_per_s(unsigned threads, double seconds);
   /// HardwareLimits::seq_read_bytes_per_s alone, measured for about `seconds`.
   double seq_read_bytes_per_s(unsigned threads, double seconds);
+  /// The latency of one 64-byte load that waits for the one before (a pointer chase through every
+  /// line of the memory in one random cycle), in nanoseconds: the median of its timed rounds over
+  /// about `seconds`, one thread. Rewrites the first word of every line with the chain.
+  double dependent_load_ns(double seconds);
 
  private:
   class Buffer;

@@ -27,8 +27,9 @@ OPERATIONS = ["insert", "contains", "insert_if_absent"]
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def run(args, expect_rc=0):
-    proc = subprocess.run([BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK)
+def run(args, expect_rc=0, env=None):
+    proc = subprocess.run([BIN] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=WORK,
+                          env=None if env is None else {**os.environ, **env})
     if proc.returncode != expect_rc:
         raise AssertionError(f"bulkbloom {' '.join(args)}: exit {proc.returncode}, expected "
                              f"{expect_rc}\nstderr: {proc.stderr.decode(errors='replace')}")
@@ -59,7 +60,7 @@ def svgs_of(html):
 
 def check_report(report):
     check(report["schema"] == "bulkbloom-bench-report", f"schema: {report.get('schema')}")
-    check(report["schema_version"] == 2, f"schema_version: {report.get('schema_version')}")
+    check(report["schema_version"] == 3, f"schema_version: {report.get('schema_version')}")
     check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["date"]), report["date"])
     check(report["command"][:2] == ["bulkbloom", "bench"] and "--quick" in report["command"],
           f"command: {report['command']}")
@@ -133,15 +134,17 @@ def check_report(report):
             check(0 <= c["huge_pages"] <= 1, f"huge_pages: {c}")
             check(c["limit"] == ("random_read" if c["operation"] == "contains" else "random_rmw"),
                   f"limit kind: {c}")
-            check(c["limit_before_lines_per_s"] > 0 and c["limit_after_lines_per_s"] > 0, c)
-            limit = (c["limit_before_lines_per_s"] + c["limit_after_lines_per_s"]) / 2
+            # One probe per run: the one of the run's round.
+            limits = c["runs_limit_lines_per_s"]
+            check(len(limits) == REPEAT and all(l > 0 for l in limits), f"run limits: {c}")
+            limit = statistics.median(limits)
+            check(abs(c["limit_lines_per_s"] - limit) <= 1e-9 * limit, c)
             check(abs(c["fraction_of_limit"] - c["keys_per_s"] / limit) < 1e-9, c)
             # A cell above its limit is measured again, and if still above, marked as such.
             check(c["fraction_of_limit"] <= 1 or c["probe_failure"], f"above its limit: {c}")
-            for when in ("before", "after"):
-                low, high = c[f"limit_{when}_quartiles"]
-                check(0 < low <= c[f"limit_{when}_lines_per_s"] <= high,
-                      f"the {when} probe's median is outside its quartiles: {c}")
+            low, high = c["limit_quartiles"]
+            check(0 < low <= min(limits) and max(limits) <= high,
+                  f"a probe's median is outside the probes' quartiles: {c}")
     roles = {c["role"] for c in report["cases"]}
     check("reference" in roles, f"no scalar reference: {roles}")
     for role in roles:
@@ -150,6 +153,12 @@ def check_report(report):
                 for size in SIZES:
                     check((role, op, threads, size) in cases,
                           f"missing case {role} {op} {threads} threads {size} bytes")
+    # The latency of each size: the memory's dependent load and one contains(key) call.
+    latency = {l["filter_bytes"]: l for l in report["latency"]}
+    check(sorted(latency) == SIZES, f"latency sizes: {sorted(latency)}")
+    for l in latency.values():
+        check(l["dependent_load_ns"] > 0 and l["one_key_contains_ns"] > 0 and
+              l["implementation"] in machine["implementations"], f"latency: {l}")
     check(isinstance(report["notes"], list), "notes is not a list")
     return cases, thread_counts
 
@@ -193,8 +202,18 @@ def check_html(report, html, thread_counts):
                       f"{name}: point {x},{y} outside the plot")
     # Every case and limit point has its spread drawn as a bar.
     bars = [l for svg in svgs for l in svg.iter(SVG + "line") if l.get("class") == "spread"]
-    points = sum(len(p.get("points").split()) for svg in svgs for p in polylines(svg).values())
+    points = sum(len(p.get("points").split()) for svg in svgs for name, p in polylines(svg).items()
+                 if not name.startswith("latency/"))
     check(len(bars) == points, f"{len(bars)} spread bars for {points} points")
+    # The latency plot: the dependent load, one contains(key) and the batch's time per key, in ns.
+    latency = [svg for svg in svgs if any(name.startswith("latency/") for name in polylines(svg))]
+    check(len(latency) == 1, f"{len(latency)} latency plots")
+    lines = polylines(latency[0])
+    check(set(lines) == {"latency/dependent_load", "latency/one_key_contains",
+                         "latency/batch_contains"}, f"latency series: {sorted(lines)}")
+    check(all(len(l.get("points").split()) == len(SIZES) for l in lines.values()),
+          "a latency series lacks a size")
+    check("nanoseconds" in ET.tostring(latency[0], encoding="unicode"), "latency without units")
     # Every case is in the table of figures.
     rows = re.findall(r"<tr><td class=\"n\">[^<]*</td><td>([^<]*)</td><td>([^<]*)</td>", html)
     check(len(rows) == len(report["cases"]), f"{len(rows)} table rows, {len(report['cases'])} cases")
@@ -219,7 +238,8 @@ def case_report():
     for row, c in zip(rows, report["cases"]):
         check(float(row["keys_per_s"]) == float(f"{c['keys_per_s']:.6g}") and
               row["operation"] == c["operation"] and
-              len(row["runs_keys_per_s"].split(";")) == REPEAT, f"CSV {row} vs {c}")
+              len(row["runs_keys_per_s"].split(";")) == REPEAT and
+              len(row["runs_limit_lines_per_s"].split(";")) == REPEAT, f"CSV {row} vs {c}")
     # --load alone prints what it loaded: a row per case.
     proc = run(["bench", "--load", os.path.join(directory, "report.json")])
     lines = [l for l in proc.stdout.decode().splitlines()
@@ -278,13 +298,16 @@ def case_compare():
           flagged[0]["verdict"] == "faster", f"flagged: {flagged}, changed: {target}")
 
 
-def synthetic_report(runs_of, implementation="cpu/AVX2", cpu="Synthetic CPU", repeat=5):
+def synthetic_report(runs_of, implementation="cpu/AVX2", cpu="Synthetic CPU", repeat=5,
+                     limits_of=lambda i, n: [1e9] * n):
     """A report of 3 operations x 2 thread counts x 8 sizes of the best implementation, each
-    case's runs drawn by runs_of(case_index, repeat)."""
+    case's runs drawn by runs_of(case_index, repeat) and the limits of their rounds by
+    limits_of(case_index, repeat)."""
     cases = []
     for size in [16 << (10 + 2 * i) for i in range(8)]:
         for threads in (1, 2):
             for op in OPERATIONS:
+                limits = limits_of(len(cases), repeat)
                 runs = runs_of(len(cases), repeat)
                 median = statistics.median(runs)
                 cases.append({
@@ -293,22 +316,29 @@ def synthetic_report(runs_of, implementation="cpu/AVX2", cpu="Synthetic CPU", re
                     "keys_per_call": 4096, "runs_keys_per_s": runs, "keys_per_s": median,
                     "noise": (max(runs) - min(runs)) / 2 / median,
                     "limit": "random_read" if op == "contains" else "random_rmw",
-                    "limit_before_lines_per_s": 1e9, "limit_before_quartiles": [9e8, 1.1e9],
-                    "limit_after_lines_per_s": 1e9, "limit_after_quartiles": [9e8, 1.1e9],
+                    "runs_limit_lines_per_s": limits,
+                    "limit_quartiles": [0.9 * min(limits), 1.1 * max(limits)],
                     "remeasured": False, "probe_failure": False, "huge_pages": 1})
-    return {"schema": "bulkbloom-bench-report", "schema_version": 2,
+    return {"schema": "bulkbloom-bench-report", "schema_version": 3,
             "date": "2026-12-02T10:00:00Z", "command": ["bulkbloom", "bench"],
             "machine": {"cpu_model": cpu}, "settings": {"keys_per_call": 4096},
-            "conditions": None, "warnings": [], "limits": [], "cases": cases, "notes": []}
+            "conditions": None, "warnings": [], "limits": [], "latency": [], "cases": cases,
+            "notes": []}
+
+
+def write_reports(named):
+    """Writes each (name, report) of `named` into WORK; returns their paths."""
+    paths = []
+    for name, report in named:
+        paths.append(os.path.join(WORK, name))
+        with open(paths[-1], "w") as f:
+            json.dump(report, f)
+    return paths
 
 
 def compare_synthetic(now, before):
     """Runs --load NOW --compare BEFORE; returns the comparison and the stderr."""
-    paths = []
-    for name, report in (("now.json", now), ("before.json", before)):
-        paths.append(os.path.join(WORK, name))
-        with open(paths[-1], "w") as f:
-            json.dump(report, f)
+    paths = write_reports((("now.json", now), ("before.json", before)))
     out = os.path.join(WORK, "synthetic")
     shutil.rmtree(out, ignore_errors=True)
     proc = run(["bench", "--load", paths[0], "--compare", paths[1], "--report", out])
@@ -359,13 +389,106 @@ def case_compare_rule():
     check(len(comparison["warnings"]) == 2, comparison["warnings"])
 
 
+def case_compare_limits():
+    """Runs read against their rounds' limits: the machine slower on one side (case and limit
+    moved together, e.g. another job took memory bandwidth) is said, not flagged; the case alone
+    slower is flagged, also when the machine changed too; the limit alone moved is no change."""
+    rng = random.Random(39)
+
+    def sides(case_scale, machine_scale, limit_scale):
+        """runs_of and limits_of for one report: each run and its round's probe share the
+        machine's speed in that round (machine_scale, +-3 % per round); the case's own speed is
+        case_scale, the probe's limit_scale."""
+        machine = {}
+
+        def speed(i, n):
+            if i not in machine:
+                machine[i] = [machine_scale * rng.uniform(0.97, 1.03) for _ in range(n)]
+            return machine[i]
+
+        def runs_of(i, n):
+            return [case_scale * (100 + i) * 1e6 * m * rng.uniform(0.98, 1.02)
+                    for m in speed(i, n)]
+
+        def limits_of(i, n):
+            return [limit_scale * 1e9 * m * rng.uniform(0.98, 1.02) for m in speed(i, n)]
+        return runs_of, limits_of
+
+    def verdicts(now, before):
+        reports = []
+        for scales in (now, before):
+            runs_of, limits_of = sides(*scales)
+            reports.append(synthetic_report(runs_of, limits_of=limits_of))
+        comparison, _ = compare_synthetic(*reports)
+        return comparison, {d["verdict"] for d in comparison["differences"]}
+
+    comparison, found = verdicts((1, 0.7, 1), (1, 1, 1))
+    check(found == {"moved with its limit"}, f"the machine slower: {found}")
+    check("0 changed" in comparison["rule"] and "48 moved only with their limits" in
+          comparison["rule"], comparison["rule"])
+    check(all(abs(d["ratio_to_limit"] - 1) < 0.06 and d["ratio"] < 0.8
+              for d in comparison["differences"]), comparison["differences"])
+    _, found = verdicts((0.7, 1, 1), (1, 1, 1))
+    check(found == {"slower"}, f"the case slower: {found}")
+    _, found = verdicts((0.7, 0.7, 1), (1, 1, 1))
+    check(found == {"slower"}, f"the case and the machine slower: {found}")
+    # The runs moved, the limits too but less, and the runs over them overlap: unsure.
+    comparison, _ = compare_synthetic(
+        synthetic_report(lambda i, n: [(70 + r) * 1e6 for r in range(n)],
+                         limits_of=lambda i, n: [(0.6 + 0.1 * r) * 1e9 for r in range(n)]),
+        synthetic_report(lambda i, n: [(100 + r) * 1e6 for r in range(n)]))
+    check({d["verdict"] for d in comparison["differences"]} == {"unsure"},
+          f"overlapping against the limits: {comparison['differences'][0]}")
+    check("0 changed" in comparison["rule"] and "48 unsure" in comparison["rule"],
+          comparison["rule"])
+    _, found = verdicts((1, 1, 1), (1, 1, 1.3))
+    check(found == {"same"}, f"the limit alone moved: {found}")
+    _, found = verdicts((1.3, 1, 1), (1, 1, 1))
+    check(found == {"faster"}, f"the case faster: {found}")
+
+
+def case_overlay():
+    """--overlay draws other reports' best implementation beside this one's, a plot per
+    operation, and says above them what makes the reports unlike: CPU, build, implementation."""
+    def drawn(i, n):
+        return [(100 + i) * 1e6 * (1 + 0.01 * r) for r in range(n)]
+
+    here = synthetic_report(drawn)
+    there = synthetic_report(drawn, implementation="cpu/AVX3", cpu="Other CPU")
+    here["machine"]["build_flags"], there["machine"]["build_flags"] = "-O3", "-O2 -march=native"
+    paths = write_reports((("here.json", here), ("there.json", there)))
+    out = os.path.join(WORK, "overlay")
+    run(["bench", "--load", paths[0], "--overlay", paths[1], "--report", out])
+    with open(os.path.join(out, "report.html")) as f:
+        html = f.read()
+    plots = [svg for svg in svgs_of(html) if any(
+        (p.get("data-series") or "").startswith("overlay/") for p in svg.iter(SVG + "polyline"))]
+    check(len(plots) == len(OPERATIONS), f"{len(plots)} overlay plots")
+    for op, svg in zip(OPERATIONS, plots):
+        lines = polylines(svg)
+        expected = {f"overlay/{k}/{op}/{t}" for k in (0, 1) for t in (1, 2)}
+        check(set(lines) == expected, f"{op}: {sorted(lines)}, expected {sorted(expected)}")
+        for line in lines.values():
+            check(len(line.get("points").split()) == 8, f"{op}: {line.get('points')}")
+    for said in ("the implementations differ: best ran cpu/AVX3 there, cpu/AVX2 here",
+                 "the machines differ: cpu_model Other CPU there, Synthetic CPU here",
+                 "the builds differ: build_flags '-O2 -march=native' there, '-O3' here",
+                 "Other CPU, 2026-12-02", "#1 cpu/AVX3, 2 threads"):
+        check(said in html, f"the page lacks {said!r}")
+    proc = run(["bench", "--load", paths[0], "--overlay", paths[1]], expect_rc=2)
+    check(b"--overlay draws into the page" in proc.stderr, proc.stderr.decode())
+    proc = run(["bench", "--load", paths[0], "--overlay", "missing.json", "--report", out],
+               expect_rc=1)
+    check(b"missing.json" in proc.stderr, proc.stderr.decode())
+
+
 def case_notes():
     """The notes are read from the figures: random RMWs above random reads at one size, and a case
     above its limit, are each explained; a report without them has no such note."""
     report, _ = short_run(os.path.join(WORK, "r"))
     for c in report["cases"]:
         # Every probe equal, every case well under it: nothing to explain.
-        c["limit_before_lines_per_s"] = c["limit_after_lines_per_s"] = 1e12
+        c["runs_limit_lines_per_s"] = [1e12] * REPEAT
     plain = os.path.join(WORK, "plain.json")
     with open(plain, "w") as f:
         json.dump(report, f)
@@ -378,9 +501,9 @@ def case_notes():
     odd = copy.deepcopy(report)
     for c in odd["cases"]:
         if c["filter_bytes"] == SIZES[1] and c["threads"] == 1 and c["limit"] == "random_rmw":
-            c["limit_before_lines_per_s"] = c["limit_after_lines_per_s"] = 2e12
+            c["runs_limit_lines_per_s"] = [2e12] * REPEAT
     above = odd["cases"][0]
-    above["limit_before_lines_per_s"] = above["limit_after_lines_per_s"] = above["keys_per_s"] / 2
+    above["runs_limit_lines_per_s"] = [above["keys_per_s"] / 2] * REPEAT
     above["remeasured"] = above["probe_failure"] = True
     path = os.path.join(WORK, "odd.json")
     with open(path, "w") as f:
@@ -403,17 +526,22 @@ def case_notes():
 
 def case_repeat_once():
     """One run per case has no spread: its noise is unknown (null), not 0, and the page says so.
-    More threads than usable CPUs: a warning, and the cases labelled with the threads they ran."""
+    More threads than usable CPUs: a warning, and the cases labelled with the threads they ran.
+    A run slowed on purpose says so in its warnings and settings."""
     directory = os.path.join(WORK, "once")
     threads = len(os.sched_getaffinity(0)) + 1
     proc = run(["bench", "--quick", "--sizes", "16K", "--keys", "4096", "--repeat", "1",
-                "--threads", str(threads), "--report", directory])
+                "--threads", str(threads), "--report", directory],
+               env={"BULKBLOOM_BENCH_SLOWDOWN": "contains:2"})
     warning = f"{threads} threads share {threads - 1} usable CPUs"
     check(f"WARNING: {warning}".encode() in proc.stderr, proc.stderr.decode())
     with open(os.path.join(directory, "report.json")) as f:
         report = json.load(f)
     cases = report["cases"]
     check(any(w.startswith(warning) for w in report["warnings"]), report["warnings"])
+    check(any(w.startswith("BULKBLOOM_BENCH_SLOWDOWN: every contains call does 2x its work")
+              for w in report["warnings"]), report["warnings"])
+    check(report["settings"]["slowdown"] == "contains x2", report["settings"])
     check({c["threads"] for c in cases} == {1, threads}, {c["threads"] for c in cases})
     check(all(c["noise"] is None and len(c["runs_keys_per_s"]) == 1 for c in cases),
           f"noise of one run: {[c['noise'] for c in cases]}")
@@ -431,6 +559,11 @@ def case_errors():
     failing(["bench", "--sizes", "0"], 2, "at least 1K")
     failing(["bench", "--repeat", "0"], 2, "--repeat")
     failing(["bench", "--timing", "cycles"], 2, "--timing: 'cycles' is neither wall nor cpu")
+    for slowdown in ("contains", "contains:0.5", "lookup:2", "insert:2x"):
+        proc = run(["bench", "--sizes", "16K"], expect_rc=2,
+                   env={"BULKBLOOM_BENCH_SLOWDOWN": slowdown})
+        check(f"BULKBLOOM_BENCH_SLOWDOWN: '{slowdown}' is not OPERATION:FACTOR".encode() in
+              proc.stderr, proc.stderr.decode())
     with open(os.path.join(WORK, "not.json"), "w") as f:
         f.write('{"schema": "something else"}')
     failing(["bench", "--load", "not.json"], 1, "not.json: not a bulkbloom bench report")

@@ -1,9 +1,9 @@
 // bulkbloom bench: a hardware report. Sweeps filter sizes from the L1 to past the last-level
 // cache, measures insert, contains and insert_if_absent of the best implementation and the scalar
 // reference (and the GPU when there is one) with one thread and with all of them, each beside
-// this machine's random-line limits measured right before and after it, describes the machine,
-// and writes the figures as JSON and as an HTML page with plots, optionally against an earlier
-// report.
+// this machine's random-line limits probed in the same round as each of its runs, describes the
+// machine, and writes the figures as JSON and as an HTML page with plots, optionally against an
+// earlier report or beside other machines' reports.
 #include <bulkbloom/bulkbloom.hpp>
 
 #include <algorithm>
@@ -68,18 +68,24 @@ struct Plan {
 };
 
 // A forecast of the sweep's wall time on an otherwise idle machine, from its parameters, each
-// implementation's call time in the L1, and page-faulting and zeroing at about 1 GB/s for the
-// probe buffer and each filter.
+// implementation's call time in the L1, and page-faulting and zeroing at about 1 GB/s for each
+// probe buffer and filter (made afresh in every round).
 double estimated_seconds(const Plan& plan) {
   double total = 0;
   for (const std::uint64_t bytes : plan.sizes) {
     const double fill = static_cast<double>(bytes) / 1e9;
-    total += fill + 2 * 3 * plan.limits_seconds;  // probe buffer, limits for 1 and all threads
+    const double probes = static_cast<double>(plan.thread_counts("best").size());
+    // The size's limits, once; the dependent-load chain (a random swap per line, about 0.1 us
+    // past the caches) and its rounds; one thread's single-key calls on a filter holding the pool.
+    total += 2 * fill + probes * 3 * plan.limits_seconds + static_cast<double>(bytes / 64) * 1e-7 +
+             plan.limits_seconds + plan.run_seconds + 0.1;
+    double round = fill + probes * 2 * plan.probe_seconds;
     for (std::size_t i = 0; i < plan.implementations.size(); ++i) {
-      const double run = plan.run_seconds + plan.call_seconds[i];
-      total += static_cast<double>(plan.thread_counts(plan.implementations[i].first).size()) *
-               (fill + 3 * (2 * plan.probe_seconds + plan.repetitions * run));
+      const double run = plan.run_seconds + 2 * plan.call_seconds[i];  // a warm call, a last one
+      round += static_cast<double>(plan.thread_counts(plan.implementations[i].first).size()) *
+               (fill + 3 * run);
     }
+    total += plan.repetitions * round;
   }
   return total;
 }
@@ -365,10 +371,9 @@ std::string utc_now() {
   return buf;
 }
 
-// One JSON line for the three cases just measured (one implementation, size and thread count):
+// One JSON line for three cases of one implementation, size and thread count, from `cases` on:
 // their keys/s beside the limits they were read against and the size's sequential bandwidth.
-void print_json_row(const Report& report, std::uint64_t keys) {
-  const Case* cases = &report.cases[report.cases.size() - 3];
+void print_json_row(const Report& report, const Case* cases, std::uint64_t keys) {
   const Case& insert = cases[0];
   const Case& contains = cases[1];
   const Case& insert_if_absent = cases[2];
@@ -427,49 +432,59 @@ struct SweepKeys {
   std::vector<std::uint8_t> flags;
 };
 
-// The runs of case `c` on `filter`, between the paired probes of its limit.
-void measure_case(Case& c, Filter& filter, probe::MemoryProbe& memory, const Plan& plan,
-                  SweepKeys& keys) {
+// Work added on purpose to every call of one operation (BULKBLOOM_BENCH_SLOWDOWN=OPERATION:FACTOR):
+// the call is repeated on the first (FACTOR - 1) of its batch, so the operation does FACTOR
+// times the work per key. It exists to check that --compare catches a real slowdown; a report
+// measured with it says so in its settings and warnings.
+struct Slowdown {
+  std::string operation;
+  double factor = 1;
+};
+
+Slowdown slowdown_from_environment() {
+  const char* env = std::getenv("BULKBLOOM_BENCH_SLOWDOWN");
+  if (env == nullptr || *env == '\0') return {};
+  const std::string text = env;
+  const auto colon = text.find(':');
+  Slowdown s{text.substr(0, colon), 0};
+  if (colon != std::string::npos) {
+    char* end = nullptr;
+    s.factor = std::strtod(text.c_str() + colon + 1, &end);
+    if (*end != '\0') s.factor = 0;
+  }
+  if (std::find(std::begin(bench_report::kOperations), std::end(bench_report::kOperations),
+                s.operation) == std::end(bench_report::kOperations) ||
+      !(s.factor >= 1 && s.factor <= 10)) {
+    throw UsageError("BULKBLOOM_BENCH_SLOWDOWN: '" + text +
+                     "' is not OPERATION:FACTOR (insert, contains or insert_if_absent; 1 to 10)");
+  }
+  return s;
+}
+
+// One timed run of case `c` on `filter`, after one untimed call: the pool's threads awake, the
+// code and the batch's lines in place.
+double timed_case_run(const Case& c, Filter& filter, const Plan& plan, SweepKeys& keys,
+                      const Slowdown& slowdown) {
   const std::string& op = c.operation;
-  const unsigned threads = filter.threads();
-  const bool host = !c.limit.empty();
-  const auto paired = [&] {
-    return op == "contains" ? memory.random_read(threads, plan.probe_seconds)
-                            : memory.random_rmw(threads, plan.probe_seconds);
-  };
-  if (host) {
-    const probe::ProbeRate before = paired();
-    c.limit_before = before.per_s;
-    c.limit_before_spread = {before.low, before.high};
-  }
-  // One untimed call first: the pool's threads awake, the code and the batch's lines in place.
-  const BatchPool& warm_pool = op == "insert" ? keys.inserted : keys.mixed;
-  if (op == "insert") {
-    filter.insert(warm_pool.batch(0));
-  } else if (op == "contains") {
-    filter.contains(warm_pool.batch(0), keys.flags);
-  } else {
-    filter.insert_if_absent(warm_pool.batch(0), keys.flags);
-  }
-  c.runs.clear();
-  for (unsigned r = 0; r < plan.repetitions; ++r) {
-    const auto run = [&](const BatchPool& pool, const auto& call) {
-      c.runs.push_back(timed_run(pool, plan.keys, plan.run_seconds, plan.timing, threads, call));
-    };
-    if (op == "insert") {
-      run(keys.inserted, [&](auto batch) { filter.insert(batch); });
-    } else if (op == "contains") {
-      run(keys.mixed, [&](auto batch) { filter.contains(batch, keys.flags); });
-    } else {
-      run(keys.mixed, [&](auto batch) { filter.insert_if_absent(batch, keys.flags); });
+  const std::uint64_t extra =
+      op == slowdown.operation
+          ? static_cast<std::uint64_t>(std::llround((slowdown.factor - 1) * double(plan.keys)))
+          : 0;
+  const auto call = [&](std::span<const std::uint64_t> batch) {
+    for (auto part : {batch, batch.first(extra)}) {
+      if (part.empty()) continue;
+      if (op == "insert") {
+        filter.insert(part);
+      } else if (op == "contains") {
+        filter.contains(part, std::span(keys.flags).first(part.size()));
+      } else {
+        filter.insert_if_absent(part, std::span(keys.flags).first(part.size()));
+      }
     }
-  }
-  if (host) {
-    const probe::ProbeRate after = paired();
-    c.limit_after = after.per_s;
-    c.limit_after_spread = {after.low, after.high};
-  }
-  set_median_and_noise(c);
+  };
+  const BatchPool& pool = op == "insert" ? keys.inserted : keys.mixed;
+  call(pool.batch(kBatchPool - 1));
+  return timed_run(pool, plan.keys, plan.run_seconds, plan.timing, filter.threads(), call);
 }
 
 // Writes each 4 KiB page of [data, data + bytes) with the byte it holds: the pages are faulted
@@ -501,12 +516,173 @@ Json conditions(const probe::Load& before, const probe::Load& after) {
 }
 
 void print_notes(const Report& report) {
+  if (!report.latency.empty()) std::printf("\nlatency, 1 thread:\n");
+  for (const bench_report::Latency& l : report.latency) {
+    std::printf("%9s: dependent 64-byte load %7.1f ns, contains(key) of %s %7.1f ns a call\n",
+                size_label(l.filter_bytes).c_str(), l.dependent_load_ns, l.implementation.c_str(),
+                l.one_key_contains_ns);
+  }
   for (const auto& note : report.notes) std::printf("\nnote: %s\n", note.c_str());
 }
 
-// Measures the whole plan.
+// Where a case of the sweep sits: its size, implementation and thread count in the plan.
+struct Slot {
+  std::size_t size = 0, implementation = 0;
+  unsigned threads = 1;
+};
+
+// The sweep's cases in report order (by size, implementation, thread count, operation), their
+// figures still empty, and where each sits.
+std::vector<Slot> lay_out(const Plan& plan, Report& report) {
+  std::vector<Slot> slots;
+  for (std::size_t s = 0; s < plan.sizes.size(); ++s) {
+    for (std::size_t i = 0; i < plan.implementations.size(); ++i) {
+      const std::string& role = plan.implementations[i].first;
+      for (const unsigned threads : plan.thread_counts(role)) {
+        for (const char* operation : bench_report::kOperations) {
+          Case c;
+          c.implementation = plan.implementations[i].second;
+          c.role = role;
+          c.operation = operation;
+          c.threads = threads;
+          c.all_threads = role != "gpu" && threads == plan.all_threads && threads > 1;
+          c.filter_bytes = plan.sizes[s];
+          c.keys_per_call = plan.keys;
+          if (role != "gpu") c.limit = c.operation == "contains" ? "random_read" : "random_rmw";
+          report.cases.push_back(std::move(c));
+          slots.push_back({s, i, threads});
+        }
+      }
+    }
+  }
+  return slots;
+}
+
+// Measures the cases `wanted` picks in plan.repetitions rounds: each round times every picked
+// case once, size by size, so a case's runs are spread over the whole sweep and sample the
+// machine at as many moments (on a shared machine its speed moves between minutes; runs taken
+// back to back share one moment). Each round probes a fresh buffer of each size right before
+// that size's cases, per thread count, and each run keeps its round's probe, the limit it is read
+// against. Every filter is made afresh in each round, its pages faulted in before it is timed.
+void measure_rounds(const Plan& plan, const Options& base, const std::vector<Slot>& slots,
+                    const std::vector<bool>& wanted, SweepKeys& keys, const Slowdown& slowdown,
+                    Report& report, Progress& progress, std::size_t& done) {
+  for (unsigned round = 0; round < plan.repetitions; ++round) {
+    for (std::size_t s = 0; s < plan.sizes.size(); ++s) {
+      const auto at_size = [&](std::size_t i) { return wanted[i] && slots[i].size == s; };
+      bool any = false;
+      for (std::size_t i = 0; i < slots.size(); ++i) any = any || at_size(i);
+      if (!any) continue;
+      const std::uint64_t bytes = plan.sizes[s];
+      const std::string where = "round " + std::to_string(round + 1) + "/" +
+                                std::to_string(plan.repetitions) + ", " + size_label(bytes);
+      progress.show(done, where + ": probing the memory");
+      probe::MemoryProbe memory(bytes);
+      memory.set_timing(plan.timing);
+      for (const unsigned threads : plan.thread_counts("best")) {
+        // This round's limits with these threads, probed only where a picked case reads them.
+        std::optional<probe::ProbeRate> read, rmw;
+        for (std::size_t i = 0; i < slots.size(); ++i) {
+          const Case& c = report.cases[i];
+          if (!at_size(i) || slots[i].threads != threads || c.limit.empty()) continue;
+          std::optional<probe::ProbeRate>& probe = c.limit == "random_read" ? read : rmw;
+          if (!probe) {
+            probe = c.limit == "random_read" ? memory.random_read(threads, plan.probe_seconds)
+                                             : memory.random_rmw(threads, plan.probe_seconds);
+          }
+        }
+        for (std::size_t impl = 0; impl < plan.implementations.size(); ++impl) {
+          std::vector<std::size_t> picked;
+          for (std::size_t i = 0; i < slots.size(); ++i) {
+            if (at_size(i) && slots[i].implementation == impl && slots[i].threads == threads)
+              picked.push_back(i);
+          }
+          if (picked.empty()) continue;
+          const auto& [role, name] = plan.implementations[impl];
+          Options options = base;
+          options.implementation = name;
+          options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
+          options.threads = threads;
+          Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
+          // Every page faulted in before anything is timed: the first run of a large write case
+          // measured the kernel's page faults (0.1 M keys/s at 64 MiB, 270 M/s after).
+          const bool host_memory = role != "gpu";
+          if (host_memory) touch_pages(filter.view().data(), filter.layout().size_bytes());
+          const double huge_pages =
+              host_memory
+                  ? probe::huge_page_coverage(filter.view().data(), filter.layout().size_bytes())
+                  : -1;
+          for (const std::size_t i : picked) {
+            Case& c = report.cases[i];
+            progress.show(
+                done, where + " " + name + " " + bench_report::series_label(c.operation, threads));
+            c.implementation = filter.implementation();
+            c.threads = role == "gpu" ? 1 : filter.threads();
+            c.filter_bytes = filter.layout().size_bytes();
+            // The lowest coverage of its rounds' filters.
+            c.huge_pages = round == 0 ? huge_pages : std::min(c.huge_pages, huge_pages);
+            c.runs.push_back(timed_case_run(c, filter, plan, keys, slowdown));
+            if (!c.limit.empty()) {
+              const probe::ProbeRate& limit = c.limit == "random_read" ? *read : *rmw;
+              c.run_limits.push_back(limit.per_s);
+              bench_report::Spread& spread = c.limit_spread;
+              spread.low = round == 0 ? limit.low : std::min(spread.low, limit.low);
+              spread.high = std::max(spread.high, limit.high);
+            }
+            ++done;
+          }
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (wanted[i]) set_median_and_noise(report.cases[i]);
+  }
+}
+
+// The implementation whose single-key calls the latency figures time: the best CPU target, else
+// the scalar reference; "" when the plan measures no CPU implementation.
+std::string latency_implementation(const Plan& plan) {
+  std::string name;
+  for (const auto& [role, implementation] : plan.implementations) {
+    if (role == "best" || (role == "reference" && name.empty())) name = implementation;
+  }
+  return name;
+}
+
+// One thread's single-key contains at one size, in a loop over random keys of which the filter
+// holds half, beside the dependent-load latency `load_ns` of a buffer of that size.
+bench_report::Latency one_key_latency(const Plan& plan, const Options& base, const SweepKeys& keys,
+                                      std::uint64_t bytes, const std::string& implementation,
+                                      double load_ns) {
+  Options options = base;
+  options.implementation = implementation;
+  options.backend = Backend::cpu;
+  options.threads = 1;
+  Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
+  touch_pages(filter.view().data(), filter.layout().size_bytes());
+  for (std::size_t b = 0; b < kBatchPool; ++b) filter.insert(keys.inserted.batch(b));
+  // Timed in short slices of calls (the first kSlice keys of each batch), as the dependent-load
+  // probe times short rounds: a slice the scheduler interrupts is an outlier the median leaves
+  // out, where a whole batch of calls would rarely run uninterrupted on a shared machine.
+  constexpr std::size_t kSlice = 1024;
+  std::uint64_t hits = 0;
+  const double per_s =
+      timed_run(keys.mixed, std::min<std::uint64_t>(kSlice, plan.keys), plan.run_seconds,
+                plan.timing, 1, [&](std::span<const std::uint64_t> batch) {
+                  for (const std::uint64_t key : batch.first(std::min(kSlice, batch.size())))
+                    hits += filter.contains(key) ? 1 : 0;
+                });
+  const volatile std::uint64_t kept = hits;  // the calls' results are used
+  static_cast<void>(kept);
+  return {filter.layout().size_bytes(), load_ns, filter.implementation(), 1e9 / per_s};
+}
+
+// Measures the whole plan: the limits of each size once, then the cases in rounds; a case that
+// ran above its limit is measured again (runs and probes, in rounds of its own with the others
+// that did), and if still above, marked a probe failure.
 void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uint64_t>& keys,
-               Report& report, bool json_lines, bool text_table) {
+               const Slowdown& slowdown, Report& report) {
   // Contains asks for keys half of which the filter holds, in no pattern a predictor could learn.
   std::vector<std::uint64_t> mixed_keys = random_keys(keys.size(), 2);
   for (std::size_t i = 0; i < mixed_keys.size(); ++i) {
@@ -514,12 +690,11 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
   }
   SweepKeys pools{BatchPool(keys, plan.keys), BatchPool(std::move(mixed_keys), plan.keys),
                   std::vector<std::uint8_t>(plan.keys)};
-  const double estimate = estimated_seconds(plan);
-  Progress progress(stderr_is_terminal(), plan.case_count(), estimate);
+  Progress progress(stderr_is_terminal(), plan.case_count() * plan.repetitions,
+                    estimated_seconds(plan));
   std::size_t done = 0;
-  if (text_table) print_table_header();
   for (const std::uint64_t bytes : plan.sizes) {
-    progress.show(done, size_label(bytes) + ": probing the memory");
+    progress.show(done, size_label(bytes) + ": the limits");
     probe::MemoryProbe memory(bytes);
     memory.set_timing(plan.timing);
     for (const unsigned threads : plan.thread_counts("best")) {
@@ -529,50 +704,36 @@ void run_sweep(const Plan& plan, const Options& base, const std::vector<std::uin
                                l.seq_read_bytes_per_s,
                                probe::huge_page_coverage(memory.data(), memory.bytes())});
     }
-    for (const auto& [role, name] : plan.implementations) {
-      for (const unsigned threads : plan.thread_counts(role)) {
-        Options options = base;
-        options.implementation = name;
-        options.backend = role == "gpu" ? Backend::cuda : Backend::cpu;
-        options.threads = threads;
-        Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
-        // Every page faulted in before anything is timed: the first run of a large write case
-        // measured the kernel's page faults (0.1 M keys/s at 64 MiB, 270 M/s after).
-        const bool host_memory = role != "gpu";
-        if (host_memory) touch_pages(filter.view().data(), filter.layout().size_bytes());
-        const double huge_pages =
-            host_memory
-                ? probe::huge_page_coverage(filter.view().data(), filter.layout().size_bytes())
-                : -1;
-        for (const char* operation : bench_report::kOperations) {
-          const std::string op = operation;
-          progress.show(
-              done, size_label(bytes) + " " + name + " " + bench_report::series_label(op, threads));
-          Case c;
-          c.implementation = filter.implementation();
-          c.role = role;
-          c.operation = op;
-          c.threads = role == "gpu" ? 1 : filter.threads();
-          c.all_threads = role != "gpu" && threads == plan.all_threads && threads > 1;
-          c.filter_bytes = filter.layout().size_bytes();
-          c.keys_per_call = plan.keys;
-          c.huge_pages = huge_pages;
-          if (role != "gpu") c.limit = op == "contains" ? "random_read" : "random_rmw";
-          measure_case(c, filter, memory, plan, pools);
-          // Above the limit it is read against: one of the two measurements is wrong. Both are
-          // taken again; a case still above is marked as the probe's failure.
-          if (above_limit(c)) {
-            c.remeasured = true;
-            measure_case(c, filter, memory, plan, pools);
-            c.probe_failure = above_limit(c);
-          }
-          if (text_table) print_case_row(c);
-          std::fflush(stdout);
-          report.cases.push_back(std::move(c));
-          ++done;
-        }
-        if (json_lines) print_json_row(report, plan.keys);
-      }
+    const double load_ns = memory.dependent_load_ns(plan.limits_seconds);
+    if (const std::string cpu = latency_implementation(plan); !cpu.empty()) {
+      report.latency.push_back(one_key_latency(plan, base, pools, bytes, cpu, load_ns));
+    }
+  }
+  const std::vector<Slot> slots = lay_out(plan, report);
+  measure_rounds(plan, base, slots, std::vector<bool>(slots.size(), true), pools, slowdown, report,
+                 progress, done);
+  // Above the limit it is read against: one of the two measurements is wrong. Both are taken
+  // again; a case still above is marked as the probe's failure.
+  std::vector<bool> again(slots.size());
+  std::size_t remeasured = 0;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    Case& c = report.cases[i];
+    if (!above_limit(c)) continue;
+    again[i] = c.remeasured = true;
+    c.runs.clear();
+    c.run_limits.clear();
+    c.limit_spread = {};
+    ++remeasured;
+  }
+  if (remeasured > 0) {
+    Progress second(stderr_is_terminal(), remeasured * plan.repetitions,
+                    estimated_seconds(plan) * static_cast<double>(remeasured) /
+                        static_cast<double>(slots.size()));
+    std::size_t redone = 0;
+    measure_rounds(plan, base, slots, again, pools, slowdown, report, second, redone);
+    second.finish();
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (again[i]) report.cases[i].probe_failure = above_limit(report.cases[i]);
     }
   }
   progress.finish();
@@ -606,13 +767,16 @@ void print_comparison(const Comparison& comparison) {
   std::printf("\nAgainst %s (%s, %s): %s\n", comparison.against.c_str(),
               comparison.against_cpu.c_str(), comparison.against_date.c_str(),
               bench_report::summary(comparison).c_str());
-  std::printf("%-9s %-16s %7s %9s | %8s | %10s | %s\n", "role", "operation", "threads", "filter",
-              "now/then", "limit now/then", "verdict");
+  std::printf("%-9s %-16s %7s %9s | %8s | %14s | %14s | %s\n", "role", "operation", "threads",
+              "filter", "now/then", "limit now/then", "/limit now/then", "verdict");
+  const auto times = [](double ratio) {
+    return ratio > 0 ? bench_report::format("%.3fx", ratio) : std::string("-");
+  };
   for (const auto& d : comparison.differences) {
-    std::printf("%-9s %-16s %7s %9s | %7.3fx | %14s | %s%s\n", d.role.c_str(), d.operation.c_str(),
-                d.all_threads ? "all" : "1", size_label(d.filter_bytes).c_str(), d.ratio,
-                d.limit_ratio > 0 ? bench_report::format("%.3fx", d.limit_ratio).c_str() : "-",
-                d.verdict.c_str(), d.flagged ? "  <-" : "");
+    std::printf("%-9s %-16s %7s %9s | %7.3fx | %14s | %15s | %s%s\n", d.role.c_str(),
+                d.operation.c_str(), d.all_threads ? "all" : "1",
+                size_label(d.filter_bytes).c_str(), d.ratio, times(d.limit_ratio).c_str(),
+                times(d.ratio_to_limit).c_str(), d.verdict.c_str(), d.flagged ? "  <-" : "");
   }
 }
 
@@ -626,9 +790,10 @@ int run_bench(const Arguments& args) {
       "filter sizes from 16 KiB to 4 GiB (x4 steps, capped by free memory), each beside this\n"
       "machine's random 64-byte read or read-modify-write rate over a buffer of the filter's "
       "size,\n"
-      "measured right before and after it and timed as it is. Figures are medians of repeated\n"
-      "runs; --compare flags a case when its runs and the earlier ones do not overlap and the\n"
-      "medians differ by more than 5%.");
+      "probed in each round of the sweep and timed as it is. A round times every case once, so\n"
+      "a case's runs are spread over the sweep; figures are their medians. --compare flags a\n"
+      "case when its runs and the earlier ones do not overlap and the medians differ by more\n"
+      "than 5%, and the same holds of the runs over their rounds' limits.");
   parser
       .flag("quick",
             "a short sweep (about a minute): sizes around the caches, up to max(4x the last "
@@ -645,6 +810,9 @@ int run_bench(const Arguments& args) {
              "CPU time of their threads, which other work on a shared machine does not inflate")
       .value("report", "DIR", "write DIR/report.json, DIR/report.csv and DIR/report.html")
       .value("compare", "OLD.json", "judge each case against an earlier report.json")
+      .value("overlay", "A.json,B.json",
+             "draw these reports' (other machines', other builds') best implementation beside "
+             "this one's in the page of --report, saying what makes them unlike")
       .value("load", "REPORT.json",
              "print (and with --report redraw) a report instead of measuring")
       .flag("json",
@@ -657,6 +825,15 @@ int run_bench(const Arguments& args) {
 
   std::optional<Report> before;
   if (const auto old = parser.get("compare")) before = load_report(*old);
+  std::vector<bench_report::Overlay> overlays;
+  if (const auto list = parser.get("overlay")) {
+    if (!parser.has("report")) throw UsageError("--overlay draws into the page: give --report DIR");
+    std::stringstream in(*list);
+    for (std::string path; std::getline(in, path, ',');) {
+      if (!path.empty()) overlays.push_back({path, load_report(path)});
+    }
+    if (overlays.empty()) throw UsageError("--overlay: no reports given");
+  }
   // The report's directory is checked now, before a long sweep, and made only once there is a
   // report to put in it: a failed run leaves nothing behind.
   if (const auto dir = parser.get("report")) {
@@ -699,6 +876,12 @@ int run_bench(const Arguments& args) {
     }
     plan.timing = timing == "cpu" ? probe::Timing::cpu : probe::Timing::wall;
     const Options base = backend_options(parser);
+    const Slowdown slowdown = slowdown_from_environment();
+    if (!slowdown.operation.empty()) {
+      report.warnings.push_back("BULKBLOOM_BENCH_SLOWDOWN: every " + slowdown.operation +
+                                " call does " + bench_report::format("%g", slowdown.factor) +
+                                "x its work on purpose (a check of --compare)");
+    }
     const unsigned usable = std::max(1u, machine.usable_cpus);
     plan.all_threads = base.threads != 0 ? base.threads : usable;
     if (plan.all_threads > usable) {
@@ -758,6 +941,10 @@ int run_bench(const Arguments& args) {
                  "random keys; contains and insert_if_absent: half of those and half "
                  "never inserted, at random positions. A run's rate is a batch over "
                  "its median call");
+    if (!slowdown.operation.empty()) {
+      report.settings.set("slowdown",
+                          slowdown.operation + bench_report::format(" x%g", slowdown.factor));
+    }
     const std::vector<std::uint64_t> keys = random_keys(plan.keys * kBatchPool, 1);
     plan.call_seconds = calibrate(plan, base, std::span(keys).first(plan.keys));
     std::fprintf(stderr, "bench: %zu sizes (%s to %s), %zu cases, about %s on an idle machine\n",
@@ -768,14 +955,25 @@ int run_bench(const Arguments& args) {
     if (load_before.load_1min > usable) {
       report.warnings.push_back(
           bench_report::format("the load average was %.1f", load_before.load_1min) + " on " +
-          std::to_string(usable) + " usable CPUs when the run began: other work shared the CPUs");
+          std::to_string(usable) + " usable CPUs when the run began: other work shared the CPUs" +
+          (plan.timing == probe::Timing::wall
+               ? " (a call longer than the scheduler's slice then times the CPU's share, not the "
+                 "code: --timing cpu times by CPU time)"
+               : ""));
     }
     for (const auto& warning : report.warnings)
       std::fprintf(stderr, "bench: WARNING: %s\n", warning.c_str());
-    run_sweep(plan, base, keys, report, parser.has("json"), !parser.has("json"));
+    run_sweep(plan, base, keys, slowdown, report);
     report.conditions = conditions(load_before, probe::read_load());
     report.notes = bench_report::explain(report);
-    if (!parser.has("json")) print_notes(report);
+    if (parser.has("json")) {
+      for (std::size_t i = 0; i + 3 <= report.cases.size(); i += 3)
+        print_json_row(report, &report.cases[i], plan.keys);
+    } else {
+      print_table_header();
+      for (const Case& c : report.cases) print_case_row(c);
+      print_notes(report);
+    }
   } else {
     print_table_header();
     for (const Case& c : report.cases) print_case_row(c);
@@ -794,7 +992,7 @@ int run_bench(const Arguments& args) {
     if (error) throw IoError(*dir + ": cannot create the report directory: " + error.message());
     write_file(*dir, "report.json", bench_report::to_json(report, against).dump());
     write_file(*dir, "report.csv", bench_report::to_csv(report));
-    write_file(*dir, "report.html", bench_report::to_html(report, against));
+    write_file(*dir, "report.html", bench_report::to_html(report, against, overlays));
     std::fprintf(stderr, "bench: wrote report.json, report.csv and report.html in %s\n",
                  dir->c_str());
   }

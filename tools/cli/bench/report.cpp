@@ -14,19 +14,26 @@ std::string format(const char* fmt, double value) {
   return buf;
 }
 
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+double Case::limit_per_s() const {
+  return median(run_limits);
+}
+
 double paired_limit(const Report& report, const std::string& limit, unsigned threads,
                     std::uint64_t filter_bytes) {
   std::vector<double> probes;
   for (const Case& c : report.cases) {
     if (c.limit == limit && c.threads == threads && c.filter_bytes == filter_bytes) {
-      probes.push_back(c.limit_before);
-      probes.push_back(c.limit_after);
+      probes.insert(probes.end(), c.run_limits.begin(), c.run_limits.end());
     }
   }
-  if (probes.empty()) return 0;
-  std::sort(probes.begin(), probes.end());
-  const std::size_t n = probes.size();
-  return n % 2 == 1 ? probes[n / 2] : (probes[n / 2 - 1] + probes[n / 2]) / 2;
+  return median(std::move(probes));
 }
 
 Spread paired_limit_spread(const Report& report, const std::string& limit, unsigned threads,
@@ -34,11 +41,10 @@ Spread paired_limit_spread(const Report& report, const std::string& limit, unsig
   Spread widest{0, 0};
   for (const Case& c : report.cases) {
     if (c.limit != limit || c.threads != threads || c.filter_bytes != filter_bytes) continue;
-    for (const Spread& s : {c.limit_before_spread, c.limit_after_spread}) {
-      if (s.high <= 0) continue;
-      widest.low = widest.high > 0 ? std::min(widest.low, s.low) : s.low;
-      widest.high = std::max(widest.high, s.high);
-    }
+    const Spread& s = c.limit_spread;
+    if (s.high <= 0) continue;
+    widest.low = widest.high > 0 ? std::min(widest.low, s.low) : s.low;
+    widest.high = std::max(widest.high, s.high);
   }
   return widest;
 }
@@ -140,32 +146,67 @@ std::string machine_field(const Report& report, std::string_view key) {
   return value->kind() == Json::Kind::string ? value->string() : value->dump(-1);
 }
 
-// The sentences that make `now` and `before` unlike: a comparison across them measures the
-// difference, not a change of the code.
-std::vector<std::string> unlike(const Report& now, const Report& before) {
+}  // namespace
+
+std::vector<std::string> unlike(const Report& now, const Report& before,
+                                const std::string& now_name, const std::string& before_name) {
   std::vector<std::string> warnings;
   for (const char* key : {"cpu_model", "cpu_family", "cpu_model_number", "cpu_stepping",
                           "logical_cpus", "memory_bytes", "virtual_machine"}) {
     const std::string a = machine_field(now, key), b = machine_field(before, key);
     if (a != b)
-      warnings.push_back("the machines differ: " + std::string(key) + " " + a + " now, " + b +
-                         " before");
+      warnings.push_back("the machines differ: " + std::string(key) + " " + a + " " + now_name +
+                         ", " + b + " " + before_name);
+  }
+  // The same source built otherwise is other code: -march, -O and the compiler move the figures.
+  for (const char* key : {"compiler", "build_flags"}) {
+    const std::string a = machine_field(now, key), b = machine_field(before, key);
+    if (a != b)
+      warnings.push_back("the builds differ: " + std::string(key) + " '" + a + "' " + now_name +
+                         ", '" + b + "' " + before_name);
   }
   for (const auto& [key, value] : now.settings.members("settings")) {
     if (key == "sizes_bytes" || key == "repetitions") continue;  // cases are matched by size
     const Json* old = before.settings.find(key);
     const std::string a = value.dump(-1), b = old ? old->dump(-1) : "absent";
     if (a != b)
-      warnings.push_back("the settings differ: " + key + " " + a + " now, " + b + " before");
+      warnings.push_back("the settings differ: " + key + " " + a + " " + now_name + ", " + b + " " +
+                         before_name);
+  }
+  for (const auto& [key, value] : before.settings.members("settings")) {
+    if (now.settings.find(key) == nullptr)
+      warnings.push_back("the settings differ: " + key + " absent " + now_name + ", " +
+                         value.dump(-1) + " " + before_name);
   }
   return warnings;
 }
+
+namespace {
 
 // Every run of one side faster than every run of the other.
 bool apart(const std::vector<double>& a, const std::vector<double>& b) {
   const auto [a_min, a_max] = std::minmax_element(a.begin(), a.end());
   const auto [b_min, b_max] = std::minmax_element(b.begin(), b.end());
   return *a_max < *b_min || *b_max < *a_min;
+}
+
+// Each run over the limit probed in its round; empty when the case lacks a positive limit per
+// run (the GPU).
+std::vector<double> against_limit(const Case& c) {
+  std::vector<double> ratios;
+  if (c.run_limits.size() != c.runs.size()) return ratios;
+  for (std::size_t i = 0; i < c.runs.size(); ++i) {
+    if (c.run_limits[i] <= 0) return {};
+    ratios.push_back(c.runs[i] / c.run_limits[i]);
+  }
+  return ratios;
+}
+
+// The two sets moved past each other, their medians more than the floor apart: the ratio of the
+// medians, or 0 when the sets did not move so.
+double moved(const std::vector<double>& now, const std::vector<double>& before) {
+  const double ratio = median(now) / median(before);
+  return apart(now, before) && std::fabs(ratio - 1) > kCompareFloor ? ratio : 0;
 }
 
 }  // namespace
@@ -185,8 +226,11 @@ std::string summary(const Comparison& comparison) {
   return std::to_string(comparison.differences.size()) +
          " cases compared: " + std::to_string(comparison.flagged()) + " changed (at least " +
          std::to_string(kMinRunsToCompare) + " runs a side, the run sets apart, the medians over " +
-         format("%.0f", 100 * kCompareFloor) + "% apart), " +
+         format("%.0f", 100 * kCompareFloor) + "% apart, also against their rounds' limits), " +
          std::to_string(comparison.count("too few runs")) + " with too few runs to compare, " +
+         std::to_string(comparison.count("moved with its limit")) +
+         " moved only with their limits, " + std::to_string(comparison.count("unsure")) +
+         " unsure (their limits moved too, not as far), " +
          std::to_string(comparison.count("unlike implementations")) + " of unlike implementations";
 }
 
@@ -195,7 +239,7 @@ Comparison compare(const Report& now, const Report& before, std::string against)
   comparison.against = std::move(against);
   comparison.against_date = before.date;
   comparison.against_cpu = machine_field(before, "cpu_model");
-  comparison.warnings = unlike(now, before);
+  comparison.warnings = unlike(now, before, "now", "before");
   using Key = std::tuple<std::string, std::string, bool, std::uint64_t>;
   std::map<Key, const Case*> earlier;
   for (const Case& c : before.cases)
@@ -205,8 +249,7 @@ Comparison compare(const Report& now, const Report& before, std::string against)
     const auto found = earlier.find({c.role, c.operation, c.all_threads, c.filter_bytes});
     if (found == earlier.end() || found->second->keys_per_s <= 0) continue;
     const Case& old = *found->second;
-    Difference d{c.role, c.operation, c.all_threads, c.filter_bytes, c.keys_per_s / old.keys_per_s,
-                 0,      "same",      false};
+    Difference d{c.role, c.operation, c.all_threads, c.filter_bytes, c.keys_per_s / old.keys_per_s};
     if (!c.limit.empty() && old.limit == c.limit && old.limit_per_s() > 0) {
       d.limit_ratio = c.limit_per_s() / old.limit_per_s();
     }
@@ -215,9 +258,23 @@ Comparison compare(const Report& now, const Report& before, std::string against)
       ++unlike_implementations;
     } else if (c.runs.size() < kMinRunsToCompare || old.runs.size() < kMinRunsToCompare) {
       d.verdict = "too few runs";
-    } else if (apart(c.runs, old.runs) && std::fabs(d.ratio - 1) > kCompareFloor) {
-      d.flagged = true;
-      d.verdict = d.ratio > 1 ? "faster" : "slower";
+    } else {
+      // A case is judged by its runs alone only where a side has no limit to read them against.
+      const std::vector<double> now_limited = against_limit(c), old_limited = against_limit(old);
+      const bool limited = !now_limited.empty() && !old_limited.empty();
+      if (limited) d.ratio_to_limit = median(now_limited) / median(old_limited);
+      if (moved(c.runs, old.runs) > 0) {
+        const double against = limited ? moved(now_limited, old_limited) : d.ratio;
+        d.flagged = against > 0 && (against > 1) == (d.ratio > 1);
+        if (d.flagged) {
+          d.verdict = d.ratio > 1 ? "faster" : "slower";
+        } else {
+          // Not against the limits: either they explain the move (the machine changed speed),
+          // or the runs over them still moved, in sets that overlap (maybe the code too).
+          d.verdict =
+              std::fabs(d.ratio_to_limit - 1) <= kCompareFloor ? "moved with its limit" : "unsure";
+        }
+      }
     }
     comparison.differences.push_back(d);
   }
@@ -314,18 +371,17 @@ std::vector<std::string> explain(const Report& report) {
         format("%.0f", 100 * worst) +
         "%); --compare flags such a case only when all its runs moved past the earlier ones.");
   }
-  // Limits that moved during a case.
+  // Limits that moved between rounds.
   std::size_t drifted = 0;
   for (const Case& c : report.cases) {
-    if (!c.limit.empty() && c.limit_before > 0 &&
-        std::fabs(c.limit_after / c.limit_before - 1) > 0.2) {
-      ++drifted;
-    }
+    const auto [low, high] = std::minmax_element(c.run_limits.begin(), c.run_limits.end());
+    if (low != c.run_limits.end() && *low > 0 && *high / *low > 1.2) ++drifted;
   }
   if (drifted > 0) {
     notes.push_back("For " + std::to_string(drifted) +
-                    " cases the probes before and after the case differ by more than 20%: the "
-                    "machine changed speed meanwhile.");
+                    " cases the probes of their rounds differ by more than 20%: the machine "
+                    "changed speed over the sweep. --compare reads each run against its own "
+                    "round's probe.");
   }
   return notes;
 }

@@ -35,14 +35,16 @@ struct Case {
   double keys_per_s = 0;     ///< The median of `runs`.
   /// Half the range of `runs` over their median; NaN (unknown) with fewer than two runs.
   double noise = 0;
-  /// The limit the case is read against, measured right before and right after it with the case's
-  /// thread count over a buffer of the filter's size, timed as the case is: "random_read" for
-  /// contains, "random_rmw" for the writes; empty (and the figures 0) where no host probe applies
-  /// (the GPU).
+  /// The limit the case is read against, measured in each round of the sweep right before the
+  /// round's cases of this size and thread count, over a buffer of the filter's size, timed as the
+  /// case is: "random_read" for contains, "random_rmw" for the writes; empty (and no figures)
+  /// where no host probe applies (the GPU).
   std::string limit;
-  double limit_before = 0;  ///< 64-byte lines/s: the median of the probe's timed rounds.
-  double limit_after = 0;
-  Spread limit_before_spread, limit_after_spread;
+  /// 64-byte lines/s of the probe timed in each run's round, one per run: run i is read against
+  /// run_limits[i], so a change of the machine's speed between rounds moves both.
+  std::vector<double> run_limits;
+  /// The lowest first quartile and the highest third quartile of those probes' timed rounds.
+  Spread limit_spread;
   /// The case ran above its limit and was measured again, probes and runs (these are the second
   /// measurement's figures).
   bool remeasured = false;
@@ -51,7 +53,8 @@ struct Case {
   /// The fraction of the filter's bytes on transparent huge pages when it was measured; negative
   /// when unknown (a GPU's memory, or a system that does not say).
   double huge_pages = -1;
-  double limit_per_s() const { return (limit_before + limit_after) / 2; }
+  /// The median of run_limits; 0 without them.
+  double limit_per_s() const;
 };
 
 /// This machine's limits over a buffer of one size with one thread count, measured once before the
@@ -67,6 +70,20 @@ struct Limits {
   double huge_pages = -1;  ///< Of the probe's buffer, as Case::huge_pages.
 };
 
+/// How long one key waits at one filter size, one thread: a filter's single-key contains beside
+/// the memory's dependent-load latency over a buffer of the same size.
+struct Latency {
+  std::uint64_t filter_bytes = 0;
+  /// One 64-byte load that waits for the one before, ns (a pointer chase in one random cycle
+  /// through every line of the buffer: the latency of the level the buffer lives in).
+  double dependent_load_ns = 0;
+  std::string implementation;  ///< The filter's, as Filter::implementation() names it.
+  /// One Filter::contains(key) call of a loop over random keys (half present), ns: the median of
+  /// the calls' rounds. The calls are independent, so out-of-order execution may overlap
+  /// neighbours, as it does in a user's loop.
+  double one_key_contains_ns = 0;
+};
+
 /// A whole report.
 struct Report {
   std::string date;                  ///< UTC, ISO 8601.
@@ -80,15 +97,19 @@ struct Report {
   /// shown first, not explained away.
   std::vector<std::string> warnings;
   std::vector<Limits> limits;
+  std::vector<Latency> latency;  ///< Per size, measured once with the limits.
   std::vector<Case> cases;
   std::vector<std::string> notes;  ///< Oddities in the figures, explained.
 };
 
 /// When a case counts as changed: each side has at least kMinRunsToCompare runs, the two sets
 /// of runs do not overlap (every run of one faster than every run of the other), and the medians
-/// differ by more than kCompareFloor. Of two reports of one distribution with 5 runs a case, 2 in
-/// 252 cases (0.8 %) have run sets apart by chance, and fewer still medians 5 % apart. Noise
-/// does not hide a change: a noisy case whose runs all moved past each other is flagged.
+/// differ by more than kCompareFloor; and where both sides have a limit per run, the same holds
+/// of the runs read against their rounds' limits (run / limit), in the same direction. A case
+/// that moved only with its limit (the machine, not the code, changed speed) is reported as such,
+/// not flagged. Of two reports of one distribution with 5 runs a case, 2 in 252 cases (0.8 %) have
+/// run sets apart by chance, and fewer still medians 5 % apart. Noise does not hide a change: a
+/// noisy case whose runs all moved past each other is flagged.
 inline constexpr std::size_t kMinRunsToCompare = 5;
 inline constexpr double kCompareFloor = 0.05;
 
@@ -99,9 +120,14 @@ struct Difference {
   std::uint64_t filter_bytes = 0;
   double ratio = 0;        ///< keys/s now over keys/s before (the medians').
   double limit_ratio = 0;  ///< The paired limit now over before (0 where there is none).
-  /// "faster" or "slower" (flagged); "same"; "too few runs" (a side has fewer than
-  /// kMinRunsToCompare); "unlike implementations" (the role ran different code on each side).
-  std::string verdict;
+  /// The median of run / limit now over before (0 where a side has no limit per run).
+  double ratio_to_limit = 0;
+  /// "faster" or "slower" (flagged); "same"; "moved with its limit" (the runs moved, their ratio
+  /// to their rounds' limits not beyond kCompareFloor: the machine changed speed); "unsure" (the
+  /// runs moved, and so did their ratio to the limits, but in overlapping sets: the machine
+  /// changed, maybe the code too); "too few runs" (a side has fewer than kMinRunsToCompare);
+  /// "unlike implementations" (the role ran different code on each side).
+  std::string verdict = "same";
   bool flagged = false;
 };
 
@@ -116,6 +142,12 @@ struct Comparison {
   std::size_t count(const std::string& verdict) const;
   std::size_t flagged() const;
 };
+
+/// What makes two reports unlike, each a sentence naming the reports `now_name` and
+/// `before_name` ("now", "before"): their machines' identities, memory, builds (compiler and
+/// flags) and settings. A comparison across them measures that difference too.
+std::vector<std::string> unlike(const Report& now, const Report& before,
+                                const std::string& now_name, const std::string& before_name);
 
 /// The cases of `now` that `before` also has (same role, operation, thread count kind and size),
 /// judged by the rule above, and what makes the two reports unlike.
@@ -172,6 +204,9 @@ double paired_limit(const Report& report, const std::string& limit, unsigned thr
 /// their rounds' rates; {0, 0} when no case has that probe.
 Spread paired_limit_spread(const Report& report, const std::string& limit, unsigned threads,
                            std::uint64_t filter_bytes);
+
+/// The median of `values`; 0 when there are none.
+double median(std::vector<double> values);
 
 /// `value` printed by the printf format `fmt` (one double conversion).
 std::string format(const char* fmt, double value);

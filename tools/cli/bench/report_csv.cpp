@@ -7,14 +7,16 @@ namespace bulkbloom::cli::bench_report {
 std::string to_csv(const Report& report) {
   std::string csv =
       "filter_bytes,role,implementation,operation,threads,all_threads,keys_per_call,keys_per_s,"
-      "noise,runs_keys_per_s,limit,limit_lines_per_s,fraction_of_limit,probe_failure,huge_pages\n";
+      "noise,runs_keys_per_s,limit,limit_lines_per_s,fraction_of_limit,probe_failure,huge_pages,"
+      "runs_limit_lines_per_s\n";
   const auto number = [](double v) { return format("%.6g", v); };
+  const auto joined = [&](const std::vector<double>& values) {
+    std::string text;
+    for (const double v : values) text += (text.empty() ? "" : ";") + number(v);
+    return text;
+  };
   for (const Case& c : report.cases) {
-    std::string runs;
-    for (const double r : c.runs) {
-      if (!runs.empty()) runs += ';';
-      runs += number(r);
-    }
+    const std::string runs = joined(c.runs);
     const bool limited = !c.limit.empty() && c.limit_per_s() > 0;
     // Names are registry names and fixed words: no commas or quotes to escape.
     csv += std::to_string(c.filter_bytes) + "," + c.role + "," + c.implementation + "," +
@@ -24,7 +26,7 @@ std::string to_csv(const Report& report) {
            "," + c.limit + "," + (limited ? number(c.limit_per_s()) : "") + "," +
            (limited ? number(c.keys_per_s / c.limit_per_s()) : "") + "," +
            (c.probe_failure ? "true" : "false") + "," +
-           (c.huge_pages < 0 ? "" : number(c.huge_pages)) + "\n";
+           (c.huge_pages < 0 ? "" : number(c.huge_pages)) + "," + joined(c.run_limits) + "\n";
   }
   return csv;
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
+#include <map>
 #include <vector>
 
 #include "cli/progress.hpp"
@@ -36,6 +38,11 @@ std::string escape(const std::string& text) {
 // "±3.1%", or "unknown" for a case of one run.
 std::string noise_label(double noise) {
   return std::isnan(noise) ? "unknown" : "±" + format("%.1f%%", 100 * noise);
+}
+
+// "1.72 ns", "38.5 ns", "1575 ns": three figures or whole nanoseconds, never an exponent.
+std::string ns_label(double ns) {
+  return format(ns < 10 ? "%.2f" : ns < 100 ? "%.1f" : "%.0f", ns) + " ns";
 }
 
 // "87%", or nothing for an unknown (negative) fraction.
@@ -186,6 +193,7 @@ Axis size_axis(std::uint64_t smallest, std::uint64_t largest) {
 
 // "20 M", "500 k", "1 G": a round rate for an axis.
 std::string tick_label(double value) {
+  if (value < 1) return format("%.2g", value);
   const char* units[] = {"", " k", " M", " G", " T"};
   int unit = 0;
   while (value >= 999.5 && unit < 4) {
@@ -346,6 +354,45 @@ std::string role_plot(const Report& report, const std::string& role) {
                   series, host ? cache_marks(report.machine) : std::vector<Mark>{}, 0);
 }
 
+// Nanoseconds per key against filter size, one thread: the memory's dependent-load latency, the
+// filter's single-key contains, and the batch contains' time per key (its keys/s inverted).
+std::string latency_plot(const Report& report) {
+  if (report.latency.empty()) return {};
+  Series load{"latency/dependent_load", "dependent 64-byte load", "#a0a0a0", "", 2, {}};
+  Series one{"latency/one_key_contains", "contains(key), one call", "#2ca02c", "", 2.5, {}};
+  Series batch{"latency/batch_contains", "batch contains, per key", "#2ca02c", "7 4", 1.8, {}};
+  std::uint64_t smallest = UINT64_MAX, largest = 0;
+  double low = 1e300, high = 0;
+  const auto add = [&](Series& series, std::uint64_t bytes, double ns, const std::string& tip) {
+    if (ns <= 0) return;
+    smallest = std::min(smallest, bytes);
+    largest = std::max(largest, bytes);
+    low = std::min(low, ns);
+    high = std::max(high, ns);
+    series.points.push_back(
+        {static_cast<double>(bytes), ns, size_label(bytes) + ", " + ns_label(ns) + tip});
+  };
+  for (const Latency& l : report.latency) {
+    add(load, l.filter_bytes, l.dependent_load_ns, " (a pointer chase through the buffer)");
+    add(one, l.filter_bytes, l.one_key_contains_ns, ", " + l.implementation);
+    for (const Case& c : report.cases) {
+      if (c.implementation == l.implementation && c.operation == "contains" && c.threads == 1 &&
+          c.filter_bytes == l.filter_bytes && c.keys_per_s > 0) {
+        add(batch, l.filter_bytes, 1e9 / c.keys_per_s, ", " + c.implementation);
+      }
+    }
+  }
+  std::vector<Series> series;
+  for (Series* s : {&load, &one, &batch}) {
+    if (!s->points.empty()) series.push_back(std::move(*s));
+  }
+  if (series.empty()) return {};
+  const Plot plot(size_axis(smallest, largest), rate_axis(low, high));
+  return plot.svg("Latency against filter size, 1 thread", "filter size (bytes, log scale)",
+                  "nanoseconds per key or load (log scale)", series, cache_marks(report.machine),
+                  0);
+}
+
 // The ratio now/before of each series against filter size; differences beyond noise marked.
 std::string comparison_plot(const Report& report, const Comparison& comparison) {
   std::vector<Series> series;
@@ -384,6 +431,97 @@ std::string comparison_plot(const Report& report, const Comparison& comparison) 
   return plot.svg("This run against " + comparison.against + " (large dots: changed)",
                   "filter size (bytes, log scale)", "keys/s now / before (log scale)", series, {},
                   1.0);
+}
+
+// A report's name in an overlay's legend: its CPU and date.
+std::string report_name(const Report& report) {
+  const Json* model = report.machine.find("cpu_model");
+  const std::string cpu =
+      model != nullptr && model->kind() == Json::Kind::string ? model->string() : "unknown CPU";
+  return cpu + ", " + report.date.substr(0, 10);
+}
+
+// Each report's best implementation, per operation, in one plot against filter size: a colour per
+// report, solid for all threads and dashed for one. What makes the reports unlike is said first.
+std::string overlay_section(const Report& report, const std::vector<Overlay>& overlays) {
+  static const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
+                                        "#ff7f0e", "#8c564b", "#e377c2", "#17becf"};
+  std::vector<std::pair<std::string, const Report*>> reports{{"this report", &report}};
+  for (const Overlay& o : overlays) reports.emplace_back(o.path, &o.report);
+  std::string s =
+      "<h2>Beside other reports</h2>\n<p>The best implementation of each report, by operation: "
+      "a colour per report, solid lines for all threads, dashed for one. Points are medians; bars "
+      "span the runs.</p>\n<table class=\"overlays\">\n<tr><th>#</th><th>report</th><th>CPU, "
+      "date</th><th>best implementation</th></tr>\n";
+  for (std::size_t k = 0; k < reports.size(); ++k) {
+    std::string best;
+    for (const Case& c : reports[k].second->cases) {
+      if (c.role == "best") best = c.implementation;
+    }
+    s += "<tr><td style=\"color: " + std::string(kColors[k % std::size(kColors)]) + "\">#" +
+         std::to_string(k) + " &#9632;</td><td>" + escape(reports[k].first) + "</td><td>" +
+         escape(report_name(*reports[k].second)) + "</td><td>" + escape(best) + "</td></tr>\n";
+  }
+  s += "</table>\n";
+  for (std::size_t k = 1; k < reports.size(); ++k) {
+    std::vector<std::string> differences = unlike(*reports[k].second, report, "there", "here");
+    std::map<std::string, std::string> here, there;
+    for (const Case& c : report.cases) here[c.role] = c.implementation;
+    for (const Case& c : reports[k].second->cases) there[c.role] = c.implementation;
+    for (const auto& [role, implementation] : there) {
+      const auto found = here.find(role);
+      if (found != here.end() && found->second != implementation) {
+        differences.push_back("the implementations differ: " + role + " ran " + implementation +
+                              " there, " + found->second + " here");
+      }
+    }
+    for (const std::string& d : differences) {
+      s += "<p class=\"warning\">" + escape(reports[k].first) +
+           " against this report: " + escape(d) + "</p>\n";
+    }
+  }
+  for (const char* operation : kOperations) {
+    std::vector<Series> series;
+    std::uint64_t smallest = UINT64_MAX, largest = 0;
+    double low = 1e300, high = 0;
+    for (std::size_t k = 0; k < reports.size(); ++k) {
+      const Report& r = *reports[k].second;
+      for (const auto& [all, threads] : thread_kinds(r, "best")) {
+        Series line{
+            "overlay/" + std::to_string(k) + "/" + operation + "/" + std::to_string(threads),
+            "",
+            kColors[k % std::size(kColors)],
+            all ? "" : "7 4",
+            all ? 2.5 : 1.8,
+            {}};
+        for (const Case& c : r.cases) {
+          if (c.role != "best" || c.operation != operation || c.threads != threads) continue;
+          line.label = "#" + std::to_string(k) + " " + c.implementation + ", " +
+                       std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+          const auto [slowest, fastest] = std::minmax_element(c.runs.begin(), c.runs.end());
+          const double lo = c.runs.empty() ? 0 : *slowest, hi = c.runs.empty() ? 0 : *fastest;
+          smallest = std::min(smallest, c.filter_bytes);
+          largest = std::max(largest, c.filter_bytes);
+          for (const double y : {c.keys_per_s, lo, hi}) {
+            if (y > 0) {
+              low = std::min(low, y);
+              high = std::max(high, y);
+            }
+          }
+          line.points.push_back({static_cast<double>(c.filter_bytes), c.keys_per_s,
+                                 size_label(c.filter_bytes) + ", " + si(c.keys_per_s) + "keys/s",
+                                 false, lo, hi});
+        }
+        if (!line.points.empty()) series.push_back(std::move(line));
+      }
+    }
+    if (series.empty() || high <= 0) continue;
+    const Plot plot(size_axis(smallest, largest), rate_axis(low, high));
+    s += plot.svg(std::string(operation) + " keys/s against filter size, " +
+                      std::to_string(reports.size()) + " reports",
+                  "filter size (bytes, log scale)", "keys/s (log scale)", series, {}, 0);
+  }
+  return s;
 }
 
 std::string machine_table(const Json& machine) {
@@ -485,6 +623,14 @@ std::string headline_block(const Report& report) {
     }
   }
   s += "</table>\n";
+  for (const Latency& l : report.latency) {
+    if (l.filter_bytes != h.largest_bytes) continue;
+    s += "<p>Latency at " + escape(size_label(l.filter_bytes)) +
+         ", 1 thread: a dependent 64-byte "
+         "load " +
+         ns_label(l.dependent_load_ns) + "; one <code>contains(key)</code> of " +
+         escape(l.implementation) + " " + ns_label(l.one_key_contains_ns) + " a call.</p>\n";
+  }
   if (!h.plateaus.empty()) {
     s += "<p>Cache plateaus (random reads, 1 thread): ";
     for (std::size_t i = 0; i < h.plateaus.size(); ++i) {
@@ -557,7 +703,8 @@ std::string identity_table(const Report& report) {
 
 }  // namespace
 
-std::string to_html(const Report& report, const Comparison* comparison) {
+std::string to_html(const Report& report, const Comparison* comparison,
+                    const std::vector<Overlay>& overlays) {
   std::string cpu = "this machine";
   if (const Json* model = report.machine.find("cpu_model");
       model && model->kind() == Json::Kind::string) {
@@ -588,11 +735,21 @@ std::string to_html(const Report& report, const Comparison* comparison) {
   s += headline_block(report) + identity_table(report);
   s += "<h2>Keys per second</h2>\n<p>Each key touches one random 64-byte line of the filter, so "
        "each case is drawn beside the random-line limit over a buffer of its size (reads for "
-       "contains, read-modify-writes for the writes), probed with its threads right before and "
-       "after it and timed as it is. Points are medians; bars span the runs (cases) and the "
-       "probes' quartiles (limits). Inside the L1 and L2 the limit is far above what hashing "
+       "contains, read-modify-writes for the writes), probed with its threads in each round of the "
+       "sweep right before the round's cases of that size, and timed as they are: a case's runs "
+       "are taken one a round, spread over the sweep. Points are medians; bars span the runs "
+       "(cases) and the probes' quartiles (limits). Inside the L1 and L2 the limit is far above "
+       "what hashing "
        "a key costs, so a % of limit there measures the hashing, not the memory.</p>\n";
   for (const std::string& role : roles_of(report)) s += role_plot(report, role);
+  if (!report.latency.empty()) {
+    s += "<h2>Latency</h2>\n<p>How long one key waits, one thread: a load that waits for the one "
+         "before it (a pointer chase in one random cycle through a buffer of the size: the latency "
+         "of the level the buffer lives in), one <code>contains(key)</code> call in a loop over "
+         "random keys (calls are independent, so the CPU may overlap neighbours, as in a user's "
+         "loop), and a batch contains' time per key (its keys/s inverted).</p>\n" +
+         latency_plot(report);
+  }
   if (!report.notes.empty()) {
     s += "<h2>Reading the figures</h2>\n<ul>\n";
     for (const auto& note : report.notes) s += "<li>" + escape(note) + "</li>\n";
@@ -607,16 +764,20 @@ std::string to_html(const Report& report, const Comparison* comparison) {
          escape(comparison->against_date) + "): " + escape(summary(*comparison)) + ".</p>\n";
     s += comparison_plot(report, *comparison);
     s += "<table>\n<tr><th>role</th><th>operation</th><th>threads</th><th>filter</th>"
-         "<th>now / before</th><th>verdict</th><th>limit now / before</th></tr>\n";
+         "<th>now / before</th><th>against the limit, now / before</th><th>verdict</th>"
+         "<th>limit now / before</th></tr>\n";
     for (const auto& d : comparison->differences) {
       s += std::string("<tr") + (d.flagged ? " class=\"flagged\"" : "") + "><td>" + escape(d.role) +
            "</td><td>" + escape(d.operation) + "</td><td>" + (d.all_threads ? "all" : "1") +
            "</td><td class=\"n\">" + size_label(d.filter_bytes) + "</td><td class=\"n\">" +
-           format("%.3f", d.ratio) + "</td><td>" + escape(d.verdict) + "</td><td class=\"n\">" +
+           format("%.3f", d.ratio) + "</td><td class=\"n\">" +
+           (d.ratio_to_limit > 0 ? format("%.3f", d.ratio_to_limit) : "") + "</td><td>" +
+           escape(d.verdict) + "</td><td class=\"n\">" +
            (d.limit_ratio > 0 ? format("%.3f", d.limit_ratio) : "") + "</td></tr>\n";
     }
     s += "</table>\n";
   }
+  if (!overlays.empty()) s += overlay_section(report, overlays);
   s += "<h2>All figures</h2>\n<table>\n<tr><th>filter</th><th>implementation</th><th>operation</th>"
        "<th>threads</th><th>keys/s</th><th>noise</th><th>limit (lines/s)</th><th>% of limit</th>"
        "<th>huge pages</th></tr>\n";

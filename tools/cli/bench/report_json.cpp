@@ -60,6 +60,15 @@ Json to_json(const Report& report, const Comparison* comparison) {
                     .set("huge_pages", fraction(l.huge_pages)));
   }
   root.set("limits", std::move(limits));
+  Json latency = Json::array();
+  for (const Latency& l : report.latency) {
+    latency.push(Json::object()
+                     .set("filter_bytes", l.filter_bytes)
+                     .set("dependent_load_ns", l.dependent_load_ns)
+                     .set("implementation", l.implementation)
+                     .set("one_key_contains_ns", l.one_key_contains_ns));
+  }
+  root.set("latency", std::move(latency));
   Json cases = Json::array();
   for (const Case& c : report.cases) {
     Json item = Json::object()
@@ -74,10 +83,9 @@ Json to_json(const Report& report, const Comparison* comparison) {
                     .set("keys_per_s", c.keys_per_s)
                     .set("noise", std::isnan(c.noise) ? Json() : Json(c.noise))
                     .set("limit", c.limit)
-                    .set("limit_before_lines_per_s", c.limit_before)
-                    .set("limit_before_quartiles", quartiles(c.limit_before_spread))
-                    .set("limit_after_lines_per_s", c.limit_after)
-                    .set("limit_after_quartiles", quartiles(c.limit_after_spread))
+                    .set("runs_limit_lines_per_s", numbers(c.run_limits))
+                    .set("limit_lines_per_s", c.limit_per_s())
+                    .set("limit_quartiles", quartiles(c.limit_spread))
                     .set("remeasured", c.remeasured)
                     .set("probe_failure", c.probe_failure)
                     .set("huge_pages", fraction(c.huge_pages));
@@ -96,6 +104,7 @@ Json to_json(const Report& report, const Comparison* comparison) {
                            .set("filter_bytes", d.filter_bytes)
                            .set("ratio", d.ratio)
                            .set("limit_ratio", d.limit_ratio)
+                           .set("ratio_to_limit", d.ratio_to_limit)
                            .set("verdict", d.verdict)
                            .set("flagged", d.flagged));
     }
@@ -143,6 +152,12 @@ Report from_json(const Json& json) {
                              l.at("seq_read_bytes_per_s").number("seq_read_bytes_per_s"),
                              fraction(l.at("huge_pages"), "limits huge_pages")});
   }
+  for (const Json& l : json.at("latency").items("latency")) {
+    report.latency.push_back({l.at("filter_bytes").whole("latency filter_bytes"),
+                              l.at("dependent_load_ns").number("dependent_load_ns"),
+                              l.at("implementation").string("latency implementation"),
+                              l.at("one_key_contains_ns").number("one_key_contains_ns")});
+  }
   for (const Json& item : json.at("cases").items("cases")) {
     Case c;
     c.implementation = item.at("implementation").string("implementation");
@@ -159,10 +174,14 @@ Report from_json(const Json& json) {
     const Json& noise = item.at("noise");
     c.noise = noise.kind() == Json::Kind::null ? std::nan("") : noise.number("noise");
     c.limit = item.at("limit").string("limit");
-    c.limit_before = item.at("limit_before_lines_per_s").number("limit_before_lines_per_s");
-    c.limit_before_spread = spread(item.at("limit_before_quartiles"), "limit_before_quartiles");
-    c.limit_after = item.at("limit_after_lines_per_s").number("limit_after_lines_per_s");
-    c.limit_after_spread = spread(item.at("limit_after_quartiles"), "limit_after_quartiles");
+    for (const Json& l : item.at("runs_limit_lines_per_s").items("runs_limit_lines_per_s")) {
+      c.run_limits.push_back(l.number("runs_limit_lines_per_s"));
+    }
+    if (!c.run_limits.empty() && c.run_limits.size() != c.runs.size()) {
+      throw std::runtime_error("a case has " + std::to_string(c.runs.size()) + " runs but " +
+                               std::to_string(c.run_limits.size()) + " runs_limit_lines_per_s");
+    }
+    c.limit_spread = spread(item.at("limit_quartiles"), "limit_quartiles");
     c.remeasured = item.at("remeasured").boolean("remeasured");
     c.probe_failure = item.at("probe_failure").boolean("probe_failure");
     c.huge_pages = fraction(item.at("huge_pages"), "huge_pages");

@@ -7,7 +7,7 @@
 namespace bulkbloom::cli::bench_report {
 
 /// Bumped whenever a field changes meaning or goes away; readers refuse other versions.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 /// The report, and the comparison when there is one, as a JSON document.
 Json to_json(const Report& report, const Comparison* comparison);
