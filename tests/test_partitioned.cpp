@@ -251,6 +251,136 @@ TEST(AtomicInsert, KeySlicesGiveTheScalarBytesForEveryTargetThreadCountShapeAndI
   }
 }
 
+// The kernel behind in-place key slices: insert_if_absent over the keys of unmarked blocks only.
+// For every target, each key of an unmarked block gets the flag the scalar loop gives it over the
+// subsequence of such keys, keys of marked blocks keep their flags (7) and leave their blocks
+// alone.
+TEST(InPlaceInsertIfAbsent, UnmarkedKernelsSkipTheMarkedBlocksForEveryTarget) {
+  const auto keys = batch_with_repeats(20011);
+  for (Shape shape : kAllShapes) {
+    for (BlockIndex index : kBothIndexes) {
+      const Layout layout{shape, 3001, KeyHash::xxh64, 0, index};
+      // Folded onto 1024 bits, a quarter of them set: blocks b and b + 1024 share a mark.
+      std::vector<std::uint64_t> words(1024 / 64);
+      SplitMix64 rng(48);
+      for (auto& w : words) w = rng.next() & rng.next();
+      const detail::BlockMarks marks{words.data(), 1023};
+      const CpuKernels& scalar = *detail::scalar_target().kernels;
+      std::vector<std::uint64_t> hashes(keys.size());
+      scalar.hash(layout, keys.data(), keys.size(), KeyMode::hash_with_layout, hashes.data());
+      std::vector<std::uint64_t> unmarked;
+      for (std::uint64_t h : hashes) {
+        if (!marks.marked(layout.block_of(h))) unmarked.push_back(h);
+      }
+      ASSERT_GT(unmarked.size(), keys.size() / 2);
+      ASSERT_LT(unmarked.size(), keys.size());
+      std::vector<std::byte> want_bits(layout.size_bytes());
+      std::vector<std::uint8_t> unmarked_new(unmarked.size());
+      const auto want_fresh = scalar.insert_if_absent(
+          layout, want_bits.data(), unmarked.data(), unmarked.size(), KeyMode::prehashed,
+          detail::all_blocks(layout), unmarked_new.data());
+      std::vector<std::uint8_t> want_new(keys.size(), 7);
+      for (std::size_t i = 0, u = 0; i < keys.size(); ++i) {
+        if (!marks.marked(layout.block_of(hashes[i]))) want_new[i] = unmarked_new[u++];
+      }
+      for (const CpuKernels* kernels : all_kernel_sets()) {
+        SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) + " " +
+                     kernels->target);
+        std::vector<std::byte> bits(layout.size_bytes());
+        std::vector<std::uint8_t> is_new(keys.size(), 7);
+        EXPECT_EQ(
+            kernels->insert_if_absent_unmarked(layout, bits.data(), keys.data(), keys.size(),
+                                               KeyMode::hash_with_layout, marks, is_new.data()),
+            want_fresh);
+        ASSERT_EQ(is_new, want_new);
+        ASSERT_TRUE(bits == want_bits);
+      }
+    }
+  }
+}
+
+// Pairs of keys in one block but with different bits, the second of each pair half a batch later,
+// so that with two slices every block is shared by both: key i and key i + n/2 (prehashed).
+std::vector<std::uint64_t> pairs_across_the_halves(std::size_t n, std::uint64_t seed) {
+  auto hashes = random_keys(n, seed);
+  // Under either index the block comes from the top bits; the bits set come from the low 32.
+  for (std::size_t i = n / 2; i < n; ++i)
+    hashes[i] = (hashes[i - n / 2] & ~0xFFFFull) | (i & 0xFFFF);
+  return hashes;
+}
+
+// In-place key slices (Mode::in_place_key_slices): bytes, flags and count must be one scalar
+// insert_if_absent's for 1 to 7 threads, every shape, both indexes and every target, on batches
+// made to share blocks between the slices: empty, tiny, 2^16 +- 1 keys around a chunk, repeats far
+// apart, all equal, hot keys, every key in one block (whose later keys find all their bits set by
+// earlier ones), pairs of keys of one block in different slices, and 4097 keys in one block (the
+// routed keys then run by block range); into an empty filter and one holding half the batch, on a
+// filter where most keys are alone in their block and one where few are.
+TEST(InPlaceInsertIfAbsent, KeySlicesGiveTheScalarAnswersForEveryThreadCountTargetShapeAndIndex) {
+  const CpuKernels& scalar = *detail::scalar_target().kernels;
+  std::vector<std::unique_ptr<detail::ThreadPool>> pools;
+  for (unsigned threads = 1; threads <= 7; ++threads) {
+    pools.push_back(std::make_unique<detail::ThreadPool>(threads));
+  }
+  constexpr std::size_t kChunk = detail::InPlaceScratch::kChunkKeys;
+  for (Shape shape : kAllShapes) {
+    for (BlockIndex index : kBothIndexes) {
+      for (std::uint64_t num_blocks : {std::uint64_t{1031}, std::uint64_t{40009}}) {
+        const Layout layout{shape, num_blocks, KeyHash::xxh64, 0, index};
+        struct Batch {
+          std::string name;
+          std::vector<std::uint64_t> keys;
+          KeyMode mode;
+        };
+        const KeyMode hashed = KeyMode::hash_with_layout, prehashed = KeyMode::prehashed;
+        const std::vector<Batch> batches = {
+            {"empty", {}, hashed},
+            {"one", random_keys(1, 80), hashed},
+            {"six", random_keys(6, 81), hashed},
+            {"2^16-1", batch_with_repeats(kChunk - 1), hashed},
+            {"2^16+1", batch_with_repeats(kChunk + 1), hashed},
+            {"all equal", std::vector<std::uint64_t>(5001, 0x5EED), hashed},
+            {"hot keys", hot_key_batch(7, 3000, 9000, 82), hashed},
+            {"one block", hashes_in_one_block(layout, num_blocks / 3, 3001), prehashed},
+            {"4097 in one block", hashes_in_one_block(layout, num_blocks - 1, 4097), prehashed},
+            {"pairs across the halves", pairs_across_the_halves(20000, 83), prehashed},
+        };
+        for (const auto& [name, batch, mode] : batches) {
+          std::vector<std::byte> half_loaded(layout.size_bytes());
+          std::vector<std::uint8_t> ignored(batch.size());
+          scalar.insert_if_absent(layout, half_loaded.data(), batch.data(), batch.size() / 2, mode,
+                                  detail::all_blocks(layout), ignored.data());
+          for (bool loaded : {false, true}) {
+            std::vector<std::byte> want_bits =
+                loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
+            std::vector<std::uint8_t> want_new(batch.size());
+            const auto want_fresh =
+                scalar.insert_if_absent(layout, want_bits.data(), batch.data(), batch.size(), mode,
+                                        detail::all_blocks(layout), want_new.data());
+            for (const CpuKernels* kernels : all_kernel_sets()) {
+              detail::InPlaceScratch scratch;
+              for (const auto& pool : pools) {
+                SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
+                             " blocks " + std::to_string(num_blocks) + " " + name +
+                             (loaded ? " half loaded " : " ") + kernels->target + " threads " +
+                             std::to_string(pool->size()));
+                std::vector<std::byte> bits =
+                    loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
+                std::vector<std::uint8_t> is_new(batch.size(), 7);
+                EXPECT_EQ(scratch.run(*kernels, layout, bits.data(), batch.data(), batch.size(),
+                                      mode, is_new.data(), *pool, pool->size()),
+                          want_fresh);
+                ASSERT_EQ(is_new, want_new);
+                ASSERT_TRUE(bits == want_bits);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
   const Layout seeded{Shape::sb512, 100, KeyHash::xxh64, 12345};
   for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u}) {
@@ -517,15 +647,15 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
   // Partitioned from 6 GiB up, always: key slices were slower there on every host measured.
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, read_at, n, 2, fixed).mode, Mode::partitioned);
   EXPECT_FALSE(alternative(BulkOp::contains, read_at, n, 2));
-  // One thread, calls too short to time, and writes keep the plan by size.
+  // One thread and calls too short to time keep the plan by size.
   EXPECT_FALSE(alternative(BulkOp::contains, large, n, 1));
   EXPECT_FALSE(alternative(BulkOp::contains, large, (std::size_t{1} << 18) - 1, 2));
-  EXPECT_FALSE(alternative(BulkOp::insert_if_absent, read_at, n, 2));
 }
 
 // Inserts of 2^16 keys or more on several threads time atomic key slices against the plan by size
-// (block ranges below 1 GiB, partitions from there), at any filter size; one thread, shorter calls
-// and insert_if_absent keep the plan by size alone.
+// (block ranges below 1 GiB, partitions from there), at any filter size; one thread and shorter
+// calls keep the plan by size alone. insert_if_absent: in-place key slices, from 4 blocks a key of
+// a chunk (InsertIfAbsentOnSeveralThreadsTimesInPlaceKeySlices).
 TEST(PartitionedBulk, InsertsOnSeveralThreadsTimeAtomicKeySlicesAgainstThePlanBySize) {
   using Mode = detail::BulkPlan::Mode;
   const std::size_t n = std::size_t{1} << 16;
@@ -543,9 +673,6 @@ TEST(PartitionedBulk, InsertsOnSeveralThreadsTimeAtomicKeySlicesAgainstThePlanBy
       EXPECT_EQ(other->mode, Mode::atomic_key_slices);
       EXPECT_EQ(other->tasks, threads);
       EXPECT_FALSE(detail::alternative_plan(
-          BulkOp::insert_if_absent, layout, n,
-          detail::plan_bulk(BulkOp::insert_if_absent, layout, n, threads, fixed)));
-      EXPECT_FALSE(detail::alternative_plan(
           BulkOp::insert, layout, n - 1,
           detail::plan_bulk(BulkOp::insert, layout, n - 1, threads, fixed)));
     }
@@ -558,6 +685,38 @@ TEST(PartitionedBulk, InsertsOnSeveralThreadsTimeAtomicKeySlicesAgainstThePlanBy
   const auto single = detail::plan_bulk(BulkOp::insert, under, n, 4, false);
   EXPECT_EQ(single.mode, Mode::single);
   EXPECT_FALSE(detail::alternative_plan(BulkOp::insert, under, n, single));
+}
+
+// insert_if_absent of 2^16 keys or more on several threads times in-place key slices against the
+// plan by size (block ranges, or partitions from 1 GiB) where the filter has at least 4 blocks for
+// each key of a chunk (2^16 keys): below, most keys would share a block with another slice's.
+TEST(PartitionedBulk, InsertIfAbsentOnSeveralThreadsTimesInPlaceKeySlices) {
+  using Mode = detail::BulkPlan::Mode;
+  const bool fixed = true;
+  const std::size_t chunk = detail::InPlaceScratch::kChunkKeys;
+  const auto alternative = [&](const Layout& layout, std::size_t keys, unsigned threads) {
+    return detail::alternative_plan(
+        BulkOp::insert_if_absent, layout, keys,
+        detail::plan_bulk(BulkOp::insert_if_absent, layout, keys, threads, fixed));
+  };
+  const Layout at{Shape::sb256, 4 * chunk};  // 8 MiB
+  const Layout below{Shape::sb512, 4 * chunk - 1};
+  const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB: partitioned by size
+  for (unsigned threads : {2u, 3u, 7u}) {
+    for (const Layout& layout : {at, large}) {
+      for (std::size_t n : {chunk, 5 * chunk + 1}) {
+        const auto other = alternative(layout, n, threads);
+        ASSERT_TRUE(other);
+        EXPECT_EQ(other->mode, Mode::in_place_key_slices);
+        EXPECT_EQ(other->tasks, threads);
+      }
+    }
+    EXPECT_FALSE(alternative(below, chunk, threads));
+    EXPECT_FALSE(alternative(below, 8 * chunk, threads));  // blocks per key of a chunk, not a call
+    EXPECT_FALSE(alternative(at, chunk - 1, threads));
+  }
+  EXPECT_FALSE(alternative(at, chunk, 1));
+  EXPECT_FALSE(alternative(large, chunk, 1));
 }
 
 // A 1 GiB filter on two threads reads each batch of 2^18 keys or more with either plan, whichever

@@ -58,16 +58,14 @@ class CpuEngine final : public Engine {
                                  std::span<std::uint8_t> is_new) override {
     const BulkPlan plan =
         plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_->size(), threads_fixed_);
-    switch (plan.mode) {
-      case BulkPlan::Mode::partitioned:
-        return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
-                            keys.size(), mode, is_new.data(), *pool_, plan.partition_shift);
-      case BulkPlan::Mode::block_ranges:
-        return insert_if_absent_by_block_ranges(keys, mode, is_new, plan.tasks);
-      default:
-        return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                                         all_blocks(layout_), is_new.data());
-    }
+    const std::optional<BulkPlan> other =
+        alternative_plan(BulkOp::insert_if_absent, layout_, keys.size(), plan);
+    if (!other) return insert_if_absent_with(plan, keys, mode, is_new);
+    std::uint64_t fresh = 0;
+    run_chosen(dedup_plans_, plan, *other, keys.size(), [&](const BulkPlan& chosen) {
+      fresh = insert_if_absent_with(chosen, keys, mode, is_new);
+    });
+    return fresh;
   }
 
   void combine(std::span<const std::byte> other, CombineOp op) override {
@@ -162,32 +160,23 @@ class CpuEngine final : public Engine {
     });
   }
 
-  // Each task writes the flags of its own keys into a private zeroed buffer, merged afterwards:
-  // writing them in place would have the tasks fight over every cache line of the flags.
-  std::uint64_t insert_if_absent_by_block_ranges(std::span<const std::uint64_t> keys, KeyMode mode,
-                                                 std::span<std::uint8_t> is_new, unsigned tasks) {
-    constexpr std::size_t kChunkKeys = std::size_t{1} << 20;  // bounds the buffers
-    const std::size_t n = keys.size();
-    std::vector<std::uint8_t> task_flags(std::min(n, kChunkKeys) * tasks);
-    std::vector<std::uint64_t> fresh(tasks, 0);
-    for (std::size_t start = 0; start < n; start += kChunkKeys) {
-      const std::size_t count = std::min(kChunkKeys, n - start);
-      std::fill(task_flags.begin(), task_flags.begin() + count * tasks, 0);
-      pool_->run(tasks, [&](unsigned t) {
-        fresh[t] += kernels_.insert_if_absent(layout_, bits_.data(), keys.data() + start, count,
-                                              mode, task_blocks(layout_, t, tasks),
-                                              task_flags.data() + t * count);
-      });
-      std::uint8_t* out = is_new.data() + start;
-      std::copy_n(task_flags.data(), count, out);
-      for (unsigned t = 1; t < tasks; ++t) {
-        const std::uint8_t* flags = task_flags.data() + t * count;
-        for (std::size_t i = 0; i < count; ++i) out[i] |= flags[i];
-      }
+  std::uint64_t insert_if_absent_with(const BulkPlan& plan, std::span<const std::uint64_t> keys,
+                                      KeyMode mode, std::span<std::uint8_t> is_new) {
+    switch (plan.mode) {
+      case BulkPlan::Mode::partitioned:
+        return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
+                            keys.size(), mode, is_new.data(), *pool_, plan.partition_shift);
+      case BulkPlan::Mode::block_ranges:
+        return insert_if_absent_in_block_ranges(kernels_, layout_, bits_.data(), keys.data(),
+                                                keys.size(), mode, is_new.data(), *pool_,
+                                                plan.tasks);
+      case BulkPlan::Mode::in_place_key_slices:
+        return in_place_.run(kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
+                             is_new.data(), *pool_, plan.tasks);
+      default:
+        return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                                         all_blocks(layout_), is_new.data());
     }
-    std::uint64_t total = 0;
-    for (auto f : fresh) total += f;
-    return total;
   }
 
   Layout layout_;
@@ -199,6 +188,9 @@ class CpuEngine final : public Engine {
   mutable PlanChooser read_plans_;
   // Between the size-chosen plan and atomic key slices for inserts on several threads.
   PlanChooser write_plans_;
+  // Between the size-chosen plan and in-place key slices for insert_if_absent on several threads.
+  PlanChooser dedup_plans_;
+  InPlaceScratch in_place_;
   HostBuffer bits_;
 };
 

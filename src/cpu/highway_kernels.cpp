@@ -230,6 +230,43 @@ HWY_INLINE std::size_t KeepRange(D d, BlockRange range, std::size_t size,
   return count;
 }
 
+// Which keys of a group ForEachKey visits: `kAll`, or those whose positions Keep writes to `kept`.
+struct EveryKey {
+  static constexpr bool kAll = true;
+  template <class D>
+  HWY_INLINE std::size_t Keep(D, std::size_t size, const std::uint64_t*, std::uint64_t*) const {
+    return size;
+  }
+};
+
+struct KeysInRange {
+  static constexpr bool kAll = false;
+  BlockRange range;
+  template <class D>
+  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t* HWY_RESTRICT blocks,
+                              std::uint64_t* HWY_RESTRICT kept) const {
+    return KeepRange(d, range, size, blocks, kept);
+  }
+};
+
+// The keys of blocks not marked in `skip`: kept or dropped by the count alone, without a branch
+// (which keys another thread's keys collide with is as unpredictable as the keys).
+struct UnmarkedKeys {
+  static constexpr bool kAll = false;
+  BlockMarks skip;
+  template <class D>
+  HWY_INLINE std::size_t Keep(D, std::size_t size, const std::uint64_t* HWY_RESTRICT blocks,
+                              std::uint64_t* HWY_RESTRICT kept) const {
+    std::size_t count = 0;
+    for (std::size_t i = 0; i < size; ++i) {
+      const std::uint64_t bit = blocks[i] & skip.mask;
+      kept[count] = i;
+      count += ((skip.words[bit >> 6] >> (bit & 63)) & 1) ^ 1;
+    }
+    return count;
+  }
+};
+
 // Where a prefetched line is to go.
 enum class CacheLevel { l1, l2 };
 
@@ -264,20 +301,20 @@ HWY_INLINE void PrefetchLine(const void* p) {
 constexpr std::size_t kKeyPrefetchGroups = 4;
 constexpr std::size_t kKeysPerLine = 64 / sizeof(std::uint64_t);
 
-// Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) whose block is in
-// `range`, hashing one group ahead and prefetching its blocks, and returns the sum of what the
-// calls return (insert_if_absent: its count of new keys). `kWholeRange` says `range` is every
-// block: nothing to filter.
+// Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) that `keys_kept`
+// keeps, hashing one group ahead and prefetching its blocks, and returns the sum of what the
+// calls return (insert_if_absent: its count of new keys).
 //
 // The sum is kept here, in a register: a count the visitor added to through a reference lived in
 // memory, since the flag stores may alias it, and the compiler then branched on each key's
 // answer to skip that increment. With a fraction of the keys already present the branch
 // mispredicts, and at DRAM sizes each misprediction also discards the block prefetches issued
 // after it.
-template <class Geo, bool kWholeRange, class Visit>
+template <class Geo, class Kept, class Visit>
 HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                    BlockRange range, const Visit& visit) {
+                                    const Kept& keys_kept, const Visit& visit) {
+  constexpr bool kEveryKey = Kept::kAll;
   using Word = typename Geo::Word;
   const hn::ScalableTag<std::uint64_t> d;
   const std::size_t lanes = hn::Lanes(d);
@@ -288,10 +325,10 @@ HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
   constexpr std::size_t kSlots = kGroup + hn::MaxLanes(d);
   HWY_ALIGN std::uint64_t hashes[2][kSlots] = {};
   HWY_ALIGN std::uint64_t blocks[2][kSlots] = {};
-  HWY_ALIGN std::uint64_t kept[2][kSlots];  // positions of the keys in `range`; not kWholeRange
+  HWY_ALIGN std::uint64_t kept[2][kSlots];  // positions of the keys kept; not kEveryKey
   std::size_t count[2] = {0, 0};
 
-  // Hashes the group at `start`, computes its blocks in SIMD and keeps the keys of `range`.
+  // Hashes the group at `start`, computes its blocks in SIMD and keeps the keys to visit.
   const auto prepare = [&](std::size_t start, int slot) {
     const std::size_t size = std::min(kGroup, n - start);
     HashKeys(layout, keys + start, size, mode, hashes[slot]);
@@ -303,15 +340,15 @@ HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
       hn::Store(BlockOf(d, hn::Load(d, hashes[slot] + i), num_blocks, layout.index), d,
                 blocks[slot] + i);
     }
-    if constexpr (kWholeRange) {
+    if constexpr (kEveryKey) {
       count[slot] = size;
     } else {
-      count[slot] = KeepRange(d, range, size, blocks[slot], kept[slot]);
+      count[slot] = keys_kept.Keep(d, size, blocks[slot], kept[slot]);
     }
   };
   // The i-th key of a group to work on, as a position in the group.
   const auto key_at = [&](int slot, std::size_t i) {
-    return kWholeRange ? i : static_cast<std::size_t>(kept[slot][i]);
+    return kEveryKey ? i : static_cast<std::size_t>(kept[slot][i]);
   };
   const auto prefetch = [&](int slot, std::size_t i) {
     PrefetchLine<CacheLevel::l2>(words + blocks[slot][key_at(slot, i)] * Geo::kWords);
@@ -350,9 +387,9 @@ HWY_INLINE std::uint64_t ForEachKeyIn(const Layout& layout, std::byte* bits,
                                       const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                       BlockRange range, const Visit& visit) {
   if (range.begin == 0 && range.end == layout.num_blocks) {
-    return ForEachKey<Geo, true>(layout, bits, keys, n, mode, range, visit);
+    return ForEachKey<Geo>(layout, bits, keys, n, mode, EveryKey(), visit);
   }
-  return ForEachKey<Geo, false>(layout, bits, keys, n, mode, range, visit);
+  return ForEachKey<Geo>(layout, bits, keys, n, mode, KeysInRange{range}, visit);
 }
 
 void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
@@ -375,17 +412,17 @@ void InsertAtomic(const Layout& layout, std::byte* bits, const std::uint64_t* ke
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
     using Ops = BlockOps<Geo, false>;  // only the pattern: loads are or_block_atomically's
     using Word = typename Geo::Word;
-    ForEachKey<Geo, true>(layout, bits, keys, n, mode, all_blocks(layout),
-                          [](Word* block, std::uint64_t hash, std::size_t) {
-                            const typename Ops::D d;
-                            const auto x = static_cast<std::uint32_t>(hash);
-                            HWY_ALIGN Word pattern[Geo::kWords];
-                            for (std::size_t j = 0; j < Ops::kChunks; ++j) {
-                              hn::Store(Ops::Pattern(x, j), d, pattern + j * Ops::kLanes);
-                            }
-                            or_block_atomically<Geo::kBlockBytes>(block, pattern);
-                            return std::uint64_t{0};
-                          });
+    ForEachKey<Geo>(layout, bits, keys, n, mode, EveryKey(),
+                    [](Word* block, std::uint64_t hash, std::size_t) {
+                      const typename Ops::D d;
+                      const auto x = static_cast<std::uint32_t>(hash);
+                      HWY_ALIGN Word pattern[Geo::kWords];
+                      for (std::size_t j = 0; j < Ops::kChunks; ++j) {
+                        hn::Store(Ops::Pattern(x, j), d, pattern + j * Ops::kLanes);
+                      }
+                      or_block_atomically<Geo::kBlockBytes>(block, pattern);
+                      return std::uint64_t{0};
+                    });
   });
 }
 
@@ -394,30 +431,47 @@ void Contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
   auto* readable = const_cast<std::byte*>(bits);  // only read below
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
     WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
-      ForEachKey<Geo, true>(layout, readable, keys, n, mode, all_blocks(layout),
-                            [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
-                              out[k] = Ops::Test(block, hash) ? 1 : 0;
-                              return std::uint64_t{0};
-                            });
+      ForEachKey<Geo>(layout, readable, keys, n, mode, EveryKey(),
+                      [out](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+                        out[k] = Ops::Test(block, hash) ? 1 : 0;
+                        return std::uint64_t{0};
+                      });
     });
   });
 }
 
-std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                             std::size_t n, KeyMode mode, BlockRange range, std::uint8_t* is_new) {
+// Tests and sets each key `for_each` visits (ForEachKey or ForEachKeyIn, given the geometry, the
+// keys to visit and the visitor) in order, writing its flag; returns the count of new keys.
+template <class ForEach>
+HWY_INLINE std::uint64_t TestAndSetEach(const Layout& layout, std::uint8_t* is_new,
+                                        const ForEach& for_each) {
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename Geo>(Geo) {
     WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
       fresh =
-          ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range,
-                            [is_new](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
-                              const std::uint64_t absent = Ops::TestAndSet(block, hash) ? 0 : 1;
-                              is_new[k] = static_cast<std::uint8_t>(absent);
-                              return absent;
-                            });
+          for_each(Geo(), [is_new](typename Geo::Word* block, std::uint64_t hash, std::size_t k) {
+            const std::uint64_t absent = Ops::TestAndSet(block, hash) ? 0 : 1;
+            is_new[k] = static_cast<std::uint8_t>(absent);
+            return absent;
+          });
     });
   });
   return fresh;
+}
+
+std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                             std::size_t n, KeyMode mode, BlockRange range, std::uint8_t* is_new) {
+  return TestAndSetEach(layout, is_new, [&]<class Geo>(Geo, const auto& visit) {
+    return ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range, visit);
+  });
+}
+
+std::uint64_t InsertIfAbsentUnmarked(const Layout& layout, std::byte* bits,
+                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                     BlockMarks skip, std::uint8_t* is_new) {
+  return TestAndSetEach(layout, is_new, [&]<class Geo>(Geo, const auto& visit) {
+    return ForEachKey<Geo>(layout, bits, keys, n, mode, UnmarkedKeys{skip}, visit);
+  });
 }
 
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
@@ -455,7 +509,8 @@ CpuTarget Target() {
   // reference kernels ("cpu/scalar").
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
-  static const CpuKernels kKernels{kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent};
+  static const CpuKernels kKernels{
+      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

@@ -24,6 +24,18 @@ inline BlockRange all_blocks(const Layout& layout) {
   return {0, static_cast<std::uint32_t>(layout.num_blocks)};
 }
 
+/// A bitmap over blocks, folded: block b reads bit `b & mask` of `words` (mask + 1 a power of two,
+/// at least 64). Blocks that share a bit share its value.
+struct BlockMarks {
+  const std::uint64_t* words;
+  std::uint64_t mask;
+
+  bool marked(std::uint32_t block) const {
+    const std::uint64_t bit = block & mask;
+    return ((words[bit >> 6] >> (bit & 63)) & 1) != 0;
+  }
+};
+
 struct CpuKernels {
   /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
   const char* target;
@@ -43,6 +55,12 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                     BlockRange range, std::uint8_t* is_new);
+  /// insert_if_absent over the keys whose block is not marked in `skip`, in order: keys of marked
+  /// blocks are left out and their flags untouched, as keys outside a range are. The caller marks
+  /// the blocks that other threads' keys share (insert_if_absent_in_place, partitioned.hpp).
+  std::uint64_t (*insert_if_absent_unmarked)(const Layout& layout, std::byte* bits,
+                                             const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                             BlockMarks skip, std::uint8_t* is_new);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

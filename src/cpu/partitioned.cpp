@@ -65,6 +65,16 @@ constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_t{1} <<
 constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
 constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;
 static_assert(kMinTimedInsertKeys >= kMinParallelKeys, "a timed insert runs on several threads");
+// In-place key slices for insert_if_absent are timed from this many blocks per key of a chunk: with
+// two slices about 1/8 of the keys then share a block with the other slice's and are routed.
+constexpr std::uint64_t kMinBlocksPerInPlaceKey = 4;
+// The merged bitmap of InPlaceScratch has this many bits per key of a chunk (at least a cache line
+// per task), so that keys of different blocks folded onto one bit, and routed for nothing, are
+// about 1/32 of the keys with two slices; at 2^16 keys the bitmaps stay in the L2 (128 KiB each).
+constexpr std::size_t kMarkBitsPerKey = 16;
+constexpr std::size_t kMinMarkBits = 512;
+// Routed keys run by block range on several threads from this many, on the calling thread below.
+constexpr std::size_t kMinParallelRoutedKeys = std::size_t{1} << 12;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -142,6 +152,12 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
     other.partition_shift = 0;
     return other;
   }
+  if (op == BulkOp::insert_if_absent && n >= kMinTimedInsertKeys &&
+      layout.num_blocks >= kMinBlocksPerInPlaceKey * std::min(n, InPlaceScratch::kChunkKeys)) {
+    other.mode = BulkPlan::Mode::in_place_key_slices;
+    other.partition_shift = 0;
+    return other;
+  }
   return std::nullopt;
 }
 
@@ -157,6 +173,134 @@ void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
   return {static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t)),
           static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t + 1))};
+}
+
+std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const Layout& layout,
+                                               std::byte* bits, const std::uint64_t* keys,
+                                               std::size_t n, KeyMode mode, std::uint8_t* is_new,
+                                               ThreadPool& pool, unsigned tasks) {
+  // Each task writes the flags of its own keys into a private zeroed buffer, merged afterwards:
+  // writing them in place would have the tasks fight over every cache line of the flags.
+  constexpr std::size_t kChunkKeys = std::size_t{1} << 20;  // bounds the buffers
+  std::vector<std::uint8_t> task_flags(std::min(n, kChunkKeys) * tasks);
+  std::vector<std::uint64_t> fresh(tasks, 0);
+  for (std::size_t start = 0; start < n; start += kChunkKeys) {
+    const std::size_t count = std::min(kChunkKeys, n - start);
+    std::fill(task_flags.begin(), task_flags.begin() + count * tasks, 0);
+    pool.run(tasks, [&](unsigned t) {
+      fresh[t] +=
+          kernels.insert_if_absent(layout, bits, keys + start, count, mode,
+                                   task_blocks(layout, t, tasks), task_flags.data() + t * count);
+    });
+    std::uint8_t* out = is_new + start;
+    std::copy_n(task_flags.data(), count, out);
+    for (unsigned t = 1; t < tasks; ++t) {
+      const std::uint8_t* flags = task_flags.data() + t * count;
+      for (std::size_t i = 0; i < count; ++i) out[i] |= flags[i];
+    }
+  }
+  std::uint64_t total = 0;
+  for (auto f : fresh) total += f;
+  return total;
+}
+
+std::uint64_t InPlaceScratch::run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                                  const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                  std::uint8_t* is_new, ThreadPool& pool, unsigned tasks) {
+  std::uint64_t fresh = 0;
+  // Chunks run one after another, so keys of different chunks keep their sequential order.
+  for (std::size_t start = 0; start < n; start += kChunkKeys) {
+    const std::size_t count = std::min(kChunkKeys, n - start);
+    fresh +=
+        run_chunk(kernels, layout, bits, keys + start, count, mode, is_new + start, pool, tasks);
+  }
+  return fresh;
+}
+
+std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout& layout,
+                                        std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                                        KeyMode mode, std::uint8_t* is_new, ThreadPool& pool,
+                                        unsigned tasks) {
+  const std::size_t mark_bits = std::max(kMinMarkBits, std::bit_ceil(n * kMarkBitsPerKey));
+  const std::size_t mark_words = mark_bits / 64;
+  constexpr std::size_t kLineWords = 64 / sizeof(std::uint64_t);
+  hashes_.resize(std::max(hashes_.size(), n));
+  mark_words_.resize(std::max(mark_words_.size(), (tasks + 1) * mark_words + kLineWords));
+  routed_.resize(std::max<std::size_t>(routed_.size(), tasks));
+  task_fresh_.assign(tasks, 0);
+  // Each task's bitmap in whole cache lines of its own: a line shared by two tasks' bitmaps would
+  // move between their cores on every mark.
+  const auto line_offset =
+      (kLineWords - (reinterpret_cast<std::uintptr_t>(mark_words_.data()) / sizeof(std::uint64_t)) %
+                        kLineWords) %
+      kLineWords;
+  std::uint64_t* const marks = mark_words_.data() + line_offset;
+  std::uint64_t* const shared = marks + tasks * mark_words;
+  std::uint64_t* const hashes = hashes_.data();
+  const Layout local_layout = layout;
+  const std::uint64_t mask = mark_bits - 1;
+  // 1. Hash each slice once and mark its blocks.
+  pool.run(tasks, [&](unsigned t) {
+    std::uint64_t* const own = marks + t * mark_words;
+    std::fill_n(own, mark_words, 0);
+    for_each_hash(kernels, layout, keys, slice_begin(n, tasks, t), slice_begin(n, tasks, t + 1),
+                  mode, [=](std::size_t i, std::uint64_t hash) {
+                    hashes[i] = hash;
+                    const std::uint64_t bit = local_layout.block_of(hash) & mask;
+                    own[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+                  });
+  });
+  // 2. The bits two tasks or more marked: a key's own task marked its bit, so the key shares its
+  // block (or a block folded onto the same bit) with another slice's key exactly when it is set.
+  pool.run(tasks, [&](unsigned t) {
+    for (std::size_t w = slice_begin(mark_words, tasks, t);
+         w < slice_begin(mark_words, tasks, t + 1); ++w) {
+      std::uint64_t once = 0, twice = 0;
+      for (unsigned u = 0; u < tasks; ++u) {
+        const std::uint64_t m = marks[u * mark_words + w];
+        twice |= once & m;
+        once |= m;
+      }
+      shared[w] = twice;
+    }
+  });
+  const BlockMarks shared_blocks{shared, mask};
+  // 3. Keys of unshared blocks in place, by the task whose slice alone has keys there; the others
+  // listed for step 4.
+  pool.run(tasks, [&](unsigned t) {
+    const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
+    task_fresh_[t] =
+        kernels.insert_if_absent_unmarked(layout, bits, hashes + begin, end - begin,
+                                          KeyMode::prehashed, shared_blocks, is_new + begin);
+    std::vector<std::uint32_t>& routed = routed_[t];
+    routed.clear();
+    for (std::size_t i = begin; i < end; ++i) {
+      if (shared_blocks.marked(local_layout.block_of(hashes[i]))) {
+        routed.push_back(static_cast<std::uint32_t>(i));
+      }
+    }
+  });
+  std::uint64_t fresh = 0;
+  for (unsigned t = 0; t < tasks; ++t) fresh += task_fresh_[t];
+  // 4. The keys of shared blocks, slices in order: input order.
+  routed_hashes_.clear();
+  for (unsigned t = 0; t < tasks; ++t) {
+    for (std::uint32_t i : routed_[t]) routed_hashes_.push_back(hashes[i]);
+  }
+  const std::size_t count = routed_hashes_.size();
+  if (count == 0) return fresh;
+  routed_flags_.resize(count);
+  fresh +=
+      count >= kMinParallelRoutedKeys && tasks > 1
+          ? insert_if_absent_in_block_ranges(kernels, layout, bits, routed_hashes_.data(), count,
+                                             KeyMode::prehashed, routed_flags_.data(), pool, tasks)
+          : kernels.insert_if_absent(layout, bits, routed_hashes_.data(), count, KeyMode::prehashed,
+                                     all_blocks(layout), routed_flags_.data());
+  std::size_t k = 0;
+  for (unsigned t = 0; t < tasks; ++t) {
+    for (std::uint32_t i : routed_[t]) is_new[i] = routed_flags_[k++];
+  }
+  return fresh;
 }
 
 void PartitionScratch::reserve(std::size_t keys) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "bulkbloom/layout.hpp"
 #include "core/thread_pool.hpp"
@@ -57,6 +58,9 @@ struct BulkPlan {
                         // or to spread a large filter's blocks over several threads
     atomic_key_slices,  // insert: each task sets the bits of a contiguous slice of the keys with
                         // atomic ORs, in any block (CpuKernels::insert_atomic)
+    in_place_key_slices,  // insert_if_absent: each task tests and sets the keys of a contiguous
+                          // slice whose blocks no other slice shares, in place; the keys of
+                          // shared blocks follow in input order (InPlaceScratch)
   };
   Mode mode = Mode::single;
   unsigned tasks = 1;
@@ -72,8 +76,10 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
 /// The other plan worth timing against `plan` (plan_bulk's for the same call) on several threads,
 /// if any: partitions, for a contains of at least 2^18 keys that `plan` reads in key slices from a
 /// filter of 1 to 6 GiB; atomic key slices, for an insert of at least 2^16 keys that `plan` splits
-/// by block range or partition. Both give the same answers; which is faster depends on the machine
-/// (cpu/plan_chooser.hpp).
+/// by block range or partition; in-place key slices, for an insert_if_absent of at least 2^16 keys
+/// that `plan` splits by block range or partition, on a filter of at least 4 blocks for each key
+/// of an InPlaceScratch chunk (fewer, and most keys would share a block and be routed anyway).
+/// Both give the same answers; which is faster depends on the machine (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
 
@@ -85,5 +91,47 @@ void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::
 
 /// The blocks task `t` of `tasks` owns in Mode::block_ranges.
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);
+
+/// Mode::block_ranges for insert_if_absent: `tasks` tasks on `pool`, each running
+/// `kernels.insert_if_absent` over every key for its own range of blocks. Returns the count of new
+/// keys; `is_new` as the single call's.
+std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const Layout& layout,
+                                               std::byte* bits, const std::uint64_t* keys,
+                                               std::size_t n, KeyMode mode, std::uint8_t* is_new,
+                                               ThreadPool& pool, unsigned tasks);
+
+/// Mode::in_place_key_slices: insert_if_absent on several threads with only the keys of shared
+/// blocks routed (DESIGN §3, bench/DECISIONS.md "insert_if_absent in place"). Per chunk of keys:
+///  1. each task hashes a contiguous slice of the keys, keeps the hashes and marks its keys'
+///     blocks in a bitmap of its own (folded: blocks that share a bit count as one);
+///  2. the tasks merge the bitmaps into the bits marked by two tasks or more;
+///  3. each task tests and sets, in order, the keys of its slice whose bit that leaves clear
+///     (no other slice has a key in the block, so no other thread touches it), and lists the rest;
+///  4. the listed keys, every key of each shared block, run in input order (by block range on
+///     several threads when there are many).
+/// Flags, count and bytes are one sequential insert_if_absent's. The buffers are kept between
+/// calls; the caller serialises calls, as it does all writes to the filter.
+class InPlaceScratch {
+ public:
+  std::uint64_t run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                    const std::uint64_t* keys, std::size_t n, KeyMode mode, std::uint8_t* is_new,
+                    ThreadPool& pool, unsigned tasks);
+
+  /// Keys per chunk. Keys of different chunks never run at once, so a smaller chunk shares fewer
+  /// blocks between slices; each chunk costs four waits for the slowest task.
+  static constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
+
+ private:
+  std::uint64_t run_chunk(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                          const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                          std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
+
+  std::vector<std::uint64_t> hashes_;      // the chunk's, in input order
+  std::vector<std::uint64_t> mark_words_;  // tasks' bitmaps, then the merged one; + alignment
+  std::vector<std::vector<std::uint32_t>> routed_;  // [task]: positions in the chunk to route
+  std::vector<std::uint64_t> routed_hashes_;
+  std::vector<std::uint8_t> routed_flags_;
+  std::vector<std::uint64_t> task_fresh_;
+};
 
 }  // namespace bulkbloom::detail

@@ -74,14 +74,16 @@ void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
   });
 }
 
-std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                               std::size_t n, KeyMode mode, BlockRange range,
-                               std::uint8_t* is_new) {
+// The sequential loop over the keys `owned` accepts (a block's index).
+template <class Owned>
+std::uint64_t insert_if_absent_owned(const Layout& layout, std::byte* bits,
+                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                     const Owned& owned, std::uint8_t* is_new) {
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename G>(G) {
     for (std::size_t k = 0; k < n; ++k) {
       const std::uint64_t hash = key_hash(layout, keys[k], mode);
-      if (!in_range(layout, hash, range)) continue;
+      if (!owned(layout.block_of(hash))) continue;
       typename G::Word* words = block_words<G>(layout, bits, hash);
       const bool present = test_block<G>(words, hash);
       set_block<G>(words, hash);
@@ -90,6 +92,22 @@ std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std:
     }
   });
   return fresh;
+}
+
+std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                               std::size_t n, KeyMode mode, BlockRange range,
+                               std::uint8_t* is_new) {
+  return insert_if_absent_owned(
+      layout, bits, keys, n, mode,
+      [range](std::uint32_t block) { return block >= range.begin && block < range.end; }, is_new);
+}
+
+std::uint64_t insert_if_absent_unmarked(const Layout& layout, std::byte* bits,
+                                        const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                        BlockMarks skip, std::uint8_t* is_new) {
+  return insert_if_absent_owned(
+      layout, bits, keys, n, mode, [skip](std::uint32_t block) { return !skip.marked(block); },
+      is_new);
 }
 
 std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
@@ -107,8 +125,8 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 }  // namespace
 
 const CpuTarget& scalar_target() {
-  static constexpr CpuKernels kKernels{"scalar",      hash,     insert,
-                                       insert_atomic, contains, insert_if_absent};
+  static constexpr CpuKernels kKernels{
+      "scalar", hash, insert, insert_atomic, contains, insert_if_absent, insert_if_absent_unmarked};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
