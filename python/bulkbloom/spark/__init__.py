@@ -75,60 +75,83 @@ Sliding windows (``window=``, ``time=``)
     record of the dump carries that time, dumps in time order.
 
 Task retries and speculative execution
-    An attempt only reads the committed generation and writes files named for itself; the driver
-    takes the files of the attempt Spark counted, so a retried task starts from the shard as it
-    was, and a duplicate attempt's files are left out and removed. A job that fails changes
-    nothing in the directory.
+    An attempt only reads the committed generation and writes files named for itself (or, on a
+    filter directory the executors cannot reach, hands in its files' bytes); the driver takes
+    what the attempt Spark counted handed in, so a retried task starts from the shard as it was,
+    and a duplicate attempt's files are left out and removed. A job that fails changes nothing
+    that any reader reads.
 
 Committing a run (``dedup_and_write``)
-    The order is: (a) the routing job stages the new generation in ``PATH/tmp-<job>/``; (b)
-    ``PATH/PENDING`` is written, naming the output path, the generation current when the run
-    began and the staged one; (c) Spark writes the output and commits it (its output committer:
-    ``_SUCCESS`` and the files in place); (d) the staged generation is committed (below), with
-    the run's record in its manifest; (e) ``PENDING`` is removed. A failure the driver sees
-    (a failing task, a write that raises) removes the output if it was not there before and
-    ``PENDING``, and changes nothing else. A driver killed before (d) leaves the filter as it
-    was: the rerun finds ``PENDING`` naming its output and the current generation, so it
-    replaces what the crashed run left at the output (also with ``mode="error"``) and writes
-    exactly what the crashed run would have; a crash of another run that left ``PENDING`` is
-    logged and its output left alone. After (d) the current manifest's ``"run"`` (the output,
-    its format, the key, the order and a SHA-256 of the input's sorted file names) matches a
-    rerun of the same job, which changes nothing and returns the committed state, or, if the
-    output is gone, raises (the filter already holds the run's keys). An input that reads no
-    files (an in-memory DataFrame) has no such record: its rerun after (d) dedups again. No
-    generation is removed until a later run commits (d); then the one before the new current
-    one is kept, older ones are removed.
+    The order is: (a) the routing job stages the new generation, its objects in a directory of
+    its own (``PATH/gen-<N>-<run>/``); (b) ``PATH/PENDING-<run>.json`` is written, naming the
+    output path, the generation current when the run began and the staged one; (c) Spark writes
+    the output and commits it (its output committer: ``_SUCCESS`` and the files in place); (d)
+    the staged generation is committed by creating its manifest (below), with the run's record
+    in it; (e) ``PENDING-<run>.json`` is removed. A failure the driver sees (a failing task, a
+    write that raises, another run that committed first) removes the output if it was not there
+    before, the staged generation and its ``PENDING``, and changes nothing else. A driver killed
+    before (d) leaves the filter as it was: the rerun finds the ``PENDING`` naming its output and
+    the current generation, so it replaces what the crashed run left at the output (also with
+    ``mode="error"``) and writes exactly what the crashed run would have; a crashed run's
+    ``PENDING`` naming another output is logged and its output left alone. After (d) the current
+    manifest's ``"run"`` (the output, its format, the key, the order and a SHA-256 of the input's
+    sorted file names) matches a rerun of the same job, which changes nothing and returns the
+    committed state, or, if the output is gone, raises (the filter already holds the run's
+    keys). An input that reads no files (an in-memory DataFrame) has no such record: its rerun
+    after (d) dedups again. Nothing is removed until a run commits (d); then what neither the
+    new manifest nor the one before it names is removed.
 
-The sharded filter directory (``filter=`` / ``build`` / ``query``; a POSIX path or ``file:`` URI
-every executor sees at the same place, e.g. a shared mount, since shard files are mapped and
-renamed; another URI scheme, ``hdfs:`` or ``s3a:``, is refused before anything runs)::
+The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``)
+    Any URI Spark reads (``hdfs://``, ``s3a://``, ``gs://``, ``abfs://``, ``viewfs://``,
+    ``file://``), or a path, resolved against Spark's default filesystem (``fs.defaultFS``) as
+    Spark resolves the paths it reads, through the driver JVM's
+    ``org.apache.hadoop.fs.FileSystem`` with Spark's Hadoop configuration. On the local
+    filesystem (a ``file:`` URI, or a path where ``fs.defaultFS`` is ``file:``) the executors
+    read and write the shard files in place, so the directory must be at the same place on every
+    host (local mode, a shared mount), and every object is written under a temporary name,
+    fsynced and renamed (the manifest linked) into place. On any other filesystem the executors
+    never open it: Spark reads the base generation's shard files to the shard tasks (its
+    ``binaryFile`` source, in the routing's shuffle), and the tasks hand their new shard and
+    drops files to the driver, which writes them: the driver then holds one run's changed shard
+    files at once (``spark.driver.maxResultSize`` must allow them), and ``query`` is refused.
+    Nothing relies on an atomic rename or a lock, so object stores hold it::
 
-    PATH/LOCK                 held (flock) by the driver of a job that changes the filter
-    PATH/CURRENT              the name of the current generation and a newline, replaced by rename
-    PATH/PENDING              a dedup_and_write run's output between its staging and commit (JSON:
-                              output, base, generation)
-    PATH/gen-000007/manifest.json
-    PATH/gen-000007/shard-00000.bbf ... shard-{S-1}.bbf
-    PATH/gen-000007/drops-00000.parquet ...   dedup's dropped row ids of that run (row_id, sorted)
-                                              by shard, or drops-p000000.parquet ... by input
-                                              partition (the row id's upper 31 bits)
-    PATH/tmp-<job>/            a running job's attempt files (removed when it ends)
+    PATH/manifests/000007.json      the commit of generation 7 (JSON; the newest names the current
+                                    state), created last, only if absent
+    PATH/gen-000007-<run>/shard-00000.bbf ... shard-{S-1}.bbf
+    PATH/gen-000007-<run>/drops-00000.parquet ...   dedup's dropped row ids of that run (row_id,
+                                    sorted) by shard, or drops-p000000.parquet ... by input
+                                    partition (the row id's upper 31 bits; local filesystem only)
+    PATH/PENDING-<run>.json         a dedup_and_write run's output between its staging and commit
+                                    (JSON: output, base, generation)
 
-``manifest.json`` records ``"format": "bulkbloom sharded filter"``, ``"version": 1``, the
-generation number, ``num_shards`` (S), the whole filter's ``layout`` (shape, num_blocks, hash,
-seed, index), the key kind (``"integer"`` or ``"bytes"``), the sizing (capacity, fpr), the
-shard and drops file names and how the drops are grouped (``"drops_by"``: ``"shard"`` or
-``"input partition"``), and, written by ``dedup_and_write``, the ``"run"`` that made it
-("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock,
-window, generations, lateness) and the event ``time`` of the last run, and its shards are window
-shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file of the filter file format
-(docs/FORMAT.md): its header records the whole layout and which shard of S it is, and stores the
-shard's distinct-key count; ``bulkbloom.FilterShard.load`` reads one, and
-``bulkbloom.concat`` of all S gives the one filter, which ``bulkbloom`` (the CLI) reads. A commit
-renames a fully written and fsynced generation directory into place, then replaces ``CURRENT``
-(write, fsync, rename, fsync of the directory); the generation before the current one is kept
-(a DataFrame ``query`` returned may still read it) and older ones are removed, as
-is anything a crashed job left, by the next job that holds the lock.
+    Every object but a manifest is written once, under a name no other run uses (the run's
+    directory). A run starting from manifest N stages generation N + 1 and commits it by
+    creating ``manifests/<N+1>.json`` with overwrite off and, on S3A, the conditional create
+    (``If-None-Match``, Hadoop 3.4.2 on): HDFS, S3 and the local filesystem (link(2)) create it
+    for exactly one of two runs, and the other is refused with an error naming the generation
+    the other committed, its staged objects and output removed. A store without a conditional
+    create (S3A before Hadoop 3.4.2, some S3-compatible stores) cannot tell two runs apart: there,
+    run one job a filter at a time. A manifest records ``"format": "bulkbloom sharded filter"``,
+    ``"version": 2``, the generation number, its ``directory``, the ``base`` generation it was
+    made from, a ``writer`` id unique to the run, ``num_shards`` (S), the whole filter's
+    ``layout`` (shape, num_blocks, hash, seed, index), the key kind (``"integer"`` or
+    ``"bytes"``), the sizing (capacity, fpr), the ``shards`` and ``drops`` objects (paths within
+    PATH: a shard no record of the run went to is the earlier generation's object, named again),
+    how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``) and how many
+    rows were dropped (``"dropped"``), and, written by ``dedup_and_write``, the ``"run"`` that made
+    it ("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock, window,
+    generations, lateness) and the event ``time`` of the last run, and its shards are window
+    shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file
+    of the filter file format (docs/FORMAT.md): its header records the whole layout and which
+    shard of S it is, and stores the shard's distinct-key count; ``bulkbloom.FilterShard.load``
+    reads one, and ``bulkbloom.concat`` of all S gives the one filter, which ``bulkbloom`` (the
+    CLI) reads. After a commit, what neither the new manifest nor the one before it names (a
+    DataFrame returned earlier may still read that one) is removed, up to the new generation's
+    number: older manifests and generations, and what crashed or refused runs left; a generation
+    numbered past it is a running job's, left alone. A directory of version 1 (a ``CURRENT``
+    file naming ``gen-N/``, which holds ``manifest.json``) is read as it is, and its first commit
+    writes version 2 (logged), after which older bulkbloom versions cannot read it.
 """
 
 from __future__ import annotations

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-from pathlib import Path
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -21,13 +19,13 @@ from ._inputs import (
     _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log, _stable_input,
 )
 from ._plan import (
-    _PARTITION_SHIFT, _ROW, OrderLike, _decide_shards, _default_shards, _key_kind, _order_terms,
-    _OrderTerm, _regroup_drops, _routed, _spark_seeded,
+    _BLOB, _PARTITION_SHIFT, _ROW, OrderLike, _decide_shards, _default_shards, _key_kind,
+    _order_terms, _OrderTerm, _regroup_drops, _routed, _spark_seeded,
 )
 from ._store import (
-    _DROPPED, _PENDING, PathLike, ShardedFilter, _changing, _crashed_run_wrote, _filter_root,
-    _input_drops, _input_drops_name, _publish, _scratch_directory, _stage, _Staged,
-    _work_directory, _write_durably, open_filter,
+    _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _input_drops, _input_drops_name,
+    _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store, _store_of,
+    _write_pending,
 )
 from ._windows import _window_request, _WindowRequest
 
@@ -35,9 +33,9 @@ from ._windows import _window_request, _WindowRequest
 def _decide(
     df: DataFrame,
     key: str,
-    root: Path,
+    store: _Store,
     current: Optional[ShardedFilter],
-    work: Path,
+    generation: tuple,
     *,
     order: List[_OrderTerm],
     capacity: Optional[int],
@@ -53,7 +51,8 @@ def _decide(
     run: Optional[dict] = None,
 ) -> _Staged:
     """Routes and decides (module documentation, "How it runs") against `current` (carried when
-    `carry`), and stages the new generation in `work`, its manifest recording `run` (if any).
+    `carry`), and stages the new generation (`generation`: its number and directory), its
+    manifest recording `run` (if any).
     With write_drops, the dropped row ids are regrouped by input partition when there are more
     than `regroup_drops_above`."""
     _check_names(df)
@@ -62,19 +61,19 @@ def _decide(
     if base is not None:
         if base.manifest.get("keys") != kind:
             raise ValueError(
-                f"{root} holds {base.manifest.get('keys')} keys; column {key!r} has {kind} keys"
+                f"{store.uri} holds {base.manifest.get('keys')} keys; column {key!r} has {kind} keys"
                 " (integers and strings hash differently)"
             )
         if num_shards is not None and num_shards != base.num_shards:
             raise ValueError(
-                f"{root} has {base.num_shards} shards, not {num_shards}; bulkbloom.reshard "
+                f"{store.uri} has {base.num_shards} shards, not {num_shards}; bulkbloom.reshard "
                 "recuts one"
             )
         if layout is not None and tuple(layout)[:5] != tuple(base.layout)[:5]:
-            raise ValueError(f"{root} has layout {base.layout}, not {layout}")
+            raise ValueError(f"{store.uri} has layout {base.layout}, not {layout}")
         if (base.window is None) != (window is None):
             held = "a filter" if base.window is None else f"a window ({base.window})"
-            raise ValueError(f"{root} holds {held}; pass window= exactly for a window")
+            raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
         the_layout, count = base.layout, base.num_shards
         config = base.window
         extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
@@ -107,8 +106,21 @@ def _decide(
         extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
     if not 1 <= count <= the_layout.num_blocks:
         raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+    number, directory = generation
+    # Where the executors see the directory, the tasks write the generation's files in it;
+    # elsewhere, Spark reads the base shards to them and they hand in their files' bytes.
+    work = None if store.local is None else store.local / directory
+    store.mkdirs(directory)
+    blobs = None
+    if base is not None and work is None:
+        shard_files = [store.path(name) for name in base.manifest["shards"]]
+        blobs = df.sparkSession.read.format("binaryFile").load(shard_files).select(
+            F.regexp_extract("path", r"shard-(\d+)\.bb[fw]$", 1).cast("long").alias(_ROW),
+            F.col("content").alias(_BLOB),
+        )
     # A window's shards take keys, not hashes (WindowShard has no hashed twin).
-    routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls)
+    routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls,
+                             blobs)
     time = None if window is None else window.time
     rows = _decide_shards(
         routed, base, tuple(the_layout), config, time, count, work,
@@ -117,28 +129,33 @@ def _decide(
     )
     dropped = sum(row["keys"] - row["new_keys"] for row in rows)
     drops_by, drops = "shard", {
-        f"drops-{row['shard']:05d}.parquet": row["drops_file"]
-        for row in rows if row["drops_file"] is not None
+        f"drops-{row['shard']:05d}.parquet": (row["drops_file"], row["drops_bytes"])
+        for row in rows if row["drops_file"] is not None or row["drops_bytes"] is not None
     }
-    if drops and regroup_drops_above is not None and dropped > regroup_drops_above:
+    # Regrouped drops are read by the executors' Python (_without_drops): local stores only.
+    if (drops and work is not None and regroup_drops_above is not None
+            and dropped > regroup_drops_above):
         drops_by = "input partition"
-        regrouped = _regroup_drops(df.sparkSession, drops, work, dropped)
-        drops = {_input_drops_name(r["partition"]): r["drops_file"] for r in regrouped}
-    previous = None if current is None else current.generation
+        regrouped = _regroup_drops(df.sparkSession, {n: f for n, (f, _) in drops.items()}, work,
+                                   dropped)
+        drops = {_input_drops_name(r["partition"]): (r["drops_file"], None) for r in regrouped}
+    extra = {**extra, "dropped": dropped}
     if run is not None:
         extra = {**extra, "run": run}
     return _stage(
-        root, base, previous, work, rows, the_layout, config, time, count, extra, drops, drops_by,
+        store, base, current, directory, number, rows, the_layout, config, time, count, extra,
+        drops, drops_by,
     )
 
 
-def _decide_and_publish(
-    df: DataFrame, key: str, root: Path, wait_lock: bool, **decide: Any
-) -> ShardedFilter:
+def _decide_and_publish(df: DataFrame, key: str, store: _Store, **decide: Any) -> ShardedFilter:
     """A job that changes nothing but the filter (``build``, or ``dedup``'s scratch filter):
     decided, staged and committed at once."""
-    with _changing(root, wait_lock) as current, _work_directory(root) as work:
-        return _publish(_decide(df, key, root, current, work, **decide))
+    current = _open(store)
+    with _new_generation(store, current) as generation:
+        state = _publish(_decide(df, key, store, current, generation, **decide))
+    _clean_up(store, state)
+    return state
 
 
 def dedup(
@@ -170,8 +187,10 @@ def dedup(
     ``layout``, and ``num_shards`` shards (None: the cores, shards of at most 128 MiB, and of at
     most a million rows where the rows are known: ``capacity`` or the row count; a multiple of
     the cores), with ``SPARK_SEED`` as its hash seed; it lives in a new directory in
-    ``scratch`` (None: the driver's temporary directory, which only local mode's executors see;
-    on a cluster, a directory on a shared mount), removed when the driver's Python exits.
+    ``scratch`` (any place a filter directory may be, module documentation, "The sharded filter
+    directory"; None: the driver's temporary directory, which only local mode's executors see:
+    on a cluster, pass a directory on HDFS, an object store or a shared mount), removed when the
+    driver's Python exits.
     ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
     8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
     function; module documentation, "How it runs").
@@ -207,32 +226,37 @@ def dedup(
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
     state = _decide_and_publish(
-        df, key, _scratch_directory(scratch), False, order=_order_terms(order), capacity=capacity,
-        fpr=fpr, num_shards=num_shards, layout=layout, carry=False, write_drops=True,
-        on_task=_on_task, regroup_drops_above=broadcast_drops, nulls=nulls,
+        df, key, _scratch_store(df.sparkSession, scratch), order=_order_terms(order),
+        capacity=capacity, fpr=fpr, num_shards=num_shards, layout=layout, carry=False,
+        write_drops=True, on_task=_on_task, regroup_drops_above=broadcast_drops, nulls=nulls,
     )
-    return _kept(df, key, nulls, state.directory, state.manifest)
+    return _kept(df, key, nulls, state.store, state.manifest, broadcast_drops)
 
 
-def _kept(df: DataFrame, key: str, nulls: str, directory: Path, manifest: dict) -> DataFrame:
-    """The records dedup keeps of `df`: those the generation in `directory` did not drop, less
-    the null keys if `nulls` is "drop"."""
-    kept = _without_drops(df, directory, manifest)
+def _kept(df: DataFrame, key: str, nulls: str, store: _Store, manifest: dict,
+          broadcast_drops: int) -> DataFrame:
+    """The records dedup keeps of `df`: those the generation `manifest` describes did not drop,
+    less the null keys if `nulls` is "drop"."""
+    kept = _without_drops(df, store, manifest, broadcast_drops)
     return kept.where(F.col(key).isNotNull()) if nulls == "drop" else kept
 
 
-def _without_drops(df: DataFrame, directory: Path, manifest: dict) -> DataFrame:
-    """`df` less the rows whose row ids the generation in `directory` dropped (module
+def _without_drops(df: DataFrame, store: _Store, manifest: dict,
+                   broadcast_drops: int) -> DataFrame:
+    """`df` less the rows whose row ids the generation `manifest` describes dropped (module
     documentation, "How it runs", 3)."""
-    drops = [str(directory / name) for name in manifest["drops"]]
+    drops = [store.path(name) for name in manifest["drops"]]
     if not drops:  # no record at all, or none dropped
         return df
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     if manifest["drops_by"] == "shard":
-        # Few enough to send every task all of them: the records never leave the JVM.
         dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
+        if int(manifest.get("dropped", 0)) > broadcast_drops:
+            # Too many to broadcast, on a directory the executors' Python cannot read: a join.
+            return numbered.join(dropped, _ROW, "left_anti").drop(_ROW)
+        # Few enough to send every task all of them: the records never leave the JVM.
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
-    folder = str(directory)
+    folder = store.path(str(manifest["directory"]))
     held: dict = {}
 
     def kept(rows: pd.Series) -> pd.Series:
@@ -276,7 +300,6 @@ def dedup_and_write(
     generations: int = 4,
     lateness: int = 0,
     window_config: Optional[bulkbloom.WindowConfig] = None,
-    wait_lock: bool = False,
     broadcast_drops: Optional[int] = None,
     unstable_input: str = "checkpoint",
     nulls: str = "error",
@@ -299,7 +322,6 @@ def dedup_and_write(
     seconds, not earlier than the last run's); ``capacity`` is then the keys of one window, and
     ``generations`` and ``lateness`` are as for ``WindowedFilter.for_event_time``, or
     ``window_config`` gives the whole configuration.
-    ``wait_lock``: wait for another job holding ``filter`` instead of raising.
 
     The order of the commit (module documentation, "Committing a run"): the routing job decides
     and stages the new generation in the filter's directory, ``PENDING`` names ``path``, the
@@ -320,60 +342,65 @@ def dedup_and_write(
             f"mode {mode!r}: dedup_and_write writes with mode 'error' or 'overwrite' (an 'append' "
             "that crashed half way cannot be told from the data before it)"
         )
-    root = _filter_root(filter)
+    store = _store_of(filter, spark)
     output = _OutputPath(spark, path)
     order_terms = _order_terms(order)
     run = _run_record(df, key, order_terms, output.name, format)
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(spark)
     step = _on_step or (lambda name: None)
-    with _changing(root, wait_lock) as current:
-        ours = _crashed_run_wrote(root, current, output.name)
-        if current is not None and run["inputs"] and current.manifest.get("run") == run:
-            if not output.exists():
-                raise RuntimeError(
-                    f"{root}'s current generation {current.generation} already holds this run's "
-                    f"keys (the same inputs, written to {output.name}), but {output.name} is gone: "
-                    "it cannot be computed again from this filter; restore the output, or rerun "
-                    "against a copy of the filter with its previous generation made current"
-                )
-            _log.info("%s already committed this run (output %s): nothing to do", root,
-                      output.name)
-            return current
-        existed = output.exists()
-        if existed and not ours and _WRITE_MODES[mode] != "overwrite":
-            raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
-        df = _stable_input(df, unstable_input)
-        with _work_directory(root) as work:
-            try:
-                staged = _decide(
-                    df, key, root, current, work, order=order_terms, capacity=capacity,
-                    fpr=fpr, num_shards=num_shards, layout=layout, carry=True,
-                    write_drops=True, on_task=_on_task, window=request,
-                    regroup_drops_above=broadcast_drops, nulls=nulls, run=run,
-                )
-                pending = {"output": output.name, "base": staged.previous,
-                           "generation": staged.generation}
-                _write_durably(root / _PENDING, json.dumps(pending).encode() + b"\n")
-                step("staged")
-                writer = _kept(df, key, nulls, staged.directory, staged.manifest).write
-                writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
-                if partition_by is not None:
-                    columns = [partition_by] if isinstance(partition_by, str) else partition_by
-                    writer = writer.partitionBy(*columns)
-                writer.options(**(options or {})).save(output.name)
-                step("written")
-            except BaseException:
-                # Back as it was: the filter never changed; an output that was not there before
-                # (or was a crashed run's) goes; PENDING, last, since it vouches for the output.
-                if not existed or ours:
-                    output.delete()
-                (root / _PENDING).unlink(missing_ok=True)
-                raise
+    current = _open(store)
+    ours, stale = _crashed_runs(store, current, output.name)
+    if current is not None and run["inputs"] and current.manifest.get("run") == run:
+        if not output.exists():
+            raise RuntimeError(
+                f"{store.uri}'s current generation {current.number} already holds this run's "
+                f"keys (the same inputs, written to {output.name}), but {output.name} is gone: it "
+                "cannot be computed again from this filter; restore the output, or rerun against "
+                f"a copy of the filter without its newest manifest ({current.number:06d}.json)"
+            )
+        _log.info("%s already committed this run (output %s): nothing to do", store.uri,
+                  output.name)
+        for name in stale:
+            store.delete(name)
+        return current
+    existed = output.exists()
+    if existed and not ours and _WRITE_MODES[mode] != "overwrite":
+        raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
+    df = _stable_input(df, unstable_input)
+    pending = None
+    with _new_generation(store, current) as generation:
+        try:
+            staged = _decide(
+                df, key, store, current, generation, order=order_terms, capacity=capacity,
+                fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
+                on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
+                nulls=nulls, run=run,
+            )
+            pending = _write_pending(store, output.name, staged)
+            for name in stale:  # a crashed run's, which this run's PENDING now stands for
+                store.delete(name)
+            step("staged")
+            writer = _kept(df, key, nulls, store, staged.manifest, broadcast_drops).write
+            writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
+            if partition_by is not None:
+                columns = [partition_by] if isinstance(partition_by, str) else partition_by
+                writer = writer.partitionBy(*columns)
+            writer.options(**(options or {})).save(output.name)
+            step("written")
             state = _publish(staged)
-        step("committed")
-        (root / _PENDING).unlink(missing_ok=True)
-        return state
+        except BaseException:
+            # Back as it was: the filter never changed; an output that was not there before
+            # (or was a crashed run's) goes; PENDING, last, since it vouches for the output.
+            if not existed or ours:
+                output.delete()
+            if pending is not None:
+                store.delete(pending)
+            raise
+    step("committed")
+    _clean_up(store, state)
+    store.delete(pending)
+    return state
 
 
 def _run_record(
@@ -423,7 +450,6 @@ def build(
     fpr: float = 0.001,
     num_shards: Optional[int] = None,
     layout: Optional[bulkbloom.Layout] = None,
-    wait_lock: bool = False,
     nulls: str = "error",
 ) -> str:
     """Builds a new sharded filter of every key of ``df`` in the directory ``path`` (replacing
@@ -431,12 +457,12 @@ def build(
     ``"keep"`` or ``"drop"`` leaves null keys out, ``"error"`` stops at the first."""
     _classic(df.sparkSession)
     _check_nulls(nulls)
-    root = _filter_root(path)
+    store = _store_of(path, df.sparkSession)
     _decide_and_publish(
-        df, key, root, wait_lock, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
+        df, key, store, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
         layout=layout, carry=False, write_drops=False, on_task=None, nulls=nulls,
     )
-    return str(root)
+    return str(store.local) if store.local is not None else store.uri
 
 
 def query(
@@ -445,10 +471,18 @@ def query(
     """``df`` with a boolean ``column``: True where the sharded filter at ``filter_path`` may
     hold the record's key (never False for a key it holds). Nothing is shuffled: each task maps
     the shard files its keys need (pages read on first touch). The filter's committed
-    generation when ``query`` is called is the one read."""
-    state = open_filter(filter_path)
+    generation when ``query`` is called is the one read. The filter must be on the local
+    filesystem, at the same place on every executor (local mode, a shared mount)."""
+    _classic(df.sparkSession)
+    state = _open(_store_of(filter_path, df.sparkSession))
     if state is None:
-        raise FileNotFoundError(f"{filter_path} holds no sharded filter (no CURRENT)")
+        raise FileNotFoundError(f"{filter_path} holds no sharded filter (no manifest)")
+    if state.store.local is None:
+        raise ValueError(
+            f"query maps the shard files of {state.store.uri} on the executors, which only a "
+            "filter on the local filesystem allows (a shared mount, or local mode): copy it "
+            "to one"
+        )
     kind = _key_kind(df, key)
     if state.manifest.get("keys") != kind:
         raise ValueError(

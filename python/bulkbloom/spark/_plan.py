@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import SparkContext, TaskContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -18,13 +20,15 @@ from pyspark.sql import types as T
 
 import bulkbloom
 
-from ._store import _DROPPED, ShardedFilter, _empty_shard, _input_drops_name, _write_drops
+from ._store import _DROPPED, ShardedFilter, _drops_bytes, _empty_shard, _input_drops_name, \
+    _write_drops
 
 # Working column names, chosen not to meet a user's.
 _ROW = "__bulkbloom_row"
 _KEY = "__bulkbloom_key"
 _SHARD = "__bulkbloom_shard"
 _ORDER = "__bulkbloom_order_"
+_BLOB = "__bulkbloom_blob"
 
 OrderLike = Union[None, str, Column, Sequence[Union[str, Column]]]
 
@@ -198,13 +202,17 @@ def _hashed_layout(layout: bulkbloom.Layout) -> bulkbloom.Layout:
 def _routed(
     df: DataFrame, key: str, kind: str, order: List[_OrderTerm], layout: bulkbloom.Layout,
     num_shards: int, route_hashes: bool = True, nulls: str = "error",
+    base_blobs: Optional[DataFrame] = None,
 ) -> tuple:
     """(key, row id, order values...), each shard's rows in a partition of their own: all the
     routing moves; and whether the key column holds the keys' hashes, not the keys. Where Spark
     computes the layout's hash and `route_hashes`, it does: a string key then costs the shuffle
     8 bytes, as an integer does, and its shard keeps the bits the key would set
     (_hashed_layout). Records with a null key are left out (`nulls` "keep" or "drop"), or stop
-    the job as it reads the first ("error")."""
+    the job as it reads the first ("error"). `base_blobs` (a filter directory the executors
+    cannot read: _with_blobs): each shard's file of the base generation, one row a shard with
+    its index as the row id and its bytes in a column of their own, routed to the shard's
+    partition with its records."""
     orders = [term.values.alias(f"{_ORDER}{i}") for i, term in enumerate(order)]
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     key_column = F.col(key)
@@ -226,6 +234,7 @@ def _routed(
         else:
             narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
             shard = _shard_of_hash(_sql_hash(F.col(_KEY), kind, layout), layout, num_shards)
+        narrow, shard = _with_blobs(narrow, shard, base_blobs)
         return narrow.repartition(num_shards, F.element_at(key_of, shard + 1)), route_hashes
     narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
     schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
@@ -237,16 +246,30 @@ def _routed(
             shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
             yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
 
-    routed = narrow.mapInArrow(add_shard, schema)
-    shard_key = F.element_at(key_of, F.col(_SHARD) + 1)
-    return routed.repartition(num_shards, shard_key).drop(_SHARD), False
+    routed, shard = _with_blobs(narrow.mapInArrow(add_shard, schema), F.col(_SHARD), base_blobs)
+    return routed.repartition(num_shards, F.element_at(key_of, shard + 1)).drop(_SHARD), False
+
+
+def _with_blobs(narrow: DataFrame, shard: Column, blobs: Optional[DataFrame]) -> tuple:
+    """(`narrow` with `blobs`' rows, their shard): where the executors cannot read the base
+    generation's shard files, each goes to its shard's task with the records, read by Spark
+    (the binaryFile source, through the Hadoop filesystem the filter is on)."""
+    if blobs is None:
+        return narrow, shard
+    rows = narrow.withColumn(_BLOB, F.lit(None).cast(T.BinaryType()))
+    together = rows.unionByName(blobs, allowMissingColumns=True)
+    return together, F.when(F.col(_BLOB).isNull(), shard).otherwise(F.col(_ROW).cast("int"))
 
 
 _DECIDED = T.StructType(
     [
         T.StructField("shard", T.IntegerType(), False),
-        T.StructField("shard_file", T.StringType(), False),
+        T.StructField("shard_file", T.StringType(), True),
         T.StructField("drops_file", T.StringType(), True),
+        # Where the executors cannot write the filter directory, the files' bytes, which the
+        # driver writes (module documentation, "The sharded filter directory").
+        T.StructField("shard_bytes", T.BinaryType(), True),
+        T.StructField("drops_bytes", T.BinaryType(), True),
         T.StructField("keys", T.LongType(), False),
         T.StructField("new_keys", T.LongType(), False),
     ]
@@ -260,7 +283,7 @@ def _decide_shards(
     window: Optional[bulkbloom.WindowConfig],
     time: Optional[int],
     num_shards: int,
-    work: Path,
+    work: Optional[Path],
     order: List[tuple],
     write_drops: bool,
     on_task: Optional[Callable[[], None]],
@@ -268,22 +291,47 @@ def _decide_shards(
 ) -> list:
     """Runs each shard's task (see the module's documentation) and returns their rows. `hashed`:
     the routed key column holds the keys' hashes (_routed), which each task inserts into its
-    shard's bits under _hashed_layout."""
+    shard's bits under _hashed_layout. `work`: the local directory (the generation's, on a filter
+    directory every executor sees) the tasks save their attempt files in; None: the tasks take
+    the base shards' bytes from the routed rows (_with_blobs) and hand in their files' bytes."""
     key_layout = tuple(_hashed_layout(bulkbloom.Layout(*layout))) if hashed else layout
     shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
     suffix = ".bbf" if window is None else ".bbw"
-    base_dir = None if base is None else str(base.directory)
-    base_shards = None if base is None else list(base.manifest["shards"])
+    # The tasks' closures take plain values only (a ShardedFilter holds the driver's JVM).
+    has_base = base is not None
+    base_files = None if base is None or work is None else [
+        str(base.shard_path(i)) for i in range(num_shards)]
     # The order's terms, ties broken by the row id (the input's order).
     sort_keys = [(f"{_ORDER}{i}", *how) for i, how in enumerate(order)] + [(_ROW, False, True)]
-    work_dir = str(work)
+    work_dir = None if work is None else str(work)
 
-    def decide(index: int, table: pa.Table) -> pa.RecordBatch:
+    def load(index: int, blob: Optional[bytes]) -> Any:
+        if base_files is not None:
+            return shard_type.load(base_files[index], backend="cpu")
+        if blob is None:
+            raise RuntimeError(f"shard {index}'s task was not sent its base generation's file")
+        with tempfile.TemporaryDirectory(prefix="bulkbloom-spark-") as temporary:
+            path = os.path.join(temporary, f"base{suffix}")
+            with open(path, "wb") as out:
+                out.write(blob)
+            return shard_type.load(path, backend="cpu")
+
+    def saved(shard: Any, path: Optional[str]) -> Optional[bytes]:
+        """Saves `shard` at `path`, or returns its file's bytes (path None)."""
+        if path is not None:
+            shard.save(path)
+            return None
+        with tempfile.TemporaryDirectory(prefix="bulkbloom-spark-") as temporary:
+            shard.save(os.path.join(temporary, f"shard{suffix}"))
+            with open(os.path.join(temporary, f"shard{suffix}"), "rb") as saved_file:
+                return saved_file.read()
+
+    def decide(index: int, table: pa.Table, blob: Optional[bytes]) -> pa.RecordBatch:
         table = _sorted(table, sort_keys)
-        if base_dir is None:
+        if not has_base:
             shard = _empty_shard(bulkbloom.Layout(*key_layout), window, index, num_shards)
         else:
-            shard = shard_type.load(os.path.join(base_dir, base_shards[index]), backend="cpu")
+            shard = load(index, blob)
             if hashed:
                 shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
@@ -298,13 +346,17 @@ def _decide_shards(
         new_keys = int(np.count_nonzero(fresh))
         shard.keys_inserted += new_keys
         name = _attempt_name()
-        shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
-        (_relaid(shard, layout) if hashed else shard).save(shard_file)
-        drops_file = None
+        shard_file = drops_file = drops_bytes = None
+        if work_dir is not None:
+            shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
+        shard_bytes = saved(_relaid(shard, layout) if hashed else shard, shard_file)
         if write_drops:
-            rows = table.column(_ROW).to_numpy()
-            drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.parquet")
-            _write_drops(drops_file, np.sort(rows[~fresh]))
+            dropped = np.sort(table.column(_ROW).to_numpy()[~fresh])
+            if work_dir is None:
+                drops_bytes = _drops_bytes(dropped)
+            else:
+                drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.parquet")
+                _write_drops(drops_file, dropped)
         if on_task is not None:
             on_task()
         return pa.RecordBatch.from_pydict(
@@ -312,6 +364,8 @@ def _decide_shards(
                 "shard": pa.array([index], pa.int32()),
                 "shard_file": pa.array([shard_file], pa.string()),
                 "drops_file": pa.array([drops_file], pa.string()),
+                "shard_bytes": pa.array([shard_bytes], pa.binary()),
+                "drops_bytes": pa.array([drops_bytes], pa.binary()),
                 "keys": pa.array([len(table)], pa.int64()),
                 "new_keys": pa.array([new_keys], pa.int64()),
             }
@@ -323,12 +377,20 @@ def _decide_shards(
         if not received:
             return
         table = pa.Table.from_batches(received)
+        blobs: dict = {}
+        if _BLOB in table.column_names:
+            is_blob = table.column(_BLOB).is_valid()
+            held = table.filter(is_blob)
+            blobs = dict(zip(held.column(_ROW).to_pylist(), held.column(_BLOB).to_pylist()))
+            table = table.filter(pc.invert(is_blob)).drop_columns([_BLOB])
+            if table.num_rows == 0:
+                return
         # The shard is not shipped: hashing again here costs less than moving it from the JVM.
         shards = bulkbloom.shard_of(bulkbloom.Layout(*key_layout), table.column(_KEY), num_shards)
         present = np.unique(shards)
         for index in present.tolist():
             part = table if len(present) == 1 else table.filter(pa.array(shards == index))
-            yield decide(index, part)
+            yield decide(index, part, blobs.get(index))
 
     return routed.mapInArrow(decide_partition, _DECIDED).collect()
 
