@@ -139,10 +139,10 @@ def test_a_spark_connect_session_is_refused_up_front(tmp_path):
 
 def test_a_filter_uri_is_a_hadoop_filesystems_not_a_local_path(spark, tmp_path, monkeypatch):
     """hdfs:// or s3a:// is not taken for a relative path (./s3a:/...) and committed there: it is
-    Hadoop's, which says what it lacks (here: a namenode, the S3A jars) before anything runs."""
+    Hadoop's, which says what it lacks (here: the S3A jars, a namenode) before anything runs."""
     monkeypatch.chdir(tmp_path)
     df = spark.createDataFrame([(1,)], ["key"])
-    for uri, error in (("s3a://bucket/filters/events", 'No FileSystem for scheme "s3a"'),
+    for uri, error in (("s3a://bucket/filters/events", "S3AFileSystem not found"),
                        ("hdfs:///filters/events", "HDFS")):
         with pytest.raises(Exception, match=error):
             bbspark.dedup_and_write(df, "key", tmp_path / "out", filter=uri)
