@@ -2,8 +2,8 @@
 filter layout and order, for any shard count and core count, also across dumps with a carried
 filter, through task retries and failed jobs. Skipped only where Java is absent."""
 
-import fcntl
 import os
+import re
 import shutil
 import sys
 import uuid
@@ -26,6 +26,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from bulkbloom import spark as bbspark  # noqa: E402
+from bulkbloom.spark import _store  # noqa: E402
 
 RECORDS = 24_000
 FPR = 0.2  # so that false drops are many, and an answer out of order shows
@@ -125,6 +126,11 @@ def plan(df) -> str:
 def shards_filter(path) -> bulkbloom.Filter:
     state = bbspark.open_filter(path)
     return bulkbloom.concat(state.load(i) for i in range(state.num_shards))
+
+
+def entries(path: Path) -> list:
+    """The filter directory's entries, a generation's directory without its run's suffix."""
+    return sorted(re.sub(r"^(gen-\d+)-[0-9a-f]+$", r"\1", p.name) for p in path.iterdir())
 
 
 def listing(path: Path) -> dict:
@@ -367,8 +373,7 @@ def test_a_carried_filter_is_the_clis_across_two_dumps(spark, cli, tmp_path):
     ours = shards_filter(path)
     ours.keys_inserted, ours.metadata = cli_bits.keys_inserted, cli_bits.metadata
     assert ours.to_bytes() == cli_bits.to_bytes()
-    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
-                                                      "gen-000002"]
+    assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
@@ -389,12 +394,11 @@ def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
                      _on_task=fail_first_attempt)
     assert_same_records(unique, second, kept_second, RECORDS)
     state = bbspark.open_filter(path)
+    # Only the counted attempts' files, under the shards' names.
     assert sorted(p.name for p in state.directory.iterdir()) == sorted(
-        ["manifest.json"] + [f"shard-{i:05d}.bbf" for i in range(3)]
-        + [f"drops-{i:05d}.parquet" for i in range(3)]
+        [f"shard-{i:05d}.bbf" for i in range(3)] + [f"drops-{i:05d}.parquet" for i in range(3)]
     )
-    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
-                                                      "gen-000002"]
+    assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
@@ -425,7 +429,7 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
     dropped = np.sort(row[[s not in kept_seq for s in seq.tolist()]])
     state = bbspark.open_filter(path)
     assert state.manifest["drops_by"] == "input partition"
-    names = state.manifest["drops"]
+    names = [name.split("/")[-1] for name in state.manifest["drops"]]
     assert names == sorted(p.name for p in state.directory.glob("drops-*"))
     assert len(names) == partitions
     found = []
@@ -466,35 +470,26 @@ def test_a_shard_decided_by_two_tasks_is_refused(tmp_path):
     """Were the routing ever to split a shard's records between two tasks, each would hand in a
     complete-looking shard of part of its keys: the commit refuses both, and commits nothing."""
     layout = bulkbloom.Layout.of("sb512", 1000, bbspark.SPARK_SEED)
-    root, work = tmp_path / "filter", tmp_path / "work"
-    root.mkdir()
-    work.mkdir()
+    root = tmp_path / "filter"
+    store = _store._LocalStore(root)
+    work = root / "gen-000001-0a"
+    work.mkdir(parents=True)
 
     def attempt(shard: int, name: str) -> dict:
         path = work / name
         bbspark._empty_shard(layout, None, shard, 2).save(path)
-        return {"shard": shard, "shard_file": str(path), "drops_file": None}
+        return {"shard": shard, "shard_file": str(path), "shard_bytes": None}
 
     halves = [attempt(0, "a.bbf"), attempt(0, "b.bbf"), attempt(1, "c.bbf")]
     with pytest.raises(RuntimeError, match="decided by two tasks"):
-        bbspark._stage(root, None, None, work, halves, layout, None, None, 2, {})
-    assert listing(root) == {}
+        bbspark._stage(store, None, None, work.name, 1, halves, layout, None, None, 2, {})
+    assert bbspark.open_filter(root) is None
     assert all(Path(row["shard_file"]).is_file() for row in halves)
     # The same hand-in with one task a shard commits.
     state = bbspark._publish(
-        bbspark._stage(root, None, None, work, halves[1:], layout, None, None, 2, {}))
-    assert state.num_shards == 2 and (root / "CURRENT").is_file()
-
-
-def test_a_second_job_on_a_held_filter_stops(spark, tmp_path):
-    path = tmp_path / "filter"
-    path.mkdir()
-    with open(path / "LOCK", "w") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(RuntimeError, match="another job"):
-            bbspark.dedup_and_write(frame(spark, dump(8, 100)), "event_id", tmp_path / "out",
-                                    filter=path, capacity=100)
-    assert not (path / "CURRENT").exists()
+        bbspark._stage(store, None, None, work.name, 1, halves[1:], layout, None, None, 2, {}))
+    assert state.num_shards == 2 and (root / "manifests/000001.json").is_file()
+    assert bbspark.open_filter(root).manifest == state.manifest
 
 
 def test_build_and_query(spark, tmp_path):

@@ -4,6 +4,7 @@ have written, with the filter as one uninterrupted run leaves it. Skipped only w
 absent."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -63,6 +64,15 @@ def listing(path: Path) -> dict:
             for p in sorted(path.rglob("*"))}
 
 
+def entries(path: Path) -> list:
+    """The filter directory's entries, a generation's directory without its run's suffix."""
+    return sorted(re.sub(r"^(gen-\d+)-[0-9a-f]+$", r"\1", p.name) for p in path.iterdir())
+
+
+def pending(path: Path) -> list:
+    return list(path.glob("PENDING-*.json"))
+
+
 def shards(path: Path) -> list:
     state = bbspark.open_filter(path)
     return [state.shard_path(i).read_bytes() for i in range(state.num_shards)]
@@ -120,8 +130,7 @@ def test_a_failing_write_changes_nothing_and_a_rerun_writes_the_uninterrupted_ou
                             **options)
     assert records(spark, tmp_path / "out2") == expected
     assert shards(path) == expected_shards
-    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
-                                                      "gen-000002"]
+    assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
 
 
 def test_a_rerun_of_a_committed_run_changes_nothing(spark, tmp_path, two_days):
@@ -137,15 +146,16 @@ def test_a_rerun_of_a_committed_run_changes_nothing(spark, tmp_path, two_days):
     with pytest.raises(KeyboardInterrupt):
         bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path,
                                 _on_step=die_after_the_commit, **options)
-    assert (path / "PENDING").exists()
+    assert pending(path)
     after = listing(path)
     output = listing(tmp_path / "out2")
     for mode in ("error", "overwrite"):
         state = bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, mode=mode,
                                         **options)
-        assert state.generation == "gen-000002"
+        assert state.number == 2
         assert listing(tmp_path / "out2") == output
-    assert listing(path) == {name: data for name, data in after.items() if name != "PENDING"}
+    assert listing(path) == {name: data for name, data in after.items()
+                             if not name.startswith("PENDING-")}
     assert records(spark, tmp_path / "out2") == expected
     # Without the output, the rerun cannot write it again from a filter that holds its keys.
     shutil.rmtree(tmp_path / "out2")
@@ -213,15 +223,15 @@ def test_a_rerun_after_the_driver_is_killed_writes_the_uninterrupted_output(
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
-    committed = {name: data for name, data in listing(path).items()
-                 if name == "CURRENT" or name.startswith("gen-")}
-    assert committed == {name: data for name, data in before.items()
-                         if name == "CURRENT" or name.startswith("gen-")}
-    assert (path / "PENDING").exists() and out.exists()
+    # What the manifests name is untouched; the crashed run's staged generation 2 is there.
+    assert {name: data for name, data in listing(path).items()
+            if not name.startswith(("PENDING-", "gen-000002-"))} == before
+    assert pending(path) and out.exists()
+    assert len(list(path.glob("gen-000002-*"))) == 1
 
     bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in2")), path=out, filter=path,
                             **options)
     assert records(spark, out) == expected
     assert shards(path) == expected_shards
-    assert sorted(p.name for p in path.iterdir()) == ["CURRENT", "LOCK", "gen-000001",
-                                                      "gen-000002"]
+    # The crashed run's staged generation and PENDING went with the rerun's commit.
+    assert entries(path) == ["gen-000001", "gen-000002", "manifests"]

@@ -137,15 +137,17 @@ def test_a_spark_connect_session_is_refused_up_front(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_a_filter_on_another_filesystem_is_refused_up_front(spark, tmp_path, monkeypatch):
-    """hdfs:// or s3a:// is not taken for a relative path (./s3a:/...) and committed there."""
+def test_a_filter_uri_is_a_hadoop_filesystems_not_a_local_path(spark, tmp_path, monkeypatch):
+    """hdfs:// or s3a:// is not taken for a relative path (./s3a:/...) and committed there: it is
+    Hadoop's, which says what it lacks (here: the S3A jars, a namenode) before anything runs."""
     monkeypatch.chdir(tmp_path)
     df = spark.createDataFrame([(1,)], ["key"])
-    for uri in ("s3a://bucket/filters/events", "hdfs:///filters/events"):
-        with pytest.raises(ValueError, match="filesystems are not supported"):
+    for uri, error in (("s3a://bucket/filters/events", "S3AFileSystem not found"),
+                       ("hdfs:///filters/events", "HDFS")):
+        with pytest.raises(Exception, match=error):
             bbspark.dedup_and_write(df, "key", tmp_path / "out", filter=uri)
-        with pytest.raises(ValueError, match="filesystems are not supported"):
-            bbspark.open_filter(uri)
+        with pytest.raises(Exception, match=error):
+            bbspark.open_filter(uri, spark)
     assert not any(tmp_path.iterdir())
     # A file: URI is the local path.
     bbspark.build(df, "key", f"file://{tmp_path}/built", capacity=10)

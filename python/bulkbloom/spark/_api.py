@@ -1,0 +1,518 @@
+"""bulkbloom.spark's functions: dedup, dedup_and_write, build and query."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+import bulkbloom
+
+from ._inputs import (
+    _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log, _stable_input,
+)
+from ._plan import (
+    _BLOB, _PARTITION_SHIFT, _ROW, OrderLike, _decide_shards, _default_shards, _key_kind,
+    _order_terms, _OrderTerm, _regroup_drops, _routed, _spark_seeded,
+)
+from ._store import (
+    _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _input_drops, _input_drops_name,
+    _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store, _store_of,
+    _write_pending,
+)
+from ._windows import _window_request, _WindowRequest
+
+
+def _decide(
+    df: DataFrame,
+    key: str,
+    store: _Store,
+    current: Optional[ShardedFilter],
+    generation: tuple,
+    *,
+    order: List[_OrderTerm],
+    capacity: Optional[int],
+    fpr: float,
+    num_shards: Optional[int],
+    layout: Optional[bulkbloom.Layout],
+    carry: bool,
+    write_drops: bool,
+    on_task: Optional[Callable[[], None]],
+    window: Optional[_WindowRequest] = None,
+    regroup_drops_above: Optional[int] = None,
+    nulls: str = "error",
+    run: Optional[dict] = None,
+) -> _Staged:
+    """Routes and decides (module documentation, "How it runs") against `current` (carried when
+    `carry`), and stages the new generation (`generation`: its number and directory), its
+    manifest recording `run` (if any).
+    With write_drops, the dropped row ids are regrouped by input partition when there are more
+    than `regroup_drops_above`."""
+    _check_names(df)
+    kind = _key_kind(df, key)
+    base = current if carry else None
+    if base is not None:
+        if base.manifest.get("keys") != kind:
+            raise ValueError(
+                f"{store.uri} holds {base.manifest.get('keys')} keys; column {key!r} has {kind} keys"
+                " (integers and strings hash differently)"
+            )
+        if num_shards is not None and num_shards != base.num_shards:
+            raise ValueError(
+                f"{store.uri} has {base.num_shards} shards, not {num_shards}; bulkbloom.reshard "
+                "recuts one"
+            )
+        if layout is not None and tuple(layout)[:5] != tuple(base.layout)[:5]:
+            raise ValueError(f"{store.uri} has layout {base.layout}, not {layout}")
+        if (base.window is None) != (window is None):
+            held = "a filter" if base.window is None else f"a window ({base.window})"
+            raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
+        the_layout, count = base.layout, base.num_shards
+        config = base.window
+        extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
+    else:
+        config = None
+        rows = capacity
+        if window is not None:
+            config = window.config
+            if config is None:
+                if rows is None:
+                    rows = max(1, df.count())
+                sized = bulkbloom.WindowConfig.for_event_time(
+                    rows / window.length, window.length, fpr, generations=window.generations,
+                    lateness=window.lateness,
+                )
+                config = bulkbloom.WindowConfig.of(
+                    sized.clock, sized.window, _spark_seeded(sized.generation),
+                    generations=sized.generations, lateness=sized.lateness,
+                )
+            layout = config.generation
+        elif layout is None:
+            if rows is None:
+                rows = max(1, df.count())
+            layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
+        the_layout = layout
+        if num_shards is not None:
+            count = num_shards
+        else:
+            count = _default_shards(df.sparkSession, layout, rows)
+        extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
+    if not 1 <= count <= the_layout.num_blocks:
+        raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+    number, directory = generation
+    # Where the executors see the directory, the tasks write the generation's files in it;
+    # elsewhere, Spark reads the base shards to them and they hand in their files' bytes.
+    work = None if store.local is None else store.local / directory
+    store.mkdirs(directory)
+    blobs = None
+    if base is not None and work is None:
+        shard_files = [store.path(name) for name in base.manifest["shards"]]
+        blobs = df.sparkSession.read.format("binaryFile").load(shard_files).select(
+            F.regexp_extract("path", r"shard-(\d+)\.bb[fw]$", 1).cast("long").alias(_ROW),
+            F.col("content").alias(_BLOB),
+        )
+    # A window's shards take keys, not hashes (WindowShard has no hashed twin).
+    routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls,
+                             blobs)
+    time = None if window is None else window.time
+    rows = _decide_shards(
+        routed, base, tuple(the_layout), config, time, count, work,
+        [(term.descending, term.nulls_first) for term in order],
+        write_drops, on_task, hashed,
+    )
+    dropped = sum(row["keys"] - row["new_keys"] for row in rows)
+    drops_by, drops = "shard", {
+        f"drops-{row['shard']:05d}.parquet": (row["drops_file"], row["drops_bytes"])
+        for row in rows if row["drops_file"] is not None or row["drops_bytes"] is not None
+    }
+    # Regrouped drops are read by the executors' Python (_without_drops): local stores only.
+    if (drops and work is not None and regroup_drops_above is not None
+            and dropped > regroup_drops_above):
+        drops_by = "input partition"
+        regrouped = _regroup_drops(df.sparkSession, {n: f for n, (f, _) in drops.items()}, work,
+                                   dropped)
+        drops = {_input_drops_name(r["partition"]): (r["drops_file"], None) for r in regrouped}
+    extra = {**extra, "dropped": dropped}
+    if run is not None:
+        extra = {**extra, "run": run}
+    return _stage(
+        store, base, current, directory, number, rows, the_layout, config, time, count, extra,
+        drops, drops_by,
+    )
+
+
+def _decide_and_publish(df: DataFrame, key: str, store: _Store, **decide: Any) -> ShardedFilter:
+    """A job that changes nothing but the filter (``build``, or ``dedup``'s scratch filter):
+    decided, staged and committed at once."""
+    current = _open(store)
+    with _new_generation(store, current) as generation:
+        state = _publish(_decide(df, key, store, current, generation, **decide))
+    _clean_up(store, state)
+    return state
+
+
+def dedup(
+    df: DataFrame,
+    key: str,
+    *,
+    order: OrderLike = None,
+    num_shards: Optional[int] = None,
+    capacity: Optional[int] = None,
+    fpr: float = 0.001,
+    layout: Optional[bulkbloom.Layout] = None,
+    broadcast_drops: Optional[int] = None,
+    unstable_input: str = "checkpoint",
+    nulls: str = "error",
+    scratch: Optional[PathLike] = None,
+    filter: None = None,
+    _on_task: Optional[Callable[[], None]] = None,
+) -> DataFrame:
+    """``df`` without the records whose key an earlier record had (and the filter's rare false
+    drops, as ``bulkbloom dedup`` has them): each key's first occurrence kept, "first" by
+    ``order``, within this DataFrame alone.
+
+    ``key``: an integer, string or binary column (integers hash as their 64-bit pattern, strings
+    as their UTF-8 bytes, like the command line's integer and text keys). ``order``: column names
+    or Columns, ascending, or sort orders (``F.col("ts").desc()``, ``.asc_nulls_last()``), ties
+    broken by the input's order; None: the input's own order (see "What is assumed of the
+    input" in the module's documentation). The filter is sized for
+    ``capacity`` keys at rate ``fpr`` (capacity None: the input's row count), or has the explicit
+    ``layout``, and ``num_shards`` shards (None: the cores, shards of at most 128 MiB, and of at
+    most a million rows where the rows are known: ``capacity`` or the row count; a multiple of
+    the cores), with ``SPARK_SEED`` as its hash seed; it lives in a new directory in
+    ``scratch`` (any place a filter directory may be, module documentation, "The sharded filter
+    directory"; None: the driver's temporary directory, which only local mode's executors see:
+    on a cluster, pass a directory on HDFS, an object store or a shared mount), removed when the
+    driver's Python exits.
+    ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
+    8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
+    function; module documentation, "How it runs").
+    ``unstable_input``: what to do with an input that may give its rows in another order when
+    read again (a shuffle in its plan, e.g. ``repartition(n)``, a join or an aggregation, or a
+    non-deterministic expression such as ``rand()``), which the row ids of the routing and of
+    the filtering would number differently: ``"checkpoint"`` reads it from
+    ``df.localCheckpoint()`` (a warning is logged; the checkpoint is one more pass over the input
+    and lives in the executors' storage), ``"error"`` raises ``ValueError`` saying what in the
+    plan is unstable.
+    ``nulls``: what becomes of records whose key is null (no key to dedup by): ``"error"``
+    stops the job at the first such record it reads, before anything is shuffled or written,
+    with an error naming the key column (a column the schema says is not nullable is not
+    checked); ``"keep"`` keeps every one of them (none is a repeat: SQL's nulls are not equal;
+    ``dropDuplicates`` would keep one); ``"drop"`` drops them all.
+
+    A filter carried across runs (``filter=``, and so ``window=``) is ``dedup_and_write``'s: its
+    new state may only be committed once the output that goes with it is, which only a call
+    that does the write can know; ``dedup`` refuses ``filter=``.
+
+    The routing job runs now; the DataFrame returned filters ``df`` lazily (module
+    documentation, "How it runs"). A job that fails changes nothing."""
+    if filter is not None:
+        raise ValueError(
+            "dedup() does not carry a filter: its new state would be committed before you write "
+            "the DataFrame it returns, and a crash in between would lose the dump on the rerun; "
+            "use dedup_and_write(df, key, path, filter=...), which commits the filter only after "
+            "the output is written"
+        )
+    _classic(df.sparkSession)
+    _check_nulls(nulls)
+    df = _stable_input(df, unstable_input)
+    if broadcast_drops is None:
+        broadcast_drops = _default_broadcast_drops(df.sparkSession)
+    state = _decide_and_publish(
+        df, key, _scratch_store(df.sparkSession, scratch), order=_order_terms(order),
+        capacity=capacity, fpr=fpr, num_shards=num_shards, layout=layout, carry=False,
+        write_drops=True, on_task=_on_task, regroup_drops_above=broadcast_drops, nulls=nulls,
+    )
+    return _kept(df, key, nulls, state.store, state.manifest, broadcast_drops)
+
+
+def _kept(df: DataFrame, key: str, nulls: str, store: _Store, manifest: dict,
+          broadcast_drops: int) -> DataFrame:
+    """The records dedup keeps of `df`: those the generation `manifest` describes did not drop,
+    less the null keys if `nulls` is "drop"."""
+    kept = _without_drops(df, store, manifest, broadcast_drops)
+    return kept.where(F.col(key).isNotNull()) if nulls == "drop" else kept
+
+
+def _without_drops(df: DataFrame, store: _Store, manifest: dict,
+                   broadcast_drops: int) -> DataFrame:
+    """`df` less the rows whose row ids the generation `manifest` describes dropped (module
+    documentation, "How it runs", 3)."""
+    drops = [store.path(name) for name in manifest["drops"]]
+    if not drops:  # no record at all, or none dropped
+        return df
+    numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
+    if manifest["drops_by"] == "shard":
+        dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
+        if int(manifest.get("dropped", 0)) > broadcast_drops:
+            # Too many to broadcast, on a directory the executors' Python cannot read: a join.
+            return numbered.join(dropped, _ROW, "left_anti").drop(_ROW)
+        # Few enough to send every task all of them: the records never leave the JVM.
+        return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
+    folder = store.path(str(manifest["directory"]))
+    held: dict = {}
+
+    def kept(rows: pd.Series) -> pd.Series:
+        # Only the row ids reach Python; Spark keeps the records and zips the answer back. A
+        # batch's rows are of one input partition, whose drops file is read once.
+        ids = rows.to_numpy()
+        keep = np.ones(len(ids), dtype=bool)
+        partitions = ids >> _PARTITION_SHIFT
+        for number in np.unique(partitions).tolist():
+            if held.get("partition") != number:
+                held["partition"], held["ids"] = number, _input_drops(folder, number)
+            rows_of = partitions == number
+            keep[rows_of] = ~_in_sorted(ids[rows_of], held["ids"])
+        return pd.Series(keep)
+
+    keep = F.pandas_udf(kept, T.BooleanType())
+    return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
+
+
+_WRITE_MODES = {"error": "errorifexists", "errorifexists": "errorifexists",
+                "overwrite": "overwrite"}
+
+
+def dedup_and_write(
+    df: DataFrame,
+    key: str,
+    path: PathLike,
+    *,
+    filter: PathLike,
+    format: str = "parquet",
+    mode: str = "error",
+    partition_by: Union[None, str, Sequence[str]] = None,
+    options: Optional[dict] = None,
+    order: OrderLike = None,
+    num_shards: Optional[int] = None,
+    capacity: Optional[int] = None,
+    fpr: float = 0.001,
+    layout: Optional[bulkbloom.Layout] = None,
+    window: Optional[int] = None,
+    time: Optional[int] = None,
+    generations: int = 4,
+    lateness: int = 0,
+    window_config: Optional[bulkbloom.WindowConfig] = None,
+    broadcast_drops: Optional[int] = None,
+    unstable_input: str = "checkpoint",
+    nulls: str = "error",
+    _on_task: Optional[Callable[[], None]] = None,
+    _on_step: Optional[Callable[[str], None]] = None,
+) -> ShardedFilter:
+    """Writes ``df`` deduplicated against the sharded filter directory ``filter`` (carried across
+    runs: daily dumps) to ``path``, then commits the filter's new state, and returns it.
+
+    The keys, order, sizing, ``broadcast_drops``, ``unstable_input`` and ``nulls`` are
+    ``dedup``'s; a new filter is sized and
+    laid out as ``dedup`` sizes one, a carried one keeps what it has. ``format``, ``partition_by``
+    and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
+    ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
+    append that crashed half way cannot be told from the data before it (write each dump to its
+    own path, e.g. a date's partition directory, instead).
+
+    ``window``: a sliding window of this length instead of a filter (module documentation,
+    "Sliding windows"), in the unit of ``time``, this dump's event time (an integer, e.g. epoch
+    seconds, not earlier than the last run's); ``capacity`` is then the keys of one window, and
+    ``generations`` and ``lateness`` are as for ``WindowedFilter.for_event_time``, or
+    ``window_config`` gives the whole configuration.
+
+    The order of the commit (module documentation, "Committing a run"): the routing job decides
+    and stages the new generation in the filter's directory, ``PENDING`` names ``path``, the
+    write job writes and commits the output, and only then the new generation becomes the
+    current one; nothing earlier is removed until then. A job that fails changes nothing (the
+    output is removed if it did not exist before). A rerun after a crash anywhere writes the
+    output the run that crashed would have written: before the commit, the filter is as it was
+    and ``PENDING`` lets the rerun replace what the crashed run left at ``path``; after it, the
+    current generation records the run (``path``, ``format``, the key, the order and the input's
+    files), and a rerun of the same run, with file inputs, changes nothing and returns the state.
+    """
+    spark = df.sparkSession
+    _classic(spark)
+    _check_nulls(nulls)
+    request = _window_request(window, time, generations, lateness, window_config)
+    if mode not in _WRITE_MODES:
+        raise ValueError(
+            f"mode {mode!r}: dedup_and_write writes with mode 'error' or 'overwrite' (an 'append' "
+            "that crashed half way cannot be told from the data before it)"
+        )
+    store = _store_of(filter, spark)
+    output = _OutputPath(spark, path)
+    order_terms = _order_terms(order)
+    run = _run_record(df, key, order_terms, output.name, format)
+    if broadcast_drops is None:
+        broadcast_drops = _default_broadcast_drops(spark)
+    step = _on_step or (lambda name: None)
+    current = _open(store)
+    ours, stale = _crashed_runs(store, current, output.name)
+    if current is not None and run["inputs"] and current.manifest.get("run") == run:
+        if not output.exists():
+            raise RuntimeError(
+                f"{store.uri}'s current generation {current.number} already holds this run's "
+                f"keys (the same inputs, written to {output.name}), but {output.name} is gone: it "
+                "cannot be computed again from this filter; restore the output, or rerun against "
+                f"a copy of the filter without its newest manifest ({current.number:06d}.json)"
+            )
+        _log.info("%s already committed this run (output %s): nothing to do", store.uri,
+                  output.name)
+        for name in stale:
+            store.delete(name)
+        return current
+    existed = output.exists()
+    if existed and not ours and _WRITE_MODES[mode] != "overwrite":
+        raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
+    df = _stable_input(df, unstable_input)
+    pending = None
+    with _new_generation(store, current) as generation:
+        try:
+            staged = _decide(
+                df, key, store, current, generation, order=order_terms, capacity=capacity,
+                fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
+                on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
+                nulls=nulls, run=run,
+            )
+            pending = _write_pending(store, output.name, staged)
+            for name in stale:  # a crashed run's, which this run's PENDING now stands for
+                store.delete(name)
+            step("staged")
+            writer = _kept(df, key, nulls, store, staged.manifest, broadcast_drops).write
+            writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
+            if partition_by is not None:
+                columns = [partition_by] if isinstance(partition_by, str) else partition_by
+                writer = writer.partitionBy(*columns)
+            writer.options(**(options or {})).save(output.name)
+            step("written")
+            state = _publish(staged)
+        except BaseException:
+            # Back as it was: the filter never changed; an output that was not there before
+            # (or was a crashed run's) goes; PENDING, last, since it vouches for the output.
+            if not existed or ours:
+                output.delete()
+            if pending is not None:
+                store.delete(pending)
+            raise
+    step("committed")
+    _clean_up(store, state)
+    store.delete(pending)
+    return state
+
+
+def _run_record(
+    df: DataFrame, key: str, order: List[_OrderTerm], output: str, format: str
+) -> dict:
+    """What identifies a dedup_and_write run (module documentation, "Committing a run"): the
+    output, the format, the key, the order and a hash of the input's files (empty when the input
+    reads no files, and then no rerun is recognised)."""
+    files = sorted(df.inputFiles())
+    inputs = hashlib.sha256("\n".join(files).encode()).hexdigest() if files else ""
+    return {"output": output, "format": format, "key": key,
+            "order": [list(map(str, term)) for term in order], "inputs": inputs}
+
+
+class _OutputPath:
+    """An output path on the Hadoop filesystem Spark writes it with (any URI Spark writes)."""
+
+    def __init__(self, spark: Any, path: PathLike) -> None:
+        jvm = _jvm(spark, "dedup_and_write")
+        hadoop_path = jvm.org.apache.hadoop.fs.Path(os.fspath(path))
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        self._fs = hadoop_path.getFileSystem(conf)
+        self._path = self._fs.makeQualified(hadoop_path)
+        self.name = self._path.toString()
+
+    def exists(self) -> bool:
+        return bool(self._fs.exists(self._path))
+
+    def delete(self) -> None:
+        self._fs.delete(self._path, True)
+
+
+def _in_sorted(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), dtype=bool)
+    at = np.searchsorted(sorted_set, values)
+    at[at == len(sorted_set)] = 0
+    return sorted_set[at] == values
+
+
+def build(
+    df: DataFrame,
+    key: str,
+    path: PathLike,
+    *,
+    capacity: Optional[int] = None,
+    fpr: float = 0.001,
+    num_shards: Optional[int] = None,
+    layout: Optional[bulkbloom.Layout] = None,
+    nulls: str = "error",
+) -> str:
+    """Builds a new sharded filter of every key of ``df`` in the directory ``path`` (replacing
+    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``; ``nulls``
+    ``"keep"`` or ``"drop"`` leaves null keys out, ``"error"`` stops at the first."""
+    _classic(df.sparkSession)
+    _check_nulls(nulls)
+    store = _store_of(path, df.sparkSession)
+    _decide_and_publish(
+        df, key, store, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
+        layout=layout, carry=False, write_drops=False, on_task=None, nulls=nulls,
+    )
+    return str(store.local) if store.local is not None else store.uri
+
+
+def query(
+    df: DataFrame, key: str, filter_path: PathLike, *, column: str = "maybe_present"
+) -> DataFrame:
+    """``df`` with a boolean ``column``: True where the sharded filter at ``filter_path`` may
+    hold the record's key (never False for a key it holds). Nothing is shuffled: each task maps
+    the shard files its keys need (pages read on first touch). The filter's committed
+    generation when ``query`` is called is the one read. The filter must be on the local
+    filesystem, at the same place on every executor (local mode, a shared mount)."""
+    _classic(df.sparkSession)
+    state = _open(_store_of(filter_path, df.sparkSession))
+    if state is None:
+        raise FileNotFoundError(f"{filter_path} holds no sharded filter (no manifest)")
+    if state.store.local is None:
+        raise ValueError(
+            f"query maps the shard files of {state.store.uri} on the executors, which only a "
+            "filter on the local filesystem allows (a shared mount, or local mode): copy it "
+            "to one"
+        )
+    kind = _key_kind(df, key)
+    if state.manifest.get("keys") != kind:
+        raise ValueError(
+            f"{filter_path} holds {state.manifest.get('keys')} keys; column {key!r} has {kind} keys"
+        )
+    if column in df.columns:
+        raise ValueError(f"df already has a column {column!r}")
+    layout = state.layout
+    count = state.num_shards
+    paths = [str(state.shard_path(i)) for i in range(count)]
+    is_window = state.window is not None
+    schema = T.StructType(df.schema.fields + [T.StructField(column, T.BooleanType(), False)])
+    key_at = df.columns.index(key)
+
+    def answer(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        opened: dict = {}
+        for batch in batches:
+            keys = batch.column(key_at)
+            shards = bulkbloom.shard_of(layout, keys, count)
+            present = np.zeros(len(keys), dtype=bool)
+            for index in np.unique(shards):
+                shard = opened.get(index)
+                if shard is None:
+                    shard = opened[index] = (
+                        bulkbloom.WindowShard.load(paths[index], backend="cpu")
+                        if is_window
+                        else bulkbloom.FilterShard.map(paths[index])
+                    )
+                where = np.flatnonzero(shards == index)
+                present[where] = shard.contains(keys.take(pa.array(where)))
+            yield batch.append_column(column, pa.array(present))
+
+    return df.mapInArrow(answer, schema)

@@ -1,0 +1,731 @@
+"""The sharded filter directory (module documentation of bulkbloom.spark, "The sharded filter
+directory"): its objects on a Hadoop filesystem, and the commit of a generation by a manifest
+object created last."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import urllib.parse
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import bulkbloom
+
+from ._windows import _window_config, _window_to_json
+
+_log = logging.getLogger("bulkbloom.spark")
+
+FORMAT = "bulkbloom sharded filter"
+FORMAT_VERSION = 2
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _fault_point(what: str) -> None:
+    """Called before each step that changes a filter directory ("create", "write", "close",
+    "link", "manifest", ...); tests replace it to fail that step, as src/persist/file_io.cpp's
+    fault_point fails the C++ library's."""
+
+
+# -- the stores: a filter directory's objects -----------------------------------------------------
+
+
+class _LocalStore:
+    """A filter directory on the local filesystem (a file: URI, or a plain path where Spark's
+    default filesystem is file:), written with POSIX's guarantees: each object written under a
+    temporary name and fsynced, then renamed (or, where it must not exist, linked: link(2) fails
+    on an existing name) into place, and the directory fsynced. Executors read and write its shard
+    files in place, so it must be at the same place on every host (local mode, a shared mount)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.local: Optional[Path] = root
+        self.uri = root.as_uri() if root.is_absolute() else str(root)
+
+    def path(self, name: str) -> str:
+        return str(self.root / name)
+
+    def exists(self, name: str) -> bool:
+        return (self.root / name).exists()
+
+    def read(self, name: str) -> bytes:
+        return (self.root / name).read_bytes()
+
+    def list(self, directory: str = "") -> List[str]:
+        try:
+            return sorted(entry.name for entry in (self.root / directory).iterdir())
+        except FileNotFoundError:
+            return []
+
+    def mkdirs(self, directory: str) -> None:
+        (self.root / directory).mkdir(parents=True, exist_ok=True)
+
+    def write(self, name: str, data: bytes, exclusive: bool = False) -> None:
+        """Writes object `name` whole or not at all; `exclusive`: only if there is none
+        (FileExistsError), so that of two writers of one name exactly one succeeds."""
+        target = self.root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}")
+        try:
+            _fault_point("create")
+            with open(temporary, "wb") as out:
+                _fault_point("write")
+                out.write(data)
+                out.flush()
+                _fault_point("fsync")
+                os.fsync(out.fileno())
+            _fault_point("link" if exclusive else "rename")
+            if exclusive:
+                os.link(temporary, target)
+            else:
+                os.replace(temporary, target)
+        finally:
+            temporary.unlink(missing_ok=True)
+        _fsync_dir(target.parent)
+
+    def write_file(self, name: str, source: Path) -> None:
+        """Moves the local file `source` (written and fsynced) to object `name`."""
+        target = self.root / name
+        _fault_point("rename")
+        shutil.move(source, target)
+        _fsync_dir(target.parent)
+
+    def read_file(self, name: str, target: Path) -> None:
+        shutil.copyfile(self.root / name, target)
+
+    def delete(self, name: str) -> None:
+        path = self.root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+class _HadoopStore:
+    """A filter directory on any other Hadoop filesystem (hdfs:, s3a:, gs:, abfs:, viewfs: ...),
+    through the driver JVM's org.apache.hadoop.fs.FileSystem as Spark configures it. Every object
+    is written once under a name no other run uses; the one name two runs may want, the next
+    manifest's, is created with overwrite off and S3A's conditional create (If-None-Match: an
+    atomic PUT-if-absent checked at close), which HDFS, S3 (Hadoop 3.4.2 on) and the local
+    filesystem refuse when the object exists."""
+
+    def __init__(self, jvm: Any, fs: Any, root: Any) -> None:
+        self._jvm, self._fs, self._root = jvm, fs, root
+        self.local: Optional[Path] = None
+        self.uri = str(root.toString())
+
+    def _path(self, name: str) -> Any:
+        return self._jvm.org.apache.hadoop.fs.Path(self._root, name) if name else self._root
+
+    def path(self, name: str) -> str:
+        return str(self._path(name).toString())
+
+    def exists(self, name: str) -> bool:
+        return bool(self._fs.exists(self._path(name)))
+
+    def read(self, name: str) -> bytes:
+        stream = _hadoop_call(lambda: self._fs.open(self._path(name)), self.path(name))
+        try:
+            return bytes(self._jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+        finally:
+            stream.close()
+
+    def list(self, directory: str = "") -> List[str]:
+        try:
+            found = self._fs.listStatus(self._path(directory))
+        except Exception as error:  # py4j's error for a FileNotFoundException
+            if "FileNotFoundException" in str(error):
+                return []
+            raise
+        return sorted(str(status.getPath().getName()) for status in found)
+
+    def mkdirs(self, directory: str) -> None:
+        self._fs.mkdirs(self._path(directory))
+
+    def write(self, name: str, data: bytes, exclusive: bool = False) -> None:
+        path = self._path(name)
+        _fault_point("create")
+        builder = self._fs.createFile(path).overwrite(not exclusive).recursive()
+        if exclusive:
+            builder = builder.opt("fs.option.create.conditional.overwrite", True)
+        out = _hadoop_call(builder.build, self.path(name))
+        try:
+            _fault_point("write")
+            out.write(bytearray(data))
+            _fault_point("close")
+        except BaseException:
+            out.close()
+            self._fs.delete(path, False)  # not one byte of it must be read as an object
+            raise
+        _hadoop_call(out.close, self.path(name))
+
+    def write_file(self, name: str, source: Path) -> None:
+        _fault_point("create")
+        local = self._jvm.org.apache.hadoop.fs.Path(source.resolve().as_uri())
+        _hadoop_call(lambda: self._fs.copyFromLocalFile(True, True, local, self._path(name)),
+                     self.path(name))
+
+    def read_file(self, name: str, target: Path) -> None:
+        local = self._jvm.org.apache.hadoop.fs.Path(target.resolve().as_uri())
+        _hadoop_call(lambda: self._fs.copyToLocalFile(False, self._path(name), local, True),
+                     self.path(name))
+
+    def delete(self, name: str) -> None:
+        self._fs.delete(self._path(name), True)
+
+
+def _hadoop_call(call: Callable[[], Any], where: str) -> Any:
+    """`call()`, with Hadoop's FileAlreadyExistsException and FileNotFoundException raised as
+    Python's FileExistsError and FileNotFoundError."""
+    try:
+        return call()
+    except Exception as error:
+        java = getattr(error, "java_exception", None)
+        name = "" if java is None else str(java.getClass().getName())
+        if name.endswith("FileAlreadyExistsException"):
+            raise FileExistsError(f"{where} exists") from None
+        if name.endswith("FileNotFoundException"):
+            raise FileNotFoundError(f"{where} does not exist") from None
+        raise
+
+
+_Store = Union[_LocalStore, _HadoopStore]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
+
+
+def _store_of(path: PathLike, spark: Any = None) -> _Store:
+    """The store of the filter directory `path`: a URI of any Hadoop filesystem, or a path
+    resolved against Spark's default filesystem (``fs.defaultFS``) as Spark resolves the paths it
+    reads. Without a Spark session (None and none active) a plain path or file: URI is local."""
+    text = os.fspath(path)
+    if spark is None:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    jvm = None if spark is None else getattr(spark, "_jvm", None)
+    if jvm is None:
+        match = _URI_SCHEME.match(text)
+        if match is not None and match.group(1).lower() != "file":
+            raise ValueError(
+                f"filter {text!r}: a filter directory on a {match.group(1)}: filesystem is read "
+                "through Spark's Hadoop filesystems: pass a classic (not Spark Connect) session"
+            )
+        return _LocalStore(Path(urllib.parse.urlparse(text).path if match else text))
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(text)
+    fs = hadoop_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    root = fs.makeQualified(hadoop_path)
+    if str(root.toUri().getScheme()) == "file":
+        return _LocalStore(Path(str(root.toUri().getPath())))
+    return _HadoopStore(jvm, fs, root)
+
+
+# -- the committed state --------------------------------------------------------------------------
+
+_MANIFESTS = "manifests"
+_MANIFEST = re.compile(r"^(\d{6,})\.json$")
+# Version 1's layout (a CURRENT file naming gen-N/, which holds manifest.json), still read.
+_LEGACY_GENERATION = re.compile(r"^gen-(\d{6,})$")
+_GENERATION = re.compile(r"^gen-(\d{6,})(-[0-9a-f]+)?$")
+
+
+class ShardedFilter:
+    """The committed state of a sharded filter directory: its generation's manifest, whose
+    ``shards`` and ``drops`` name objects relative to the directory."""
+
+    def __init__(self, store: _Store, number: int, manifest: dict) -> None:
+        self.store = store
+        self.number = number
+        self.manifest = manifest
+
+    @property
+    def root(self) -> Union[Path, str]:
+        """The directory: a local Path, or the URI of one on another Hadoop filesystem."""
+        return self.store.local if self.store.local is not None else self.store.uri
+
+    @property
+    def generation(self) -> str:
+        """The name of the directory the generation wrote its objects in (``gen-000007-<run>``)."""
+        return str(self.manifest["directory"])
+
+    @property
+    def directory(self) -> Union[Path, str]:
+        return self._where(self.generation)
+
+    @property
+    def num_shards(self) -> int:
+        return int(self.manifest["num_shards"])
+
+    @property
+    def layout(self) -> bulkbloom.Layout:
+        return _layout_from_json(self.manifest["layout"])
+
+    @property
+    def window(self) -> Optional[bulkbloom.WindowConfig]:
+        """The window's configuration, or None for a filter."""
+        values = self.manifest.get("window")
+        return None if values is None else _window_config(values, self.layout)
+
+    def _where(self, name: str) -> Union[Path, str]:
+        return Path(self.store.path(name)) if self.store.local is not None else self.store.path(
+            name)
+
+    def shard_path(self, index: int) -> Union[Path, str]:
+        return self._where(self.manifest["shards"][index])
+
+    def load(self, index: int) -> Any:
+        """Shard `index` (a FilterShard or WindowShard), read and checked against the manifest."""
+        name = self.manifest["shards"][index]
+        with _local_copy(self.store, name) as path:
+            if self.window is None:
+                shard = bulkbloom.FilterShard.load(path, backend="cpu")
+                layout = shard.layout
+            else:
+                shard = bulkbloom.WindowShard.load(path, backend="cpu")
+                layout = shard.config.generation
+        if (shard.index, shard.num_shards, tuple(layout)[:5]) != (
+            index, self.num_shards, tuple(self.layout)[:5]
+        ):
+            raise bulkbloom.FormatError(
+                f"{self.store.path(name)} is shard {shard.index} of {shard.num_shards} of "
+                f"{layout.description}, but the manifest says shard {index} of "
+                f"{self.num_shards} of {self.layout.description}"
+            )
+        return shard
+
+
+class _local_copy:
+    """A local path holding object `name` of `store`: the object itself where the store is local,
+    else a temporary copy, removed on exit."""
+
+    def __init__(self, store: _Store, name: str) -> None:
+        self._store, self._name = store, name
+        self._temporary: Optional[str] = None
+
+    def __enter__(self) -> Path:
+        if self._store.local is not None:
+            return self._store.local / self._name
+        self._temporary = tempfile.mkdtemp(prefix="bulkbloom-spark-")
+        path = Path(self._temporary) / Path(self._name).name
+        self._store.read_file(self._name, path)
+        return path
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._temporary is not None:
+            shutil.rmtree(self._temporary, ignore_errors=True)
+
+
+def _empty_shard(layout: bulkbloom.Layout, window: Optional[bulkbloom.WindowConfig], index: int,
+                 num_shards: int) -> Any:
+    if window is None:
+        return bulkbloom.FilterShard(layout, index, num_shards, backend="cpu")
+    return bulkbloom.WindowShard(window, index, num_shards, backend="cpu")
+
+
+def _layout_to_json(layout: bulkbloom.Layout) -> dict:
+    return {
+        "shape": layout.shape,
+        "num_blocks": layout.num_blocks,
+        "hash": layout.hash,
+        "seed": layout.seed,
+        "index": layout.index,
+    }
+
+
+def _layout_from_json(values: dict) -> bulkbloom.Layout:
+    return bulkbloom.Layout.of(
+        values["shape"], int(values["num_blocks"]), int(values["seed"]), values["hash"],
+        values["index"],
+    )
+
+
+def _manifest_name(number: int) -> str:
+    return f"{_MANIFESTS}/{number:06d}.json"
+
+
+def _manifest_numbers(store: _Store) -> List[int]:
+    return sorted(int(m.group(1)) for m in map(_MANIFEST.match, store.list(_MANIFESTS)) if m)
+
+
+def _parse_manifest(store: _Store, name: str, data: bytes) -> dict:
+    try:
+        manifest = json.loads(data)
+    except ValueError as error:
+        raise bulkbloom.FormatError(f"{store.path(name)}: {error}") from None
+    if manifest.get("format") != FORMAT or manifest.get("version") not in (1, FORMAT_VERSION):
+        raise bulkbloom.FormatError(
+            f"{store.path(name)} is not a version-{FORMAT_VERSION} {FORMAT} manifest"
+        )
+    return dict(manifest)
+
+
+def _open(store: _Store) -> Optional[ShardedFilter]:
+    """The committed state of `store`: the newest manifest's, or a version-1 directory's
+    (CURRENT), or None."""
+    numbers = _manifest_numbers(store)
+    if numbers:
+        name = _manifest_name(numbers[-1])
+        try:
+            data = store.read(name)
+        except FileNotFoundError:  # removed by a commit since the listing: read again
+            return _open(store)
+        return ShardedFilter(store, numbers[-1], _parse_manifest(store, name, data))
+    return _legacy_state(store)
+
+
+def _legacy_state(store: _Store) -> Optional[ShardedFilter]:
+    """A version-1 directory's committed state (CURRENT names gen-N/, which holds the manifest
+    and names its objects within it), in version 2's terms; None where there is no CURRENT."""
+    try:
+        generation = store.read("CURRENT").decode().strip()
+    except FileNotFoundError:
+        return None
+    match = _LEGACY_GENERATION.match(generation)
+    if not match:
+        raise bulkbloom.FormatError(f"{store.path('CURRENT')} names {generation!r}, not a "
+                                    "generation")
+    name = f"{generation}/manifest.json"
+    manifest = _parse_manifest(store, name, store.read(name))
+    # Version 1 names its objects within the generation's directory.
+    manifest["directory"] = generation
+    for kind in ("shards", "drops"):
+        manifest[kind] = [f"{generation}/{entry}" for entry in manifest[kind]]
+    return ShardedFilter(store, int(match.group(1)), manifest)
+
+
+def open_filter(path: PathLike, spark: Any = None) -> Optional[ShardedFilter]:
+    """The committed state of the sharded filter directory at `path` (any URI Spark reads, or a
+    path on Spark's default filesystem; module documentation, "The sharded filter directory"), or
+    None if none was ever committed there. `spark`: the session whose Hadoop configuration reads
+    it (None: the active one; with none, `path` must be local). Raises ``bulkbloom.FormatError``
+    for a directory that is not one."""
+    return _open(_store_of(path, spark))
+
+
+# -- staging and committing a generation ----------------------------------------------------------
+
+
+class _Staged(NamedTuple):
+    """A generation whose objects are written in full in a directory no other run writes to, and
+    its manifest, not yet created: nothing reads it but the run that staged it."""
+
+    store: _Store
+    base: Optional[ShardedFilter]  # the state the run started from
+    number: int
+    manifest: dict
+
+    @property
+    def generation(self) -> str:
+        return str(self.manifest["directory"])
+
+
+def _stage(
+    store: _Store,
+    base: Optional[ShardedFilter],
+    current: Optional[ShardedFilter],
+    directory: str,
+    number: int,
+    rows: list,
+    layout: bulkbloom.Layout,
+    window: Optional[bulkbloom.WindowConfig],
+    time: Optional[int],
+    num_shards: int,
+    manifest_extra: dict,
+    drops: Optional[dict] = None,
+    drops_by: str = "shard",
+) -> _Staged:
+    """Makes what the successful tasks handed in (`rows`) a complete generation in `directory`:
+    each row names its shard's file (an attempt's, in `directory`: renamed to the shard's name)
+    or holds its bytes (written as an object), and `drops` (name in the generation: attempt file
+    or bytes) likewise, grouped by `drops_by` ("shard" or "input partition"). A shard no record
+    of this run went to is the base generation's object, named again. Returns the manifest to
+    commit (``_publish``)."""
+    by_shard = {row["shard"]: row for row in rows}
+    if len(by_shard) != len(rows):
+        # Each shard's rows must all reach one task; two tasks' halves would each look complete.
+        raise RuntimeError("a shard was decided by two tasks: the routing split its rows")
+    store.mkdirs(directory)
+    shards = []
+    for index in range(num_shards):
+        name = f"{directory}/shard-{index:05d}.{'bbf' if window is None else 'bbw'}"
+        row = by_shard.get(index)
+        if row is not None:
+            _place(store, name, row["shard_file"], row["shard_bytes"])
+        elif window is not None:
+            # No record of this run went to it, but its clock moves with the window's.
+            shard = base.load(index) if base is not None else _empty_shard(
+                layout, window, index, num_shards)
+            shard.advance_to(time)
+            _save(store, name, shard)
+        elif base is not None:
+            name = base.manifest["shards"][index]  # unchanged: the same object
+        else:
+            _save(store, name, _empty_shard(layout, None, index, num_shards))
+        shards.append(name)
+    named_drops = []
+    for name, (attempt_file, data) in sorted((drops or {}).items()):
+        named_drops.append(f"{directory}/{name}")
+        _place(store, named_drops[-1], attempt_file, data)
+    if store.local is not None:
+        # Files of attempts Spark did not count (a retried or speculative task's), and what the
+        # regrouping of drops left, are no part of the generation.
+        named = set(shards) | set(named_drops)
+        for entry in store.list(directory):
+            if f"{directory}/{entry}" not in named:
+                store.delete(f"{directory}/{entry}")
+        _fsync_dir(store.local / directory)
+    manifest = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "generation": number,
+        "directory": directory,
+        "base": None if current is None else current.number,
+        "writer": uuid.uuid4().hex,
+        "num_shards": num_shards,
+        "layout": _layout_to_json(layout),
+        **manifest_extra,
+        **({} if window is None else {"window": _window_to_json(window), "time": time}),
+        "shards": shards,
+        "drops": named_drops,
+        "drops_by": drops_by,
+    }
+    return _Staged(store, current, number, manifest)
+
+
+def _place(store: _Store, name: str, attempt_file: Optional[str], data: Optional[bytes]) -> None:
+    """Object `name`: a task's attempt file renamed (a local store's), or its bytes written."""
+    if data is not None:
+        store.write(name, data)
+    else:
+        assert store.local is not None and attempt_file is not None
+        _fault_point("rename")
+        os.rename(attempt_file, store.local / name)
+
+
+def _save(store: _Store, name: str, shard: Any) -> None:
+    if store.local is not None:
+        shard.save(store.local / name)
+        return
+    with tempfile.TemporaryDirectory(prefix="bulkbloom-spark-") as temporary:
+        path = Path(temporary) / Path(name).name
+        shard.save(path)
+        store.write_file(name, path)
+
+
+def _publish(staged: _Staged) -> ShardedFilter:
+    """Commits a staged generation: its manifest, the next one's name, created only if no other
+    run created it (module documentation, "The sharded filter directory"). What neither it nor
+    the manifest before it names is removed afterwards (_clean_up), never before."""
+    store, number = staged.store, staged.number
+    data = json.dumps(staged.manifest, indent=1).encode() + b"\n"
+    _fault_point("manifest")
+    try:
+        store.write(_manifest_name(number), data, exclusive=True)
+    except FileExistsError:
+        raise RuntimeError(
+            f"{store.uri}: another job committed generation {number} while this one ran (it "
+            f"created {store.path(_manifest_name(number))}); this run's generation is not "
+            "committed and its output is removed: run it again against the new state"
+        ) from None
+    except BaseException:
+        # A failure after the create (a lost reply, a failing close) may still have committed.
+        committed = _open(store)
+        if committed is None or committed.manifest.get("writer") != staged.manifest["writer"]:
+            raise
+        _log.warning("%s: the manifest's write reported an error, but it is committed",
+                     store.path(_manifest_name(number)))
+    return ShardedFilter(store, number, staged.manifest)
+
+
+def _remove_unreferenced(store: _Store, current: ShardedFilter) -> None:
+    """Removes what the current manifest and the one before it (which a DataFrame returned
+    earlier may still read) do not name, of generations up to the current one: older manifests
+    and generations, and what crashed or refused runs left. A generation numbered past the
+    current one is a running job's, and is left alone."""
+    keep = set(current.manifest["shards"]) | set(current.manifest["drops"])
+    keep_directories = {current.generation}
+    base = current.manifest.get("base")
+    previous = None
+    if base is not None:
+        try:
+            previous = _parse_manifest(store, _manifest_name(base),
+                                       store.read(_manifest_name(base)))
+        except FileNotFoundError:
+            # The first commit over a version-1 directory: its generation is the previous one.
+            legacy = _legacy_state(store)
+            previous = None if legacy is None else legacy.manifest
+    if previous is not None:
+        keep |= set(previous["shards"]) | set(previous["drops"])
+        keep_directories.add(str(previous.get("directory")))
+    elif base is not None:
+        return  # the manifest before is gone: nothing can tell what it named
+    for number in _manifest_numbers(store):
+        if base is not None and number < base:
+            store.delete(_manifest_name(number))
+    migrated = False
+    for entry in store.list():
+        match = _GENERATION.match(entry)
+        if match is not None and int(match.group(1)) <= current.number:
+            names = [f"{entry}/{name}" for name in store.list(entry)]
+            if entry not in keep_directories and not any(name in keep for name in names):
+                store.delete(entry)
+                continue
+            for name in names:
+                if name not in keep and not (entry in keep_directories and name.endswith(
+                        "manifest.json")):
+                    store.delete(name)
+        elif entry in ("CURRENT", "LOCK", "PENDING") or entry.startswith(("tmp-", ".CURRENT.")):
+            migrated = migrated or entry == "CURRENT"
+            store.delete(entry)  # version 1's; CURRENT last names the generation before this
+    if migrated:
+        _log.warning("%s: a version-1 filter directory, now committed by manifest (version 2); "
+                     "bulkbloom before this version cannot read it", store.uri)
+
+
+@contextmanager
+def _new_generation(store: _Store, current: Optional[ShardedFilter]) -> Iterator[Tuple[int, str]]:
+    """(number, directory name) of the generation a run starting from `current` makes: the next
+    manifest's number, and a directory named for the run alone, so that two runs never write the
+    same object. The directory is removed if the run fails before its commit."""
+    number = 1 if current is None else current.number + 1
+    directory = f"gen-{number:06d}-{uuid.uuid4().hex[:16]}"
+    try:
+        yield number, directory
+    except BaseException:
+        store.delete(directory)
+        raise
+
+
+def _clean_up(store: _Store, state: ShardedFilter) -> None:
+    """_remove_unreferenced after a commit; what it fails to remove the next commit removes."""
+    try:
+        _remove_unreferenced(store, state)
+    except Exception as error:  # the commit stands; this is tidying only
+        _log.warning("%s: could not remove what the new generation no longer needs: %s",
+                     store.uri, error)
+
+
+def _scratch_store(spark: Any, parent: Optional[PathLike] = None) -> _Store:
+    """A new directory for one dedup's filter, in `parent` (any filesystem a filter may be on),
+    else in the driver's temporary directory (which only local mode's executors see), removed
+    when the driver's Python exits."""
+    if parent is None:
+        path = Path(tempfile.mkdtemp(prefix="bulkbloom-spark-"))
+        atexit.register(shutil.rmtree, path, True)
+        return _LocalStore(path)
+    store = _store_of(parent, spark)
+    name = f"bulkbloom-spark-{uuid.uuid4().hex}"
+    store.mkdirs(name)
+    atexit.register(_delete_quietly, store, name)
+    return _store_of(store.path(name), spark)
+
+
+def _delete_quietly(store: _Store, name: str) -> None:
+    try:
+        store.delete(name)
+    except Exception:  # at exit, the JVM may be gone before us: the directory stays
+        pass
+
+
+# The objects in a filter directory that name the output a dedup_and_write run is writing, one
+# a run: PENDING-<run>.json.
+_PENDING = "PENDING-"
+
+
+def _write_pending(store: _Store, output: str, staged: _Staged) -> str:
+    name = f"{_PENDING}{staged.manifest['writer']}.json"
+    pending = {"output": output, "base": None if staged.base is None else staged.base.number,
+               "generation": staged.generation}
+    store.write(name, json.dumps(pending).encode() + b"\n")
+    return name
+
+
+def _crashed_runs(store: _Store, current: Optional[ShardedFilter], output: str) -> tuple:
+    """(whether a dedup_and_write run that crashed before its commit was writing `output` from
+    the current state, so that what is there is its, to be replaced; the PENDING objects of runs
+    that crashed or committed, to remove once this run's own is written). A run from the current
+    state writing another output may be running: its PENDING is left alone."""
+    ours, stale = False, []
+    base = None if current is None else current.number
+    for name in store.list():
+        if not name.startswith(_PENDING):
+            continue
+        try:
+            pending = json.loads(store.read(name))
+        except FileNotFoundError:
+            continue
+        except ValueError as error:
+            raise bulkbloom.FormatError(f"{store.path(name)}: {error}") from None
+        committed = current is not None and pending.get("generation") == current.generation
+        if not committed and pending.get("base") == base:
+            if pending.get("output") != output:
+                continue
+            ours = True
+        elif not committed:
+            _log.warning(
+                "%s: a run that crashed before its commit was writing %s, which may hold its "
+                "partial output", store.uri, pending.get("output"),
+            )
+        stale.append(name)
+    return ours, stale
+
+
+# A drops file is one int64 column of row ids, ascending.
+_DROPPED = "row_id"
+
+
+def _drops_table(dropped: np.ndarray) -> pa.Table:
+    return pa.table({_DROPPED: pa.array(dropped, pa.int64())})
+
+
+def _write_drops(path: str, dropped: np.ndarray) -> None:
+    with open(path, "wb") as out:
+        pq.write_table(_drops_table(dropped), out, use_dictionary=False)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _drops_bytes(dropped: np.ndarray) -> bytes:
+    out = pa.BufferOutputStream()
+    pq.write_table(_drops_table(dropped), out, use_dictionary=False)
+    return bytes(out.getvalue())
+
+
+def _input_drops_name(partition: int) -> str:
+    return f"drops-p{partition:06d}.parquet"
+
+
+def _input_drops(directory: str, partition: int) -> np.ndarray:
+    """The sorted row ids dropped from input `partition`, from its file in the generation
+    `directory` (an input partition that lost no row has none)."""
+    path = os.path.join(directory, _input_drops_name(partition))
+    try:
+        return pq.read_table(path, columns=[_DROPPED]).column(0).to_numpy()
+    except FileNotFoundError:
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(
+                f"{directory}, the filter generation this DataFrame filters by, was removed: "
+                "dedup's scratch filter lives until the driver's Python exits"
+            ) from None
+        return np.zeros(0, dtype=np.int64)

@@ -1,0 +1,253 @@
+"""bulkbloom.spark keeps its filter directory on any Hadoop filesystem, through the driver JVM's
+org.apache.hadoop.fs.FileSystem: the same directory used through two URI schemes (a viewfs: mount
+of a local directory stands in for HDFS or S3A: Spark's own Hadoop filesystem, no cluster), a
+commit by a manifest created only if absent, so that two writers cannot both commit, and a
+failure at any step of the driver's writes leaves the committed state whole. Skipped only where
+Java is absent."""
+
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import local_spark
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("no Java (Spark needs Java 17 or newer): apt-get install openjdk-17-jre-headless",
+                allow_module_level=True)
+
+from bulkbloom import spark as bbspark  # noqa: E402
+from bulkbloom.spark import _store  # noqa: E402
+
+ROWS = 6_000
+OPTIONS = dict(key="event_id", order="seq", num_shards=2)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = local_spark("local[2]", "bulkbloom-fs-tests")
+    yield session
+    session.stop()
+
+
+def mounted(spark, directory: Path) -> str:
+    """A viewfs: URI of the local `directory` (a mount table of its own, since Hadoop caches a
+    filesystem by scheme and authority)."""
+    table = f"bb{uuid.uuid4().hex[:12]}"
+    spark.sparkContext._jsc.hadoopConfiguration().set(
+        f"fs.viewfs.mounttable.{table}.link./data", directory.resolve().as_uri())
+    return f"viewfs://{table}/data"
+
+
+def write_dump(path: Path, seed: int, old: np.ndarray = None) -> np.ndarray:
+    """ROWS (event_id, seq) records in 2 Parquet files, a quarter of them repeats (of `old`
+    keys too); returns the keys."""
+    rng = np.random.default_rng(seed)
+    fresh = rng.integers(0, 2**63, size=ROWS * 3 // 4, dtype=np.int64)
+    pool = fresh if old is None else np.concatenate([fresh, old])
+    keys = np.concatenate([fresh, rng.choice(pool, ROWS - len(fresh))])
+    rng.shuffle(keys)
+    table = pa.table({"event_id": keys, "seq": np.arange(seed * ROWS, (seed + 1) * ROWS)})
+    path.mkdir()
+    for part, rows in enumerate(np.array_split(np.arange(ROWS), 2)):
+        pq.write_table(table.take(rows), path / f"part-{part}.parquet")
+    return keys
+
+
+def records(spark, path) -> list:
+    table = spark.read.parquet(str(path)).toArrow().sort_by("seq")
+    return list(zip(table.column("event_id").to_pylist(), table.column("seq").to_pylist()))
+
+
+def shard_bytes(spark, path) -> list:
+    state = bbspark.open_filter(path, spark)
+    return [state.load(i).bits() for i in range(state.num_shards)]
+
+
+def entries(path: Path) -> list:
+    """The filter directory's entries, a generation's directory without its run's suffix."""
+    return sorted(re.sub(r"^(gen-\d+)-[0-9a-f]+$", r"\1", p.name) for p in path.iterdir()
+                  if not p.name.startswith("."))  # LocalFileSystem's .crc files
+
+
+@pytest.fixture(scope="module")
+def days(spark, tmp_path_factory):
+    """Two dumps, and what two uninterrupted days write and leave in a local filter."""
+    root = tmp_path_factory.mktemp("days")
+    write_dump(root / "in2", 2, old=write_dump(root / "in1", 1))
+    reference = root / "reference"
+    for day in (1, 2):
+        bbspark.dedup_and_write(spark.read.parquet(str(root / f"in{day}")), path=root / f"ref{day}",
+                                filter=reference, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+    return root, [records(spark, root / f"ref{day}") for day in (1, 2)], shard_bytes(
+        spark, reference)
+
+
+def test_one_directory_through_two_uri_schemes_is_the_local_runs(spark, tmp_path, days):
+    """Day 1 through the local path, day 2 through viewfs: (whose executors never open the
+    directory: Spark reads them the base shards, the driver writes what they hand in): the
+    outputs and the filter are the all-local runs'."""
+    root, expected, expected_shards = days
+    local = tmp_path / "filter"
+    local.mkdir()
+    uris = {"local": str(local), "viewfs": mounted(spark, local)}
+    for day, scheme in enumerate(["local", "viewfs"], start=1):
+        out = tmp_path / f"out{day}"
+        state = bbspark.dedup_and_write(
+            spark.read.parquet(str(root / f"in{day}")), path=out, filter=uris[scheme],
+            capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+        assert state.number == day and (state.store.local is None) == (scheme == "viewfs")
+        assert records(spark, out) == expected[day - 1], day
+    assert shard_bytes(spark, uris["viewfs"]) == expected_shards
+    assert shard_bytes(spark, local) == expected_shards
+    assert entries(local) == ["gen-000001", "gen-000002", "manifests"]
+    assert entries(local / "manifests") == ["000001.json", "000002.json"]
+
+
+def test_a_path_is_resolved_against_the_default_filesystem(spark, tmp_path):
+    """A path without a scheme is on fs.defaultFS, as Spark resolves the paths it reads; a file:
+    default filesystem makes it a local directory."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = conf.get("fs.defaultFS")
+    uri = mounted(spark, tmp_path)
+    try:
+        conf.set("fs.defaultFS", uri.rsplit("/", 1)[0] + "/")
+        store = _store._store_of("/data/filter", spark)
+        assert store.local is None and store.uri == f"{uri}/filter"
+    finally:
+        conf.set("fs.defaultFS", before)
+    assert _store._store_of("relative/filter", spark).local == Path.cwd() / "relative/filter"
+
+
+@pytest.mark.parametrize("scheme", ["local", "viewfs"])
+def test_of_two_manifests_of_one_name_exactly_one_is_created(spark, tmp_path, scheme):
+    store = _store._store_of(tmp_path if scheme == "local" else mounted(spark, tmp_path), spark)
+    assert (store.local is None) == (scheme == "viewfs")
+    store.write("manifests/000001.json", b"first\n", exclusive=True)
+    with pytest.raises(FileExistsError):
+        store.write("manifests/000001.json", b"second\n", exclusive=True)
+    assert store.read("manifests/000001.json") == b"first\n"
+
+
+def test_two_writers_cannot_both_commit(spark, tmp_path, days):
+    """Run A, between its output's write and its commit, sees run B (another dump, its own
+    output) start from the same state and commit: A's commit is refused, and A leaves nothing,
+    neither output nor objects; B's commit stands."""
+    root, expected, _ = days
+    path = tmp_path / "filter"
+    bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
+                            filter=path, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+    before = {p.name for p in path.iterdir()}
+
+    def b_commits_first(step):
+        if step == "written":
+            bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "b",
+                                    filter=path, **OPTIONS)
+
+    with pytest.raises(RuntimeError, match="another job committed generation 2"):
+        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "a",
+                                filter=path, _on_step=b_commits_first, **OPTIONS)
+    assert not (tmp_path / "a").exists()
+    state = bbspark.open_filter(path)
+    assert state.number == 2 and state.manifest["run"]["output"].endswith("/b")
+    assert records(spark, tmp_path / "b") == expected[1]
+    # B's generation, B's cleanup; A's staged generation and PENDING are gone.
+    assert {p.name for p in path.iterdir()} == before | {state.generation}
+
+
+def walk_faults(monkeypatch, run, check):
+    """Fails the k-th fault point of `run()` for k = 1, 2, ... (checking the directory with
+    `check()` after each), until a run reaches no k-th point; returns the points' names."""
+    names = []
+    for k in range(1, 100):
+        reached = []
+
+        def fault_point(what):
+            reached.append(what)
+            if len(reached) == k:
+                raise OSError(f"injected fault at point {k} ({what})")
+
+        monkeypatch.setattr(_store, "_fault_point", fault_point)
+        try:
+            run()
+        except Exception as error:
+            assert f"injected fault at point {k}" in str(error), error
+            names.append(reached[-1])
+            check()
+            continue
+        finally:
+            monkeypatch.undo()
+        return names
+    raise AssertionError("the run never finished")
+
+
+@pytest.mark.parametrize("scheme", ["local", "viewfs"])
+def test_a_failure_at_any_write_leaves_the_committed_state(spark, tmp_path, monkeypatch, scheme):
+    """build() over a committed filter, failed at each step of its writes in turn (create, write,
+    fsync or close, rename or link, the manifest): the directory reads as it was, every time; the
+    run that then succeeds commits the new filter."""
+    local = tmp_path / "filter"
+    local.mkdir()
+    path = str(local) if scheme == "local" else mounted(spark, local)
+    rng = np.random.default_rng(5)
+    first, second = (spark.createDataFrame(pa.table({"event_id": rng.integers(0, 2**62, 500)})
+                                           .to_pandas()) for _ in range(2))
+    bbspark.build(first, "event_id", path, capacity=1_000, num_shards=2)
+    committed = shard_bytes(spark, path)
+
+    def check():
+        state = bbspark.open_filter(path, spark)
+        assert state.number == 1 and shard_bytes(spark, path) == committed
+        assert entries(local) == ["gen-000001", "manifests"]
+
+    names = walk_faults(
+        monkeypatch, lambda: bbspark.build(second, "event_id", path, capacity=1_000, num_shards=2),
+        check)
+    expected = {"local": ["rename"] * 2 + ["manifest", "create", "write", "fsync", "link"],
+                "viewfs": ["create", "write", "close"] * 2 + ["manifest", "create", "write",
+                                                              "close"]}[scheme]
+    assert names == expected
+    state = bbspark.open_filter(path, spark)
+    assert state.number == 2 and shard_bytes(spark, path) != committed
+    assert entries(local) == ["gen-000001", "gen-000002", "manifests"]
+
+
+def test_a_version_1_directory_is_read_and_migrated_on_its_first_commit(spark, tmp_path, days,
+                                                                       caplog):
+    """A directory the previous version wrote (CURRENT naming gen-000001/, which holds its
+    manifest and shards) is read as it is; day 2 over it writes the uninterrupted output and
+    filter, and leaves a version-2 directory."""
+    root, expected, expected_shards = days
+    path = tmp_path / "filter"
+    bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
+                            filter=path, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+    # Rewritten as version 1 wrote it.
+    state = bbspark.open_filter(path)
+    manifest = dict(state.manifest, version=1)
+    for kind in ("shards", "drops"):
+        manifest[kind] = [name.split("/")[-1] for name in manifest[kind]]
+    for name in ("directory", "base", "writer", "dropped"):
+        del manifest[name]
+    legacy = path / "gen-000001"
+    state.directory.rename(legacy)
+    (legacy / "manifest.json").write_text(json.dumps(manifest))
+    shutil.rmtree(path / "manifests")
+    (path / "CURRENT").write_text("gen-000001\n")
+    (path / "LOCK").touch()
+    assert bbspark.open_filter(path).number == 1
+
+    with caplog.at_level(logging.WARNING, logger="bulkbloom.spark"):
+        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "out2",
+                                filter=path, **OPTIONS)
+    assert "version-1 filter directory" in caplog.text
+    assert records(spark, tmp_path / "out2") == expected[1]
+    assert shard_bytes(spark, path) == expected_shards
+    assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
