@@ -74,6 +74,14 @@ Sliding windows (``window=``, ``time=``)
     that time, so the shards together are byte for byte the window the CLI keeps when every
     record of the dump carries that time, dumps in time order.
 
+    Its generations are sized per period as the CLI sizes them (docs/WINDOW.md, "Sizing
+    shards"): a window made here is ``shardable_by`` its shard count (a ``window_config`` given
+    must be, with a promise, else its generations keep the configured size); each run gives
+    every shard the whole window's keys in each filter, which the last run's manifest records
+    (``"window_keys"``), and sizes the run's generations for ``capacity`` records over the
+    window (one period's share, as ``--capacity``), else for every row of the run (one more
+    count of the input), as the CLI does for its input.
+
 Task retries and speculative execution
     An attempt only reads the committed generation and writes files named for itself; the driver
     takes the files of the attempt Spark counted, so a retried task starts from the shard as it
@@ -262,6 +270,7 @@ def _window_to_json(config: bulkbloom.WindowConfig) -> dict:
         "generations": config.generations,
         "lateness": config.lateness,
         "fpr": config.fpr,
+        "block_multiple": config.block_multiple,
     }
 
 
@@ -269,7 +278,26 @@ def _window_config(values: dict, layout: bulkbloom.Layout) -> bulkbloom.WindowCo
     return bulkbloom.WindowConfig.of(
         values["clock"], int(values["window"]), layout, generations=int(values["generations"]),
         lateness=int(values["lateness"]), fpr=float(values.get("fpr", 0.0)),
+        block_multiple=int(values.get("block_multiple", 1)),
     )
+
+
+class _WindowSizing(NamedTuple):
+    """What every window shard of a run is given before its records, as the single window is
+    given them (bulkbloom/window_shard.hpp, "Sizing"): the whole window's keys in each filter
+    (the sum of the shards' filter_keys() the last run recorded, or None for a new window), and
+    the keys this run's generations are sized for at least."""
+
+    window_keys: Optional[List[int]]
+    min_keys: int
+
+
+def _prepare_window_shard(shard: bulkbloom.WindowShard, sizing: Optional[_WindowSizing]) -> None:
+    if sizing is None or not shard.sizes_per_period:
+        return
+    if sizing.window_keys is not None:
+        shard.set_window_keys(sizing.window_keys)
+    shard.set_sizing(sizing.min_keys)
 
 
 def _empty_shard(layout: bulkbloom.Layout, window: Optional[bulkbloom.WindowConfig], index: int,
@@ -647,6 +675,8 @@ _DECIDED = T.StructType(
         T.StructField("drops_file", T.StringType(), True),
         T.StructField("keys", T.LongType(), False),
         T.StructField("new_keys", T.LongType(), False),
+        # A window shard's filter_keys() after the run (an empty list for a filter).
+        T.StructField("filter_keys", T.ArrayType(T.LongType(), False), False),
     ]
 )
 
@@ -663,10 +693,11 @@ def _decide_shards(
     write_drops: bool,
     on_task: Optional[Callable[[], None]],
     hashed: bool = False,
+    sizing: Optional[_WindowSizing] = None,
 ) -> list:
     """Runs each shard's task (see the module's documentation) and returns their rows. `hashed`:
     the routed key column holds the keys' hashes (_routed), which each task inserts into its
-    shard's bits under _hashed_layout."""
+    shard's bits under _hashed_layout. `sizing`: what a window's shards are given first."""
     key_layout = tuple(_hashed_layout(bulkbloom.Layout(*layout))) if hashed else layout
     shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
     suffix = ".bbf" if window is None else ".bbw"
@@ -685,9 +716,12 @@ def _decide_shards(
             if hashed:
                 shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
+        filter_keys: List[int] = []
         if window is not None:
+            _prepare_window_shard(shard, sizing)
             fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
             shard.advance_to(time)
+            filter_keys = shard.filter_keys()
         elif write_drops:
             fresh = shard.insert_if_absent(keys)
         else:
@@ -712,6 +746,7 @@ def _decide_shards(
                 "drops_file": pa.array([drops_file], pa.string()),
                 "keys": pa.array([len(table)], pa.int64()),
                 "new_keys": pa.array([new_keys], pa.int64()),
+                "filter_keys": pa.array([filter_keys], pa.list_(pa.int64(), )),
             }
         )
 
@@ -834,10 +869,14 @@ def _stage(
     manifest_extra: dict,
     drops: Optional[dict] = None,
     drops_by: str = "shard",
+    sizing: Optional[_WindowSizing] = None,
 ) -> _Staged:
     """Makes the attempt files the successful tasks named a complete generation in `work`:
     `rows`' shard files, and `drops` (name in the generation: attempt file), grouped by
-    `drops_by` ("shard" or "input partition"), written and fsynced; ``_publish`` commits it."""
+    `drops_by` ("shard" or "input partition"), written and fsynced; ``_publish`` commits it.
+    A window's manifest records the whole window's keys in each filter (``"window_keys"``, the
+    sum of the shards' filter_keys()), which the next run gives its shards (`sizing`: what this
+    run's shards were given)."""
     by_shard = {row["shard"]: row for row in rows}
     if len(by_shard) != len(rows):
         # Each shard's rows must all reach one task; two tasks' halves would each look complete.
@@ -848,18 +887,24 @@ def _stage(
     staging = work / generation
     staging.mkdir()
     shards = []
+    window_keys: Optional[List[int]] = None
     for index in range(num_shards):
         name = f"shard-{index:05d}.bbf" if window is None else f"shard-{index:05d}.bbw"
         target = staging / name
         row = by_shard.get(index)
+        filter_keys: Optional[List[int]] = None
         if row is not None:
             os.rename(row["shard_file"], target)
+            filter_keys = list(row["filter_keys"])
         elif window is not None:
-            # No record of this run went to it, but its clock moves with the window's.
+            # No record of this run went to it, but its clock moves with the window's, and its
+            # generations are sized with the others'.
             shard = base.load(index) if base is not None else _empty_shard(
                 layout, window, index, num_shards)
+            _prepare_window_shard(shard, sizing)
             shard.advance_to(time)
             shard.save(target)
+            filter_keys = shard.filter_keys()
         elif base is not None:
             # A shard no key of this run went to is the same file: a link shares its bytes.
             source = base.shard_path(index)
@@ -870,6 +915,16 @@ def _stage(
         else:
             _empty_shard(layout, None, index, num_shards).save(target)
         shards.append(name)
+        if window is not None and filter_keys is not None:
+            if window_keys is None:
+                window_keys = filter_keys
+            elif len(window_keys) != len(filter_keys):
+                raise RuntimeError(
+                    f"window shard {index} has {len(filter_keys)} filters, shard 0 has "
+                    f"{len(window_keys)}: its shards sized their generations apart"
+                )
+            else:
+                window_keys = [a + b for a, b in zip(window_keys, filter_keys)]
     drops = drops or {}
     for name, attempt_file in drops.items():
         os.rename(attempt_file, staging / name)
@@ -880,7 +935,8 @@ def _stage(
         "num_shards": num_shards,
         "layout": _layout_to_json(layout),
         **manifest_extra,
-        **({} if window is None else {"window": _window_to_json(window), "time": time}),
+        **({} if window is None else {
+            "window": _window_to_json(window), "time": time, "window_keys": window_keys}),
         "shards": shards,
         "drops": sorted(drops),
         "drops_by": drops_by,
@@ -989,7 +1045,7 @@ def _decide(
                 )
                 config = bulkbloom.WindowConfig.of(
                     sized.clock, sized.window, _spark_seeded(sized.generation),
-                    generations=sized.generations, lateness=sized.lateness,
+                    generations=sized.generations, lateness=sized.lateness, fpr=sized.fpr,
                 )
             layout = config.generation
         elif layout is None:
@@ -1001,16 +1057,29 @@ def _decide(
             count = num_shards
         else:
             count = _default_shards(df.sparkSession, layout, rows)
+        if (window is not None and window.config is None and config is not None
+                and count <= the_layout.num_blocks):
+            # A window made here sizes its generations per period in its shards.
+            config = config.shardable_by(count)
+            the_layout = config.generation
         extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
     if not 1 <= count <= the_layout.num_blocks:
         raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+    sizing = None
+    if config is not None and config.fpr > 0 and config.block_multiple % count == 0:
+        # As the command line sizes a run's generations: for `capacity` records over the window
+        # (in one period's share), else for every record of the run.
+        min_keys = (math.ceil(capacity / config.window * config.period) if capacity is not None
+                    else max(1, df.count()))
+        window_keys = None if base is None else base.manifest.get("window_keys")
+        sizing = _WindowSizing(None if window_keys is None else list(window_keys), min_keys)
     # A window's shards take keys, not hashes (WindowShard has no hashed twin).
     routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls)
     time = None if window is None else window.time
     rows = _decide_shards(
         routed, base, tuple(the_layout), config, time, count, work,
         [(term.descending, term.nulls_first) for term in order],
-        write_drops, on_task, hashed,
+        write_drops, on_task, hashed, sizing,
     )
     dropped = sum(row["keys"] - row["new_keys"] for row in rows)
     drops_by, drops = "shard", {
@@ -1026,6 +1095,7 @@ def _decide(
         extra = {**extra, "run": run}
     return _stage(
         root, base, previous, work, rows, the_layout, config, time, count, extra, drops, drops_by,
+        sizing,
     )
 
 
