@@ -540,7 +540,7 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
     # (kept again); a dump of 5x the keys makes both grow their generations; the last dump is so
     # small that most of the 7 shards get no record, and their clocks must still move.
     for day, (count, capacity) in enumerate(
-            [(6_000, 12_000), (6_000, 12_000), (30_000, 60_000), (6_000, 12_000), (3, 12_000)]):
+            [(6_000, 12_000), (6_000, 12_000), (30_000, 60_000), (6_000, 12_000), (3, 300_000)]):
         time = start + day * 86_400
         keys = [str(k) for k in rng.integers(0, 45_000 if day == 2 else 9_000, size=count)]
         source = tmp_path / f"day{day}.csv"
