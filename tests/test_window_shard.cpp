@@ -8,9 +8,11 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "test_support.hpp"
@@ -186,6 +188,20 @@ void advance_all_to(std::vector<WindowShard>& shards, const WindowedFilter& sing
   }
 }
 
+// Each key's shard (shard_of) answers contains() for it as the single window does.
+void expect_same_answers(const WindowedFilter& single, const std::vector<WindowShard>& shards,
+                         const std::vector<std::uint64_t>& probes) {
+  std::vector<std::uint8_t> want(probes.size());
+  single.contains(probes, want);
+  std::vector<std::uint32_t> owner(probes.size());
+  shard_of(single.config().generation, probes, static_cast<std::uint32_t>(shards.size()), owner);
+  for (std::size_t i = 0; i < probes.size(); ++i) {
+    std::uint8_t got = 2;
+    shards[owner[i]].contains(std::span<const std::uint64_t>(&probes[i], 1), {&got, 1});
+    ASSERT_EQ(got, want[i]) << "probe " << i;
+  }
+}
+
 std::string param_name(WindowClock clock, std::uint32_t generations, Shape shape,
                        BlockIndex index) {
   return std::string(clock == WindowClock::records ? "records" : "event_time") + "_G" +
@@ -237,15 +253,7 @@ TEST_P(WindowShardExactness, ShardsGivenTheGlobalClockAreTheSingleWindow) {
     for (const Batch& batch : stream) {
       for (const Record& r : batch) probes.push_back(r.key);
     }
-    std::vector<std::uint8_t> want(probes.size());
-    single.contains(probes, want);
-    std::vector<std::uint32_t> owner(probes.size());
-    shard_of(cfg.generation, probes, num_shards, owner);
-    for (std::size_t i = 0; i < probes.size(); ++i) {
-      std::uint8_t got = 2;
-      shards[owner[i]].contains(std::span<const std::uint64_t>(&probes[i], 1), {&got, 1});
-      ASSERT_EQ(got, want[i]) << "probe " << i;
-    }
+    expect_same_answers(single, shards, probes);
   }
 }
 
@@ -679,6 +687,378 @@ TEST(WindowShard, BytesAreVerifiedAsFilesAre) {
   EXPECT_EQ(to_file_bytes(load_window_shard(std::span<const std::byte>(good)),
                           FileState{5, {std::byte{9}}}),
             good);
+}
+
+// Shards that size per period (docs/WINDOW.md "Sizing shards").
+
+// Every shard count here divides 240, so one sized window cuts into each of them.
+constexpr std::uint32_t kSizedShardCounts[] = {1, 2, 3, 5, 16};
+
+// A window with a promise and block multiple 240, small enough that its periods outgrow it.
+WindowConfig sized_window(WindowClock clock, Shape shape, BlockIndex index) {
+  WindowConfig config = small_window(clock, 4, shape, index);
+  if (clock == WindowClock::records) config.window = 6000;  // periods of 2000 records
+  config.fpr = 1e-4;
+  config.generation.num_blocks = 1;
+  return config.shardable_by(240);
+}
+
+// floor(clock / period), as the window computes the period of a clock value.
+std::int64_t period_number(std::int64_t clock, std::uint64_t period) {
+  const auto p = static_cast<std::int64_t>(period);
+  return clock >= 0 ? clock / p : -((-clock + p - 1) / p);
+}
+
+// Gives every shard the whole window's keys: the sum of all shards' filter_keys().
+void share_window_keys(std::vector<WindowShard>& shards) {
+  std::vector<std::uint64_t> sum = shards.front().filter_keys();
+  for (std::size_t s = 1; s < shards.size(); ++s) {
+    const auto keys = shards[s].filter_keys();
+    ASSERT_EQ(keys.size(), sum.size()) << "shard " << s;
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += keys[i];
+  }
+  for (WindowShard& shard : shards) shard.set_window_keys(sum);
+}
+
+// Dedups `batch` through shards that size per period: before each stretch of the batch within
+// one period of the whole window's clock (the single window rotates only where a stretch
+// begins), every shard is given the whole window's keys and, on event time, moved to the clock.
+std::vector<std::uint8_t> dedup_sized(std::vector<WindowShard>& shards, const Batch& batch,
+                                      std::span<const std::int64_t> clocks) {
+  const WindowConfig& config = shards.front().config();
+  std::vector<std::uint8_t> flags;
+  std::size_t begin = 0;
+  while (begin < batch.size()) {
+    const std::int64_t epoch = period_number(clocks[begin], config.period());
+    std::size_t end = begin + 1;
+    while (end < batch.size() && period_number(clocks[end], config.period()) == epoch) ++end;
+    share_window_keys(shards);
+    if (config.clock == WindowClock::event_time) advance_all(shards, clocks[begin]);
+    const Batch piece(batch.begin() + static_cast<std::ptrdiff_t>(begin),
+                      batch.begin() + static_cast<std::ptrdiff_t>(end));
+    const auto got = dedup_sharded(shards, piece, clocks.subspan(begin, end - begin));
+    flags.insert(flags.end(), got.begin(), got.end());
+    begin = end;
+  }
+  return flags;
+}
+
+// Periods of 10x more keys than the configured size holds, fewer, an idle jump of many periods,
+// with the adversarial batches of test_stream inside, and min_keys given before some batches (a
+// run's start: the newest generation grows, sealing the filter before it).
+struct SizedStream {
+  std::vector<Batch> batches;
+  std::vector<std::uint64_t> min_keys;  // per batch, 0: set_sizing not called
+};
+
+SizedStream growth_stream(const WindowConfig& config, std::uint64_t seed) {
+  SizedStream stream;
+  const auto period = static_cast<std::int64_t>(config.period());
+  const auto base = test_stream(config, seed);
+  std::int64_t now = 0;
+  std::uint64_t next_key = seed << 32;
+  std::vector<std::uint64_t> earlier;
+  // Distinct keys per period; the records clock takes `period` records a period whatever they
+  // are, repeats filling the rest.
+  const std::size_t distinct[] = {300, 1800, 9000, 120, 0, 1500, 40};
+  for (std::size_t p = 0; p < std::size(distinct); ++p) {
+    Batch batch;
+    if (p == 4) now += 9 * period;  // idle: every generation leaves the window
+    const std::size_t records =
+        config.clock == WindowClock::records ? static_cast<std::size_t>(period) : distinct[p] * 5;
+    for (std::size_t r = 0; r < records; ++r) {
+      const bool fresh = r % 5 == 0 && r / 5 < distinct[p];
+      const std::uint64_t key =
+          fresh || earlier.empty() ? next_key++ : earlier[(r * 7919) % earlier.size()];
+      if (fresh) earlier.push_back(key);
+      const std::int64_t time =
+          now + static_cast<std::int64_t>(r) * period / static_cast<std::int64_t>(records + 1);
+      batch.push_back({key, time - static_cast<std::int64_t>(r % 3 == 1 ? config.lateness : 0)});
+    }
+    stream.batches.push_back(std::move(batch));
+    stream.min_keys.push_back(p == 1 || p == 5 ? 40'000 : 0);
+    // An adversarial batch of test_stream within the period's last clock unit.
+    Batch extra = base[1 + p % (base.size() - 1)];
+    for (Record& r : extra) r.time = now + period - 1;
+    stream.batches.push_back(std::move(extra));
+    stream.min_keys.push_back(0);
+    now += period;
+  }
+  return stream;
+}
+
+class SizedWindowShards : public WindowShardExactness {};
+
+// Shards given the whole window's keys before each period choose the single window's sizes,
+// through growth at rotations and at a run's start: its flags record for record, and its bytes
+// (concat) after every batch, for every shard count, shape and index.
+TEST_P(SizedWindowShards, GivenTheWholeWindowsKeysTheyAreTheSingleWindow) {
+  const auto [clock, generations, shape, index] = GetParam();
+  const WindowConfig cfg = sized_window(clock, shape, index);
+  const SizedStream stream = growth_stream(cfg, 404);
+  const auto clocks = global_clocks(cfg, stream.batches);
+  for (std::uint32_t num_shards : kSizedShardCounts) {
+    SCOPED_TRACE("shards " + std::to_string(num_shards));
+    WindowedFilter single(cfg);
+    std::vector<WindowShard> shards;
+    for (std::uint32_t s = 0; s < num_shards; ++s) shards.emplace_back(cfg, s, num_shards);
+    ASSERT_TRUE(shards.front().sizes_per_period());
+    bool resized = false, sealed = false;
+    for (std::size_t b = 0; b < stream.batches.size(); ++b) {
+      SCOPED_TRACE("batch " + std::to_string(b));
+      if (stream.min_keys[b] != 0) {
+        share_window_keys(shards);
+        single.set_sizing({stream.min_keys[b], 0});
+        for (WindowShard& shard : shards) shard.set_sizing({stream.min_keys[b], 0});
+      }
+      const auto want = dedup_whole(single, stream.batches[b]);
+      ASSERT_EQ(dedup_sized(shards, stream.batches[b], clocks[b]), want);
+      advance_all_to(shards, single);
+      const auto joined = to_file_bytes(concat(shards));
+      const auto want_bytes = to_file_bytes(single);
+      ASSERT_EQ(joined.size(), want_bytes.size());
+      ASSERT_TRUE(joined == want_bytes);
+      const auto blocks = shards.back().filter_blocks();
+      sealed |= blocks.size() > cfg.generations;
+      resized |= std::any_of(blocks.begin(), blocks.end(),
+                             [&](std::uint64_t n) { return n > cfg.generation.num_blocks; });
+    }
+    EXPECT_TRUE(resized);
+    EXPECT_TRUE(sealed);
+    // Sized generations: shards hold their share, every count a multiple of S.
+    for (const std::uint64_t n : shards.front().filter_blocks()) EXPECT_EQ(n % num_shards, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllShapes, SizedWindowShards,
+    ::testing::Combine(::testing::Values(WindowClock::records, WindowClock::event_time),
+                       ::testing::Values(4u), ::testing::ValuesIn(test::kAllShapes),
+                       ::testing::Values(BlockIndex::high32, BlockIndex::full64)),
+    exactness_name);
+
+// The moved hash of a generation of any size that S divides lands in the block and bit pattern
+// the whole layout gives it, for both indexes and every shape: shards of one routing hold the
+// same bits as the whole filter of every size (checked through the bytes of split filters of
+// sizes the sizing can take, S up to 16).
+TEST(WindowShard, SizedGenerationsKeepEveryKeysBlockAndBits) {
+  for (Shape shape : test::kAllShapes) {
+    for (BlockIndex index : {BlockIndex::high32, BlockIndex::full64}) {
+      WindowConfig cfg = sized_window(WindowClock::event_time, shape, index);
+      WindowedFilter single(cfg);
+      // Grow the newest generation to sizes that are multiples of 240 but not of the
+      // configured count's other factors.
+      Batch batch;
+      for (std::uint64_t k : random_keys(3000, 9)) batch.push_back({k, 0});
+      single.set_sizing({50'000, 0});
+      dedup_whole(single, batch);
+      single.set_sizing({900'000, 0});
+      dedup_whole(single, batch);
+      for (std::uint32_t num_shards : kSizedShardCounts) {
+        std::vector<WindowShard> shards = split(single, num_shards);
+        ASSERT_EQ(to_file_bytes(concat(shards)), to_file_bytes(single));
+        // The shards answer as the whole window for every key, in every filter.
+        SCOPED_TRACE(test::shape_name(shape) + " " + std::to_string(num_shards));
+        expect_same_answers(single, shards, random_keys(5000, 77));
+        // Inserting through the shards sets the whole window's bits.
+        WindowedFilter copy = load_window(std::span<const std::byte>(to_file_bytes(single)));
+        Batch more;
+        for (std::uint64_t k : random_keys(2000, 10)) more.push_back({k, 1});
+        const std::vector<std::int64_t> ones(more.size(), 1);
+        ASSERT_EQ(dedup_sharded(shards, more, ones), dedup_whole(copy, more));
+        ASSERT_EQ(to_file_bytes(concat(shards)), to_file_bytes(copy));
+      }
+    }
+  }
+}
+
+// split, reshard and concat of a window whose generations were resized are byte copies, and the
+// re-cut shards go on as the window; a window without a block multiple that S divides, and shards
+// that sized apart, are refused with the reason.
+TEST(WindowShard, ResizedWindowsSplitReshardAndConcat) {
+  const WindowConfig cfg = sized_window(WindowClock::event_time, Shape::sb512, BlockIndex::high32);
+  const SizedStream stream = growth_stream(cfg, 505);
+  const auto clocks = global_clocks(cfg, stream.batches);
+  const std::size_t half = 5;
+  WindowedFilter single(cfg);
+  for (std::size_t b = 0; b < half; ++b) {
+    if (stream.min_keys[b] != 0) single.set_sizing({stream.min_keys[b], 0});
+    dedup_whole(single, stream.batches[b]);
+  }
+  const auto single_bytes = to_file_bytes(single);
+  ASSERT_GT(single.memory_bytes(), cfg.memory_bytes());
+  for (std::uint32_t from : kSizedShardCounts) {
+    std::vector<WindowShard> shards = split(single, from);
+    ASSERT_EQ(to_file_bytes(concat(shards)), single_bytes) << from;
+    for (std::uint32_t to : kSizedShardCounts) {
+      SCOPED_TRACE(std::to_string(from) + " -> " + std::to_string(to));
+      std::vector<WindowShard> resharded = reshard(shards, to);
+      ASSERT_EQ(to_file_bytes(concat(resharded)), single_bytes);
+      WindowedFilter copy = load_window(std::span<const std::byte>(single_bytes));
+      for (std::size_t b = half; b < stream.batches.size(); ++b) {
+        if (stream.min_keys[b] != 0) {
+          share_window_keys(resharded);
+          copy.set_sizing({stream.min_keys[b], 0});
+          for (WindowShard& shard : resharded) shard.set_sizing({stream.min_keys[b], 0});
+        }
+        const auto want = dedup_whole(copy, stream.batches[b]);
+        ASSERT_EQ(dedup_sized(resharded, stream.batches[b], clocks[b]), want) << "batch " << b;
+        advance_all_to(resharded, copy);
+      }
+      ASSERT_EQ(to_file_bytes(concat(resharded)), to_file_bytes(copy));
+    }
+  }
+  // 7 does not divide 240.
+  EXPECT_NE(
+      message_of<std::invalid_argument>([&] { split(single, 7); }).find("block multiple, 240"),
+      std::string::npos);
+  // A window sized per period without a block multiple cuts into one shard only.
+  WindowConfig plain = cfg;
+  plain.block_multiple = 1;
+  WindowedFilter unshardable(plain);
+  unshardable.set_sizing({50'000, 0});
+  dedup_whole(unshardable, stream.batches[0]);
+  EXPECT_EQ(to_file_bytes(concat(split(unshardable, 1))), to_file_bytes(unshardable));
+  const std::string refused = message_of<std::invalid_argument>([&] { split(unshardable, 2); });
+  EXPECT_NE(refused.find("shardable_by"), std::string::npos) << refused;
+  // Shards not given the whole window's keys size from their own, apart: 1,000 keys of shard 0
+  // stand for 16,000 of the window in it, the other shards saw none.
+  std::vector<WindowShard> apart;
+  for (std::uint32_t s = 0; s < 16; ++s) apart.emplace_back(cfg, s, 16);
+  const auto candidates = random_keys(20'000, 31);
+  std::vector<std::uint32_t> owner(candidates.size());
+  shard_of(cfg.generation, candidates, 16, owner);
+  Batch skewed;
+  for (std::size_t i = 0; i < candidates.size() && skewed.size() < 1000; ++i) {
+    if (owner[i] == 0) skewed.push_back({candidates[i], 0});
+  }
+  advance_all(apart, 0);
+  dedup_sharded(apart, skewed, std::vector<std::int64_t>(skewed.size(), 0));
+  advance_all(apart, static_cast<std::int64_t>(cfg.period()));
+  EXPECT_GT(apart[0].filter_blocks().back(), cfg.generation.num_blocks);
+  EXPECT_EQ(apart[1].filter_blocks().back(), cfg.generation.num_blocks);
+  const std::string differ = message_of<std::invalid_argument>([&] { concat(apart); });
+  EXPECT_NE(differ.find("sized their generations differently"), std::string::npos) << differ;
+  EXPECT_THROW(apart.front().set_window_keys(std::vector<std::uint64_t>(3)), std::invalid_argument);
+}
+
+// A shard file of resized generations records each filter's size in the whole window and the
+// whole window's keys (version 3), reads back to the same bytes, and the shards join to the
+// window; a shard file of the old kind (configured sizes, version 2) loads as before.
+TEST(WindowShard, SizedShardFilesRoundTrip) {
+  TempDir dir;
+  const WindowConfig cfg = sized_window(WindowClock::event_time, Shape::sb256, BlockIndex::full64);
+  const SizedStream stream = growth_stream(cfg, 606);
+  WindowedFilter single(cfg);
+  for (std::size_t b = 0; b < 6; ++b) {
+    if (stream.min_keys[b] != 0) single.set_sizing({stream.min_keys[b], 0});
+    dedup_whole(single, stream.batches[b]);
+  }
+  const auto whole_bytes = to_file_bytes(single);
+  EXPECT_EQ(whole_bytes[8], std::byte{3});  // the version, after the 8 magic bytes
+  EXPECT_EQ(to_file_bytes(load_window(std::span<const std::byte>(whole_bytes))), whole_bytes);
+  std::vector<WindowShard> loaded;
+  for (const WindowShard& shard : split(single, 5)) {
+    const auto path = dir.path() / ("s" + std::to_string(shard.index()) + ".bbw");
+    save(shard, path, {7, {}});
+    const auto bytes = test::read_file(path);
+    ASSERT_EQ(bytes, to_file_bytes(shard, {7, {}}));
+    loaded.push_back(load_window_shard(path));
+    ASSERT_EQ(to_file_bytes(loaded.back(), {7, {}}), bytes);
+    EXPECT_EQ(loaded.back().filter_blocks(), shard.filter_blocks());
+    EXPECT_TRUE(loaded.back().sizes_per_period());
+  }
+  EXPECT_EQ(to_file_bytes(concat(loaded)), whole_bytes);
+
+  // The old kind: a promise, no block multiple, generations of the configured size.
+  WindowConfig old = small_window(WindowClock::event_time, 4, Shape::sb512, BlockIndex::high32);
+  old.fpr = 0.01;
+  WindowedFilter old_window(old);
+  dedup_whole(old_window, stream.batches[0]);
+  for (const WindowShard& shard : split(old_window, 3)) {
+    const auto bytes = to_file_bytes(shard);
+    EXPECT_EQ(bytes[8], std::byte{2});
+    const WindowShard back = load_window_shard(std::span<const std::byte>(bytes));
+    EXPECT_FALSE(back.sizes_per_period());
+    EXPECT_EQ(to_file_bytes(back), bytes);
+  }
+}
+
+// The 10x day: day 1 brings 30,000 distinct keys over 24 h, day 2 300,000 new ones over the next
+// 24 h, a tenth of each day's records repeating a key of the last hours; a 36 h window at a
+// promise of 0.1 %, every shard told each day's records at the day's start (set_sizing, as the
+// command line does). Checked against an exact window: no repeat within T is ever kept, and day
+// 2 keeps at least 99.7 % of its unique records, through shards given the whole window's keys
+// (then byte for byte the single window) and through shards that size from their own.
+TEST(WindowShard, TheTenfoldDayKeepsItsUniqueRecordsThroughShards) {
+  constexpr std::int64_t kDay = 86'400;
+  WindowConfig cfg =
+      WindowConfig::for_event_time(30'000.0 / kDay, 129'600, 0.001).shardable_by(240);
+  struct Day {
+    Batch records;
+    std::vector<std::uint8_t> unique;  // by the exact window
+  };
+  std::vector<Day> days(2);
+  std::unordered_map<std::uint64_t, std::int64_t> last_seen;  // the exact window
+  std::uint64_t next_key = 1;
+  test::SplitMix64 rng(8);
+  for (std::size_t d = 0; d < 2; ++d) {
+    const std::size_t distinct = d == 0 ? 30'000 : 300'000;
+    std::vector<std::uint64_t> recent;
+    for (std::size_t i = 0; i < distinct * 10 / 9; ++i) {
+      const std::int64_t time = static_cast<std::int64_t>(d) * kDay +
+                                static_cast<std::int64_t>(i * kDay / (distinct * 10 / 9));
+      const bool repeat = i % 10 == 9 && !recent.empty();
+      const std::uint64_t key =
+          repeat
+              ? recent[recent.size() - 1 - rng.next() % std::min<std::size_t>(recent.size(), 500)]
+              : test::random_keys(1, next_key++).front();
+      if (!repeat) recent.push_back(key);
+      const auto seen = last_seen.find(key);
+      const bool unique = seen == last_seen.end() || time - seen->second > 129'600;
+      last_seen[key] = time;
+      days[d].records.push_back({key, time});
+      days[d].unique.push_back(unique ? 1 : 0);
+    }
+  }
+  for (const bool given : {false, true}) {
+    for (std::uint32_t num_shards : {2u, 5u, 16u}) {
+      SCOPED_TRACE(std::string(given ? "given" : "own") + " keys, shards " +
+                   std::to_string(num_shards));
+      WindowedFilter single(cfg);
+      std::vector<WindowShard> shards;
+      for (std::uint32_t s = 0; s < num_shards; ++s) shards.emplace_back(cfg, s, num_shards);
+      for (std::size_t d = 0; d < days.size(); ++d) {
+        const Batch& batch = days[d].records;
+        if (given) share_window_keys(shards);
+        single.set_sizing({batch.size(), 0});
+        for (WindowShard& shard : shards) shard.set_sizing({batch.size(), 0});
+        std::vector<std::int64_t> clocks;
+        for (const Record& r : batch) clocks.push_back(r.time);  // times rise: the clock
+        const auto flags =
+            given ? dedup_sized(shards, batch, clocks) : dedup_sharded(shards, batch, clocks);
+        advance_all(shards, clocks.back());
+        std::uint64_t unique = 0, kept_unique = 0;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+          ASSERT_FALSE(flags[i] && !days[d].unique[i])
+              << "a repeat within T was kept, record " << i;
+          unique += days[d].unique[i];
+          kept_unique += flags[i] & days[d].unique[i];
+        }
+        const double kept = static_cast<double>(kept_unique) / static_cast<double>(unique);
+        std::printf("    day %zu, %s keys, %u shards: %llu of %llu unique records kept (%.4f %%)\n",
+                    d + 1, given ? "given" : "own", num_shards,
+                    static_cast<unsigned long long>(kept_unique),
+                    static_cast<unsigned long long>(unique), 100.0 * kept);
+        EXPECT_GE(kept, 0.997);
+        const auto want = dedup_whole(single, batch);
+        if (given) {
+          ASSERT_EQ(flags, want);
+          ASSERT_EQ(to_file_bytes(concat(shards)), to_file_bytes(single));
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

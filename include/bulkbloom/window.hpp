@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@ namespace bulkbloom {
 
 namespace detail {
 struct WindowAccess;
+class ShardHashes;
 }  // namespace detail
 
 /// What moves a window forward.
@@ -49,6 +51,10 @@ struct WindowConfig {
   /// holds the keys it is sized for. 0 when not known (windows saved before it was recorded):
   /// every generation then keeps `generation`'s size.
   double fpr = 0.0;
+  /// Every generation's block count is a multiple of it, the configured one's too. A window
+  /// whose generations are sized per period can be cut into S shards when S divides it
+  /// (docs/WINDOW.md "Shards"); shardable_by() sets it.
+  std::uint32_t block_multiple = 1;
 
   /// Clock units between rotations: ceil((T + L) / (G - 1)).
   std::uint64_t period() const;
@@ -65,6 +71,11 @@ struct WindowConfig {
 
   /// Throws std::invalid_argument naming the bad field and its limit.
   void validate() const;
+  /// This configuration with block_multiple a multiple of `num_shards` too (their least common
+  /// multiple) and the configured block count rounded up to it, so that its windows can be cut
+  /// into `num_shards` shards whatever sizes their generations take. Throws
+  /// std::invalid_argument if that exceeds Layout::kMaxBlocks.
+  WindowConfig shardable_by(std::uint32_t num_shards) const;
   /// One line for people, e.g. "event_time window 129600 + lateness 0 over 4 generations ...".
   std::string describe() const;
 
@@ -200,6 +211,9 @@ class WindowedFilter {
   void move_clock(std::int64_t time);
   void rotate_to_epoch(std::int64_t epoch);
   void start_generation(std::uint32_t slot, const Layout& layout);
+  Layout whole_layout(const Layout& layout) const;
+  std::span<const std::uint64_t> hashes_for(const Filter& filter,
+                                            std::span<const std::uint64_t> hashes) const;
   Layout layout_for(std::uint64_t keys, double rate) const;
   Layout next_generation_layout() const;
   double open_rate(std::uint32_t slot) const;
@@ -215,17 +229,29 @@ class WindowedFilter {
   struct SealedPart {
     Filter filter;
     std::uint64_t keys;
+    std::uint64_t window_keys;
   };
   // Per slot of the ring (one per generation): the filter taking the period's keys (ring_), the
-  // keys it took, the keys it is sized for (0: promise unknown), whether it went over that, and
-  // the filters of the same period sealed before it (oldest first).
+  // keys it took, the whole window's keys in it (below), the keys it is sized for (0: promise
+  // unknown), whether it went over that, and the filters of the same period sealed before it
+  // (oldest first).
   std::vector<Filter> ring_;  // ring_[newest_] is the newest generation
   std::vector<std::uint64_t> keys_;
+  std::vector<std::uint64_t> window_keys_;
   std::vector<std::uint64_t> capacity_;
   std::vector<bool> overfull_;
   std::vector<std::vector<SealedPart>> sealed_;
   WindowSizing sizing_;
   std::uint64_t configured_capacity_ = 0;  // keys config_.generation holds at the promise
+  // A window shard's window of its blocks (src/shard/window_shard.cpp) holds 1/parts_ of each
+  // generation of the whole window, whose configured layout is whole_generation_, and is fed the
+  // whole window's hashes, which shard_hashes_ moves into each filter's blocks. It sizes and
+  // counts in the whole window's keys (window_keys_: given by the caller, or its own times
+  // parts_), so that sizes and capacities are the whole window's. A window of its own has
+  // parts_ = 1, whole_generation_ = config_.generation and no shard_hashes_.
+  Layout whole_generation_;
+  std::uint32_t parts_ = 1;
+  std::shared_ptr<const detail::ShardHashes> shard_hashes_;
   std::uint64_t overfull_count_ = 0;
   std::optional<OverfullGeneration> last_overfull_;
   double expected_false_drops_ = 0.0;

@@ -27,6 +27,17 @@
 /// each batch with the global clock, including shards that got no record; on the records clock:
 /// advance_to(total records) after each batch). On event time
 /// records_seen() is the shard's own count, and concat() adds them up.
+///
+/// Sizing (docs/WINDOW.md "Sizing shards"): shards whose window has a known promise (config.fpr)
+/// and a block multiple that S divides (WindowConfig::shardable_by) size each generation per
+/// period as the single window does, every size a multiple of S so that one routing serves all.
+/// A single window sizes from the keys its generations took; a shard sees only its own, so it
+/// sizes from the whole window's keys when the caller gives them (set_window_keys(), the sum of
+/// every shard's filter_keys()), and from its own keys times S otherwise. Given the whole
+/// window's keys whenever the clock is about to enter a new period, and the same set_sizing() as
+/// the single window, the shards choose exactly its sizes and concat() gives its bytes. Without
+/// them each shard's generations are sized for its own keys at the promised rate; flags stay
+/// exact up to false positives, but shards sized apart cannot be joined.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +55,11 @@
 #include "bulkbloom/window.hpp"
 
 namespace bulkbloom {
+
+/// Whether `num_shards` shards of `config` size their generations per period (the file
+/// comment): its promise is known and `num_shards` divides its block multiple. Otherwise every
+/// generation of every shard keeps the configured size.
+bool shards_size_per_period(const WindowConfig& config, std::uint32_t num_shards);
 
 /// Shard `index()` of `num_shards()` of a sliding window: the window's G generations, each its
 /// blocks() of config().generation, with the window's clock given by the caller (see the file
@@ -71,10 +87,12 @@ class WindowShard {
   std::uint32_t num_shards() const { return num_shards_; }
   /// The blocks of config().generation this shard holds in each generation.
   BlockSpan blocks() const { return blocks_; }
-  /// Bytes of one generation's blocks of this shard.
+  /// Bytes of one generation's blocks of this shard at the configured size.
   std::uint64_t generation_bytes() const;
-  /// Bytes of all G generations of this shard.
-  std::uint64_t memory_bytes() const { return config_.generations * generation_bytes(); }
+  /// Bytes of all the shard's generations as they are now.
+  std::uint64_t memory_bytes() const { return local_.memory_bytes(); }
+  /// Whether this shard sizes its generations per period (shards_size_per_period).
+  bool sizes_per_period() const { return shards_size_per_period(config_, num_shards_); }
   /// The running implementation, as WindowedFilter::implementation() names it.
   std::string implementation() const;
 
@@ -117,6 +135,25 @@ class WindowShard {
   /// generation). A key's FPR is that of its shard.
   double current_fpr() const;
 
+  /// WindowedFilter::set_sizing() in the whole window's keys: give every shard what the single
+  /// window would be given. Changes nothing unless sizes_per_period().
+  void set_sizing(const WindowSizing& sizing) { local_.set_sizing(sizing); }
+  /// The keys each filter of the shard's blocks took (its own), oldest generation first and in
+  /// each generation its sealed filters first, as the window file lists the filters.
+  std::vector<std::uint64_t> filter_keys() const;
+  /// The whole window's block count of each filter, in filter_keys() order.
+  std::vector<std::uint64_t> filter_blocks() const;
+  /// The whole window's keys in each filter, in filter_keys() order: the sum of every shard's
+  /// filter_keys(). The shard sizes from them (and from its own keys since, times S) instead of
+  /// its own keys times S. Throws std::invalid_argument, changing nothing, unless `keys` has one
+  /// entry per filter.
+  void set_window_keys(std::span<const std::uint64_t> keys);
+  /// Generations found over their capacity (in the whole window's keys as the shard knows them)
+  /// since this object was made or loaded: WindowedFilter::overfull_generations().
+  std::uint64_t overfull_generations() const { return local_.overfull_generations(); }
+  /// WindowedFilter::expected_false_drops() of the shard's own records, at its blocks' rate.
+  double expected_false_drops() const { return local_.expected_false_drops(); }
+
  private:
   friend struct WindowShardAccess;
   WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
@@ -138,18 +175,22 @@ class WindowShard {
 };
 
 /// `window` cut into `num_shards` shards, each a copy of its blocks of every generation and of
-/// the clock (on event time, shard 0 takes records_seen() and the others 0). Throws
-/// std::invalid_argument for a shard count outside [1, num_blocks].
+/// the clock (on event time, shard 0 takes records_seen() and the others 0; shard 0 takes the
+/// key counts, and every shard the whole window's as set_window_keys() gives them). Throws
+/// std::invalid_argument for a shard count outside [1, num_blocks], and for a window whose
+/// generations were resized unless shards_size_per_period(config, num_shards).
 std::vector<WindowShard> split(const WindowedFilter& window, std::uint32_t num_shards,
                                const Options& options = {});
 
 /// The whole window from all its shards, given in any order: byte for byte the window split()
 /// cut. Throws std::invalid_argument unless `shards` are exactly shards 0..S-1 of one config and
-/// S whose clock states agree; the message names the first field that differs and its values.
+/// S whose clock states and generation sizes agree; the message names the first field that
+/// differs and its values.
 WindowedFilter concat(std::span<const WindowShard> shards, const Options& options = {});
 
 /// The same window cut into `num_shards` shards instead: a copy of bytes and clock, no key is
-/// rehashed and no answer changes. `shards` as for concat().
+/// rehashed and no answer changes. `shards` as for concat(); resized generations need
+/// shards_size_per_period(config, num_shards).
 std::vector<WindowShard> reshard(std::span<const WindowShard> shards, std::uint32_t num_shards,
                                  const Options& options = {});
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Any, Iterable, NamedTuple, Optional, Union
+from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
@@ -157,6 +157,9 @@ class WindowConfig(NamedTuple):
     description: str
     #: The promised false-positive rate (0.0: not known, a window from a version 1 file).
     fpr: float = 0.0
+    #: Every generation's block count is a multiple of it: S window shards size their
+    #: generations per period when S divides it (``shardable_by``; docs/WINDOW.md).
+    block_multiple: int = 1
 
     def __str__(self) -> str:
         return self.description
@@ -164,14 +167,28 @@ class WindowConfig(NamedTuple):
     @classmethod
     def of(
         cls, clock: str, window: int, generation: Layout, *, generations: int = 4,
-        lateness: int = 0, fpr: float = 0.0,
+        lateness: int = 0, fpr: float = 0.0, block_multiple: int = 1,
     ) -> "WindowConfig":
         """An explicit configuration (arguments as for the ``WindowedFilter`` constructor, the
-        generation's layout as a ``Layout``; ``fpr`` the promise, 0.0 when not known), checked."""
+        generation's layout as a ``Layout``; ``fpr`` the promise, 0.0 when not known;
+        ``block_multiple`` a divisor of the generation's block count), checked."""
         return cls._from_dict(
             _core.window_config_of(
                 clock, _count(window, "window"), _count(generations, "generations"),
                 _count(lateness, "lateness"), *_layout_args(generation), float(fpr),
+                _count(block_multiple, "block_multiple"), 0,
+            )
+        )
+
+    def shardable_by(self, num_shards: int) -> "WindowConfig":
+        """This configuration with ``block_multiple`` a multiple of ``num_shards`` too and the
+        generation's block count rounded up to it, so that ``num_shards`` window shards of it
+        size their generations per period (with a promise, ``fpr``)."""
+        return type(self)._from_dict(
+            _core.window_config_of(
+                self.clock, self.window, self.generations, self.lateness,
+                *_layout_args(self.generation), float(self.fpr), self.block_multiple,
+                _shard_count(num_shards),
             )
         )
 
@@ -714,6 +731,34 @@ class _WindowState(_Saved):
         """The false-positive rate as it is now (of a shard: of its blocks)."""
         return self._core.current_fpr()
 
+    def set_sizing(self, min_keys: int = 0, max_keys: int = 0) -> None:
+        """Sizes the generations started from now on for the most keys a generation took in
+        its period, at least ``min_keys`` (and the configuration's size), at most ``max_keys``
+        (0: no bound). Give ``min_keys`` when a batch of more keys than before is coming (e.g. a
+        larger day): a newest generation sized for fewer is sealed and a larger one takes the
+        rest of its period. docs/WINDOW.md, "Sizing per period". A window shard takes the whole
+        window's keys: give every shard what the single window would be given."""
+        self._core.set_sizing(_count(min_keys, "min_keys"), _count(max_keys, "max_keys"))
+
+    @property
+    def overfull_generations(self) -> int:
+        """Generations that took more keys in their period than they were sized for, since
+        this object was made or loaded: until they leave the window, its rate is past
+        ``config.fpr`` (a shard's: counted in the whole window's keys as it knows them)."""
+        return self._core.overfull_generations
+
+    @property
+    def expected_false_drops(self) -> float:
+        """Never-seen keys expected to have been reported seen by this object's
+        ``insert_if_absent`` calls, summed at the window's rate as each record came (a shard's:
+        its records, at its blocks' rate)."""
+        return self._core.expected_false_drops
+
+    @property
+    def memory_bytes(self) -> int:
+        """Bytes of all generations as they are now (they grow with the periods' keys)."""
+        return self._core.memory_bytes
+
 
 def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
     """insert_if_absent of a window or window shard, piece by piece, with each record's time
@@ -813,6 +858,23 @@ class WindowedFilter(_WindowState):
         )
         return cls._wrap(core)
 
+    @classmethod
+    def from_config(
+        cls, config: WindowConfig, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> "WindowedFilter":
+        """An empty window of ``config`` as it stands: promise and block multiple included
+        (e.g. ``WindowConfig.for_event_time(...).shardable_by(7)``)."""
+        if not isinstance(config, WindowConfig):
+            raise TypeError(f"config must be a bulkbloom.WindowConfig, not {type(config).__name__}")
+        return cls._wrap(
+            _core.window_of_config(
+                config.clock, config.window, config.generations, config.lateness,
+                *_layout_args(config.generation), float(config.fpr), config.block_multiple,
+                *_options(backend, implementation, threads),
+            )
+        )
+
     def __repr__(self) -> str:
         return f"<bulkbloom.WindowedFilter {self.config.description} on {self.implementation}>"
 
@@ -837,32 +899,6 @@ class WindowedFilter(_WindowState):
     def expected_fpr(self, keys_per_generation: int) -> float:
         """The modelled false-positive rate when each generation holds this many keys."""
         return self._core.expected_fpr(_count(keys_per_generation, "keys_per_generation"))
-
-    def set_sizing(self, min_keys: int = 0, max_keys: int = 0) -> None:
-        """Sizes the generations started from now on for the most keys a generation took in
-        its period, at least ``min_keys`` (and the configuration's size), at most ``max_keys``
-        (0: no bound). Give ``min_keys`` when a batch of more keys than before is coming (e.g. a
-        larger day): a newest generation sized for fewer is sealed and a larger one takes the
-        rest of its period. docs/WINDOW.md, "Sizing per period"."""
-        self._core.set_sizing(_count(min_keys, "min_keys"), _count(max_keys, "max_keys"))
-
-    @property
-    def overfull_generations(self) -> int:
-        """Generations that took more keys in their period than they were sized for, since
-        this object was made or loaded: until they leave the window, its rate is past
-        ``config.fpr``."""
-        return self._core.overfull_generations
-
-    @property
-    def expected_false_drops(self) -> float:
-        """Never-seen keys expected to have been reported seen by this object's
-        ``insert_if_absent`` calls, summed at the window's rate as each record came."""
-        return self._core.expected_false_drops
-
-    @property
-    def memory_bytes(self) -> int:
-        """Bytes of all generations as they are now (they grow with the periods' keys)."""
-        return self._core.memory_bytes
 
     @classmethod
     def load(
@@ -1164,15 +1200,35 @@ class WindowShard(_WindowState, _ShardPlace):
         self._core = _core.WindowShard(
             config.clock, config.window, config.generations, config.lateness,
             *_layout_args(config.generation), _count(index, "index"), _shard_count(num_shards),
-            *_options(backend, implementation, threads), float(config.fpr),
+            *_options(backend, implementation, threads), float(config.fpr), config.block_multiple,
         )
         self.keys_inserted = 0
         self.metadata = b""
 
     @property
-    def memory_bytes(self) -> int:
-        """Bytes of all the shard's generations."""
-        return self._core.memory_bytes
+    def sizes_per_period(self) -> bool:
+        """Whether the shard sizes its generations per period: the window's promise is known
+        and ``num_shards`` divides ``config.block_multiple`` (docs/WINDOW.md, "Sizing
+        shards"); otherwise every generation keeps the configured size."""
+        return bool(self._core.sizes_per_period)
+
+    def filter_keys(self) -> list[int]:
+        """The keys each filter of the shard's blocks took (its own), oldest generation first,
+        a generation's sealed filters before the one taking its keys."""
+        return list(self._core.filter_keys())
+
+    def filter_blocks(self) -> list[int]:
+        """The whole window's block count of each filter, in ``filter_keys()`` order."""
+        return list(self._core.filter_blocks())
+
+    def set_window_keys(self, keys: Sequence[int]) -> None:
+        """The whole window's keys in each filter (the sum of every shard's ``filter_keys()``),
+        from which the shard sizes its next generations: given to every shard whenever the
+        clock is about to enter a new period, the shards choose the single window's sizes.
+        ``ValueError`` unless there is one count per filter."""
+        self._core.set_window_keys([_count(k, "keys") for k in keys])
+
+
 
     def __repr__(self) -> str:
         begin, end = self.blocks

@@ -137,7 +137,8 @@ void bind_shard_place(nb::class_<Py>& cls) {
 }
 
 /// Adds a window's clock and reads (advance_to, records_seen, clock_time, rotations, current_fpr)
-/// to `cls`, whose objects hold a WindowedFilter or WindowShard as member `Target` and a `mutex`.
+/// and its sizing (set_sizing, overfull_generations, expected_false_drops, memory_bytes) to `cls`,
+/// whose objects hold a WindowedFilter or WindowShard as member `Target` and a `mutex`.
 template <auto Target, typename Py>
 void bind_window_clock(nb::class_<Py>& cls) {
   cls.def(
@@ -163,7 +164,32 @@ void bind_window_clock(nb::class_<Py>& cls) {
       .def(
           "current_fpr",
           [](Py& self) { return locked(self.mutex, [&] { return (self.*Target).current_fpr(); }); },
-          "False-positive rate as it is now.");
+          "False-positive rate as it is now.")
+      .def(
+          "set_sizing",
+          [](Py& self, std::uint64_t min_keys, std::uint64_t max_keys) {
+            locked(self.mutex, [&] { (self.*Target).set_sizing({min_keys, max_keys}); });
+          },
+          nb::arg("min_keys"), nb::arg("max_keys"),
+          "Sizes the generations started from now on (WindowedFilter::set_sizing).")
+      .def_prop_ro(
+          "overfull_generations",
+          [](Py& self) {
+            return locked(self.mutex, [&] { return (self.*Target).overfull_generations(); });
+          },
+          "Generations found over their size since this object was made or loaded.")
+      .def_prop_ro(
+          "expected_false_drops",
+          [](Py& self) {
+            return locked(self.mutex, [&] { return (self.*Target).expected_false_drops(); });
+          },
+          "Never-seen keys expected to have been reported seen, summed over the calls.")
+      .def_prop_ro(
+          "memory_bytes",
+          [](Py& self) {
+            return locked(self.mutex, [&] { return (self.*Target).memory_bytes(); });
+          },
+          "Bytes of all generations as they are now.");
 }
 
 }  // namespace bulkbloom::python

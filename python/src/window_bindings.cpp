@@ -96,6 +96,7 @@ nb::dict window_config_dict(const WindowConfig& config) {
   d["generation"] = layout_dict(config.generation);
   d["description"] = config.describe();
   d["fpr"] = config.fpr;
+  d["block_multiple"] = config.block_multiple;
   return d;
 }
 
@@ -187,31 +188,6 @@ void bind_window(nb::module_& m) {
       .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
            nb::arg("data").noconvert().none(), nb::arg("times").noconvert().none(),
            nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")
-      .def(
-          "set_sizing",
-          [](PyWindow& self, std::uint64_t min_keys, std::uint64_t max_keys) {
-            locked(self.mutex, [&] { self.window.set_sizing({min_keys, max_keys}); });
-          },
-          nb::arg("min_keys"), nb::arg("max_keys"),
-          "Sizes the generations started from now on (WindowedFilter::set_sizing).")
-      .def_prop_ro(
-          "overfull_generations",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.overfull_generations(); });
-          },
-          "Generations found over their size since this object was made or loaded.")
-      .def_prop_ro(
-          "expected_false_drops",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.expected_false_drops(); });
-          },
-          "Never-seen keys expected to have been reported seen, summed over the calls.")
-      .def_prop_ro(
-          "memory_bytes",
-          [](PyWindow& self) {
-            return locked(self.mutex, [&] { return self.window.memory_bytes(); });
-          },
-          "Bytes of all generations as they are now.")
       .def(
           "expected_fpr",
           [](PyWindow& self, std::uint64_t keys_per_generation) {

@@ -79,6 +79,19 @@ std::vector<WindowShard> copies_of(const std::vector<PyWindowShard*>& shards,
   return copies;
 }
 
+// A window configuration from its fields, checked.
+WindowConfig config_of(const std::string& clock, std::uint64_t window, std::uint32_t generations,
+                       std::uint64_t lateness, const std::string& shape, std::uint64_t num_blocks,
+                       const std::string& hash, std::uint64_t seed, const std::string& index,
+                       double fpr, std::uint32_t block_multiple) {
+  WindowConfig config = make_window_config(clock, window, generations, lateness,
+                                           make_layout(shape, num_blocks, hash, seed, index));
+  config.fpr = fpr;
+  config.block_multiple = block_multiple;
+  config.validate();
+  return config;
+}
+
 std::vector<PyWindowShard*> wrapped(std::vector<WindowShard> shards, const Options& options) {
   std::vector<PyWindowShard*> result;
   result.reserve(shards.size());
@@ -93,16 +106,33 @@ void bind_window_shard(nb::module_& m) {
       "window_config_of",
       [](const std::string& clock, std::uint64_t window, std::uint32_t generations,
          std::uint64_t lateness, const std::string& shape, std::uint64_t num_blocks,
-         const std::string& hash, std::uint64_t seed, const std::string& index, double fpr) {
-        WindowConfig config = make_window_config(clock, window, generations, lateness,
-                                                 make_layout(shape, num_blocks, hash, seed, index));
-        config.fpr = fpr;
-        config.validate();
-        return window_config_dict(config);
+         const std::string& hash, std::uint64_t seed, const std::string& index, double fpr,
+         std::uint32_t block_multiple, std::uint32_t shardable_by) {
+        const WindowConfig config = config_of(clock, window, generations, lateness, shape,
+                                              num_blocks, hash, seed, index, fpr, block_multiple);
+        return window_config_dict(shardable_by == 0 ? config : config.shardable_by(shardable_by));
       },
       nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
       nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"), nb::arg("index"),
-      nb::arg("fpr"), "An explicit window configuration, checked, as a dict.");
+      nb::arg("fpr"), nb::arg("block_multiple"), nb::arg("shardable_by"),
+      "An explicit window configuration, checked, as a dict; with shardable_by S > 0, "
+      "WindowConfig::shardable_by(S) of it.");
+  m.def(
+      "window_of_config",
+      [](const std::string& clock, std::uint64_t window, std::uint32_t generations,
+         std::uint64_t lateness, const std::string& shape, std::uint64_t num_blocks,
+         const std::string& hash, std::uint64_t seed, const std::string& index, double fpr,
+         std::uint32_t block_multiple, const std::string& backend,
+         const std::string& implementation, unsigned threads) {
+        const WindowConfig config = config_of(clock, window, generations, lateness, shape,
+                                              num_blocks, hash, seed, index, fpr, block_multiple);
+        return new PyWindow(WindowedFilter(config, make_options(backend, implementation, threads)));
+      },
+      nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
+      nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"), nb::arg("index"),
+      nb::arg("fpr"), nb::arg("block_multiple"), nb::arg("backend"), nb::arg("implementation"),
+      nb::arg("threads"), nb::rv_policy::take_ownership,
+      "An empty window of a whole configuration, promise and block multiple included.");
   m.def(
       "window_config_for_event_time",
       [](double records_per_unit, std::uint64_t window, double fpr, std::uint32_t generations,
@@ -124,18 +154,17 @@ void bind_window_shard(nb::module_& m) {
             std::uint64_t num_blocks, const std::string& hash, std::uint64_t seed,
             const std::string& index, std::uint32_t shard, std::uint32_t num_shards,
             const std::string& backend, const std::string& implementation, unsigned threads,
-            double fpr) {
-           WindowConfig config =
-               make_window_config(clock, window, generations, lateness,
-                                  make_layout(shape, num_blocks, hash, seed, index));
-           config.fpr = fpr;  // the whole window's promise, which its files record
+            double fpr, std::uint32_t block_multiple) {
+           const WindowConfig config =
+               config_of(clock, window, generations, lateness, shape, num_blocks, hash, seed, index,
+                         fpr, block_multiple);
            const Options options = make_options(backend, implementation, threads);
            new (self) PyWindowShard(WindowShard(config, shard, num_shards, options), options);
          },
          nb::arg("clock"), nb::arg("window"), nb::arg("generations"), nb::arg("lateness"),
          nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"),
          nb::arg("index"), nb::arg("shard"), nb::arg("num_shards"), nb::arg("backend"),
-         nb::arg("implementation"), nb::arg("threads"), nb::arg("fpr"),
+         nb::arg("implementation"), nb::arg("threads"), nb::arg("fpr"), nb::arg("block_multiple"),
          "Empty shard `shard` of `num_shards` of a window, its clock not started.")
       .def_static(
           "load",
@@ -165,8 +194,27 @@ void bind_window_shard(nb::module_& m) {
           "config", [](PyWindowShard& self) { return window_config_dict(self.shard.config()); },
           "The whole window's configuration as a dict.")
       .def_prop_ro(
-          "memory_bytes", [](PyWindowShard& self) { return self.shard.memory_bytes(); },
-          "Bytes of all the shard's generations.")
+          "sizes_per_period", [](PyWindowShard& self) { return self.shard.sizes_per_period(); },
+          "Whether the shard sizes its generations per period (WindowShard::sizes_per_period).")
+      .def(
+          "filter_keys",
+          [](PyWindowShard& self) {
+            return locked(self.mutex, [&] { return self.shard.filter_keys(); });
+          },
+          "The keys each filter of the shard's blocks took, oldest first.")
+      .def(
+          "filter_blocks",
+          [](PyWindowShard& self) {
+            return locked(self.mutex, [&] { return self.shard.filter_blocks(); });
+          },
+          "The whole window's block count of each filter, oldest first.")
+      .def(
+          "set_window_keys",
+          [](PyWindowShard& self, const std::vector<std::uint64_t>& keys) {
+            locked(self.mutex, [&] { self.shard.set_window_keys(keys); });
+          },
+          nb::arg("keys"), "The whole window's keys in each filter (WindowShard::set_window_keys).")
+
       .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
            nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
            "Dedups keys in order, clocks[i] the single window's clock at record i.")

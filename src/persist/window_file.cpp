@@ -33,11 +33,15 @@ using detail::WindowAccess;
 
 // Version 2 adds the generation table (the promise, and each generation's size and keys). A window
 // whose promise is not known (one read from a version 1 file) has generations of one size and is
-// written as version 1, byte for byte as before.
-constexpr std::uint32_t kWindowVersion = 2;
+// written as version 1, byte for byte as before. Version 3 adds the block multiple and each
+// filter's whole-window key count (window shards that size per period); it is written only for
+// a block multiple above 1, so that other windows keep their version 2 bytes.
+constexpr std::uint32_t kWindowVersion = 3;
 constexpr std::uint64_t kHeaderBytes = 128;
 constexpr detail::HeaderCodec kCodec{detail::kWindowMagic, kWindowVersion, kHeaderBytes,
                                      "bulkbloom window file", "window format"};
+constexpr detail::HeaderCodec kCodecV2{detail::kWindowMagic, 2, kHeaderBytes,
+                                       "bulkbloom window file", "window format"};
 constexpr detail::HeaderCodec kCodecV1{detail::kWindowMagic, 1, kHeaderBytes,
                                        "bulkbloom window file", "window format"};
 constexpr const char* kCheckpointFile = "window.bbw";
@@ -72,10 +76,18 @@ using PartRecord = WindowAccess::PartRecord;
 
 // Version 2's generation table, after the header: the promised rate (a binary64) and the number
 // of filters N, then per filter, in the order of the payloads, its generation (0 the oldest),
-// block count and the keys it took. A generation is one filter, or more when it grew.
-constexpr std::uint64_t kTableHeadBytes = 16;
-constexpr std::uint64_t kTableEntryBytes = 24;
+// block count (of the whole window, also in a shard's file) and the keys it took (a shard's
+// own). A generation is one filter, or more when it grew. Version 3 appends the block multiple
+// to the head and the whole window's keys (PartRecord::window_keys) to each entry.
 constexpr std::uint64_t kMaxPartsPerGeneration = 8;
+
+struct TableSizes {
+  std::uint64_t head;
+  std::uint64_t entry;
+};
+constexpr TableSizes table_sizes(std::uint32_t version) {
+  return version >= 3 ? TableSizes{24, 32} : TableSizes{16, 24};
+}
 
 // Where the generations lie: generation i (oldest first) at offsets[i], each page-aligned.
 struct Placement {
@@ -132,15 +144,19 @@ HeaderBytes encode_header(const detail::HeaderCodec& codec, const WindowConfig& 
   return bytes;
 }
 
-std::vector<std::byte> encode_table(double fpr, std::span<const PartRecord> parts) {
-  std::vector<std::byte> table(kTableHeadBytes + kTableEntryBytes * parts.size());
-  put(table.data(), 0, fpr);
+std::vector<std::byte> encode_table(std::uint32_t version, const WindowConfig& config,
+                                    std::span<const PartRecord> parts) {
+  const TableSizes sizes = table_sizes(version);
+  std::vector<std::byte> table(sizes.head + sizes.entry * parts.size());
+  put(table.data(), 0, config.fpr);
   put(table.data(), 8, static_cast<std::uint64_t>(parts.size()));
+  if (version >= 3) put(table.data(), 16, std::uint64_t{config.block_multiple});
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    std::byte* entry = table.data() + kTableHeadBytes + kTableEntryBytes * i;
+    std::byte* entry = table.data() + sizes.head + sizes.entry * i;
     put(entry, 0, parts[i].generation);
     put(entry, 8, parts[i].num_blocks);
     put(entry, 16, parts[i].keys);
+    if (version >= 3) put(entry, 24, parts[i].window_keys);
   }
   return table;
 }
@@ -215,7 +231,7 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
   header.keys_inserted = get(h, kKeysInserted);
   header.metadata_bytes = get(h, kMetadataBytes);
   header.data_checksum = get(h, kDataChecksum);
-  const std::uint64_t table = header.version == 1 ? 0 : kTableHeadBytes;
+  const std::uint64_t table = header.version == 1 ? 0 : table_sizes(header.version).head;
   if (header.metadata_bytes > total_bytes || kHeaderBytes + table > total_bytes) {
     throw fail("metadata of " + std::to_string(header.metadata_bytes) +
                " bytes does not fit in the file");
@@ -227,6 +243,7 @@ Header decode_header(const std::byte* h, std::uint64_t total_bytes, const std::s
 // counts), and the placement it gives.
 struct Table {
   double fpr = 0.0;
+  std::uint32_t block_multiple = 1;
   std::vector<PartRecord> parts;
   bool has_keys = false;
   Placement placement;
@@ -246,28 +263,47 @@ std::uint64_t table_parts(const Header& header, const std::byte* head, const std
 }
 
 // Checks the generation table (`bytes`, empty for version 1) against the header and the file
-// size: every generation in order, each at least one filter of at least the configured size.
+// size: every generation in order, each at least one filter of at least the configured size, a
+// multiple of the block multiple; a shard's generations all of the configured size unless its
+// shards size per period (shards_size_per_period), then each a multiple of the shard count.
 Table decode_table(const Header& header, std::span<const std::byte> bytes,
                    std::uint64_t total_bytes, const std::string& source) {
   auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
-  const WindowConfig& config = header.config;
+  WindowConfig config = header.config;
   Table table;
   if (header.version == 1) {
     for (std::uint32_t g = 0; g < config.generations; ++g) {
-      table.parts.push_back({g, config.generation.num_blocks, 0});
+      table.parts.push_back({g, config.generation.num_blocks, 0, 0});
     }
   } else {
+    const TableSizes sizes = table_sizes(header.version);
     table.has_keys = true;
     table.fpr = get<double>(bytes.data(), 0);
     if (!(table.fpr > 0.0 && table.fpr < 1.0)) {
       throw fail("promised false-positive rate " + std::to_string(table.fpr) +
                  " is out of range: expected 0 < fpr < 1");
     }
-    const std::uint64_t parts = (bytes.size() - kTableHeadBytes) / kTableEntryBytes;
+    config.fpr = table.fpr;
+    if (header.version >= 3) {
+      const auto multiple = get<std::uint64_t>(bytes.data(), 16);
+      config.block_multiple = static_cast<std::uint32_t>(multiple);
+      if (multiple != config.block_multiple || multiple < 2 ||
+          config.generation.num_blocks % multiple != 0) {
+        throw fail("block multiple " + std::to_string(multiple) + " does not divide the " +
+                   std::to_string(config.generation.num_blocks) +
+                   " configured blocks (version 3 files have one above 1)");
+      }
+      table.block_multiple = config.block_multiple;
+    }
+    const std::uint32_t num_shards = std::max<std::uint32_t>(header.place.num_shards, 1);
+    const bool sized = shards_size_per_period(config, num_shards);
+    const std::uint64_t parts = (bytes.size() - sizes.head) / sizes.entry;
     for (std::uint64_t i = 0; i < parts; ++i) {
-      const std::byte* entry = bytes.data() + kTableHeadBytes + kTableEntryBytes * i;
-      const PartRecord part{get<std::uint64_t>(entry, 0), get<std::uint64_t>(entry, 8),
-                            get<std::uint64_t>(entry, 16)};
+      const std::byte* entry = bytes.data() + sizes.head + sizes.entry * i;
+      PartRecord part{get<std::uint64_t>(entry, 0), get<std::uint64_t>(entry, 8),
+                      get<std::uint64_t>(entry, 16), 0};
+      // Before version 3 a file held a whole window or shards of configured sizes.
+      part.window_keys = header.version >= 3 ? get<std::uint64_t>(entry, 24) : part.keys;
       const std::uint64_t previous = i == 0 ? 0 : table.parts.back().generation;
       if (part.generation != previous && part.generation != previous + 1) {
         throw fail("table entry " + std::to_string(i) + " is of generation " +
@@ -279,12 +315,19 @@ Table decode_table(const Header& header, std::span<const std::byte> bytes,
                    " blocks: expected " + std::to_string(config.generation.num_blocks) +
                    " (the configured size) to " + std::to_string(Layout::kMaxBlocks));
       }
-      if (header.place.num_shards != 0 &&
-          (part.num_blocks != config.generation.num_blocks || parts != config.generations)) {
-        throw fail(
-            "a window shard file's generations must be one filter each of the "
-            "configured " +
-            std::to_string(config.generation.num_blocks) + " blocks");
+      if (part.num_blocks % config.block_multiple != 0) {
+        throw fail("table entry " + std::to_string(i) + " has " + std::to_string(part.num_blocks) +
+                   " blocks, not a multiple of the block multiple " +
+                   std::to_string(config.block_multiple));
+      }
+      if (sized
+              ? part.num_blocks % num_shards != 0
+              : header.place.num_shards != 0 && (part.num_blocks != config.generation.num_blocks ||
+                                                 parts != config.generations)) {
+        throw fail("a window shard file's generations must be one filter each of the configured " +
+                   std::to_string(config.generation.num_blocks) +
+                   " blocks, or (shards that size per period) multiples of the shard count " +
+                   std::to_string(num_shards));
       }
       table.parts.push_back(part);
     }
@@ -332,18 +375,17 @@ class MemoryImage {
 
 // Writes the file image of `window` (the whole window, or the blocks `place` names as a window of
 // their own) with the header of `config`, the whole window's configuration.
-// A window whose promise is known is written as version 2, with its generation table; the table
-// records the whole window's block counts (a shard's generations all have the configured size).
+// A window whose promise is known is written as version 2, or 3 for a block multiple above 1,
+// with its generation table; the table records the whole window's block counts.
 template <typename Out>
 void write_image(Out& out, const WindowConfig& config, ShardFields place,
                  const WindowedFilter& window, const FileState& state) {
-  const bool version_1 = config.fpr == 0.0;
+  const std::uint32_t version = config.fpr == 0.0 ? 1 : config.block_multiple > 1 ? 3 : 2;
+  const bool version_1 = version == 1;
   std::vector<PartRecord> parts = WindowAccess::records_oldest_first(window);
-  if (place.num_shards != 0) {
-    for (PartRecord& g : parts) g.num_blocks = config.generation.num_blocks;
-  }
+  for (PartRecord& g : parts) g.num_blocks = WindowAccess::whole_blocks(window, g.num_blocks);
   const std::vector<std::byte> table =
-      version_1 ? std::vector<std::byte>{} : encode_table(config.fpr, parts);
+      version_1 ? std::vector<std::byte>{} : encode_table(version, config, parts);
   std::vector<std::uint64_t> generation_bytes;
   for (const Filter* generation : WindowAccess::oldest_first(window)) {
     generation_bytes.push_back(generation->layout().size_bytes());
@@ -368,8 +410,11 @@ void write_image(Out& out, const WindowConfig& config, ShardFields place,
     written = where.offsets[i - 1] + bits.bytes().size();
   }
   out.write_all(std::vector<std::byte>(where.file_bytes - written));
-  const HeaderBytes header = encode_header(version_1 ? kCodecV1 : kCodec, config, place,
-                                           WindowAccess::clock(window), state, checksum.digest());
+  const HeaderBytes header =
+      encode_header(version_1      ? kCodecV1
+                    : version == 2 ? kCodecV2
+                                   : kCodec,
+                    config, place, WindowAccess::clock(window), state, checksum.digest());
   out.write_at(header, 0);
 }
 
@@ -413,51 +458,41 @@ Image read_image(const Source& source, std::uint64_t size, const std::string& na
   Header header = decode_header(header_bytes.data(), size, name);
   std::vector<std::byte> table_bytes_read;
   if (header.version != 1) {
-    std::array<std::byte, kTableHeadBytes> head{};
-    source.read_exactly(head.data(), head.size(), kHeaderBytes);
-    const std::uint64_t entries = kTableEntryBytes * table_parts(header, head.data(), name);
-    if (kHeaderBytes + kTableHeadBytes + entries > size) {
+    const TableSizes sizes = table_sizes(header.version);
+    std::array<std::byte, table_sizes(kWindowVersion).head> head{};
+    source.read_exactly(head.data(), sizes.head, kHeaderBytes);
+    const std::uint64_t entries = sizes.entry * table_parts(header, head.data(), name);
+    if (kHeaderBytes + sizes.head + entries > size) {
       throw FormatError(name + ": truncated: " + std::to_string(size) +
                         " bytes, the generation table alone needs " +
-                        std::to_string(kHeaderBytes + kTableHeadBytes + entries));
+                        std::to_string(kHeaderBytes + sizes.head + entries));
     }
-    table_bytes_read.assign(head.begin(), head.end());
-    table_bytes_read.resize(kTableHeadBytes + entries);
-    source.read_exactly(table_bytes_read.data() + kTableHeadBytes, entries,
-                        kHeaderBytes + kTableHeadBytes);
+    table_bytes_read.assign(head.begin(), head.begin() + static_cast<std::ptrdiff_t>(sizes.head));
+    table_bytes_read.resize(sizes.head + entries);
+    source.read_exactly(table_bytes_read.data() + sizes.head, entries, kHeaderBytes + sizes.head);
   }
   const Table table = decode_table(header, table_bytes_read, size, name);
   header.config.fpr = table.fpr;
+  header.config.block_multiple = table.block_multiple;
   if (want == Want::whole && header.place.num_shards > 1) {
     throw FormatError(name + ": holds shard " + std::to_string(header.place.shard) + " of " +
                       std::to_string(header.place.num_shards) +
                       " of a window, not a whole window; load it with load_window_shard()");
-  }
-  if (want == Want::shard && (table.parts.size() != header.config.generations ||
-                              std::ranges::any_of(table.parts, [&](const PartRecord& g) {
-                                return g.num_blocks != header.config.generation.num_blocks;
-                              }))) {
-    throw FormatError(name +
-                      ": its generations have different sizes (the window sized them for "
-                      "the keys of their periods), which window shards do not hold; "
-                      "load it with load_window()");
   }
   std::vector<std::byte> metadata(header.metadata_bytes);
   source.read_exactly(metadata.data(), metadata.size(), kHeaderBytes + table_bytes_read.size());
 
   ShardFields place = header.place;
   if (place.num_shards == 0) place.num_shards = 1;
-  WindowConfig payload_config = header.config;
-  if (want == Want::shard) {
-    payload_config.fpr = 0.0;  // a shard's generations keep the configured size (WindowShard)
-    payload_config.generation = detail::local_layout(
-        header.config.generation,
-        shard_blocks(header.config.generation.num_blocks, place.shard, place.num_shards).size());
-  }
-  WindowedFilter payload(payload_config, options);
+  WindowedFilter payload =
+      want == Want::shard
+          ? WindowShardAccess::empty_local(header.config, place.shard, place.num_shards, options)
+          : WindowedFilter(header.config, options);
   std::vector<PartRecord> parts = table.parts;
   if (want == Want::shard) {
-    for (PartRecord& g : parts) g.num_blocks = payload_config.generation.num_blocks;
+    for (PartRecord& g : parts) {
+      g.num_blocks = shard_blocks(g.num_blocks, place.shard, place.num_shards).size();
+    }
   }
   DataChecksum checksum;
   checksum.update(table_bytes_read);

@@ -49,11 +49,11 @@ struct ShardPlace {
   BlockSpan blocks;
 };
 
-/// Hashes `keys` chunk by chunk with `host`, moves each hash to its local block of `place`, and
-/// hands each chunk to `apply(local_hashes, offset)` in order. A chunk holding a key of another
-/// shard throws std::invalid_argument, naming the key, its shard and both block ranges, before it
-/// is applied.
-template <typename Key, typename Apply>
+/// Hashes `keys` chunk by chunk with `host`, moves each hash to its local block of `place` (or,
+/// with kMove false, keeps the whole layout's hash), and hands each chunk to
+/// `apply(hashes, offset)` in order. A chunk holding a key of another shard throws
+/// std::invalid_argument, naming the key, its shard and both block ranges, before it is applied.
+template <bool kMove = true, typename Key, typename Apply>
 void for_each_local_chunk(const HostKernels& host, const ShardPlace& place,
                           std::span<const Key> keys, Apply&& apply) {
   const Layout& layout = place.layout;
@@ -66,7 +66,11 @@ void for_each_local_chunk(const HostKernels& host, const ShardPlace& place,
     const std::size_t n = std::min(chunk, keys.size() - offset);
     hash_keys(host, layout, keys.subspan(offset, n), hashes.get());
     std::uint32_t outside = 0;
-    for (std::size_t i = 0; i < n; ++i) hashes[i] = to_local(hashes[i], outside);
+    if constexpr (kMove) {
+      for (std::size_t i = 0; i < n; ++i) hashes[i] = to_local(hashes[i], outside);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) static_cast<void>(to_local(hashes[i], outside));
+    }
     if (outside != 0) {
       for (std::size_t i = offset; i < offset + n; ++i) {
         std::uint64_t h = 0;

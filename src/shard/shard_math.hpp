@@ -2,10 +2,13 @@
 // the blocks of its shard so that the shard's bits can live in an ordinary filter of their own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 
 #include "bulkbloom/layout.hpp"
+#include "bulkbloom/shard.hpp"
 
 namespace bulkbloom::detail {
 
@@ -80,6 +83,68 @@ class LocalHashes {
   std::uint32_t begin_;
   std::uint32_t count_;
   InvariantDivisor divide_by_count_;
+};
+
+}  // namespace bulkbloom::detail
+
+namespace bulkbloom::detail {
+
+/// Moves the whole window's hashes into shard `index` of `num_shards`'s blocks of a generation
+/// of any size: a window shard's generations may differ in size (DESIGN §9), and a key's local
+/// block depends on the size.
+///
+/// A generation of the configured size `whole.num_blocks` is cut as shard_blocks() cuts it.
+/// Every other size is B = b * S blocks (the sizing keeps each a multiple of S), cut into the
+/// blocks [i * b, (i + 1) * b) of shard i. Those hold exactly the hashes with
+/// floor(h * S / 2^64) = i under full64, or floor((h >> 32) * S / 2^32) = i under high32,
+/// whatever b is: floor(h * b * S / 2^64) lies in [i * b, (i + 1) * b) exactly when
+/// i <= h * S / 2^64 < i + 1, and the same with h >> 32 and 2^32. So one routing (the
+/// configured layout's, whose size is a multiple of S too) serves every size.
+///
+/// The local hash is LocalHashes' for the generation's whole size: the local block under the
+/// high32 index and the low 32 bits of h (the bit pattern, for every shape) kept. No single
+/// moved hash serves every size under full64: with h' = h * S mod 2^64 the local block is
+/// floor(h' * b / 2^64), which needs up to 64 bits of h', while the pattern needs the low 32
+/// bits of h, which h' does not keep (nor does h' >> 32 give floor(h' * b / 2^64) for every
+/// b). Under high32, ((h >> 32) * S mod 2^32) << 32 | (h & 0xffffffff) would serve every b;
+/// it is left out so that both indexes take one path.
+class ShardHashes {
+ public:
+  ShardHashes(const Layout& whole, std::uint32_t index, std::uint32_t num_shards,
+              BlockSpan configured)
+      : whole_(whole),
+        index_(index),
+        num_shards_(num_shards),
+        configured_count_(configured.end - configured.begin),
+        configured_(whole, static_cast<std::uint32_t>(configured.begin),
+                    static_cast<std::uint32_t>(configured.end - configured.begin)) {}
+
+  /// The whole window's block count of a generation whose shard holds `count` blocks.
+  std::uint64_t whole_blocks(std::uint64_t count) const {
+    return count == configured_count_ ? whole_.num_blocks : count * num_shards_;
+  }
+
+  /// Writes to `out` the local hashes of `in` (hashes of the shard's keys under the whole
+  /// layout) for a generation whose shard holds `count` blocks.
+  void move(std::uint64_t count, std::span<const std::uint64_t> in, std::uint64_t* out) const {
+    std::uint32_t outside = 0;  // the caller checked ownership
+    if (count == configured_count_) {
+      for (std::size_t i = 0; i < in.size(); ++i) out[i] = configured_(in[i], outside);
+      return;
+    }
+    Layout sized = whole_;
+    sized.num_blocks = count * num_shards_;
+    const LocalHashes to_local(sized, static_cast<std::uint32_t>(index_ * count),
+                               static_cast<std::uint32_t>(count));
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = to_local(in[i], outside);
+  }
+
+ private:
+  Layout whole_;
+  std::uint64_t index_;
+  std::uint64_t num_shards_;
+  std::uint64_t configured_count_;
+  LocalHashes configured_;
 };
 
 }  // namespace bulkbloom::detail

@@ -1,9 +1,12 @@
 // Window shards (DESIGN §9): a shard's G generations are a WindowedFilter of the shard's blocks
-// (the local layout of shard_math.hpp), fed each key's hash moved into its local block and the
-// whole window's clock, which the caller gives. The clock rules are in docs/WINDOW.md "Shards".
+// (the local layout of shard_math.hpp), fed each key's hash, which it moves into its blocks of
+// each generation's size, and the whole window's clock, which the caller gives. The clock rules
+// are in docs/WINDOW.md "Shards", the sizing rules in "Sizing shards".
 #include "bulkbloom/window_shard.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -28,26 +31,14 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
   }
 }
 
-// The window of the blocks of shard `index` of `num_shards` of `config`, as a window of its own.
-// Its generations keep the configured size: a shard sees only its own keys, so sizing them from
-// what it sees would make the shards' generations differ (docs/WINDOW.md "Shards").
-WindowedFilter local_window(const WindowConfig& config, std::uint32_t index,
-                            std::uint32_t num_shards, const Options& options) {
-  config.validate();
-  WindowConfig local = config;
-  local.fpr = 0.0;
-  local.generation = detail::local_layout(
-      config.generation, shard_blocks(config.generation.num_blocks, index, num_shards).size());
-  return WindowedFilter(local, options);
-}
-
 const detail::HostKernels& host_kernels(const WindowedFilter& window) {
   return *detail::FilterAccess::engine(window.generation(0)).host().kernels;
 }
 
 bool same_config(const WindowConfig& a, const WindowConfig& b) {
   return a.clock == b.clock && a.window == b.window && a.generations == b.generations &&
-         a.lateness == b.lateness && a.generation == b.generation && a.fpr == b.fpr;
+         a.lateness == b.lateness && a.generation == b.generation && a.fpr == b.fpr &&
+         a.block_multiple == b.block_multiple;
 }
 
 // The one clock of a complete set of shards: every field but (on event time) records_seen must
@@ -96,53 +87,152 @@ WindowAccess::Clock clock_for_shard(WindowAccess::Clock clock, const WindowConfi
   return clock;
 }
 
-// The keys each generation of the window took, oldest first, from windows of consecutive block
-// ranges that together cover the whole window: each key went to one of them.
-std::vector<std::uint64_t> summed_keys(std::span<const WindowedFilter* const> sources) {
-  std::vector<std::uint64_t> keys(sources.front()->config().generations, 0);
-  for (const WindowedFilter* source : sources) {
-    const auto records = WindowAccess::records_oldest_first(*source);  // one filter a generation
-    for (std::size_t g = 0; g < keys.size(); ++g) keys[g] += records[g].keys;
+// The filters of the whole window (its block counts, oldest first) and their keys, from the
+// windows `sources` of shards 0..n-1 of n (a whole window: n = 1), checked to agree on the
+// sizes: each source's keys are its own, and the whole window's are their sum.
+std::vector<WindowAccess::PartRecord> whole_records(
+    std::span<const WindowedFilter* const> sources) {
+  std::vector<WindowAccess::PartRecord> whole;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    auto records = WindowAccess::records_oldest_first(*sources[i]);
+    for (auto& record : records) {
+      record.num_blocks = WindowAccess::whole_blocks(*sources[i], record.num_blocks);
+    }
+    if (i == 0) {
+      whole = records;
+      for (auto& record : whole) record.window_keys = record.keys;
+      continue;
+    }
+    auto sizes = [](const std::vector<WindowAccess::PartRecord>& parts) {
+      std::string text;
+      for (const auto& part : parts) {
+        text += (text.empty() ? "" : ", ") + std::string("generation ") +
+                std::to_string(part.generation) + ": " + std::to_string(part.num_blocks);
+      }
+      return text;
+    };
+    const bool same =
+        records.size() == whole.size() &&
+        std::equal(records.begin(), records.end(), whole.begin(), [](const auto& a, const auto& b) {
+          return a.generation == b.generation && a.num_blocks == b.num_blocks;
+        });
+    if (!same) {
+      throw std::invalid_argument(
+          "window shards 0 and " + std::to_string(i) +
+          " sized their generations differently (blocks of the whole window: " + sizes(whole) +
+          " vs " + sizes(records) +
+          "): shards that size from their own keys cannot be joined; give every shard the whole "
+          "window's keys (set_window_keys) before each period to keep them equal");
+    }
+    for (std::size_t p = 0; p < whole.size(); ++p) {
+      whole[p].keys += records[p].keys;
+      whole[p].window_keys += records[p].keys;
+    }
   }
-  return keys;
+  return whole;
 }
 
-// Fills every generation of `target` (a new window of the blocks `want` of `config.generation`)
-// with the bytes of those blocks from `sources`, windows of consecutive block ranges `have`
-// that together cover `want`, and gives its generations the key counts `keys` (oldest first).
+// Fills `target` (a new window of the blocks of shard `want_index` of `want_shards`, or a whole
+// window for 0 of 1) with the filters `whole` describes (whole window's block counts, oldest
+// first; each target filter is the shard's blocks of it), with `keys` and the whole window's
+// keys, and the bytes of those blocks from `sources`, windows of shards 0..n-1 of n.
 void copy_blocks(const WindowConfig& config, std::span<const WindowedFilter* const> sources,
-                 std::span<const BlockSpan> have, BlockSpan want, WindowedFilter& target,
+                 std::uint32_t want_index, std::uint32_t want_shards, WindowedFilter& target,
+                 std::span<const WindowAccess::PartRecord> whole,
                  std::span<const std::uint64_t> keys) {
   const std::uint64_t block_bytes = bulkbloom::block_bytes(config.generation.shape);
-  std::vector<std::vector<const Filter*>> source_generations;
+  const auto have_shards = static_cast<std::uint32_t>(sources.size());
+  std::vector<std::vector<const Filter*>> source_filters;
   for (const WindowedFilter* source : sources) {
-    source_generations.push_back(WindowAccess::oldest_first(*source));
+    source_filters.push_back(WindowAccess::oldest_first(*source));
   }
   std::vector<WindowAccess::PartRecord> records;
-  for (std::size_t g = 0; g < keys.size(); ++g) {
-    records.push_back({g, target.generation(0).layout().num_blocks, keys[g]});
+  for (std::size_t p = 0; p < whole.size(); ++p) {
+    records.push_back({whole[p].generation,
+                       shard_blocks(whole[p].num_blocks, want_index, want_shards).size(), keys[p],
+                       whole[p].window_keys});
   }
-  const std::vector<Filter*> ring = WindowAccess::restore_oldest_first(target, records);
-  std::vector<std::byte> staging(want.size() * block_bytes);
-  for (std::uint32_t g = 0; g < config.generations; ++g) {
-    for (std::size_t i = 0; i < sources.size(); ++i) {
-      const std::uint64_t begin = std::max(have[i].begin, want.begin);
-      const std::uint64_t end = std::min(have[i].end, want.end);
+  const std::vector<Filter*> filters = WindowAccess::restore_oldest_first(target, records);
+  for (std::size_t p = 0; p < whole.size(); ++p) {
+    const BlockSpan want = shard_blocks(whole[p].num_blocks, want_index, want_shards);
+    std::vector<std::byte> staging(want.size() * block_bytes);
+    for (std::uint32_t i = 0; i < have_shards; ++i) {
+      const BlockSpan have = shard_blocks(whole[p].num_blocks, i, have_shards);
+      const std::uint64_t begin = std::max(have.begin, want.begin);
+      const std::uint64_t end = std::min(have.end, want.end);
       if (begin >= end) continue;
-      const detail::HostBits bits(*source_generations[i][g]);
+      const detail::HostBits bits(*source_filters[i][p]);
       std::memcpy(staging.data() + (begin - want.begin) * block_bytes,
-                  bits.bytes().data() + (begin - have[i].begin) * block_bytes,
+                  bits.bytes().data() + (begin - have.begin) * block_bytes,
                   (end - begin) * block_bytes);
     }
-    ring[g]->copy_bytes_from(staging);
+    filters[p]->copy_bytes_from(staging);
   }
+}
+
+// Throws unless the filters `whole` describes can be cut into `num_shards` shards: all of the
+// configured size, one a generation, or sized per period by such shards.
+void check_cuttable(const WindowConfig& config, std::span<const WindowAccess::PartRecord> whole,
+                    std::uint32_t num_shards) {
+  shard_blocks(config.generation.num_blocks, 0, num_shards);  // checks the shard count
+  const bool configured = whole.size() == config.generations &&
+                          std::all_of(whole.begin(), whole.end(), [&](const auto& part) {
+                            return part.num_blocks == config.generation.num_blocks;
+                          });
+  if (configured || shards_size_per_period(config, num_shards)) return;
+  std::string sizes;
+  for (const auto& part : whole) {
+    sizes += (sizes.empty() ? "" : ", ") + std::to_string(part.num_blocks);
+  }
+  throw std::invalid_argument(
+      "this window's generations were sized for the keys of their periods (" +
+      std::to_string(whole.size()) + " filters for " + std::to_string(config.generations) +
+      " generations, of " + sizes + " blocks), and " + std::to_string(num_shards) +
+      " shards hold them only when " + std::to_string(num_shards) +
+      " divides the window's block multiple, " + std::to_string(config.block_multiple) +
+      (config.fpr == 0.0 ? ", and its promise is known" : "") +
+      " (make the window with WindowConfig::shardable_by)");
+}
+
+// The keys of the shards of a split or reshard: shard 0 takes the whole window's, the others
+// none (each key went to one shard, but which is not known from the bits).
+std::vector<std::uint64_t> keys_for_shard(std::span<const WindowAccess::PartRecord> whole,
+                                          std::uint32_t index) {
+  std::vector<std::uint64_t> keys;
+  for (const auto& part : whole) keys.push_back(index == 0 ? part.keys : 0);
+  return keys;
 }
 
 }  // namespace
 
+bool shards_size_per_period(const WindowConfig& config, std::uint32_t num_shards) {
+  return config.fpr != 0.0 && num_shards != 0 && config.block_multiple % num_shards == 0;
+}
+
+// The generations of shards that size per period are the whole window's shares: the local
+// configuration keeps the promise and the block multiple's share, and the window sizes them from
+// the whole layout (WindowAccess::make_part). Other shards' generations keep the configured
+// size: the local promise is left unknown.
+WindowedFilter WindowShardAccess::empty_local(const WindowConfig& config, std::uint32_t index,
+                                              std::uint32_t num_shards, const Options& options) {
+  config.validate();
+  const BlockSpan blocks = shard_blocks(config.generation.num_blocks, index, num_shards);
+  const bool sized = shards_size_per_period(config, num_shards);
+  WindowConfig local = config;
+  local.fpr = sized ? config.fpr : 0.0;
+  local.block_multiple = sized ? config.block_multiple / num_shards : 1;
+  local.generation = detail::local_layout(config.generation, blocks.size());
+  WindowedFilter window(local, options);
+  WindowAccess::make_part(
+      window, config.generation, num_shards,
+      std::make_shared<const detail::ShardHashes>(config.generation, index, num_shards, blocks));
+  return window;
+}
+
 WindowShard::WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
                          const Options& options)
-    : WindowShard(config, index, num_shards, local_window(config, index, num_shards, options)) {}
+    : WindowShard(config, index, num_shards,
+                  WindowShardAccess::empty_local(config, index, num_shards, options)) {}
 
 WindowShard::WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
                          WindowedFilter local)
@@ -187,8 +277,9 @@ std::uint64_t WindowShard::dedup_keys(std::span<const Key> keys,
   const detail::HostKernels& host = host_kernels(local_);
   detail::check_owned(host, place, keys);
   std::uint64_t fresh = 0;
-  detail::for_each_local_chunk(host, place, keys, [&](auto local, std::size_t offset) {
-    fresh += WindowAccess::dedup_at(local_, local, clocks.subspan(offset, local.size()),
+  // The window of the shard's blocks moves each hash into its blocks of each generation.
+  detail::for_each_local_chunk<false>(host, place, keys, [&](auto hashes, std::size_t offset) {
+    fresh += WindowAccess::dedup_at(local_, hashes, clocks.subspan(offset, hashes.size()),
                                     is_new.data() + offset);
   });
   return fresh;
@@ -198,10 +289,10 @@ template <typename Key>
 void WindowShard::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
   check_size(keys.size(), out.size(), "contains: output span");
   const detail::ShardPlace place{config_.generation, index_, num_shards_, blocks_};
-  detail::for_each_local_chunk(host_kernels(local_), place, keys,
-                               [&](auto local, std::size_t offset) {
-                                 WindowAccess::contains_hashes(local_, local, out.data() + offset);
-                               });
+  detail::for_each_local_chunk<false>(
+      host_kernels(local_), place, keys, [&](auto hashes, std::size_t offset) {
+        WindowAccess::contains_hashes(local_, hashes, out.data() + offset);
+      });
 }
 
 std::uint64_t WindowShard::insert_if_absent(std::span<const std::uint64_t> keys,
@@ -258,33 +349,44 @@ double WindowShard::current_fpr() const {
   return local_.current_fpr();
 }
 
+std::vector<std::uint64_t> WindowShard::filter_keys() const {
+  std::vector<std::uint64_t> keys;
+  for (const auto& part : WindowAccess::records_oldest_first(local_)) keys.push_back(part.keys);
+  return keys;
+}
+
+std::vector<std::uint64_t> WindowShard::filter_blocks() const {
+  std::vector<std::uint64_t> blocks;
+  for (const auto& part : WindowAccess::records_oldest_first(local_)) {
+    blocks.push_back(WindowAccess::whole_blocks(local_, part.num_blocks));
+  }
+  return blocks;
+}
+
+void WindowShard::set_window_keys(std::span<const std::uint64_t> keys) {
+  const std::size_t filters = WindowAccess::records_oldest_first(local_).size();
+  if (keys.size() != filters) {
+    throw std::invalid_argument("set_window_keys: " + std::to_string(keys.size()) +
+                                " key counts for the " + std::to_string(filters) +
+                                " filters of window shard " + std::to_string(index_) + " of " +
+                                std::to_string(num_shards_) + ": give one per filter_keys() entry");
+  }
+  WindowAccess::set_window_keys(local_, keys);
+}
+
 std::vector<WindowShard> split(const WindowedFilter& window, std::uint32_t num_shards,
                                const Options& options) {
   const WindowConfig& config = window.config();
-  const BlockSpan whole{0, config.generation.num_blocks};
-  shard_blocks(whole.end, 0, num_shards);  // checks the shard count
-  const auto parts = WindowAccess::records_oldest_first(window);
-  for (const WindowAccess::PartRecord& part : parts) {
-    if (parts.size() != config.generations || part.num_blocks != config.generation.num_blocks) {
-      throw std::invalid_argument(
-          "this window's generations were sized for the keys of their periods (generation " +
-          std::to_string(part.generation) + ": " + std::to_string(part.num_blocks) + " blocks in " +
-          std::to_string(parts.size()) + " filters for " + std::to_string(config.generations) +
-          " generations), and window shards hold "
-          "generations of the configured " +
-          std::to_string(config.generation.num_blocks) + " blocks only");
-    }
-  }
   const WindowedFilter* source = &window;
+  const auto whole = whole_records({&source, 1});
+  check_cuttable(config, whole, num_shards);
   const WindowAccess::Clock clock = WindowAccess::clock(window);
-  const std::vector<std::uint64_t> keys = summed_keys({&source, 1});
-  const std::vector<std::uint64_t> none(keys.size(), 0);
   std::vector<WindowShard> shards;
   shards.reserve(num_shards);
   for (std::uint32_t i = 0; i < num_shards; ++i) {
     WindowShard& shard = shards.emplace_back(config, i, num_shards, options);
     WindowedFilter& local = WindowShardAccess::local(shard);
-    copy_blocks(config, {&source, 1}, {&whole, 1}, shard.blocks(), local, i == 0 ? keys : none);
+    copy_blocks(config, {&source, 1}, i, num_shards, local, whole, keys_for_shard(whole, i));
     WindowAccess::set_clock(local, clock_for_shard(clock, config, i));
   }
   return shards;
@@ -295,14 +397,12 @@ WindowedFilter concat(std::span<const WindowShard> shards, const Options& option
   const WindowAccess::Clock clock = common_clock(sorted);
   const WindowConfig& config = sorted.front()->config();
   std::vector<const WindowedFilter*> sources;
-  std::vector<BlockSpan> have;
-  for (const WindowShard* shard : sorted) {
-    sources.push_back(&WindowShardAccess::local(*shard));
-    have.push_back(shard->blocks());
-  }
+  for (const WindowShard* shard : sorted) sources.push_back(&WindowShardAccess::local(*shard));
+  const auto whole = whole_records(sources);
+  std::vector<std::uint64_t> keys;
+  for (const auto& part : whole) keys.push_back(part.keys);
   WindowedFilter window(config, options);
-  copy_blocks(config, sources, have, {0, config.generation.num_blocks}, window,
-              summed_keys(sources));
+  copy_blocks(config, sources, 0, 1, window, whole, keys);
   WindowAccess::set_clock(window, clock);
   return window;
 }
@@ -312,21 +412,16 @@ std::vector<WindowShard> reshard(std::span<const WindowShard> shards, std::uint3
   const auto sorted = complete_set(shards);
   const WindowAccess::Clock clock = common_clock(sorted);
   const WindowConfig& config = sorted.front()->config();
-  shard_blocks(config.generation.num_blocks, 0, num_shards);  // checks the shard count
   std::vector<const WindowedFilter*> sources;
-  std::vector<BlockSpan> have;
-  for (const WindowShard* shard : sorted) {
-    sources.push_back(&WindowShardAccess::local(*shard));
-    have.push_back(shard->blocks());
-  }
-  const std::vector<std::uint64_t> keys = summed_keys(sources);
-  const std::vector<std::uint64_t> none(keys.size(), 0);
+  for (const WindowShard* shard : sorted) sources.push_back(&WindowShardAccess::local(*shard));
+  const auto whole = whole_records(sources);
+  check_cuttable(config, whole, num_shards);
   std::vector<WindowShard> result;
   result.reserve(num_shards);
   for (std::uint32_t j = 0; j < num_shards; ++j) {
     WindowShard& shard = result.emplace_back(config, j, num_shards, options);
     WindowedFilter& local = WindowShardAccess::local(shard);
-    copy_blocks(config, sources, have, shard.blocks(), local, j == 0 ? keys : none);
+    copy_blocks(config, sources, j, num_shards, local, whole, keys_for_shard(whole, j));
     WindowAccess::set_clock(local, clock_for_shard(clock, config, j));
   }
   return result;

@@ -14,6 +14,10 @@ struct WindowShardAccess {
     return WindowShard(config, index, num_shards, std::move(local));
   }
   static const WindowedFilter& local(const WindowShard& shard) { return shard.local_; }
+  /// The empty window of the blocks of shard `index` of `num_shards` of `config`, with an
+  /// unstarted clock, as a WindowShard holds it.
+  static WindowedFilter empty_local(const WindowConfig& config, std::uint32_t index,
+                                    std::uint32_t num_shards, const Options& options);
   static WindowedFilter& local(WindowShard& shard) { return shard.local_; }
 };
 

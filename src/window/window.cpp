@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 #include <type_traits>
 
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
 #include "registry/backend.hpp"
+#include "shard/shard_math.hpp"
 #include "window/window_access.hpp"
 #include "window/window_clock.hpp"
 
@@ -37,6 +39,7 @@ struct Scratch {
   std::unique_ptr<std::uint64_t[]> pending;  // clear_found: hashes still absent
   std::unique_ptr<std::uint32_t[]> index;    // clear_found: their positions in the chunk
   std::unique_ptr<std::uint8_t[]> found;     // clear_found: one generation's answers
+  std::unique_ptr<std::uint64_t[]> moved;    // a window shard's hashes for one filter's blocks
 
   // The scratch of the calling thread, with room for kHashChunk entries.
   static Scratch& of_this_thread() {
@@ -46,6 +49,7 @@ struct Scratch {
       scratch.pending = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
       scratch.index = std::make_unique_for_overwrite<std::uint32_t[]>(kHashChunk);
       scratch.found = std::make_unique_for_overwrite<std::uint8_t[]>(kHashChunk);
+      scratch.moved = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
     }
     return scratch;
   }
@@ -88,13 +92,15 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // For each i with absent[i] == 1, looks the hash up in `filters` in order and sets absent[i] = 0
 // at the first that may contain it. Only the still-absent keys are looked up in each filter, so a
 // key found in a recent generation costs no further reads. Returns how many stay absent.
-// `hashes` holds at most kHashChunk entries.
+// `hashes` holds at most kHashChunk entries. A window shard's hashes are the whole window's,
+// moved by `move` into each filter's blocks (src/shard/shard_math.hpp).
 //
 // The lists of keys still pending are compacted by `host`'s kernels, without a branch per key
 // (whether a key was found is as unpredictable as the traffic's repeats), and `absent` is written
 // once at the end rather than after every filter.
 std::uint64_t clear_found(const detail::HostKernels& host, std::span<const Filter* const> filters,
-                          std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
+                          std::span<const std::uint64_t> hashes, std::uint8_t* absent,
+                          const detail::ShardHashes* move) {
   Scratch& scratch = Scratch::of_this_thread();
   std::uint32_t* const index = scratch.index.get();
   std::uint64_t* const pending = scratch.pending.get();
@@ -107,7 +113,12 @@ std::uint64_t clear_found(const detail::HostKernels& host, std::span<const Filte
   }
   for (const Filter* filter : filters) {
     if (count == 0) break;
-    FilterAccess::engine(*filter).contains({pending, count}, KeyMode::prehashed, {found, count});
+    const std::uint64_t* looked_up = pending;
+    if (move != nullptr) {
+      move->move(filter->layout().num_blocks, {pending, count}, scratch.moved.get());
+      looked_up = scratch.moved.get();
+    }
+    FilterAccess::engine(*filter).contains({looked_up, count}, KeyMode::prehashed, {found, count});
     count = host.keep_not_found(found, index, pending, count);
   }
   std::fill(absent, absent + hashes.size(), std::uint8_t{0});
@@ -124,15 +135,16 @@ constexpr std::size_t kMinParallelLookups = std::size_t{1} << 14;
 // thread on a window in the caches (bench/DECISIONS.md).
 std::uint64_t clear_found_in_slices(const detail::HostSide& host,
                                     std::span<const Filter* const> filters,
-                                    std::span<const std::uint64_t> hashes, std::uint8_t* absent) {
+                                    std::span<const std::uint64_t> hashes, std::uint8_t* absent,
+                                    const detail::ShardHashes* move) {
   const unsigned slices = hashes.size() >= kMinParallelLookups ? host.workers->size() : 1;
-  if (slices <= 1) return clear_found(*host.kernels, filters, hashes, absent);
+  if (slices <= 1) return clear_found(*host.kernels, filters, hashes, absent, move);
   std::vector<std::uint64_t> remaining(slices);
   host.workers->run(slices, [&](unsigned slice) {
     const std::size_t begin = hashes.size() * slice / slices;
     const std::size_t end = hashes.size() * (slice + 1) / slices;
-    remaining[slice] =
-        clear_found(*host.kernels, filters, hashes.subspan(begin, end - begin), absent + begin);
+    remaining[slice] = clear_found(*host.kernels, filters, hashes.subspan(begin, end - begin),
+                                   absent + begin, move);
   });
   std::uint64_t total = 0;
   for (const std::uint64_t r : remaining) total += r;
@@ -185,6 +197,31 @@ void WindowConfig::validate() const {
                                 " is out of range: expected 0 < fpr < 1 (or 0: not known)");
   }
   generation.validate();
+  if (block_multiple == 0 || block_multiple > Layout::kMaxBlocks ||
+      generation.num_blocks % block_multiple != 0) {
+    throw std::invalid_argument("window block multiple " + std::to_string(block_multiple) +
+                                " does not divide the generation's " +
+                                std::to_string(generation.num_blocks) +
+                                " blocks: expected a divisor of them, at least 1");
+  }
+}
+
+WindowConfig WindowConfig::shardable_by(std::uint32_t num_shards) const {
+  validate();
+  if (num_shards == 0) throw std::invalid_argument("shard count 0: expected at least 1");
+  const std::uint64_t multiple = std::lcm(std::uint64_t{block_multiple}, num_shards);
+  const std::uint64_t blocks = (generation.num_blocks + multiple - 1) / multiple * multiple;
+  if (blocks > Layout::kMaxBlocks) {
+    throw std::invalid_argument("a window of " + std::to_string(generation.num_blocks) +
+                                " blocks a generation cannot be made shardable by " +
+                                std::to_string(num_shards) + ": its block counts would be " +
+                                "multiples of " + std::to_string(multiple) + ", beyond " +
+                                std::to_string(Layout::kMaxBlocks) + " blocks");
+  }
+  WindowConfig config = *this;
+  config.block_multiple = static_cast<std::uint32_t>(multiple);
+  config.generation.num_blocks = blocks;
+  return config;
 }
 
 std::string WindowConfig::describe() const {
@@ -199,6 +236,9 @@ std::string WindowConfig::describe() const {
     char rate[48];
     std::snprintf(rate, sizeof rate, ", promised false-positive rate %.3g", fpr);
     promise = rate;
+  }
+  if (block_multiple != 1) {
+    promise += ", block counts multiples of " + std::to_string(block_multiple);
   }
   return text + " over " + std::to_string(generations) + " generations (rotation every " +
          std::to_string(period()) + ", forgotten after " + std::to_string(forget_after()) +
@@ -273,7 +313,7 @@ WindowConfig WindowConfig::for_event_time(double records_per_unit, std::uint64_t
 }
 
 WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& options)
-    : config_(config), options_(options) {
+    : config_(config), options_(options), whole_generation_(config.generation) {
   config_.validate();
   configured_capacity_ = capacity_at(config_.generation, config_.generation_fpr());
   ring_.reserve(config_.generations);
@@ -281,6 +321,7 @@ WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& option
     ring_.emplace_back(config_.generation, options);
   }
   keys_.assign(config_.generations, 0);
+  window_keys_.assign(config_.generations, 0);
   capacity_.assign(config_.generations, configured_capacity_);
   overfull_.assign(config_.generations, false);
   sealed_.resize(config_.generations);
@@ -455,19 +496,21 @@ void WindowedFilter::set_sizing(const WindowSizing& sizing) {
 double WindowedFilter::open_rate(std::uint32_t slot) const {
   double log_left = std::log1p(-config_.generation_fpr());
   for (const SealedPart& part : sealed_[slot]) {
-    log_left -= std::log1p(-part.filter.expected_fpr(part.keys));
+    log_left -= std::log1p(-whole_layout(part.filter.layout()).expected_fpr(part.window_keys));
   }
   return -std::expm1(log_left);
 }
 
 // The newest generation is sized for fewer keys than a run expects: an empty one is replaced,
 // one that holds keys is sealed and a larger filter takes the rest of its period.
+// A window shard decides as the whole window does, from the whole window's keys: it seals a
+// filter of its blocks that holds none of its own keys when the whole window's holds keys.
 void WindowedFilter::grow_newest(std::uint64_t keys) {
-  if (keys_[newest_] == 0) {
+  if (keys_[newest_] == 0 && window_keys_[newest_] == 0) {
     ring_[newest_] = Filter(layout_for(keys, open_rate(newest_)), options_);
   } else {
     if (sealed_[newest_].size() + 1 >= kMaxSealedParts) return;  // reported as overfull
-    sealed_[newest_].push_back({std::move(ring_[newest_]), keys_[newest_]});
+    sealed_[newest_].push_back({std::move(ring_[newest_]), keys_[newest_], window_keys_[newest_]});
     const double rate = open_rate(newest_);
     if (rate <= 0.0) {  // the sealed filters took the period's whole rate: nothing left to grow
       ring_[newest_] = std::move(sealed_[newest_].back().filter);
@@ -476,23 +519,46 @@ void WindowedFilter::grow_newest(std::uint64_t keys) {
     }
     ring_[newest_] = Filter(layout_for(keys, rate), options_);
     keys_[newest_] = 0;
+    window_keys_[newest_] = 0;
   }
-  capacity_[newest_] = capacity_at(ring_[newest_].layout(), open_rate(newest_));
+  capacity_[newest_] = capacity_at(whole_layout(ring_[newest_].layout()), open_rate(newest_));
   overfull_[newest_] = false;
 }
 
-// The configured layout with the blocks for `keys` at `rate`, never fewer than configured.
+// The whole window's layout of a filter of this window (of a shard's blocks, or its own).
+Layout WindowedFilter::whole_layout(const Layout& layout) const {
+  if (shard_hashes_ == nullptr) return layout;
+  Layout whole = whole_generation_;
+  whole.num_blocks = shard_hashes_->whole_blocks(layout.num_blocks);
+  return whole;
+}
+
+// The hashes as `filter` takes them: as given, or a window shard's moved into its blocks of the
+// filter's generation, in this thread's scratch (at most kHashChunk of them).
+std::span<const std::uint64_t> WindowedFilter::hashes_for(
+    const Filter& filter, std::span<const std::uint64_t> hashes) const {
+  if (shard_hashes_ == nullptr) return hashes;
+  std::uint64_t* const moved = Scratch::of_this_thread().moved.get();
+  shard_hashes_->move(filter.layout().num_blocks, hashes, moved);
+  return {moved, hashes.size()};
+}
+
+// The configured layout with the blocks for `keys` at `rate`, never fewer than configured, a
+// multiple of the block multiple; a window shard's share of the whole window's such layout.
 Layout WindowedFilter::layout_for(std::uint64_t keys, double rate) const {
-  const Layout& asked = config_.generation;
-  Layout layout = asked;
+  const Layout& asked = whole_generation_;
+  std::uint64_t blocks = asked.num_blocks;
   try {
-    layout.num_blocks = std::max(
-        asked.num_blocks, Layout::for_capacity(asked.shape, std::max<std::uint64_t>(keys, 1), rate,
-                                               asked.hash, asked.seed, asked.index)
-                              .num_blocks);
+    blocks = std::max(blocks, Layout::for_capacity(asked.shape, std::max<std::uint64_t>(keys, 1),
+                                                   rate, asked.hash, asked.seed, asked.index)
+                                  .num_blocks);
   } catch (const std::invalid_argument&) {
-    layout.num_blocks = Layout::kMaxBlocks;  // the largest generation a layout can have
+    blocks = Layout::kMaxBlocks;  // the largest generation a layout can have
   }
+  const std::uint64_t multiple = std::uint64_t{config_.block_multiple} * parts_;
+  blocks = std::min((blocks + multiple - 1) / multiple, Layout::kMaxBlocks / multiple) * multiple;
+  Layout layout = config_.generation;
+  layout.num_blocks = blocks / parts_;
   return layout;
 }
 
@@ -502,8 +568,10 @@ Layout WindowedFilter::layout_for(std::uint64_t keys, double rate) const {
 Layout WindowedFilter::next_generation_layout() const {
   if (config_.fpr == 0.0) return config_.generation;
   std::uint64_t keys = sizing_.min_keys;
-  for (std::uint32_t age = 0; age < config_.generations; ++age) {
-    keys = std::max(keys, generation_keys(age));
+  for (std::uint32_t slot = 0; slot < config_.generations; ++slot) {
+    std::uint64_t generation = window_keys_[slot];
+    for (const SealedPart& part : sealed_[slot]) generation += part.window_keys;
+    keys = std::max(keys, generation);
   }
   if (sizing_.max_keys != 0) keys = std::min(keys, sizing_.max_keys);
   if (keys <= configured_capacity_) return config_.generation;
@@ -518,8 +586,10 @@ void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) 
     ring_[slot] = Filter(layout, options_);
   }
   keys_[slot] = 0;
-  capacity_[slot] = layout == config_.generation ? configured_capacity_
-                                                 : capacity_at(layout, config_.generation_fpr());
+  window_keys_[slot] = 0;
+  capacity_[slot] = layout == config_.generation
+                        ? configured_capacity_
+                        : capacity_at(whole_layout(layout), config_.generation_fpr());
   overfull_[slot] = false;
   sealed_[slot].clear();
 }
@@ -563,14 +633,16 @@ std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashe
   const std::uint64_t keys_before = keys_[newest_];
   const std::uint64_t fresh_in_newest =
       FilterAccess::engine(ring_[newest_])
-          .insert_if_absent(hashes, KeyMode::prehashed, {is_new, hashes.size()});
+          .insert_if_absent(hashes_for(ring_[newest_], hashes), KeyMode::prehashed,
+                            {is_new, hashes.size()});
   if (fresh_in_newest == 0) return 0;
   keys_[newest_] += fresh_in_newest;
+  window_keys_[newest_] += parts_ * fresh_in_newest;
   const std::uint64_t capacity = capacity_[newest_];
-  if (capacity != 0 && keys_[newest_] > capacity && !overfull_[newest_]) {
+  if (capacity != 0 && window_keys_[newest_] > capacity && !overfull_[newest_]) {
     overfull_[newest_] = true;
     ++overfull_count_;
-    last_overfull_ = OverfullGeneration{newest_epoch_, keys_[newest_], capacity};
+    last_overfull_ = OverfullGeneration{newest_epoch_, window_keys_[newest_], capacity};
   }
   std::vector<const Filter*> older;
   for (const SealedPart& part : sealed_[newest_]) older.push_back(&part.filter);
@@ -578,7 +650,8 @@ std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashe
     older.push_back(&generation(age));
     for (const SealedPart& part : sealed_[slot_of(age)]) older.push_back(&part.filter);
   }
-  const std::uint64_t fresh = clear_found_in_slices(host_of(ring_), older, hashes, is_new);
+  const std::uint64_t fresh =
+      clear_found_in_slices(host_of(ring_), older, hashes, is_new, shard_hashes_.get());
   expected_false_drops_ += static_cast<double>(fresh) * drop_odds(keys_before, keys_[newest_]);
   return fresh;
 }
@@ -617,7 +690,8 @@ void WindowedFilter::contains_hashes(std::span<const std::uint64_t> hashes,
     for (const SealedPart& part : sealed_[slot_of(age)]) all.push_back(&part.filter);
   }
   std::fill(out, out + hashes.size(), std::uint8_t{1});
-  clear_found_in_slices(host_of(ring_), all, hashes, out);  // out[i] now says "absent"
+  // out[i] now says "absent"
+  clear_found_in_slices(host_of(ring_), all, hashes, out, shard_hashes_.get());
   for (std::size_t i = 0; i < hashes.size(); ++i) out[i] ^= 1;
 }
 
@@ -698,9 +772,10 @@ std::vector<detail::WindowAccess::PartRecord> detail::WindowAccess::records_olde
     const std::uint32_t generation = w.config_.generations - 1 - age;
     const std::uint64_t slot = w.slot_of(age);
     for (const auto& part : w.sealed_[slot]) {
-      records.push_back({generation, part.filter.layout().num_blocks, part.keys});
+      records.push_back({generation, part.filter.layout().num_blocks, part.keys, part.window_keys});
     }
-    records.push_back({generation, w.ring_[slot].layout().num_blocks, w.keys_[slot]});
+    records.push_back(
+        {generation, w.ring_[slot].layout().num_blocks, w.keys_[slot], w.window_keys_[slot]});
   }
   return records;
 }
@@ -715,7 +790,8 @@ std::vector<Filter*> detail::WindowAccess::restore_oldest_first(
     layout.num_blocks = records[i].num_blocks;
     const bool open = i + 1 == records.size() || records[i + 1].generation != slot;
     if (!open) {
-      w.sealed_[slot].push_back({Filter(layout, w.options_), records[i].keys});
+      w.sealed_[slot].push_back(
+          {Filter(layout, w.options_), records[i].keys, records[i].window_keys});
       parts.push_back(&w.sealed_[slot].back().filter);
       continue;
     }
@@ -723,8 +799,11 @@ std::vector<Filter*> detail::WindowAccess::restore_oldest_first(
     w.start_generation(slot, layout);
     w.sealed_[slot] = std::move(sealed);
     w.keys_[slot] = records[i].keys;
-    if (!w.sealed_[slot].empty()) w.capacity_[slot] = capacity_at(layout, w.open_rate(slot));
-    w.overfull_[slot] = w.capacity_[slot] != 0 && w.keys_[slot] > w.capacity_[slot];
+    w.window_keys_[slot] = records[i].window_keys;
+    if (!w.sealed_[slot].empty()) {
+      w.capacity_[slot] = capacity_at(w.whole_layout(layout), w.open_rate(slot));
+    }
+    w.overfull_[slot] = w.capacity_[slot] != 0 && w.window_keys_[slot] > w.capacity_[slot];
     parts.push_back(&w.ring_[slot]);
   }
   return parts;
@@ -734,6 +813,26 @@ void detail::WindowAccess::estimate_keys_from_bits(WindowedFilter& w) {
   for (std::uint32_t slot = 0; slot < w.config_.generations; ++slot) {
     const Filter& g = w.ring_[slot];
     w.keys_[slot] = capacity_at(g.layout(), g.current_fpr());
+    w.window_keys_[slot] = w.parts_ * w.keys_[slot];
+  }
+}
+
+void detail::WindowAccess::make_part(WindowedFilter& w, const Layout& whole_generation,
+                                     std::uint32_t parts,
+                                     std::shared_ptr<const ShardHashes> hashes) {
+  w.whole_generation_ = whole_generation;
+  w.parts_ = parts;
+  w.shard_hashes_ = std::move(hashes);
+  w.configured_capacity_ = capacity_at(whole_generation, w.config_.generation_fpr());
+  w.capacity_.assign(w.config_.generations, w.configured_capacity_);
+}
+
+void detail::WindowAccess::set_window_keys(WindowedFilter& w, std::span<const std::uint64_t> keys) {
+  std::size_t i = 0;
+  for (std::uint32_t age = w.config_.generations; age-- > 0;) {
+    const std::uint64_t slot = w.slot_of(age);
+    for (auto& part : w.sealed_[slot]) part.window_keys = keys[i++];
+    w.window_keys_[slot] = keys[i++];
   }
 }
 

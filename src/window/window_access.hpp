@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct WindowAccess {
     std::uint64_t generation;  ///< 0 for the oldest generation, G - 1 for the newest
     std::uint64_t num_blocks;
     std::uint64_t keys;  ///< keys it took in its period
+    /// The whole window's keys in it as the window knows them: `keys` for a window of its own,
+    /// for a window shard's the sum over all shards as last given, plus the shard's keys since
+    /// times the shard count (docs/WINDOW.md "Sizing shards").
+    std::uint64_t window_keys;
   };
   static std::vector<PartRecord> records_oldest_first(const WindowedFilter& w);
   /// Gives the newly constructed window the filters `records` describe (every generation at
@@ -36,6 +41,21 @@ struct WindowAccess {
   /// For a window read from a file that kept no key counts: each generation's keys estimated
   /// from its bits (the most keys at which the model gives the rate its bits give).
   static void estimate_keys_from_bits(WindowedFilter& w);
+  /// Makes the newly constructed `w` a window shard's window of its blocks: 1/parts of each
+  /// generation of a whole window whose configured layout is `whole_generation`, fed the whole
+  /// window's hashes, which `hashes` moves into each filter's blocks.
+  static void make_part(WindowedFilter& w, const Layout& whole_generation, std::uint32_t parts,
+                        std::shared_ptr<const ShardHashes> hashes);
+  /// The whole window's block count of a filter of `w` of `num_blocks` blocks (a window shard's
+  /// filters hold a share of it).
+  static std::uint64_t whole_blocks(const WindowedFilter& w, std::uint64_t num_blocks) {
+    Layout layout = w.config_.generation;
+    layout.num_blocks = num_blocks;
+    return w.whole_layout(layout).num_blocks;
+  }
+  /// Sets each filter's window_keys (PartRecord), in records_oldest_first() order; `keys` has
+  /// one entry for each filter.
+  static void set_window_keys(WindowedFilter& w, std::span<const std::uint64_t> keys);
 
   struct Clock {
     bool started;

@@ -257,6 +257,50 @@ def test_routed_window_shards_are_the_one_window(num_shards):
     assert bulkbloom.concat(bulkbloom.reshard(shards, 5)).to_bytes() == whole.to_bytes()
 
 
+@pytest.mark.parametrize("num_shards", [1, 2, 3, 5, 16])
+def test_sized_window_shards_given_the_window_keys_are_the_one_window(num_shards):
+    """Shards of a shardable window size their generations per period as the window does, when
+    every shard is given the whole window's keys (the sum of the shards' filter_keys()) and the
+    window's sizing before each dump (docs/WINDOW.md "Sizing shards")."""
+    rng = np.random.default_rng(9)
+    config = bulkbloom.WindowConfig.for_event_time(20, 100, 0.01).shardable_by(240)
+    assert config.block_multiple == 240 and config.generation.num_blocks % 240 == 0
+    whole = bulkbloom.WindowedFilter.from_config(config)
+    assert whole.config == config
+    shards = [bulkbloom.WindowShard(config, i, num_shards) for i in range(num_shards)]
+    assert all(shard.sizes_per_period for shard in shards)
+    # Dumps of one time each, 40 apart (a period is 34): 10x more keys, then fewer.
+    for day, count in enumerate([500, 5_000, 50_000, 800]):
+        time = 1_000 + 40 * day
+        keys = rng.integers(0, 4 * count, size=count).astype(np.uint64)
+        window_keys = [sum(counts) for counts in zip(*(s.filter_keys() for s in shards))]
+        whole.set_sizing(count)
+        for shard in shards:
+            shard.set_window_keys(window_keys)
+            shard.set_sizing(count)
+        want = whole.insert_if_absent(keys, np.full(count, time))
+        owners = bulkbloom.shard_of(config.generation, keys, num_shards)
+        flags = np.zeros(count, dtype=bool)
+        for i, shard in enumerate(shards):
+            where = np.flatnonzero(owners == i)
+            flags[where] = shard.insert_if_absent(keys[where], np.full(len(where), time))
+            shard.advance_to(time)
+        np.testing.assert_array_equal(flags, want)
+        assert bulkbloom.concat(shards).to_bytes() == whole.to_bytes()
+    blocks = shards[0].filter_blocks()
+    assert max(blocks) > config.generation.num_blocks and len(blocks) > config.generations
+    assert all(b % num_shards == 0 for b in blocks)
+    assert bulkbloom.concat(bulkbloom.split(whole, num_shards)).to_bytes() == whole.to_bytes()
+    assert bulkbloom.concat(bulkbloom.reshard(shards, 16)).to_bytes() == whole.to_bytes()
+    copy = pickle.loads(pickle.dumps(shards[-1]))
+    assert (copy.filter_blocks(), copy.to_bytes()) == (shards[-1].filter_blocks(),
+                                                       shards[-1].to_bytes())
+    with pytest.raises(ValueError, match="one per filter_keys"):
+        shards[0].set_window_keys([1, 2])
+    with pytest.raises(ValueError, match="block multiple"):
+        bulkbloom.split(whole, 7)
+
+
 def test_window_shard_files_and_pickles(tmp_path):
     whole = bulkbloom.WindowedFilter.for_event_time(500, 60, 0.01)
     keys = np.arange(2_000, dtype=np.uint64)

@@ -526,37 +526,44 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
     cli_window = tmp_path / "cli.bbw"
     path = tmp_path / "window"
     seq = 0
+    # One window both carry, its generations sized per period in multiples of the 7 shards
+    # (docs/WINDOW.md "Sizing shards"), made empty for the CLI to carry from the first dump.
+    config = bulkbloom.WindowConfig.for_event_time(
+        12_000 / 129_600, 129_600, FPR).shardable_by(7)
+    bulkbloom.WindowedFilter.from_config(config).save(cli_window)
     # Daily dumps under a 36 h window: a key comes back within it (dropped) or after it
-    # (kept again); the last dump is so small that most of the 7 shards get no record, and
-    # their clocks must still move.
-    for day, count in enumerate([6_000, 6_000, 6_000, 3]):
+    # (kept again); a dump of 5x the keys makes both grow their generations; the last dump is so
+    # small that most of the 7 shards get no record, and their clocks must still move.
+    for day, (count, capacity) in enumerate(
+            [(6_000, 12_000), (6_000, 12_000), (30_000, 60_000), (6_000, 12_000), (3, 300_000)]):
         time = start + day * 86_400
-        keys = [str(k) for k in rng.integers(0, 9_000, size=count)]
+        keys = [str(k) for k in rng.integers(0, 45_000 if day == 2 else 9_000, size=count)]
         source = tmp_path / f"day{day}.csv"
         source.write_text("".join(f"{k},{seq + i},{time}\n" for i, k in enumerate(keys)))
         out = tmp_path / f"day{day}.out.csv"
-        # Window shards keep the configured size (docs/WINDOW.md "Sizing per period"): the CLI
-        # window is held to it with --max-capacity, the keys one generation is configured for.
-        sizing = ("--capacity", "12000", "--fpr", str(FPR)) if day == 0 else ()
-        sizing += ("--max-capacity", "4000")
         run_cli(cli, "dedup", "-f", "csv:1", str(source), "-o", str(out), "--window", "36h",
-                "--time-field", "3", "--filter", str(cli_window), "--stats", "none", *sizing)
+                "--time-field", "3", "--filter", str(cli_window), "--stats", "none",
+                "--capacity", str(capacity))
         expected = [(k, int(s)) for k, s, _ in
                     (line.split(",") for line in out.read_text().splitlines())]
-        config = bulkbloom.WindowedFilter.load(cli_window).config
 
         df = spark.createDataFrame(
             pa.table({"word": keys, "seq": np.arange(seq, seq + count)}).to_pandas())
         unique = written(spark, df, "word", filter=path, time=time, num_shards=7,
                          window_config=config if day == 0 else None,
-                         window=None if day == 0 else 36 * 3600)
+                         window=None if day == 0 else 36 * 3600, capacity=capacity)
         got = unique.toArrow().sort_by("seq")
         assert list(zip(got.column("word").to_pylist(), got.column("seq").to_pylist())) == \
             expected, day
         seq += count
     state = bbspark.open_filter(path)
     assert state.window == config
-    ours = bulkbloom.concat(state.load(i) for i in range(7))
+    shards = [state.load(i) for i in range(7)]
+    assert all(shard.sizes_per_period for shard in shards)
+    # The generations grew past the configured size, in multiples of the 7 shards.
+    blocks = shards[0].filter_blocks()
+    assert max(blocks) > config.generation.num_blocks and all(b % 7 == 0 for b in blocks)
+    ours = bulkbloom.concat(shards)
     theirs = bulkbloom.WindowedFilter.load(cli_window)
     ours.keys_inserted, ours.metadata = theirs.keys_inserted, theirs.metadata
     ours.save(tmp_path / "ours.bbw")

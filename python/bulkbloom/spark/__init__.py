@@ -74,6 +74,14 @@ Sliding windows (``window=``, ``time=``)
     that time, so the shards together are byte for byte the window the CLI keeps when every
     record of the dump carries that time, dumps in time order.
 
+    Its generations are sized per period as the CLI sizes them (docs/WINDOW.md, "Sizing
+    shards"): a window made here is ``shardable_by`` its shard count (a ``window_config`` given
+    must be, with a promise, else its generations keep the configured size); each run gives
+    every shard the whole window's keys in each filter, which the last run's manifest records
+    (``"window_keys"``), and sizes the run's generations for ``capacity`` records over the
+    window (one period's share, as ``--capacity``), else for every row of the run (one more
+    count of the input), as the CLI does for its input.
+
 Task retries and speculative execution
     An attempt only reads the committed generation and writes files named for itself (or, on a
     filter directory the executors cannot reach, hands in its files' bytes); the driver takes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
@@ -27,7 +28,7 @@ from ._store import (
     _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store, _store_of,
     _write_pending,
 )
-from ._windows import _window_request, _WindowRequest
+from ._windows import _window_request, _WindowRequest, _WindowSizing
 
 
 def _decide(
@@ -91,7 +92,7 @@ def _decide(
                 )
                 config = bulkbloom.WindowConfig.of(
                     sized.clock, sized.window, _spark_seeded(sized.generation),
-                    generations=sized.generations, lateness=sized.lateness,
+                    generations=sized.generations, lateness=sized.lateness, fpr=sized.fpr,
                 )
             layout = config.generation
         elif layout is None:
@@ -103,9 +104,22 @@ def _decide(
             count = num_shards
         else:
             count = _default_shards(df.sparkSession, layout, rows)
+        if (window is not None and window.config is None and config is not None
+                and count <= the_layout.num_blocks):
+            # A window made here sizes its generations per period in its shards.
+            config = config.shardable_by(count)
+            the_layout = config.generation
         extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
     if not 1 <= count <= the_layout.num_blocks:
         raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+    sizing = None
+    if config is not None and config.fpr > 0 and config.block_multiple % count == 0:
+        # As the command line sizes a run's generations: for `capacity` records over the window
+        # (in one period's share), else for every record of the run.
+        min_keys = (math.ceil(capacity / config.window * config.period) if capacity is not None
+                    else max(1, df.count()))
+        window_keys = None if base is None else base.manifest.get("window_keys")
+        sizing = _WindowSizing(None if window_keys is None else list(window_keys), min_keys)
     number, directory = generation
     # Where the executors see the directory, the tasks write the generation's files in it;
     # elsewhere, Spark reads the base shards to them and they hand in their files' bytes.
@@ -125,7 +139,7 @@ def _decide(
     rows = _decide_shards(
         routed, base, tuple(the_layout), config, time, count, work,
         [(term.descending, term.nulls_first) for term in order],
-        write_drops, on_task, hashed,
+        write_drops, on_task, hashed, sizing,
     )
     dropped = sum(row["keys"] - row["new_keys"] for row in rows)
     drops_by, drops = "shard", {
@@ -144,7 +158,7 @@ def _decide(
         extra = {**extra, "run": run}
     return _stage(
         store, base, current, directory, number, rows, the_layout, config, time, count, extra,
-        drops, drops_by,
+        drops, drops_by, sizing,
     )
 
 

@@ -22,6 +22,7 @@ import bulkbloom
 
 from ._store import _DROPPED, ShardedFilter, _drops_bytes, _empty_shard, _input_drops_name, \
     _write_drops
+from ._windows import _prepare_window_shard, _WindowSizing
 
 # Working column names, chosen not to meet a user's.
 _ROW = "__bulkbloom_row"
@@ -272,6 +273,8 @@ _DECIDED = T.StructType(
         T.StructField("drops_bytes", T.BinaryType(), True),
         T.StructField("keys", T.LongType(), False),
         T.StructField("new_keys", T.LongType(), False),
+        # A window shard's filter_keys() after the run (an empty list for a filter).
+        T.StructField("filter_keys", T.ArrayType(T.LongType(), False), False),
     ]
 )
 
@@ -288,10 +291,11 @@ def _decide_shards(
     write_drops: bool,
     on_task: Optional[Callable[[], None]],
     hashed: bool = False,
+    sizing: Optional[_WindowSizing] = None,
 ) -> list:
     """Runs each shard's task (see the module's documentation) and returns their rows. `hashed`:
     the routed key column holds the keys' hashes (_routed), which each task inserts into its
-    shard's bits under _hashed_layout. `work`: the local directory (the generation's, on a filter
+    shard's bits under _hashed_layout. `sizing`: what a window's shards are given first. `work`: the local directory (the generation's, on a filter
     directory every executor sees) the tasks save their attempt files in; None: the tasks take
     the base shards' bytes from the routed rows (_with_blobs) and hand in their files' bytes."""
     key_layout = tuple(_hashed_layout(bulkbloom.Layout(*layout))) if hashed else layout
@@ -335,9 +339,12 @@ def _decide_shards(
             if hashed:
                 shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
+        filter_keys: List[int] = []
         if window is not None:
+            _prepare_window_shard(shard, sizing)
             fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
             shard.advance_to(time)
+            filter_keys = shard.filter_keys()
         elif write_drops:
             fresh = shard.insert_if_absent(keys)
         else:
@@ -368,6 +375,7 @@ def _decide_shards(
                 "drops_bytes": pa.array([drops_bytes], pa.binary()),
                 "keys": pa.array([len(table)], pa.int64()),
                 "new_keys": pa.array([new_keys], pa.int64()),
+                "filter_keys": pa.array([filter_keys], pa.list_(pa.int64())),
             }
         )
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 import bulkbloom
 
-from ._windows import _window_config, _window_to_json
+from ._windows import _prepare_window_shard, _window_config, _window_to_json, _WindowSizing
 
 _log = logging.getLogger("bulkbloom.spark")
 
@@ -454,35 +454,54 @@ def _stage(
     manifest_extra: dict,
     drops: Optional[dict] = None,
     drops_by: str = "shard",
+    sizing: Optional[_WindowSizing] = None,
 ) -> _Staged:
     """Makes what the successful tasks handed in (`rows`) a complete generation in `directory`:
     each row names its shard's file (an attempt's, in `directory`: renamed to the shard's name)
     or holds its bytes (written as an object), and `drops` (name in the generation: attempt file
     or bytes) likewise, grouped by `drops_by` ("shard" or "input partition"). A shard no record
-    of this run went to is the base generation's object, named again. Returns the manifest to
-    commit (``_publish``)."""
+    of this run went to is the base generation's object, named again. A window's manifest
+    records the whole window's keys in each filter (``"window_keys"``, the sum of the shards'
+    filter_keys()), which the next run gives its shards (`sizing`: what this run's shards were
+    given). Returns the manifest to commit (``_publish``)."""
     by_shard = {row["shard"]: row for row in rows}
     if len(by_shard) != len(rows):
         # Each shard's rows must all reach one task; two tasks' halves would each look complete.
         raise RuntimeError("a shard was decided by two tasks: the routing split its rows")
     store.mkdirs(directory)
     shards = []
+    window_keys: Optional[List[int]] = None
     for index in range(num_shards):
         name = f"{directory}/shard-{index:05d}.{'bbf' if window is None else 'bbw'}"
         row = by_shard.get(index)
+        filter_keys: Optional[List[int]] = None
         if row is not None:
             _place(store, name, row["shard_file"], row["shard_bytes"])
+            filter_keys = list(row["filter_keys"])
         elif window is not None:
-            # No record of this run went to it, but its clock moves with the window's.
+            # No record of this run went to it, but its clock moves with the window's, and its
+            # generations are sized with the others'.
             shard = base.load(index) if base is not None else _empty_shard(
                 layout, window, index, num_shards)
+            _prepare_window_shard(shard, sizing)
             shard.advance_to(time)
             _save(store, name, shard)
+            filter_keys = shard.filter_keys()
         elif base is not None:
             name = base.manifest["shards"][index]  # unchanged: the same object
         else:
             _save(store, name, _empty_shard(layout, None, index, num_shards))
         shards.append(name)
+        if window is not None and filter_keys is not None:
+            if window_keys is None:
+                window_keys = filter_keys
+            elif len(window_keys) != len(filter_keys):
+                raise RuntimeError(
+                    f"window shard {index} has {len(filter_keys)} filters, shard 0 has "
+                    f"{len(window_keys)}: its shards sized their generations apart"
+                )
+            else:
+                window_keys = [a + b for a, b in zip(window_keys, filter_keys)]
     named_drops = []
     for name, (attempt_file, data) in sorted((drops or {}).items()):
         named_drops.append(f"{directory}/{name}")
@@ -505,7 +524,8 @@ def _stage(
         "num_shards": num_shards,
         "layout": _layout_to_json(layout),
         **manifest_extra,
-        **({} if window is None else {"window": _window_to_json(window), "time": time}),
+        **({} if window is None else {
+            "window": _window_to_json(window), "time": time, "window_keys": window_keys}),
         "shards": shards,
         "drops": named_drops,
         "drops_by": drops_by,

@@ -3,7 +3,7 @@ for, and a window's configuration in a manifest."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional
 
 import bulkbloom
 
@@ -15,6 +15,7 @@ def _window_to_json(config: bulkbloom.WindowConfig) -> dict:
         "generations": config.generations,
         "lateness": config.lateness,
         "fpr": config.fpr,
+        "block_multiple": config.block_multiple,
     }
 
 
@@ -22,7 +23,26 @@ def _window_config(values: dict, layout: bulkbloom.Layout) -> bulkbloom.WindowCo
     return bulkbloom.WindowConfig.of(
         values["clock"], int(values["window"]), layout, generations=int(values["generations"]),
         lateness=int(values["lateness"]), fpr=float(values.get("fpr", 0.0)),
+        block_multiple=int(values.get("block_multiple", 1)),
     )
+
+
+class _WindowSizing(NamedTuple):
+    """What every window shard of a run is given before its records, as the single window is
+    given them (bulkbloom/window_shard.hpp, "Sizing"): the whole window's keys in each filter
+    (the sum of the shards' filter_keys() the last run recorded, or None for a new window), and
+    the keys this run's generations are sized for at least."""
+
+    window_keys: Optional[List[int]]
+    min_keys: int
+
+
+def _prepare_window_shard(shard: bulkbloom.WindowShard, sizing: Optional[_WindowSizing]) -> None:
+    if sizing is None or not shard.sizes_per_period:
+        return
+    if sizing.window_keys is not None:
+        shard.set_window_keys(sizing.window_keys)
+    shard.set_sizing(sizing.min_keys)
 
 
 class _WindowRequest(NamedTuple):
