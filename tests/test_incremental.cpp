@@ -6,7 +6,9 @@
 #include <bulkbloom/incremental.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -446,6 +448,101 @@ TEST(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
   GrownFilter restored = restore_grown(after_merge.metadata, fill_from(after_merge));
   EXPECT_EQ(restored.to_bytes(), one.to_bytes());
   EXPECT_EQ(take_snapshot(one).change, OpenChange::since_taken);  // logging goes on
+}
+
+// ---------------------------------------------------------------------------------------------
+// State directories: saves that write what changed, loads that give the uninterrupted bytes.
+
+std::size_t files_in(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+TEST(StateDirectoryWindow, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
+  test::TempDir tmp;
+  WindowConfig config = test_window(WindowClock::records, Shape::sb512, BlockIndex::high32, true);
+  config.window = 6000;  // period 2000 records: several saves per period
+  config.generation.num_blocks = 2048;
+  WindowedFilter oracle(config);
+  auto live = std::make_unique<WindowedFilter>(config);
+  auto directory = std::make_unique<StateDirectory>(tmp.path() / "state");
+  EXPECT_FALSE(StateDirectory::holds_state(tmp.path() / "state"));
+  std::uint64_t written = 0;
+  std::size_t saves = 0;
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < 60; ++b) {
+    Batch batch{random_keys(250, 500 + b), {}};
+    if (b % 3 == 0) batch.keys.resize(100);  // repeats of the previous batch below
+    if (b > 0 && b % 4 == 1) batch.keys = random_keys(250, 500 + b - 1);
+    dedup(oracle, batch, expected);
+    dedup(*live, batch, got);
+    ASSERT_EQ(expected, got) << "batch " << b;
+    const FileState state{b, {std::byte(b)}};
+    written += directory->save(*live, state);
+    ++saves;
+    if (b % 7 == 6) {  // a restart: a new object loads what was committed and goes on
+      directory = std::make_unique<StateDirectory>(tmp.path() / "state");
+      FileState loaded_state;
+      live = std::make_unique<WindowedFilter>(directory->load_window(&loaded_state));
+      live->set_sizing(oracle.sizing());
+      EXPECT_EQ(loaded_state.metadata, state.metadata);
+      ASSERT_EQ(to_file_bytes(*live, state), to_file_bytes(oracle, state)) << "after batch " << b;
+    }
+  }
+  // Whole window files each time would have written saves × its size.
+  const std::uint64_t whole = saves * to_file_bytes(oracle).size();
+  EXPECT_LT(written, whole / 3) << written << " of " << whole;
+  StateDirectory reader(tmp.path() / "state");
+  EXPECT_EQ(to_file_bytes(reader.load_window()), to_file_bytes(oracle));
+  // Only what the manifest names is left: a base or parts, logs, the manifest.
+  EXPECT_LE(files_in(tmp.path() / "state"), 1 + 8 * config.generations + 2);
+  EXPECT_THROW(reader.load_grown(), FormatError);
+}
+
+TEST(StateDirectoryWindow, DamagedFilesAreFormatErrorsNamingThem) {
+  test::TempDir tmp;
+  WindowedFilter window(WindowConfig::for_records(3000, 0.01));
+  const auto keys = random_keys(500, 8);
+  std::vector<std::uint8_t> flags(keys.size());
+  window.insert_if_absent(keys, flags);
+  StateDirectory directory(tmp.path());
+  directory.save(window);
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path())) {
+    if (entry.path().filename() == "MANIFEST") continue;
+    std::vector<std::byte> bytes = test::read_file(entry.path());
+    bytes[bytes.size() / 2] ^= std::byte{1};
+    test::write_file(entry.path(), bytes);
+    const std::string what =
+        message_of<FormatError>([&] { StateDirectory(tmp.path()).load_window(); });
+    EXPECT_NE(what.find(entry.path().filename().string()), std::string::npos) << what;
+    EXPECT_NE(what.find("corrupt"), std::string::npos) << what;
+    return;
+  }
+  ADD_FAILURE() << "the save wrote no file besides its manifest";
+}
+
+TEST(StateDirectoryGrown, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
+  test::TempDir tmp;
+  GrownFilter oracle = GrownFilter::for_capacity(2000, 0.01, "u64");
+  GrownFilter live = GrownFilter::for_capacity(2000, 0.01, "u64");
+  StateDirectory directory(tmp.path());
+  const std::vector<std::byte> caller = {std::byte{'c'}};
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < 30; ++b) {
+    const auto keys = random_keys(300, 900 + b);
+    expected.assign(keys.size(), 0);
+    got.assign(keys.size(), 0);
+    oracle.insert_if_absent(keys, expected);
+    live.insert_if_absent(keys, got);
+    ASSERT_EQ(expected, got);
+    directory.save(live, caller);
+    std::vector<std::byte> loaded_caller;
+    GrownFilter loaded = StateDirectory(tmp.path()).load_grown(&loaded_caller);
+    EXPECT_EQ(loaded_caller, caller);
+    ASSERT_EQ(loaded.to_bytes(caller), oracle.to_bytes(caller)) << "after batch " << b;
+  }
+  EXPECT_GT(oracle.generation_count(), 2u);
 }
 
 }  // namespace

@@ -13,7 +13,8 @@
 /// caller does not hold yet. Putting it together: restore_window() (restore_window_shard(),
 /// restore_grown()) from the metadata and each part's bits (the open part's base), then
 /// replay_log() of every log taken since that base. The result's file bytes (to_file_bytes(),
-/// GrownFilter::to_bytes()) equal those of the state that was taken apart.
+/// GrownFilter::to_bytes()) equal those of the state that was taken apart. StateDirectory does
+/// all of this into a directory of files.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +32,10 @@
 #include "bulkbloom/window_shard.hpp"
 
 namespace bulkbloom {
+
+namespace detail {
+struct StateManifest;
+}  // namespace detail
 
 /// The identity of one part of a state. Two parts of one state's history with the same identity
 /// hold the same bits, except the open part, which takes keys until it stops being open (a
@@ -130,5 +135,56 @@ std::vector<PartId> snapshot_parts(std::span<const std::byte> metadata,
 void replay_log(WindowedFilter& window, std::span<const std::uint64_t> log);
 void replay_log(WindowShard& shard, std::span<const std::uint64_t> log);
 void replay_log(GrownFilter& filter, std::span<const std::uint64_t> log);
+
+/// A state directory (docs/FORMAT.md "State directories"): a state saved so that each save
+/// writes what changed since the last one. Every part is a file written once and never rewritten;
+/// the open part is a base file plus log files; a manifest, replaced atomically last, names the
+/// files of the committed state, and files no committed manifest names are removed after each
+/// commit. A crash at any moment leaves the last committed state.
+///
+/// A directory has one writer at a time (the caller's lock, as for any state file). One object
+/// carries one state: save() the state that load_*() returned, or the same state each time;
+/// its change log is enabled by load_*() and by the first save(). A save after a failed one
+/// writes the open part whole again.
+class StateDirectory {
+ public:
+  /// A log is folded into a new base once the logs since the base pass this fraction of the
+  /// open part's bytes (docs/FORMAT.md says why this fraction).
+  static constexpr double kBaseFraction = 1.0;
+
+  /// For saving into (created on the first save) or loading from `dir`.
+  explicit StateDirectory(std::filesystem::path dir);
+  StateDirectory(StateDirectory&&) noexcept;
+  StateDirectory& operator=(StateDirectory&&) noexcept;
+  ~StateDirectory();
+
+  /// Whether `dir` holds a committed state (its manifest). Throws IoError if `dir` exists but is
+  /// not a directory or cannot be searched.
+  static bool holds_state(const std::filesystem::path& dir);
+
+  /// Commits `window` with `state` (as save() would write them to a window file), `shard`, or
+  /// `filter` with `caller_metadata`. Returns the bytes this save wrote. Throws IoError.
+  std::uint64_t save(WindowedFilter& window, const FileState& state = {});
+  std::uint64_t save(WindowShard& shard, const FileState& state = {});
+  std::uint64_t save(GrownFilter& filter, std::span<const std::byte> caller_metadata = {});
+
+  /// The committed state, every file verified, with its change log enabled for the next save.
+  /// Throws FormatError for a damaged or missing file or a state of another kind, IoError.
+  WindowedFilter load_window(FileState* state = nullptr, const Options& options = {});
+  WindowShard load_window_shard(FileState* state = nullptr, const Options& options = {});
+  GrownFilter load_grown(std::vector<std::byte>* caller_metadata = nullptr,
+                         const Options& options = {});
+
+  const std::filesystem::path& path() const { return dir_; }
+
+ private:
+  std::uint64_t commit(StateSnapshot snapshot, std::uint32_t kind,
+                       const std::function<void(std::size_t, const PartSink&)>& bits_of);
+  detail::StateManifest read_manifest(std::uint32_t kind) const;
+
+  std::filesystem::path dir_;
+  std::unique_ptr<detail::StateManifest> committed_;  // what the last commit of this object named
+  bool synced_ = false;  // the state's log runs from the committed state's last save
+};
 
 }  // namespace bulkbloom

@@ -267,7 +267,7 @@ int run_dedup(const Arguments& args) {
        resumed ? resumed->state.counters.records : 0, resumed ? resumed->expected_false_drops : 0.0,
        filter_path ? "filter " + *filter_path : std::string("the filter"),
        window_wanted ? window_sizing(*window_wanted, sizing, reader, scan.format) : WindowSizing{},
-       refused_path.has_value()});
+       refused_path.has_value(), checkpoint_dir.has_value()});
   std::vector<std::string> output_paths = {output_path};
   if (dups_path) output_paths.push_back(*dups_path);
   if (refused_path) output_paths.push_back(*refused_path);
