@@ -190,6 +190,13 @@ class GrownFilter {
   double older_fpr_ = 0.0;  // compound rate of the generations before the newest
   double expected_false_drops_ = 0.0;
   bool loaded_past_promise_ = false;
+  // The change log of bulkbloom/incremental.hpp, kept only once enabled: the hashes new to the
+  // newest generation since the log was last taken, whether that generation was started empty
+  // since then, and whether its bits changed otherwise (a merge) so that the log cannot tell.
+  std::vector<std::uint64_t> change_log_;
+  bool logging_ = false;
+  bool log_from_empty_ = false;
+  bool log_rewritten_ = false;
 };
 
 }  // namespace bulkbloom

@@ -261,6 +261,13 @@ class WindowedFilter {
   std::int64_t clock_time_ = 0;    // event time: the largest time seen
   std::uint64_t records_seen_ = 0;
   std::uint64_t rotations_ = 0;
+  // The change log of bulkbloom/incremental.hpp, kept only once enabled: the hashes new to the
+  // open filter (ring_[newest_]) since the log was last taken, and whether that filter was
+  // started empty since then (every change of the open filter restarts the log).
+  std::vector<std::uint64_t> change_log_;
+  bool logging_ = false;
+  bool log_from_empty_ = false;
+  void restart_log();
 };
 
 /// Writes the whole window (generations, clock, rotation state) and `state` to `path` as one

@@ -18,6 +18,31 @@ struct GrownAccess {
     filter.loaded_past_promise_ = filter.current_fpr() > filter.promise_;
     return filter;
   }
+
+  /// The change log of bulkbloom/incremental.hpp: starts it empty, from now.
+  static void enable_log(GrownFilter& f) {
+    if (f.logging_) return;
+    f.logging_ = true;
+    f.change_log_.clear();
+    f.log_from_empty_ = f.generations_.back().filter.popcount() == 0;
+    f.log_rewritten_ = false;
+  }
+  /// What take_snapshot() takes of the log; the log starts again empty.
+  struct TakenLog {
+    bool logging;     ///< whether the log was enabled (else `hashes` tells nothing)
+    bool from_empty;  ///< the newest generation started empty since the last take
+    bool rewritten;   ///< its bits changed in a way the log does not tell (a merge)
+    std::vector<std::uint64_t> hashes;
+  };
+  static TakenLog take_log(GrownFilter& f) {
+    TakenLog taken{f.logging_, f.log_from_empty_, f.log_rewritten_, std::move(f.change_log_)};
+    f.change_log_.clear();
+    f.log_from_empty_ = false;
+    f.log_rewritten_ = false;
+    return taken;
+  }
+  /// The newest generation's filter, writable.
+  static Filter& newest(GrownFilter& f) { return f.generations_.back().filter; }
 };
 
 /// The most keys `layout` holds with its modelled rate at or under `fpr` (at least 1).

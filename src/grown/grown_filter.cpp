@@ -6,9 +6,16 @@
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
+#include "core/filter_access.hpp"
+#include "core/host_kernels.hpp"
+#include "core/key_hash.hpp"
+#include "core/key_mode.hpp"
 #include "grown/grown_access.hpp"
+#include "registry/backend.hpp"
 
 namespace bulkbloom {
 namespace {
@@ -30,6 +37,28 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
   if (expected != actual) {
     throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
                                 " entries; expected " + std::to_string(expected));
+  }
+}
+
+// Appends to `log` (bulkbloom/incremental.hpp) the hashes with which `filter` placed the keys
+// whose flags are 1, those new to it: the others set no bits.
+template <typename Key>
+void log_new_keys(const Filter& filter, std::span<const Key> keys,
+                  std::span<const std::uint8_t> flags, std::vector<std::uint64_t>& log) {
+  const Layout& layout = filter.layout();
+  if constexpr (std::is_same_v<Key, std::string_view>) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (flags[i] != 0) log.push_back(detail::xxh64_bytes(keys[i], layout.seed));
+    }
+  } else {
+    std::vector<std::uint64_t> fresh;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (flags[i] != 0) fresh.push_back(keys[i]);
+    }
+    const std::size_t at = log.size();
+    log.resize(at + fresh.size());
+    detail::FilterAccess::engine(filter).host().kernels->hash(
+        layout, fresh.data(), fresh.size(), detail::KeyMode::hash_with_layout, log.data() + at);
   }
 }
 
@@ -98,6 +127,10 @@ void GrownFilter::merge(const GrownFilter& other) {
   Generation& mine = generations_.front();
   const Generation& theirs = other.generations_.front();
   mine.filter.merge(theirs.filter);
+  if (logging_) {  // the union's bits are not the logged hashes' OR
+    change_log_.clear();
+    log_rewritten_ = true;
+  }
   // The saved count of a union is not the sum of the parts' counts; the bits estimate it. A
   // saturated union estimates to infinity: its count is then at least every part's.
   mine.keys = std::max(mine.keys, theirs.keys);
@@ -159,6 +192,11 @@ void GrownFilter::make_room(std::uint64_t batch_keys,
   Generation next{Filter(Layout::for_capacity(capacity, target, first.hash, first.seed), options_),
                   capacity, target, 0};
   ++growths_;
+  if (logging_) {  // the newest generation starts empty: what was logged went into another
+    change_log_.clear();
+    log_from_empty_ = true;
+    log_rewritten_ = false;
+  }
   if (replace) {
     generations_.back() = std::move(next);
   } else {
@@ -196,6 +234,7 @@ std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8
   std::uint64_t fresh = 0;
   if (generations_.size() == 1) {
     fresh = newest.filter.insert_if_absent(keys, is_new);
+    if (logging_) log_new_keys(newest.filter, keys, is_new, change_log_);
   } else {
     // A key an older generation may hold is not new; the others go into the newest.
     contains_older(keys, is_new);
@@ -209,6 +248,7 @@ std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8
     }
     std::vector<std::uint8_t> flags(pending.size());
     fresh = newest.filter.insert_if_absent(std::span<const Key>(pending), flags);
+    if (logging_) log_new_keys(newest.filter, std::span<const Key>(pending), flags, change_log_);
     std::fill(is_new.begin(), is_new.end(), std::uint8_t{0});
     for (std::size_t j = 0; j < where.size(); ++j) is_new[where[j]] = flags[j];
   }

@@ -262,6 +262,18 @@ HostBits::HostBits(const Filter& filter) {
   bits_ = {host, filter.layout().size_bytes()};
 }
 
+void fill_filter_bits(Filter& filter, const std::function<void(std::span<std::byte>)>& fill) {
+  const std::uint64_t bytes = filter.layout().size_bytes();
+  const std::byte* host = FilterAccess::engine(filter).host_bytes();
+  if (host != nullptr) {
+    fill({const_cast<std::byte*>(host), bytes});  // the engine's own, writable memory
+    return;
+  }
+  std::vector<std::byte> staging(bytes);
+  fill(staging);
+  filter.copy_bytes_from(staging);
+}
+
 void read_filter_bits(const File& file, std::uint64_t offset, Filter& filter,
                       DataChecksum& checksum) {
   const std::uint64_t bytes = filter.layout().size_bytes();

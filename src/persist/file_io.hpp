@@ -116,6 +116,10 @@ class HostBits {
 void read_filter_bits(const File& file, std::uint64_t offset, Filter& filter,
                       DataChecksum& checksum);
 
+/// Hands `fill` the writable host memory of `filter`'s bits (a staging copy for a device's, copied
+/// in afterwards) to fill.
+void fill_filter_bits(Filter& filter, const std::function<void(std::span<std::byte>)>& fill);
+
 /// Bytes of the filter file (format v1) that save() writes for `layout` and `metadata_bytes`.
 std::uint64_t filter_image_bytes(const Layout& layout, std::uint64_t metadata_bytes);
 /// Writes the filter file image of `filter` and `state` at the current position of `out`.

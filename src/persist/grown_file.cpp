@@ -9,12 +9,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
 #include "bulkbloom/grown_filter.hpp"
+#include "bulkbloom/incremental.hpp"
+#include "core/filter_access.hpp"
+#include "core/key_mode.hpp"
 #include "grown/grown_access.hpp"
 #include "persist/file_io.hpp"
+#include "persist/incremental_detail.hpp"
 
 namespace bulkbloom {
 namespace {
@@ -329,7 +334,161 @@ Sizing sizing_of(const GrownFilter& filter) {
   return sizing;
 }
 
+// A grown filter's snapshot metadata (bulkbloom/incremental.hpp, docs/FORMAT.md "Incremental
+// state"): the magic, the generation count N, per generation its layout and keys, the length and
+// bytes of its file's metadata (sizing record, then the caller's), and the XXH3-64 of all before.
+constexpr std::uint64_t kSnapshotHeadBytes = 16;
+constexpr std::uint64_t kSnapshotEntryBytes = 32;
+
+std::vector<std::byte> grown_snapshot_metadata(const GrownFilter& filter,
+                                               std::span<const std::byte> caller_metadata) {
+  const std::vector<std::byte> metadata = encode_metadata(sizing_of(filter), caller_metadata);
+  const auto& generations = filter.generations();
+  std::vector<std::byte> bytes(kSnapshotHeadBytes + kSnapshotEntryBytes * generations.size() + 8);
+  std::memcpy(bytes.data(), detail::kGrownSnapshotMagic, 8);
+  put(bytes.data(), 8, static_cast<std::uint32_t>(1));  // version
+  put(bytes.data(), 12, static_cast<std::uint32_t>(generations.size()));
+  for (std::size_t i = 0; i < generations.size(); ++i) {
+    std::byte* entry = bytes.data() + kSnapshotHeadBytes + kSnapshotEntryBytes * i;
+    const Layout& layout = generations[i].filter.layout();
+    put(entry, 0, static_cast<std::uint8_t>(layout.shape));
+    put(entry, 1, static_cast<std::uint8_t>(layout.hash));
+    put(entry, 2, static_cast<std::uint8_t>(layout.index));
+    put(entry, 8, layout.num_blocks);
+    put(entry, 16, layout.seed);
+    put(entry, 24, generations[i].keys);
+  }
+  put(bytes.data(), bytes.size() - 8, static_cast<std::uint64_t>(metadata.size()));
+  bytes.insert(bytes.end(), metadata.begin(), metadata.end());
+  detail::DataChecksum checksum;
+  checksum.update(bytes);
+  bytes.resize(bytes.size() + 8);
+  put(bytes.data(), bytes.size() - 8, checksum.digest());
+  return bytes;
+}
+
+// A decoded grown filter snapshot's metadata.
+struct GrownSnapshot {
+  std::vector<std::pair<Layout, std::uint64_t>> generations;  // layout, keys
+  Sizing sizing;
+  std::vector<std::byte> caller;
+};
+
+GrownSnapshot read_grown_snapshot(std::span<const std::byte> bytes, const std::string& source) {
+  const auto fail = [&](const std::string& problem) {
+    return detail::format_error(source, problem);
+  };
+  if (bytes.size() < kSnapshotHeadBytes + 16 ||
+      std::memcmp(bytes.data(), detail::kGrownSnapshotMagic, 8) != 0) {
+    throw fail("not a grown filter snapshot's metadata (bad magic bytes or too short)");
+  }
+  detail::DataChecksum checksum;
+  checksum.update(bytes.first(bytes.size() - 8));
+  if (checksum.digest() != get<std::uint64_t>(bytes.data(), bytes.size() - 8)) {
+    throw fail("checksum mismatch: the snapshot's metadata is corrupt");
+  }
+  if (const auto version = get<std::uint32_t>(bytes.data(), 8); version != 1) {
+    throw fail("grown filter snapshot version " + std::to_string(version) +
+               " is not supported: this bulkbloom reads version 1");
+  }
+  const auto count = get<std::uint32_t>(bytes.data(), 12);
+  if (count < 1 || count > GrownFilter::kMaxGenerations) {
+    throw fail("generations " + std::to_string(count) + " is out of range 1 to 64");
+  }
+  const std::uint64_t table_end = kSnapshotHeadBytes + kSnapshotEntryBytes * count;
+  if (table_end + 16 > bytes.size() ||
+      get<std::uint64_t>(bytes.data(), table_end) != bytes.size() - table_end - 16) {
+    throw fail("its length disagrees with its generation table and metadata length");
+  }
+  GrownSnapshot snapshot;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const std::byte* entry = bytes.data() + kSnapshotHeadBytes + kSnapshotEntryBytes * i;
+    Layout layout;
+    layout.shape = static_cast<Shape>(get<std::uint8_t>(entry, 0));
+    layout.hash = static_cast<KeyHash>(get<std::uint8_t>(entry, 1));
+    layout.index = static_cast<BlockIndex>(get<std::uint8_t>(entry, 2));
+    layout.num_blocks = get<std::uint64_t>(entry, 8);
+    layout.seed = get<std::uint64_t>(entry, 16);
+    try {
+      layout.validate();
+    } catch (const std::invalid_argument& e) {
+      throw fail("generation " + std::to_string(i) + ": " + e.what());
+    }
+    snapshot.generations.emplace_back(layout, get<std::uint64_t>(entry, 24));
+  }
+  const auto metadata = bytes.subspan(table_end + 8, bytes.size() - table_end - 16);
+  if (!decode_metadata(metadata, source, snapshot.sizing, snapshot.caller) ||
+      snapshot.sizing.generations.size() != count) {
+    throw fail("its sizing record does not describe its " + std::to_string(count) + " generations");
+  }
+  return snapshot;
+}
+
+std::vector<PartId> grown_part_ids(const std::vector<std::pair<Layout, std::uint64_t>>& layouts) {
+  std::vector<PartId> ids;
+  for (std::size_t i = 0; i < layouts.size(); ++i) {
+    ids.push_back({static_cast<std::int64_t>(i), 0, layouts[i].first.num_blocks});
+  }
+  return ids;
+}
+
 }  // namespace
+
+void enable_change_log(GrownFilter& filter) {
+  detail::GrownAccess::enable_log(filter);
+}
+
+StateSnapshot take_snapshot(GrownFilter& filter, std::span<const std::byte> caller_metadata) {
+  StateSnapshot snapshot;
+  snapshot.metadata = grown_snapshot_metadata(filter, caller_metadata);
+  for (std::size_t i = 0; i < filter.generation_count(); ++i) {
+    snapshot.parts.push_back(
+        {static_cast<std::int64_t>(i), 0, filter.generations()[i].filter.layout().num_blocks});
+  }
+  detail::GrownAccess::TakenLog taken = detail::GrownAccess::take_log(filter);
+  if (taken.logging && !taken.rewritten) {
+    snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+    snapshot.log = std::move(taken.hashes);
+  }
+  return snapshot;
+}
+
+void with_part_bits(const GrownFilter& filter, std::size_t index, const PartSink& sink) {
+  if (index >= filter.generation_count()) {
+    throw std::out_of_range("part " + std::to_string(index) + " of a grown filter of " +
+                            std::to_string(filter.generation_count()) + " parts");
+  }
+  const detail::HostBits bits(filter.generations()[index].filter);
+  sink(bits.bytes());
+}
+
+GrownFilter restore_grown(std::span<const std::byte> metadata, const PartFill& fill,
+                          std::vector<std::byte>* caller_metadata, const Options& options,
+                          const std::string& source) {
+  GrownSnapshot snapshot = read_grown_snapshot(metadata, source);
+  const std::vector<PartId> ids = grown_part_ids(snapshot.generations);
+  std::vector<Generation> generations;
+  for (std::size_t i = 0; i < snapshot.generations.size(); ++i) {
+    const auto& [layout, keys] = snapshot.generations[i];
+    Filter filter(layout, options);
+    detail::fill_filter_bits(filter, [&](std::span<std::byte> bits) { fill(i, ids[i], bits); });
+    const auto& [capacity, target] = snapshot.sizing.generations[i];
+    generations.push_back({std::move(filter), capacity, target, keys});
+  }
+  if (caller_metadata != nullptr) *caller_metadata = std::move(snapshot.caller);
+  return detail::GrownAccess::loaded(std::move(generations), snapshot.sizing.promise,
+                                     snapshot.sizing.key_format, options);
+}
+
+void replay_log(GrownFilter& filter, std::span<const std::uint64_t> log) {
+  detail::FilterAccess::engine(detail::GrownAccess::newest(filter))
+      .insert(log, detail::KeyMode::prehashed);
+}
+
+std::vector<PartId> detail::grown_snapshot_parts(std::span<const std::byte> metadata,
+                                                 const std::string& source) {
+  return grown_part_ids(read_grown_snapshot(metadata, source).generations);
+}
 
 std::optional<SizingRecord> read_sizing_record(std::span<const std::byte> metadata,
                                                const std::string& source) {

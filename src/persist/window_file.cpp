@@ -6,13 +6,18 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bulkbloom/incremental.hpp"
 #include "bulkbloom/window.hpp"
 #include "bulkbloom/window_shard.hpp"
+#include "core/filter_access.hpp"
+#include "core/key_mode.hpp"
 #include "persist/file_io.hpp"
+#include "persist/incremental_detail.hpp"
 #include "shard/shard_math.hpp"
 #include "shard/window_shard_access.hpp"
 #include "window/window_access.hpp"
@@ -262,12 +267,12 @@ std::uint64_t table_parts(const Header& header, const std::byte* head, const std
   return parts;
 }
 
-// Checks the generation table (`bytes`, empty for version 1) against the header and the file
-// size: every generation in order, each at least one filter of at least the configured size, a
-// multiple of the block multiple; a shard's generations all of the configured size unless its
-// shards size per period (shards_size_per_period), then each a multiple of the shard count.
+// Checks the generation table (`bytes`, empty for version 1) against the header: every
+// generation in order, each at least one filter of at least the configured size, a multiple of
+// the block multiple; a shard's generations all of the configured size unless its shards size per
+// period (shards_size_per_period), then each a multiple of the shard count.
 Table decode_table(const Header& header, std::span<const std::byte> bytes,
-                   std::uint64_t total_bytes, const std::string& source) {
+                   const std::string& source) {
   auto fail = [&](const std::string& problem) { return detail::format_error(source, problem); };
   WindowConfig config = header.config;
   Table table;
@@ -347,15 +352,21 @@ Table decode_table(const Header& header, std::span<const std::byte> bytes,
         block);
   }
   table.placement = placement(bytes.size(), generation_bytes, header.metadata_bytes);
+  return table;
+}
+
+// A window file's length against the placement its table gives.
+void check_file_length(const Table& table, std::uint64_t total_bytes, const std::string& source) {
   const std::uint64_t expected = table.placement.file_bytes;
   if (total_bytes < expected) {
-    throw fail("truncated: " + std::to_string(total_bytes) + " bytes, the header describes " +
-               std::to_string(expected));
+    throw detail::format_error(source, "truncated: " + std::to_string(total_bytes) +
+                                           " bytes, the header describes " +
+                                           std::to_string(expected));
   }
   if (total_bytes > expected) {
-    throw fail(std::to_string(total_bytes - expected) + " unexpected bytes after the generations");
+    throw detail::format_error(
+        source, std::to_string(total_bytes - expected) + " unexpected bytes after the generations");
   }
-  return table;
 }
 
 // The file image as a sequence of writes: to a File, or to memory (MemoryImage).
@@ -373,19 +384,33 @@ class MemoryImage {
   std::vector<std::byte> bytes_;
 };
 
+// The version a file of `config` is written in: 1 for a window whose promise is not known, 3 for
+// a block multiple above 1, else 2.
+std::uint32_t file_version(const WindowConfig& config) {
+  return config.fpr == 0.0 ? 1 : config.block_multiple > 1 ? 3 : 2;
+}
+
+// The generation table of a file of `window` (empty for version 1); it records the whole window's
+// block counts.
+std::vector<std::byte> table_of(const WindowConfig& config, const WindowedFilter& window) {
+  const std::uint32_t version = file_version(config);
+  if (version == 1) return {};
+  std::vector<PartRecord> parts = WindowAccess::records_oldest_first(window);
+  for (PartRecord& g : parts) g.num_blocks = WindowAccess::whole_blocks(window, g.num_blocks);
+  return encode_table(version, config, parts);
+}
+
+const detail::HeaderCodec& codec_of(std::uint32_t version) {
+  return version == 1 ? kCodecV1 : version == 2 ? kCodecV2 : kCodec;
+}
+
 // Writes the file image of `window` (the whole window, or the blocks `place` names as a window of
-// their own) with the header of `config`, the whole window's configuration.
-// A window whose promise is known is written as version 2, or 3 for a block multiple above 1,
-// with its generation table; the table records the whole window's block counts.
+// their own) with the header of `config`, the whole window's configuration, in file_version().
 template <typename Out>
 void write_image(Out& out, const WindowConfig& config, ShardFields place,
                  const WindowedFilter& window, const FileState& state) {
-  const std::uint32_t version = config.fpr == 0.0 ? 1 : config.block_multiple > 1 ? 3 : 2;
-  const bool version_1 = version == 1;
-  std::vector<PartRecord> parts = WindowAccess::records_oldest_first(window);
-  for (PartRecord& g : parts) g.num_blocks = WindowAccess::whole_blocks(window, g.num_blocks);
-  const std::vector<std::byte> table =
-      version_1 ? std::vector<std::byte>{} : encode_table(version, config, parts);
+  const std::uint32_t version = file_version(config);
+  const std::vector<std::byte> table = table_of(config, window);
   std::vector<std::uint64_t> generation_bytes;
   for (const Filter* generation : WindowAccess::oldest_first(window)) {
     generation_bytes.push_back(generation->layout().size_bytes());
@@ -410,11 +435,8 @@ void write_image(Out& out, const WindowConfig& config, ShardFields place,
     written = where.offsets[i - 1] + bits.bytes().size();
   }
   out.write_all(std::vector<std::byte>(where.file_bytes - written));
-  const HeaderBytes header =
-      encode_header(version_1      ? kCodecV1
-                    : version == 2 ? kCodecV2
-                                   : kCodec,
-                    config, place, WindowAccess::clock(window), state, checksum.digest());
+  const HeaderBytes header = encode_header(codec_of(version), config, place,
+                                           WindowAccess::clock(window), state, checksum.digest());
   out.write_at(header, 0);
 }
 
@@ -447,16 +469,27 @@ struct Image {
 
 // What a caller wants of a window file: the whole window (a whole window's file, or a shard's
 // that is the only one), or a shard (a whole window's file reads as shard 0 of 1).
-enum class Want { whole, shard };
+// A snapshot's parts are listed without restoring them (whole_or_shard).
+enum class Want { whole, shard, whole_or_shard };
 
-// Reads and fully verifies the window file image of `size` bytes in `source`.
+// What precedes the payloads of a window file (or makes up a window snapshot's metadata): the
+// header, the generation table and the caller's metadata, each checked as far as it goes alone.
+struct Prefix {
+  Header header;
+  Table table;
+  std::vector<std::byte> table_bytes;
+  std::vector<std::byte> metadata;
+};
+
+// Reads the prefix of the `size` bytes in `source`: a window file image (`with_payloads`), or a
+// window snapshot's metadata, which is the prefix alone.
 template <typename Source>
-Image read_image(const Source& source, std::uint64_t size, const std::string& name,
-                 FileState* state, const Options& options, Want want) {
+Prefix read_prefix(const Source& source, std::uint64_t size, const std::string& name, Want want,
+                   bool with_payloads) {
   HeaderBytes header_bytes{};
   source.read_exactly(header_bytes.data(), std::min<std::uint64_t>(size, kHeaderBytes), 0);
-  Header header = decode_header(header_bytes.data(), size, name);
-  std::vector<std::byte> table_bytes_read;
+  Prefix prefix{decode_header(header_bytes.data(), size, name), {}, {}, {}};
+  const Header& header = prefix.header;
   if (header.version != 1) {
     const TableSizes sizes = table_sizes(header.version);
     std::array<std::byte, table_sizes(kWindowVersion).head> head{};
@@ -467,50 +500,76 @@ Image read_image(const Source& source, std::uint64_t size, const std::string& na
                         " bytes, the generation table alone needs " +
                         std::to_string(kHeaderBytes + sizes.head + entries));
     }
-    table_bytes_read.assign(head.begin(), head.begin() + static_cast<std::ptrdiff_t>(sizes.head));
-    table_bytes_read.resize(sizes.head + entries);
-    source.read_exactly(table_bytes_read.data() + sizes.head, entries, kHeaderBytes + sizes.head);
+    prefix.table_bytes.assign(head.begin(), head.begin() + static_cast<std::ptrdiff_t>(sizes.head));
+    prefix.table_bytes.resize(sizes.head + entries);
+    source.read_exactly(prefix.table_bytes.data() + sizes.head, entries, kHeaderBytes + sizes.head);
   }
-  const Table table = decode_table(header, table_bytes_read, size, name);
-  header.config.fpr = table.fpr;
-  header.config.block_multiple = table.block_multiple;
+  prefix.table = decode_table(header, prefix.table_bytes, name);
+  prefix.header.config.fpr = prefix.table.fpr;
+  prefix.header.config.block_multiple = prefix.table.block_multiple;
+  const Table& table = prefix.table;
   if (want == Want::whole && header.place.num_shards > 1) {
     throw FormatError(name + ": holds shard " + std::to_string(header.place.shard) + " of " +
                       std::to_string(header.place.num_shards) +
                       " of a window, not a whole window; load it with load_window_shard()");
   }
-  std::vector<std::byte> metadata(header.metadata_bytes);
-  source.read_exactly(metadata.data(), metadata.size(), kHeaderBytes + table_bytes_read.size());
+  if (with_payloads) {
+    check_file_length(table, size, name);
+  } else if (const std::uint64_t expected =
+                 kHeaderBytes + prefix.table_bytes.size() + header.metadata_bytes;
+             size != expected) {
+    throw FormatError(name + ": " + std::to_string(size) + " bytes, the header describes " +
+                      std::to_string(expected) + " (a window snapshot's metadata)");
+  }
+  prefix.metadata.resize(header.metadata_bytes);
+  source.read_exactly(prefix.metadata.data(), prefix.metadata.size(),
+                      kHeaderBytes + prefix.table_bytes.size());
+  return prefix;
+}
 
+// The payload window `prefix` describes (the whole window, or the shard's blocks under the local
+// layout), each filter, oldest first, filled by `fill(i, filter)`.
+template <typename Fill>
+Image assemble(const Prefix& prefix, const Options& options, Want want, Fill&& fill) {
+  const Header& header = prefix.header;
   ShardFields place = header.place;
   if (place.num_shards == 0) place.num_shards = 1;
   WindowedFilter payload =
       want == Want::shard
           ? WindowShardAccess::empty_local(header.config, place.shard, place.num_shards, options)
           : WindowedFilter(header.config, options);
-  std::vector<PartRecord> parts = table.parts;
+  std::vector<PartRecord> parts = prefix.table.parts;
   if (want == Want::shard) {
     for (PartRecord& g : parts) {
       g.num_blocks = shard_blocks(g.num_blocks, place.shard, place.num_shards).size();
     }
   }
-  DataChecksum checksum;
-  checksum.update(table_bytes_read);
-  checksum.update(metadata);
   std::size_t i = 0;
-  for (Filter* filter : WindowAccess::restore_oldest_first(payload, parts)) {
-    read_bits(source, table.placement.offsets[i++], *filter, checksum);
-  }
-  if (checksum.digest() != header.data_checksum) {
+  for (Filter* filter : WindowAccess::restore_oldest_first(payload, parts)) fill(i++, *filter);
+  if (!prefix.table.has_keys) WindowAccess::estimate_keys_from_bits(payload);
+  WindowAccess::set_clock(payload, header.clock);
+  return {header.config, place, std::move(payload)};
+}
+
+// Reads and fully verifies the window file image of `size` bytes in `source`.
+template <typename Source>
+Image read_image(const Source& source, std::uint64_t size, const std::string& name,
+                 FileState* state, const Options& options, Want want) {
+  Prefix prefix = read_prefix(source, size, name, want, true);
+  DataChecksum checksum;
+  checksum.update(prefix.table_bytes);
+  checksum.update(prefix.metadata);
+  Image image = assemble(prefix, options, want, [&](std::size_t i, Filter& filter) {
+    read_bits(source, prefix.table.placement.offsets[i], filter, checksum);
+  });
+  if (checksum.digest() != prefix.header.data_checksum) {
     throw FormatError(name + ": data checksum mismatch: the generations or metadata are corrupt");
   }
-  if (!table.has_keys) WindowAccess::estimate_keys_from_bits(payload);
-  WindowAccess::set_clock(payload, header.clock);
   if (state != nullptr) {
-    state->keys_inserted = header.keys_inserted;
-    state->metadata = std::move(metadata);
+    state->keys_inserted = prefix.header.keys_inserted;
+    state->metadata = std::move(prefix.metadata);
   }
-  return {header.config, place, std::move(payload)};
+  return image;
 }
 
 template <typename... Args>
@@ -533,7 +592,162 @@ ShardFields place_of(const WindowShard& shard) {
   return {shard.index(), shard.num_shards()};
 }
 
+// A window snapshot's metadata (bulkbloom/incremental.hpp, docs/FORMAT.md "Incremental state"):
+// the window file's header, generation table and caller metadata, without the payloads; the
+// header's data checksum covers the table and the caller metadata alone.
+std::vector<std::byte> snapshot_metadata(const WindowConfig& config, ShardFields place,
+                                         const WindowedFilter& window, const FileState& state) {
+  const std::vector<std::byte> table = table_of(config, window);
+  DataChecksum checksum;
+  checksum.update(table);
+  checksum.update(state.metadata);
+  const HeaderBytes header = encode_header(codec_of(file_version(config)), config, place,
+                                           WindowAccess::clock(window), state, checksum.digest());
+  std::vector<std::byte> bytes(header.begin(), header.end());
+  bytes.insert(bytes.end(), table.begin(), table.end());
+  bytes.insert(bytes.end(), state.metadata.begin(), state.metadata.end());
+  return bytes;
+}
+
+// Each filter's identity, oldest first: generation g (0 the oldest) covers the period G - 1 - g
+// before the newest's; its filters are numbered from 0 in their order. `blocks` gives a filter's
+// blocks in the payload from its record.
+template <typename Blocks>
+std::vector<PartId> part_ids(std::uint32_t generations, std::int64_t newest_epoch,
+                             std::span<const PartRecord> parts, Blocks&& blocks) {
+  std::vector<PartId> ids;
+  std::uint32_t part = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    part = i > 0 && parts[i].generation == parts[i - 1].generation ? part + 1 : 0;
+    const auto age = static_cast<std::int64_t>(generations - 1 - parts[i].generation);
+    ids.push_back({newest_epoch - age, part, blocks(parts[i])});
+  }
+  return ids;
+}
+
+// The identities of the filters a snapshot's metadata describes, with their blocks in its payload
+// (a shard's blocks of each generation).
+std::vector<PartId> part_ids(const Prefix& prefix) {
+  const Header& header = prefix.header;
+  return part_ids(
+      header.config.generations, header.clock.newest_epoch, prefix.table.parts,
+      [&](const PartRecord& g) -> std::uint64_t {
+        if (header.place.num_shards == 0) return g.num_blocks;
+        return shard_blocks(g.num_blocks, header.place.shard, header.place.num_shards).size();
+      });
+}
+
+StateSnapshot take_window_snapshot(const WindowConfig& config, ShardFields place,
+                                   WindowedFilter& window, const FileState& state) {
+  StateSnapshot snapshot;
+  snapshot.metadata = snapshot_metadata(config, place, window, state);
+  snapshot.parts = part_ids(window.config().generations, WindowAccess::clock(window).newest_epoch,
+                            WindowAccess::records_oldest_first(window),
+                            [](const PartRecord& g) { return g.num_blocks; });
+  WindowAccess::TakenLog taken = WindowAccess::take_log(window);
+  if (taken.logging) {
+    snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+    snapshot.log = std::move(taken.hashes);
+  }
+  return snapshot;
+}
+
+Prefix read_snapshot_prefix(std::span<const std::byte> metadata, const std::string& source,
+                            Want want) {
+  Prefix prefix = read_prefix(MemorySource{metadata}, metadata.size(), source, want, false);
+  DataChecksum checksum;
+  checksum.update(prefix.table_bytes);
+  checksum.update(prefix.metadata);
+  if (checksum.digest() != prefix.header.data_checksum) {
+    throw FormatError(source + ": data checksum mismatch: the snapshot's metadata is corrupt");
+  }
+  return prefix;
+}
+
+Image restore_image(std::span<const std::byte> metadata, const PartFill& fill, FileState* state,
+                    const Options& options, const std::string& source, Want want) {
+  Prefix prefix = read_snapshot_prefix(metadata, source, want);
+  const std::vector<PartId> ids = part_ids(prefix);
+  Image image = assemble(prefix, options, want, [&](std::size_t i, Filter& filter) {
+    detail::fill_filter_bits(filter, [&](std::span<std::byte> bits) { fill(i, ids[i], bits); });
+  });
+  if (state != nullptr) {
+    state->keys_inserted = prefix.header.keys_inserted;
+    state->metadata = std::move(prefix.metadata);
+  }
+  return image;
+}
+
+void window_part_bits(const WindowedFilter& window, std::size_t index, const PartSink& sink) {
+  const std::vector<const Filter*> filters = WindowAccess::oldest_first(window);
+  if (index >= filters.size()) {
+    throw std::out_of_range("part " + std::to_string(index) + " of a window of " +
+                            std::to_string(filters.size()) + " parts");
+  }
+  const detail::HostBits bits(*filters[index]);
+  sink(bits.bytes());
+}
+
+void replay_window_log(WindowedFilter& window, std::span<const std::uint64_t> log) {
+  window.implementation();  // throws for a moved-from window
+  detail::FilterAccess::engine(WindowAccess::open_filter(window))
+      .insert(log, detail::KeyMode::prehashed);
+}
+
 }  // namespace
+
+void enable_change_log(WindowedFilter& window) {
+  WindowAccess::enable_log(window);
+}
+
+void enable_change_log(WindowShard& shard) {
+  WindowAccess::enable_log(WindowShardAccess::local(shard));
+}
+
+StateSnapshot take_snapshot(WindowedFilter& window, const FileState& state) {
+  return take_window_snapshot(window.config(), {}, window, state);
+}
+
+StateSnapshot take_snapshot(WindowShard& shard, const FileState& state) {
+  return take_window_snapshot(shard.config(), place_of(shard), WindowShardAccess::local(shard),
+                              state);
+}
+
+void with_part_bits(const WindowedFilter& window, std::size_t index, const PartSink& sink) {
+  window_part_bits(window, index, sink);
+}
+
+void with_part_bits(const WindowShard& shard, std::size_t index, const PartSink& sink) {
+  window_part_bits(WindowShardAccess::local(shard), index, sink);
+}
+
+WindowedFilter restore_window(std::span<const std::byte> metadata, const PartFill& fill,
+                              FileState* state, const Options& options, const std::string& source) {
+  return restore_image(metadata, fill, state, options, source, Want::whole).payload;
+}
+
+WindowShard restore_window_shard(std::span<const std::byte> metadata, const PartFill& fill,
+                                 FileState* state, const Options& options,
+                                 const std::string& source) {
+  return shard_of_image(restore_image(metadata, fill, state, options, source, Want::shard));
+}
+
+void replay_log(WindowedFilter& window, std::span<const std::uint64_t> log) {
+  replay_window_log(window, log);
+}
+
+void replay_log(WindowShard& shard, std::span<const std::uint64_t> log) {
+  replay_window_log(WindowShardAccess::local(shard), log);
+}
+
+namespace detail {
+
+std::vector<PartId> window_snapshot_parts(std::span<const std::byte> metadata,
+                                          const std::string& source) {
+  return part_ids(read_snapshot_prefix(metadata, source, Want::whole_or_shard));
+}
+
+}  // namespace detail
 
 void save(const WindowedFilter& window, const std::filesystem::path& path, const FileState& state) {
   detail::write_file_atomically(

@@ -508,6 +508,7 @@ double WindowedFilter::open_rate(std::uint32_t slot) const {
 void WindowedFilter::grow_newest(std::uint64_t keys) {
   if (keys_[newest_] == 0 && window_keys_[newest_] == 0) {
     ring_[newest_] = Filter(layout_for(keys, open_rate(newest_)), options_);
+    restart_log();
   } else {
     if (sealed_[newest_].size() + 1 >= kMaxSealedParts) return;  // reported as overfull
     sealed_[newest_].push_back({std::move(ring_[newest_]), keys_[newest_], window_keys_[newest_]});
@@ -520,6 +521,7 @@ void WindowedFilter::grow_newest(std::uint64_t keys) {
     ring_[newest_] = Filter(layout_for(keys, rate), options_);
     keys_[newest_] = 0;
     window_keys_[newest_] = 0;
+    restart_log();
   }
   capacity_[newest_] = capacity_at(whole_layout(ring_[newest_].layout()), open_rate(newest_));
   overfull_[newest_] = false;
@@ -592,6 +594,15 @@ void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) 
                         : capacity_at(whole_layout(layout), config_.generation_fpr());
   overfull_[slot] = false;
   sealed_[slot].clear();
+  restart_log();
+}
+
+// The open filter changed (a new period, or a larger filter for this one): what was logged went
+// into a filter that is no longer open, and the new one starts empty.
+void WindowedFilter::restart_log() {
+  if (!logging_) return;
+  change_log_.clear();
+  log_from_empty_ = true;
 }
 
 // Splits the chunk where the window rotates and dedups each piece against a fixed set of older
@@ -631,11 +642,19 @@ std::uint64_t WindowedFilter::dedup_hashes(std::span<const std::uint64_t> hashes
 std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashes,
                                             std::uint8_t* is_new) {
   const std::uint64_t keys_before = keys_[newest_];
+  // As the open filter takes them (a sized window shard's moved into its blocks): what the log
+  // holds, so that replaying it into that filter sets the same bits.
+  const std::span<const std::uint64_t> taken = hashes_for(ring_[newest_], hashes);
   const std::uint64_t fresh_in_newest =
       FilterAccess::engine(ring_[newest_])
-          .insert_if_absent(hashes_for(ring_[newest_], hashes), KeyMode::prehashed,
-                            {is_new, hashes.size()});
+          .insert_if_absent(taken, KeyMode::prehashed, {is_new, hashes.size()});
   if (fresh_in_newest == 0) return 0;
+  // Only the keys new to the open filter set bits in it (a key it held sets none).
+  if (logging_) {
+    for (std::size_t i = 0; i < taken.size(); ++i) {
+      if (is_new[i] != 0) change_log_.push_back(taken[i]);
+    }
+  }
   keys_[newest_] += fresh_in_newest;
   window_keys_[newest_] += parts_ * fresh_in_newest;
   const std::uint64_t capacity = capacity_[newest_];
@@ -707,6 +726,7 @@ void WindowedFilter::rotate_to_epoch(std::int64_t epoch) {
   if (!started_) {
     started_ = true;
     newest_epoch_ = epoch;
+    restart_log();  // the open filter (empty: nothing came before) now covers `epoch`
     return;
   }
   if (epoch <= newest_epoch_) return;

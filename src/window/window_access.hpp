@@ -86,6 +86,29 @@ struct WindowAccess {
                               std::uint8_t* out);
   /// Records clock: the whole window has processed `records` records.
   static void advance_records(WindowedFilter& w, std::uint64_t records);
+
+  /// The change log of bulkbloom/incremental.hpp: starts it empty, from now, unless it runs.
+  static void enable_log(WindowedFilter& w) {
+    if (w.logging_) return;
+    w.require_generations("enable_change_log");
+    w.logging_ = true;
+    w.change_log_.clear();
+    w.log_from_empty_ = w.ring_[w.newest_].popcount() == 0;
+  }
+  /// What take_snapshot() takes of the log; the log starts again empty.
+  struct TakenLog {
+    bool logging;     ///< whether the log was enabled (else `hashes` tells nothing)
+    bool from_empty;  ///< the open filter started empty since the last take
+    std::vector<std::uint64_t> hashes;
+  };
+  static TakenLog take_log(WindowedFilter& w) {
+    TakenLog taken{w.logging_, w.log_from_empty_, std::move(w.change_log_)};
+    w.change_log_.clear();
+    w.log_from_empty_ = false;
+    return taken;
+  }
+  /// The filter taking the newest generation's keys (the last of oldest_first()).
+  static Filter& open_filter(WindowedFilter& w) { return w.ring_[w.newest_]; }
 };
 
 }  // namespace bulkbloom::detail

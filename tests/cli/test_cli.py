@@ -493,7 +493,7 @@ def case_resume_identity():
                "--buffer-size", "64K", "--stats", "none", "--resume"]
     env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")  # dies after a few checkpoints
     proc = subprocess.run([BIN] + command, cwd=WORK, env=env, stderr=subprocess.PIPE)
-    check(proc.returncode == -signal.SIGKILL and b"complete=0" in read("ck/checkpoint.bbf"),
+    check(proc.returncode == -signal.SIGKILL and b"complete=0" in read("ck/MANIFEST"),
           f"the run was not killed mid-way: {proc.returncode}")
     stat = os.stat(path("in"))
     run(["gen", "--count", "100000", "--seed", "2", "-o", "in"])  # same size, other keys
@@ -510,11 +510,18 @@ def case_resume_identity():
     proc = run(command, expect_rc=1)
     check(b"completed earlier" in proc.stderr and b"out is missing" in proc.stderr,
           proc.stderr.decode())
-    # A checkpoint cut short is diagnosed as such.
-    with open(path("ck/checkpoint.bbf"), "r+b") as f:
+    # A checkpoint cut short is diagnosed as such: its manifest, or a file it names.
+    named = [n for n in os.listdir(path("ck")) if n != "MANIFEST"]
+    check(named != [], "the checkpoint directory holds no file besides its manifest")
+    with open(path("ck/" + named[0]), "r+b") as f:
+        f.truncate(8)
+    proc = run(command, expect_rc=1)
+    check(named[0].encode() in proc.stderr and b"8 bytes, the manifest records" in proc.stderr,
+          proc.stderr.decode())
+    with open(path("ck/MANIFEST"), "r+b") as f:
         f.truncate(150)
     proc = run(command, expect_rc=1)
-    check(b"truncated" in proc.stderr, proc.stderr.decode())
+    check(b"MANIFEST" in proc.stderr and b"corrupt" in proc.stderr, proc.stderr.decode())
 
 
 def walk_fault_points(command, reset, outputs, resume_extra=()):
@@ -598,6 +605,33 @@ def case_commit_faults():
     walk_fault_points(command, reset, ["out", "dups", "f.bbf"])
     walk_fault_points(command + ["--checkpoint", "ck", "--checkpoint-every", "8000"], reset,
                       ["out", "dups", "f.bbf"], resume_extra=["--resume"])
+
+
+def case_checkpoint_faults_window():
+    """The same walk with a sliding window whose checkpoints are incremental (docs/FORMAT.md,
+    "State directories"): rotations and per-period growth fall between checkpoints, so commits
+    write logs, new bases and sealed generations. Every failure, then a resume, gives the outputs
+    and the saved window of an uninterrupted run; the checkpoint directory holds only what its
+    manifest names."""
+    run(["gen", "--count", "30000", "-f", "dec", "--seed", "3", "--dup-fraction", "0.3",
+         "-o", "day"])
+
+    def reset():
+        for name in ("out", "dups", "w.bbw"):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+        subprocess.run(["rm", "-rf", path("ck")], check=True)
+
+    command = ["dedup", "-f", "dec", "day", "-o", "out", "--dups", "dups", "--filter", "w.bbw",
+               "--window-records", "9000", "--generations", "3", "--fpr", "0.01",
+               "--capacity", "2000", "--buffer-size", "64K", "--stats", "none",
+               "--checkpoint", "ck", "--checkpoint-every", "3000"]
+    walk_fault_points(command, reset, ["out", "dups", "w.bbw"], resume_extra=["--resume"])
+    reset()
+    run(command)
+    names = sorted(os.listdir(path("ck")))
+    check("MANIFEST" in names and all(n == "MANIFEST" or n.endswith((".part", ".base", ".log"))
+                                      for n in names), f"unexpected files in ck: {names}")
 
 
 def case_state_locks():
@@ -973,7 +1007,7 @@ def case_checkpoint_kill_resume():
     run(["gen", "--count", "400000", "-f", "dec", "--dup-fraction", "0.2", "-o", "in"])
     common = ["dedup", "-f", "dec", "in", "--fpr", "0.01", "--buffer-size", "64K", "--stats",
               "none"]
-    mid_run_resumes = kill_and_resume(common, "bbf", "ck/checkpoint.bbf", 20, 7)
+    mid_run_resumes = kill_and_resume(common, "bbf", "ck/MANIFEST", 20, 7)
     check(mid_run_resumes >= 10, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
 
 
@@ -1112,7 +1146,7 @@ def case_window_kill_resume():
     write("in.csv", b"".join(b"%s,%d\n" % (k, t) for k, t in records))
     common = ["dedup", "-f", "csv:1", "--window", "3h", "--lateness", "5m", "--time-field", "2",
               "in.csv", "--fpr", "0.01", "--buffer-size", "64K", "--stats", "none"]
-    mid_run_resumes = kill_and_resume(common, "bbw", "ck/window.bbw", 20, 11)
+    mid_run_resumes = kill_and_resume(common, "bbw", "ck/MANIFEST", 20, 11)
     check(mid_run_resumes >= 5, f"only {mid_run_resumes} runs resumed from a mid-run checkpoint")
 
 

@@ -514,7 +514,7 @@ int run_dedup(const Arguments& args) {
        request.filter_path ? "filter " + *request.filter_path : std::string("the filter"),
        request.window ? window_sizing(*request.window, request.sizing, reader, scan.format)
                       : WindowSizing{},
-       request.refused_path.has_value()});
+       request.refused_path.has_value(), request.checkpoint_dir.has_value()});
   DedupRun run(request, parser, identity, start, reader);
   const ScanState end = run.run();
   mark_run_committed();

@@ -9,12 +9,36 @@
 namespace bulkbloom::cli {
 namespace {
 
+// The single checkpoint file of older versions, which still loads; the first checkpoint saved
+// as a state directory removes it.
 constexpr const char* kFilterCheckpointFile = "checkpoint.bbf";
 constexpr const char* kWindowCheckpointFile = "window.bbw";
 
+// The checkpoints of one run: a state directory, opened once so that each save writes what
+// changed since the one before.
+class Checkpoints {
+ public:
+  Checkpoints() = default;
+  explicit Checkpoints(StateDirectory loaded) : directory_(std::move(loaded)) {}
+
+  // Saves `state` into `dir` with `save(directory, state)`, then removes the older version's
+  // file, which the state directory replaces.
+  template <typename State, typename Save>
+  void save(const std::filesystem::path& dir, const char* legacy_file, State& state, Save&& save) {
+    if (!directory_ || directory_->path() != dir) directory_.emplace(dir);
+    save(*directory_, state);
+    std::error_code ignored;
+    std::filesystem::remove(dir / legacy_file, ignored);
+  }
+
+ private:
+  std::optional<StateDirectory> directory_;
+};
+
 class FilterState final : public DedupState {
  public:
-  explicit FilterState(CarriedFilter filter) : filter_(std::move(filter)) {}
+  explicit FilterState(CarriedFilter filter, Checkpoints checkpoints = {})
+      : filter_(std::move(filter)), checkpoints_(std::move(checkpoints)) {}
 
   void start_run(const RunPlan& plan) override {
     if (filter_.loaded_past_promise()) {
@@ -30,6 +54,7 @@ class FilterState final : public DedupState {
     }
     filter_.set_growth(plan.on_full, plan.expected_records, plan.records_done, plan.name);
     filter_.set_expected_false_drops(plan.expected_false_drops);
+    if (plan.log_changes) enable_change_log(filter_);
   }
 
   std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
@@ -44,10 +69,9 @@ class FilterState final : public DedupState {
   }
 
   void save_checkpoint(const std::filesystem::path& dir, std::span<const std::byte> metadata,
-                       std::uint64_t) const override {
-    detail::save_checkpoint_file(
-        dir, kFilterCheckpointFile,
-        [&](const std::filesystem::path& path) { filter_.save(path, metadata); });
+                       std::uint64_t) override {
+    checkpoints_.save(dir, kFilterCheckpointFile, filter_,
+                      [&](StateDirectory& d, GrownFilter& f) { d.save(f, metadata); });
   }
 
   double expected_false_drops(std::uint64_t) const override {
@@ -79,11 +103,13 @@ class FilterState final : public DedupState {
 
  private:
   CarriedFilter filter_;
+  Checkpoints checkpoints_;
 };
 
 class WindowState final : public DedupState {
  public:
-  explicit WindowState(WindowedFilter window) : window_(std::move(window)) {}
+  explicit WindowState(WindowedFilter window, Checkpoints checkpoints = {})
+      : window_(std::move(window)), checkpoints_(std::move(checkpoints)) {}
 
   // A window forgets, so it does not fill up over time; but a generation can take more keys in
   // its period than it was sized for (a day that brings more than the sizing allowed for).
@@ -94,6 +120,7 @@ class WindowState final : public DedupState {
     drops_before_ = plan.expected_false_drops - window_.expected_false_drops();
     overfull_seen_ = window_.overfull_generations();
     refuse_late_ = plan.refuse_late;
+    if (plan.log_changes) enable_change_log(window_);
   }
 
   std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
@@ -119,8 +146,11 @@ class WindowState final : public DedupState {
   }
 
   void save_checkpoint(const std::filesystem::path& dir, std::span<const std::byte> metadata,
-                       std::uint64_t keys) const override {
-    bulkbloom::save_checkpoint(dir, window_, {keys, {metadata.begin(), metadata.end()}});
+                       std::uint64_t keys) override {
+    checkpoints_.save(dir, kWindowCheckpointFile, window_,
+                      [&](StateDirectory& d, WindowedFilter& w) {
+                        d.save(w, {keys, {metadata.begin(), metadata.end()}});
+                      });
   }
 
   // Summed batch by batch in the window, at its rate when each record came: the rate now says
@@ -223,6 +253,7 @@ class WindowState final : public DedupState {
   }
 
   WindowedFilter window_;
+  Checkpoints checkpoints_;
   bool refuse_late_ = false;
   std::vector<std::size_t> taken_;  // dedup_refusing(): the records not refused, and theirs
   std::vector<std::string_view> taken_keys_;
@@ -247,6 +278,17 @@ std::unique_ptr<DedupState> window_state(WindowedFilter window) {
 std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& dir, bool window,
                                                   double default_fpr, const Options& options,
                                                   std::vector<std::byte>& metadata) {
+  if (StateDirectory::holds_state(dir)) {
+    StateDirectory directory(dir);
+    if (window) {
+      FileState state;
+      WindowedFilter loaded = directory.load_window(&state, options);
+      metadata = std::move(state.metadata);
+      return std::make_unique<WindowState>(std::move(loaded), Checkpoints(std::move(directory)));
+    }
+    CarriedFilter loaded(directory.load_grown(&metadata, options));
+    return std::make_unique<FilterState>(std::move(loaded), Checkpoints(std::move(directory)));
+  }
   if (window) {
     auto saved = load_window_checkpoint(dir, options);
     if (!saved) return nullptr;

@@ -2,6 +2,7 @@
 // sliding window — behind one interface, so that the command and the scan never ask which.
 #pragma once
 
+#include <bulkbloom/incremental.hpp>
 #include <bulkbloom/window.hpp>
 
 #include <cstddef>
@@ -36,6 +37,9 @@ class DedupState {
     /// Event-time window (dedup --refused): a record more than the lateness behind the clock is
     /// refused rather than decided, as the Flink operator does (docs/WINDOW.md "Late records").
     bool refuse_late = false;
+    /// Checkpoints will be saved: the state logs what changes from the start, so that each
+    /// checkpoint writes only that (bulkbloom/incremental.hpp).
+    bool log_changes = false;
   };
   /// Applies `plan`; a filter loaded past its promised rate is reported here (a warning, or
   /// under OnFull::error an Error).
@@ -50,9 +54,10 @@ class DedupState {
   /// Replaces `path` atomically with the state, `metadata` and the key count `keys`.
   virtual void save(const std::filesystem::path& path, std::span<const std::byte> metadata,
                     std::uint64_t keys) const = 0;
-  /// Saves a checkpoint of the state into directory `dir`.
+  /// Saves a checkpoint of the state into directory `dir`, a state directory (docs/FORMAT.md
+  /// "State directories"): each checkpoint writes what changed since the one before.
   virtual void save_checkpoint(const std::filesystem::path& dir,
-                               std::span<const std::byte> metadata, std::uint64_t keys) const = 0;
+                               std::span<const std::byte> metadata, std::uint64_t keys) = 0;
   /// Never-seen records expected to have been wrongly dropped, `kept` records having been kept.
   virtual double expected_false_drops(std::uint64_t kept) const = 0;
   /// Adds the state's own lines to the summary: the expected false drops and how they are
@@ -68,8 +73,9 @@ std::unique_ptr<DedupState> filter_state(CarriedFilter filter);
 std::unique_ptr<DedupState> window_state(WindowedFilter window);
 
 /// The checkpoint in `dir` (a window's when `window`, else a filter's), with its metadata, or
-/// null if there is none. A directory that cannot be searched is an IoError. `default_fpr` is
-/// what a filter checkpoint of an older bulkbloom promises.
+/// null if there is none: a state directory, or the single file of an older bulkbloom. A
+/// directory that cannot be searched is an IoError. `default_fpr` is what a filter checkpoint
+/// of an older bulkbloom promises.
 std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& dir, bool window,
                                                   double default_fpr, const Options& options,
                                                   std::vector<std::byte>& metadata);

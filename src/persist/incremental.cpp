@@ -1,0 +1,26 @@
+// bulkbloom/incremental.hpp's pieces common to every kind of state; each kind's snapshot is taken
+// and restored by its file codec (window_file.cpp, grown_file.cpp).
+#include "bulkbloom/incremental.hpp"
+
+#include <cstring>
+
+#include "persist/file_header.hpp"
+#include "persist/incremental_detail.hpp"
+
+namespace bulkbloom {
+
+std::string PartId::name() const {
+  const std::string number =
+      period < 0 ? "m" + std::to_string(static_cast<std::uint64_t>(-(period + 1)) + 1)
+                 : std::to_string(period);
+  return "p" + number + "-" + std::to_string(part) + "-b" + std::to_string(num_blocks);
+}
+
+std::vector<PartId> snapshot_parts(std::span<const std::byte> metadata, const std::string& source) {
+  if (metadata.size() >= 8 && std::memcmp(metadata.data(), detail::kGrownSnapshotMagic, 8) == 0) {
+    return detail::grown_snapshot_parts(metadata, source);
+  }
+  return detail::window_snapshot_parts(metadata, source);
+}
+
+}  // namespace bulkbloom

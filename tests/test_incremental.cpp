@@ -1,0 +1,549 @@
+// Carried state taken apart and put together again (bulkbloom/incremental.hpp): a caller that
+// keeps each sealed part once and the open part as base + logs restores, at every checkpoint,
+// the bytes of the uninterrupted state (the oracle) — windows of every shape, both block indices,
+// both clocks, with rotations, jumps and per-period growth inside the logged intervals; window
+// shards; grown filters that grow and merge.
+#include <bulkbloom/incremental.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "test_support.hpp"
+
+namespace bulkbloom {
+namespace {
+
+using test::message_of;
+using test::random_keys;
+
+// What a checkpointing caller keeps: each sealed part's bits once, by identity; the open part's
+// base (nullopt: all zero) and the logs taken since; the latest metadata.
+struct Saved {
+  std::map<std::string, std::vector<std::byte>> sealed;
+  std::optional<PartId> open;
+  std::optional<std::vector<std::byte>> base;
+  std::vector<std::vector<std::uint64_t>> logs;
+  std::vector<std::byte> metadata;
+  std::vector<PartId> parts;
+  std::size_t sealed_writes = 0;
+  std::size_t logged_hashes = 0;
+};
+
+std::vector<std::byte> copy_of(std::span<const std::byte> bits) {
+  return {bits.begin(), bits.end()};
+}
+
+// One checkpoint of `state`: the sealed parts not kept yet (a kept one must not have changed),
+// the open part's log appended, or its bits as a new base when `materialise` or the log cannot
+// tell.
+template <typename State>
+void checkpoint(State& state, Saved& saved, StateSnapshot snapshot, bool materialise) {
+  ASSERT_FALSE(snapshot.parts.empty());
+  const std::size_t open = snapshot.parts.size() - 1;
+  for (std::size_t i = 0; i < open; ++i) {
+    const std::string name = snapshot.parts[i].name();
+    with_part_bits(state, i, [&](std::span<const std::byte> bits) {
+      if (const auto kept = saved.sealed.find(name); kept != saved.sealed.end()) {
+        EXPECT_EQ(kept->second, copy_of(bits)) << "sealed part " << name << " changed";
+      } else {
+        saved.sealed[name] = copy_of(bits);
+        ++saved.sealed_writes;
+      }
+    });
+  }
+  const PartId& id = snapshot.parts[open];
+  const auto current_bits = [&] {
+    std::vector<std::byte> bits;
+    with_part_bits(state, open, [&](std::span<const std::byte> b) { bits = copy_of(b); });
+    return bits;
+  };
+  switch (snapshot.change) {
+    case OpenChange::since_taken:
+      if (!saved.open) {  // logging since a moment of which the caller kept nothing
+        saved.base = current_bits();
+        saved.logs.clear();
+        break;
+      }
+      ASSERT_EQ(*saved.open, id) << "the open part changed without restarting the log";
+      saved.logs.push_back(std::move(snapshot.log));
+      break;
+    case OpenChange::since_empty:
+      saved.base.reset();
+      saved.logs = {std::move(snapshot.log)};
+      break;
+    case OpenChange::rewritten:
+      EXPECT_TRUE(snapshot.log.empty());
+      saved.base = current_bits();
+      saved.logs.clear();
+      break;
+  }
+  saved.logged_hashes += saved.logs.empty() ? 0 : saved.logs.back().size();
+  if (materialise) {
+    saved.base = current_bits();
+    saved.logs.clear();
+  }
+  saved.open = id;
+  saved.metadata = std::move(snapshot.metadata);
+  saved.parts = std::move(snapshot.parts);
+}
+
+// The fill of restore_*() from `saved`.
+PartFill fill_from(const Saved& saved) {
+  return [&saved](std::size_t index, const PartId& id, std::span<std::byte> bits) {
+    ASSERT_LT(index, saved.parts.size());
+    EXPECT_EQ(id, saved.parts[index]);
+    if (index + 1 == saved.parts.size()) {
+      if (!saved.base) {
+        std::fill(bits.begin(), bits.end(), std::byte{0});
+        return;
+      }
+      ASSERT_EQ(saved.base->size(), bits.size());
+      std::copy(saved.base->begin(), saved.base->end(), bits.begin());
+      return;
+    }
+    const std::vector<std::byte>& kept = saved.sealed.at(id.name());
+    ASSERT_EQ(kept.size(), bits.size());
+    std::copy(kept.begin(), kept.end(), bits.begin());
+  };
+}
+
+template <typename State>
+void replay_all(State& state, const Saved& saved) {
+  for (const auto& log : saved.logs) replay_log(state, log);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Windows.
+
+// Adversarial batches of keys and event times: empty, hot keys, all equal, sizes around powers of
+// two, repeats of earlier keys, late times, and jumps of one, several and more than G periods.
+struct Batch {
+  std::vector<std::uint64_t> keys;
+  std::vector<std::int64_t> times;
+};
+
+std::vector<Batch> window_stream(std::uint64_t period, std::uint64_t lateness, std::uint64_t seed) {
+  test::SplitMix64 rng(seed);
+  std::vector<Batch> stream;
+  std::vector<std::uint64_t> seen;
+  std::int64_t now = -37;
+  for (std::size_t b = 0; b < 90; ++b) {
+    Batch batch;
+    switch (b % 9) {
+      case 0:
+        break;  // empty
+      case 1:
+        batch.keys = test::hot_key_batch(4, 25, 10, seed + b);
+        break;
+      case 2:
+        batch.keys.assign(40, 42 + b % 2);
+        break;
+      case 3:
+        for (std::size_t i = 0; i < seen.size(); i += 5) batch.keys.push_back(seen[i]);
+        break;
+      default:
+        batch.keys = random_keys(std::size_t{1} << (b % 8), seed * 1000 + b);
+        break;
+    }
+    if (b == 30) now += static_cast<std::int64_t>(period);           // one period
+    if (b == 50) now += 3 * static_cast<std::int64_t>(period) + 1;   // several
+    if (b == 70) now += 11 * static_cast<std::int64_t>(period) + 2;  // more than G
+    for (std::size_t i = 0; i < batch.keys.size(); ++i) {
+      const std::uint64_t roll = rng.next() % 10;
+      if (roll < 6) now += static_cast<std::int64_t>(rng.next() % 3);
+      const bool late = roll >= 8 && lateness != 0;
+      batch.times.push_back(late ? now - static_cast<std::int64_t>(rng.next() % (lateness + 1))
+                                 : now);
+    }
+    seen.insert(seen.end(), batch.keys.begin(), batch.keys.end());
+    stream.push_back(std::move(batch));
+  }
+  return stream;
+}
+
+std::uint64_t dedup(WindowedFilter& window, const Batch& batch, std::vector<std::uint8_t>& flags) {
+  flags.assign(batch.keys.size(), 0);
+  if (window.config().clock == WindowClock::records) {
+    return window.insert_if_absent(batch.keys, flags);
+  }
+  return window.insert_if_absent(batch.keys, batch.times, flags);
+}
+
+// A window small enough to rotate many times in the stream, crowded so that generations share
+// blocks. `sized`: the promise is known, so that generations are sized per period (they grow
+// after a period that brought more keys) and set_sizing() seals and grows the newest.
+WindowConfig test_window(WindowClock clock, Shape shape, BlockIndex index, bool sized) {
+  WindowConfig config;
+  config.clock = clock;
+  config.generations = 4;
+  config.window = 60;
+  config.lateness = clock == WindowClock::event_time ? 9 : 0;
+  config.generation = Layout{shape, 5, KeyHash::xxh64, 7, index};
+  config.fpr = sized ? 0.05 : 0.0;
+  return config;
+}
+
+class WindowIncremental
+    : public ::testing::TestWithParam<std::tuple<WindowClock, Shape, BlockIndex, bool>> {};
+
+// Checkpoints after irregular runs of batches (so that rotations, jumps and growth fall inside
+// the logged intervals), sometimes materialising the base; at each, the state restored from what
+// the caller kept has the uninterrupted window's file bytes. Every third checkpoint the restored
+// window takes over (a resumed run), logging from where it was restored.
+TEST_P(WindowIncremental, RestoresTheUninterruptedBytesAtEveryCheckpoint) {
+  const auto [clock, shape, index, sized] = GetParam();
+  const WindowConfig config = test_window(clock, shape, index, sized);
+  const auto stream = window_stream(config.period(), config.lateness, 11);
+  WindowedFilter oracle(config);
+  WindowedFilter live(config);
+  enable_change_log(live);
+  Saved saved;
+  checkpoint(live, saved, take_snapshot(live), false);
+  test::SplitMix64 rng(5);
+  std::size_t next_checkpoint = 1;
+  std::size_t checkpoints = 0;
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < stream.size(); ++b) {
+    if (sized && b % 13 == 7) {  // a run that expects more keys: the newest is sealed and grown
+      const WindowSizing sizing{static_cast<std::uint64_t>(20 * (b + 1)), 0};
+      oracle.set_sizing(sizing);
+      live.set_sizing(sizing);
+    }
+    dedup(oracle, stream[b], expected);
+    dedup(live, stream[b], got);
+    ASSERT_EQ(expected, got) << "batch " << b;
+    if (clock == WindowClock::event_time && b % 17 == 16) {  // an idle source's progress
+      const std::int64_t to = *oracle.clock_time() + static_cast<std::int64_t>(config.period());
+      oracle.advance_to(to);
+      live.advance_to(to);
+    }
+    if (b + 1 != next_checkpoint) continue;
+    next_checkpoint += 1 + rng.next() % 9;
+    const FileState state{b, {std::byte{1}, std::byte(b)}};
+    ASSERT_NO_FATAL_FAILURE(
+        checkpoint(live, saved, take_snapshot(live, state), rng.next() % 4 == 0));
+    FileState restored_state;
+    WindowedFilter restored = restore_window(saved.metadata, fill_from(saved), &restored_state);
+    replay_all(restored, saved);
+    EXPECT_EQ(restored_state.keys_inserted, state.keys_inserted);
+    EXPECT_EQ(restored_state.metadata, state.metadata);
+    ASSERT_EQ(to_file_bytes(restored, state), to_file_bytes(oracle, state))
+        << "checkpoint after batch " << b;
+    EXPECT_EQ(snapshot_parts(saved.metadata), saved.parts);
+    if (++checkpoints % 3 == 0) {  // a resumed run sets its sizing again, as the CLI does
+      live = std::move(restored);
+      live.set_sizing(oracle.sizing());
+      enable_change_log(live);
+    }
+  }
+  EXPECT_GT(checkpoints, 10u);
+  EXPECT_GT(saved.logged_hashes, 0u);
+  if (sized) {
+    EXPECT_GT(oracle.memory_bytes(), config.memory_bytes()) << "the stream never grew the window";
+  }
+}
+
+std::string window_case_name(
+    const testing::TestParamInfo<std::tuple<WindowClock, Shape, BlockIndex, bool>>& info) {
+  const auto [clock, shape, index, sized] = info.param;
+  return std::string(clock == WindowClock::records ? "records" : "event_time") + "_" +
+         test::shape_name(shape) + "_" + (index == BlockIndex::high32 ? "high32" : "full64") +
+         (sized ? "_sized" : "_fixed");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllShapes, WindowIncremental,
+    ::testing::Combine(::testing::Values(WindowClock::records, WindowClock::event_time),
+                       ::testing::ValuesIn(test::kAllShapes),
+                       ::testing::Values(BlockIndex::high32, BlockIndex::full64),
+                       ::testing::Bool()),
+    window_case_name);
+
+// The log holds only what changed bits: a key the open part held already is not logged, so a
+// batch of repeats costs nothing, and a batch of n new keys costs n hashes.
+TEST(WindowIncrementalLog, HoldsTheKeysNewToTheOpenPartOnly) {
+  WindowedFilter window(WindowConfig::for_records(1'000'000, 0.001));
+  enable_change_log(window);
+  const auto keys = random_keys(1000, 3);
+  std::vector<std::uint8_t> flags(keys.size());
+  window.insert_if_absent(keys, flags);
+  EXPECT_EQ(take_snapshot(window).log.size(), 1000u);
+  window.insert_if_absent(keys, flags);
+  const StateSnapshot repeats = take_snapshot(window);
+  EXPECT_EQ(repeats.change, OpenChange::since_taken);
+  EXPECT_TRUE(repeats.log.empty());
+}
+
+// A window that never enabled the log keeps none: its snapshots say the open part must be
+// written whole.
+TEST(WindowIncrementalLog, WithoutTheLogTheOpenPartIsRewritten) {
+  WindowedFilter window(WindowConfig::for_records(100, 0.01));
+  const auto keys = random_keys(50, 4);
+  std::vector<std::uint8_t> flags(keys.size());
+  window.insert_if_absent(keys, flags);
+  const StateSnapshot snapshot = take_snapshot(window);
+  EXPECT_EQ(snapshot.change, OpenChange::rewritten);
+  EXPECT_TRUE(snapshot.log.empty());
+  EXPECT_EQ(snapshot.parts.size(), window.config().generations);
+}
+
+TEST(WindowIncrementalErrors, DamagedMetadataIsAFormatErrorNamingTheSource) {
+  WindowedFilter window(WindowConfig::for_records(100, 0.01));
+  const StateSnapshot snapshot = take_snapshot(window, {7, {std::byte{9}}});
+  const PartFill zero = [](std::size_t, const PartId&, std::span<std::byte> bits) {
+    std::fill(bits.begin(), bits.end(), std::byte{0});
+  };
+  for (std::size_t at :
+       {std::size_t{3}, std::size_t{20}, std::size_t{130}, snapshot.metadata.size() - 1}) {
+    std::vector<std::byte> damaged = snapshot.metadata;
+    damaged[at] ^= std::byte{0x10};
+    const std::string what =
+        message_of<FormatError>([&] { restore_window(damaged, zero, nullptr, {}, "snap"); });
+    EXPECT_TRUE(what.starts_with("snap")) << what;
+  }
+  std::vector<std::byte> longer = snapshot.metadata;
+  longer.push_back(std::byte{0});
+  EXPECT_NE(message_of<FormatError>([&] { restore_window(longer, zero); }).find("bytes"),
+            std::string::npos);
+  // A window file is not a snapshot's metadata, nor the other way round.
+  EXPECT_THROW(restore_window(to_file_bytes(window), zero), FormatError);
+  EXPECT_THROW(load_window(snapshot.metadata), FormatError);
+  GrownFilter grown = GrownFilter::for_capacity(100, 0.01);
+  EXPECT_THROW(restore_window(take_snapshot(grown).metadata, zero), FormatError);
+  EXPECT_THROW(restore_grown(snapshot.metadata, zero), FormatError);
+  EXPECT_THROW(with_part_bits(window, snapshot.parts.size(), [](auto) {}), std::out_of_range);
+}
+
+TEST(PartIdName, IsFileNameSafeAndTellsPeriodsApart) {
+  EXPECT_EQ((PartId{42, 0, 65536}.name()), "p42-0-b65536");
+  EXPECT_EQ((PartId{-3, 1, 5}.name()), "pm3-1-b5");
+  EXPECT_EQ((PartId{INT64_MIN, 0, 1}.name()), "pm9223372036854775808-0-b1");
+  EXPECT_NE((PartId{-3, 0, 5}.name()), (PartId{3, 0, 5}.name()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Window shards: each shard's local window taken apart and restored, its file bytes those of
+// the uninterrupted shard, while the shards are fed with the whole window's clock.
+
+class ShardIncremental : public ::testing::TestWithParam<std::tuple<WindowClock, BlockIndex>> {};
+
+TEST_P(ShardIncremental, EachShardRestoresItsUninterruptedBytes) {
+  const auto [clock, index] = GetParam();
+  const WindowConfig config = test_window(clock, Shape::sb256, index, false);
+  WindowConfig wide = config;
+  wide.generation.num_blocks = 61;
+  constexpr std::uint32_t kShards = 3;
+  std::vector<WindowShard> oracle = split(WindowedFilter(wide), kShards);
+  std::vector<WindowShard> live = split(WindowedFilter(wide), kShards);
+  std::vector<Saved> saved(kShards);
+  for (WindowShard& shard : live) enable_change_log(shard);
+  const auto stream = window_stream(wide.period(), wide.lateness, 23);
+  std::int64_t position = 0;
+  std::optional<std::int64_t> max_time;
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < stream.size(); ++b) {
+    const Batch& batch = stream[b];
+    std::vector<std::uint32_t> owner(batch.keys.size());
+    shard_of(wide.generation, batch.keys, kShards, owner);
+    std::vector<std::vector<std::uint64_t>> keys(kShards);
+    std::vector<std::vector<std::int64_t>> clocks(kShards);
+    for (std::size_t i = 0; i < batch.keys.size(); ++i) {
+      max_time = max_time ? std::max(*max_time, batch.times[i]) : batch.times[i];
+      keys[owner[i]].push_back(batch.keys[i]);
+      clocks[owner[i]].push_back(clock == WindowClock::records ? position++ : *max_time);
+    }
+    for (std::uint32_t s = 0; s < kShards; ++s) {
+      expected.assign(keys[s].size(), 0);
+      got.assign(keys[s].size(), 0);
+      oracle[s].insert_if_absent(keys[s], clocks[s], expected);
+      live[s].insert_if_absent(keys[s], clocks[s], got);
+      ASSERT_EQ(expected, got);
+      const std::optional<std::int64_t> now =
+          clock == WindowClock::records ? std::optional<std::int64_t>(position) : max_time;
+      if (now) {
+        oracle[s].advance_to(*now);
+        live[s].advance_to(*now);
+      }
+    }
+    if (b % 7 != 6) continue;
+    for (std::uint32_t s = 0; s < kShards; ++s) {
+      ASSERT_NO_FATAL_FAILURE(checkpoint(live[s], saved[s], take_snapshot(live[s]), b % 21 == 20));
+      WindowShard restored = restore_window_shard(saved[s].metadata, fill_from(saved[s]));
+      replay_all(restored, saved[s]);
+      EXPECT_EQ(restored.index(), s);
+      ASSERT_EQ(to_file_bytes(restored), to_file_bytes(oracle[s]))
+          << "shard " << s << " after batch " << b;
+    }
+  }
+  // A shard's snapshot is not a whole window's.
+  EXPECT_THROW(restore_window(saved[1].metadata, fill_from(saved[1])), FormatError);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BothClocks, ShardIncremental,
+    ::testing::Combine(::testing::Values(WindowClock::records, WindowClock::event_time),
+                       ::testing::Values(BlockIndex::high32, BlockIndex::full64)));
+
+// ---------------------------------------------------------------------------------------------
+// Grown filters: growth (a new generation, or an empty one resized) inside the logged interval,
+// integer and byte-string keys, and a merge, which the log cannot tell.
+
+TEST(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
+  GrownFilter oracle = GrownFilter::for_capacity(200, 0.01, "u64");
+  GrownFilter live = GrownFilter::for_capacity(200, 0.01, "u64");
+  enable_change_log(live);
+  Saved saved;
+  checkpoint(live, saved, take_snapshot(live), false);
+  const std::vector<std::byte> caller = {std::byte{'x'}};
+  test::SplitMix64 rng(9);
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < 60; ++b) {
+    const auto keys = b % 5 == 2 ? test::hot_key_batch(3, 30, 20, b)
+                                 : random_keys(std::size_t{1} << (b % 9), 100 + b);
+    expected.assign(keys.size(), 0);
+    got.assign(keys.size(), 0);
+    if (b % 2 == 0) {
+      oracle.insert_if_absent(keys, expected);
+      live.insert_if_absent(keys, got);
+    } else {
+      std::vector<std::string> text;
+      for (std::uint64_t k : keys) text.push_back("key-" + std::to_string(k % 5000));
+      const std::vector<std::string_view> views(text.begin(), text.end());
+      oracle.insert_if_absent(views, expected);
+      live.insert_if_absent(views, got);
+    }
+    ASSERT_EQ(expected, got);
+    if (b % 4 != 3) continue;
+    ASSERT_NO_FATAL_FAILURE(
+        checkpoint(live, saved, take_snapshot(live, caller), rng.next() % 4 == 0));
+    std::vector<std::byte> restored_caller;
+    GrownFilter restored = restore_grown(saved.metadata, fill_from(saved), &restored_caller);
+    replay_all(restored, saved);
+    EXPECT_EQ(restored_caller, caller);
+    ASSERT_EQ(restored.to_bytes(caller), oracle.to_bytes(caller)) << "after batch " << b;
+    EXPECT_EQ(snapshot_parts(saved.metadata), saved.parts);
+  }
+  EXPECT_GT(oracle.generation_count(), 3u) << "the filter never grew";
+  EXPECT_GT(saved.logged_hashes, 0u);
+
+  // A merged filter's open part is written whole.
+  GrownFilter one = GrownFilter::for_capacity(1000, 0.01);
+  GrownFilter other = GrownFilter::for_capacity(1000, 0.01);
+  enable_change_log(one);
+  const auto keys = random_keys(100, 77);
+  std::vector<std::uint8_t> flags(keys.size());
+  other.insert_if_absent(keys, flags);
+  one.merge(other);
+  StateSnapshot merged = take_snapshot(one);
+  EXPECT_EQ(merged.change, OpenChange::rewritten);
+  Saved after_merge;
+  after_merge.open = merged.parts.back();  // the caller held the part before the merge
+  ASSERT_NO_FATAL_FAILURE(checkpoint(one, after_merge, std::move(merged), false));
+  GrownFilter restored = restore_grown(after_merge.metadata, fill_from(after_merge));
+  EXPECT_EQ(restored.to_bytes(), one.to_bytes());
+  EXPECT_EQ(take_snapshot(one).change, OpenChange::since_taken);  // logging goes on
+}
+
+// ---------------------------------------------------------------------------------------------
+// State directories: saves that write what changed, loads that give the uninterrupted bytes.
+
+std::size_t files_in(const std::filesystem::path& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++n;
+  return n;
+}
+
+TEST(StateDirectoryWindow, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
+  test::TempDir tmp;
+  WindowConfig config = test_window(WindowClock::records, Shape::sb512, BlockIndex::high32, true);
+  config.window = 6000;  // period 2000 records: several saves per period
+  config.generation.num_blocks = 2048;
+  WindowedFilter oracle(config);
+  auto live = std::make_unique<WindowedFilter>(config);
+  auto directory = std::make_unique<StateDirectory>(tmp.path() / "state");
+  EXPECT_FALSE(StateDirectory::holds_state(tmp.path() / "state"));
+  std::uint64_t written = 0;
+  std::size_t saves = 0;
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < 60; ++b) {
+    Batch batch{random_keys(250, 500 + b), {}};
+    if (b % 3 == 0) batch.keys.resize(100);  // repeats of the previous batch below
+    if (b > 0 && b % 4 == 1) batch.keys = random_keys(250, 500 + b - 1);
+    dedup(oracle, batch, expected);
+    dedup(*live, batch, got);
+    ASSERT_EQ(expected, got) << "batch " << b;
+    const FileState state{b, {std::byte(b)}};
+    written += directory->save(*live, state);
+    ++saves;
+    if (b % 7 == 6) {  // a restart: a new object loads what was committed and goes on
+      directory = std::make_unique<StateDirectory>(tmp.path() / "state");
+      FileState loaded_state;
+      live = std::make_unique<WindowedFilter>(directory->load_window(&loaded_state));
+      live->set_sizing(oracle.sizing());
+      EXPECT_EQ(loaded_state.metadata, state.metadata);
+      ASSERT_EQ(to_file_bytes(*live, state), to_file_bytes(oracle, state)) << "after batch " << b;
+    }
+  }
+  // Whole window files each time would have written saves × its size.
+  const std::uint64_t whole = saves * to_file_bytes(oracle).size();
+  EXPECT_LT(written, whole / 3) << written << " of " << whole;
+  StateDirectory reader(tmp.path() / "state");
+  EXPECT_EQ(to_file_bytes(reader.load_window()), to_file_bytes(oracle));
+  // Only what the manifest names is left: a base or parts, logs, the manifest.
+  EXPECT_LE(files_in(tmp.path() / "state"), 1 + 8 * config.generations + 2);
+  EXPECT_THROW(reader.load_grown(), FormatError);
+}
+
+TEST(StateDirectoryWindow, DamagedFilesAreFormatErrorsNamingThem) {
+  test::TempDir tmp;
+  WindowedFilter window(WindowConfig::for_records(3000, 0.01));
+  const auto keys = random_keys(500, 8);
+  std::vector<std::uint8_t> flags(keys.size());
+  window.insert_if_absent(keys, flags);
+  StateDirectory directory(tmp.path());
+  directory.save(window);
+  for (const auto& entry : std::filesystem::directory_iterator(tmp.path())) {
+    if (entry.path().filename() == "MANIFEST") continue;
+    std::vector<std::byte> bytes = test::read_file(entry.path());
+    bytes[bytes.size() / 2] ^= std::byte{1};
+    test::write_file(entry.path(), bytes);
+    const std::string what =
+        message_of<FormatError>([&] { StateDirectory(tmp.path()).load_window(); });
+    EXPECT_NE(what.find(entry.path().filename().string()), std::string::npos) << what;
+    EXPECT_NE(what.find("corrupt"), std::string::npos) << what;
+    return;
+  }
+  ADD_FAILURE() << "the save wrote no file besides its manifest";
+}
+
+TEST(StateDirectoryGrown, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
+  test::TempDir tmp;
+  GrownFilter oracle = GrownFilter::for_capacity(2000, 0.01, "u64");
+  GrownFilter live = GrownFilter::for_capacity(2000, 0.01, "u64");
+  StateDirectory directory(tmp.path());
+  const std::vector<std::byte> caller = {std::byte{'c'}};
+  std::vector<std::uint8_t> expected, got;
+  for (std::size_t b = 0; b < 30; ++b) {
+    const auto keys = random_keys(300, 900 + b);
+    expected.assign(keys.size(), 0);
+    got.assign(keys.size(), 0);
+    oracle.insert_if_absent(keys, expected);
+    live.insert_if_absent(keys, got);
+    ASSERT_EQ(expected, got);
+    directory.save(live, caller);
+    std::vector<std::byte> loaded_caller;
+    GrownFilter loaded = StateDirectory(tmp.path()).load_grown(&loaded_caller);
+    EXPECT_EQ(loaded_caller, caller);
+    ASSERT_EQ(loaded.to_bytes(caller), oracle.to_bytes(caller)) << "after batch " << b;
+  }
+  EXPECT_GT(oracle.generation_count(), 2u);
+}
+
+}  // namespace
+}  // namespace bulkbloom
