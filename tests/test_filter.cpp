@@ -135,6 +135,23 @@ TEST_P(FilterContract, ContainsMatchesTheReference) {
   filter.contains(keys, got);
   reference.contains(keys, want);
   EXPECT_EQ(got, want);
+  // One key at a time (its own path on host memory): the same answers, false positives included,
+  // also on the full64 index, and on a filter mapped from a file.
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(filter.contains(keys[i]), want[i] != 0);
+  Layout full64 = filter.layout();
+  full64.index = BlockIndex::full64;
+  Options options, scalar;
+  options.implementation = GetParam().implementation;
+  scalar.implementation = "cpu/scalar";
+  Filter wide(full64, options), wide_reference(full64, scalar);
+  wide.insert(std::span(keys).first(10000));
+  wide_reference.insert(std::span(keys).first(10000));
+  wide_reference.contains(keys, want);
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(wide.contains(keys[i]), want[i] != 0);
+  const TempDir dir;
+  save(wide, dir.path() / "f.bbf");
+  const Filter mapped = map(dir.path() / "f.bbf");
+  for (std::size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(mapped.contains(keys[i]), want[i] != 0);
 }
 
 // `n` keys drawn at random from `distinct` keys.

@@ -38,7 +38,11 @@ inline void hash_keys(const HostKernels&, const Layout& layout,
 
 /// "[begin, end)".
 inline std::string range_text(BlockSpan blocks) {
-  return "[" + std::to_string(blocks.begin) + ", " + std::to_string(blocks.end) + ")";
+  // Appended, not "[" + ...: GCC 12 warns (-Wrestrict, a false positive) on the latter inlined.
+  std::string text = "[";
+  text.append(std::to_string(blocks.begin)).append(", ");
+  text.append(std::to_string(blocks.end)).append(")");
+  return text;
 }
 
 /// Shard `index` of `num_shards` of `layout` (its blocks `blocks`), as seen by its keys.
