@@ -53,7 +53,8 @@ import org.bulkbloom.jni.NativeWindowShards;
  * <p>Metrics, in the operator's group {@code bulkbloom}: the counters {@code kept} (emitted),
  * {@code dropped} (repeats and false positives), {@code refused} (on the side output: {@code
  * missingTime} + {@code future} + {@code late}), and the gauges {@code stateBytes}, {@code fill}
- * and {@code currentFpr} of the held shards.
+ * and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of the
+ * task's time.
  *
  * <p>Memory: the window's bytes are declared as the operator's managed memory (Flink's {@code
  * OPERATOR} use case), and each subtask reserves its shards' bytes from its slot when it starts,
