@@ -18,6 +18,10 @@ def parse(path):
             if line.startswith("#") or "=" not in line:
                 continue
             fields = dict(part.split("=", 1) for part in line.split())
+            # Runs with periodic checkpoints are their own mode, "bloom+ckpt2000ms".
+            interval = fields.get("checkpoint_interval_ms", "0")
+            if interval != "0":
+                fields["mode"] += f"+ckpt{interval}ms"
             runs.append(fields)
     return runs
 
@@ -74,6 +78,27 @@ def main(path):
             f" {median(records, mode, 'cold_probe_s'):.2f} /"
             f" {median(records, mode, 'restore_probe_s'):.2f} |"
             f" {', '.join(str(e) for e in extra)} |")
+
+    periodic = sorted(key for key in by_key if "+ckpt" in key[1])
+    if not periodic:
+        return
+    print()
+    print("| records | mode | window MiB | records/s | ÷ same without checkpoints |"
+          " checkpoints | MiB per checkpoint: mean / max | longest sink gap ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for records, mode in periodic:
+        plain = mode.split("+ckpt")[0]
+        base = (
+            f"{median(records, mode, 'records_per_s') / median(records, plain, 'records_per_s'):.2f}"
+            if (records, plain) in by_key else "–")
+        window = median(records, mode, "state_bytes")
+        print(
+            f"| {records:.0e} | {mode} | {mib(window)} |"
+            f" {median(records, mode, 'records_per_s'):,.0f} | {base} |"
+            f" {median(records, mode, 'periodic_checkpoints'):.0f} |"
+            f" {mib(median(records, mode, 'periodic_checkpoint_bytes_avg'))} /"
+            f" {mib(median(records, mode, 'periodic_checkpoint_bytes_max'))} |"
+            f" {median(records, mode, 'longest_sink_gap_ms'):.0f} |")
 
 
 if __name__ == "__main__":

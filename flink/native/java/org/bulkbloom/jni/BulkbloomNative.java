@@ -1,21 +1,47 @@
 package org.bulkbloom.jni;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
 /**
- * Loads bulkbloom's JNI library once per JVM.
+ * Loads bulkbloom's JNI library once per class loader.
  *
- * <p>The JVM ties a native library to the class loader that loaded it, and refuses to load the
- * same file from a second one ("already loaded in another classloader"). Flink gives every job
- * its own child-first class loader, so this class (and every class with native methods) must be
- * loaded by the parent: put {@code bulkbloom-native.jar} in Flink's {@code lib/} folder and add
- * {@code classloader.parent-first-patterns.additional: org.bulkbloom.jni.} to the Flink
- * configuration. Jobs then share this one loaded library, however many times they are submitted.
+ * <p>Where the library comes from, first found wins:
  *
- * <p>Where the library is: the system property {@code bulkbloom.jni.library} (a file path), else
- * {@code libbulkbloom_jni.so} on {@code java.library.path}.
+ * <ol>
+ *   <li>the system property {@code bulkbloom.jni.library} (a file path; the file's own
+ *       dependencies are then the system's to find);
+ *   <li>the copy inside this jar, {@code org/bulkbloom/jni/linux-<arch>/}: the JNI library (built
+ *       with libstdc++ and libgcc linked in) and the shared libraries it needs beyond glibc and
+ *       libstdc++ (Highway's {@code libhwy.so.1}), listed in load order in that folder's {@code
+ *       libraries} file. They are copied into a new private folder under {@code
+ *       bulkbloom.jni.tmpdir} (default {@code java.io.tmpdir}; name an exec-mounted one where /tmp
+ *       is noexec), loaded by absolute path, dependencies first, and deleted at once: a loaded
+ *       library stays mapped, and nothing is left behind even when the JVM is killed;
+ *   <li>{@code libbulkbloom_jni.so} on {@code java.library.path}.
+ * </ol>
+ *
+ * <p>The JVM ties a native library file to the class loader that loaded it. Each class loader that
+ * loads this class extracts its own copy, so jobs that each ship the operator jar (Flink's
+ * child-first class loaders) each get theirs. To share one copy between jobs, put the jar in
+ * Flink's {@code lib/} folder and add {@code classloader.parent-first-patterns.additional:
+ * org.bulkbloom.jni.} to the Flink configuration; the system property needs that, as one file
+ * loads in one class loader only.
  */
 public final class BulkbloomNative {
   /** The system property naming the library file. */
   public static final String LIBRARY_PROPERTY = "bulkbloom.jni.library";
+
+  /** The system property naming the folder the bundled libraries are extracted under. */
+  public static final String TMPDIR_PROPERTY = "bulkbloom.jni.tmpdir";
 
   private static boolean loaded;
 
@@ -27,28 +53,104 @@ public final class BulkbloomNative {
       return;
     }
     final String path = System.getProperty(LIBRARY_PROPERTY);
+    final String folder = bundleFolder();
+    String source = "bulkbloom_jni from java.library.path";
     try {
       if (path != null && !path.isEmpty()) {
+        source = path;
         System.load(path);
+      } else if (BulkbloomNative.class.getResource(folder + "libraries") != null) {
+        source =
+            "this jar's "
+                + folder.substring(1)
+                + ", extracted under "
+                + System.getProperty(TMPDIR_PROPERTY, System.getProperty("java.io.tmpdir"))
+                + " (mounted noexec? name another folder with -D"
+                + TMPDIR_PROPERTY
+                + ")";
+        loadBundled(folder);
       } else {
         System.loadLibrary("bulkbloom_jni");
       }
     } catch (UnsatisfiedLinkError e) {
       final UnsatisfiedLinkError error =
           new UnsatisfiedLinkError(
-              "bulkbloom: cannot load the JNI library "
-                  + (path != null && !path.isEmpty()
-                      ? path
-                      : "bulkbloom_jni from java.library.path (or set -D" + LIBRARY_PROPERTY + ")")
-                  + " in class loader "
+              "bulkbloom: cannot load the JNI library from "
+                  + source
+                  + " (set -D"
+                  + LIBRARY_PROPERTY
+                  + " to a file to override) in class loader "
                   + BulkbloomNative.class.getClassLoader()
                   + ": "
-                  + e.getMessage()
-                  + ". Under Flink, bulkbloom-native.jar belongs on the parent class path (Flink's"
-                  + " lib/) with classloader.parent-first-patterns.additional: org.bulkbloom.jni.");
+                  + e.getMessage());
       error.initCause(e);
       throw error;
     }
     loaded = true;
+  }
+
+  /** The resource folder of this platform's libraries, e.g. /org/bulkbloom/jni/linux-x86_64/. */
+  private static String bundleFolder() {
+    final String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT);
+    final String arch = System.getProperty("os.arch", "").toLowerCase(Locale.ROOT);
+    final String machine =
+        arch.equals("amd64") || arch.equals("x86_64")
+            ? "x86_64"
+            : arch.equals("aarch64") || arch.equals("arm64") ? "aarch64" : arch;
+    return "/org/bulkbloom/jni/" + (os.startsWith("linux") ? "linux" : os) + "-" + machine + "/";
+  }
+
+  private static void loadBundled(String folder) {
+    final List<String> names = new ArrayList<>();
+    final String tmp = System.getProperty(TMPDIR_PROPERTY, System.getProperty("java.io.tmpdir"));
+    Path dir = null;
+    try {
+      try (InputStream in = BulkbloomNative.class.getResourceAsStream(folder + "libraries")) {
+        for (String line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
+          if (!line.isBlank()) {
+            names.add(line.strip());
+          }
+        }
+      }
+      dir =
+          Files.createTempDirectory(
+              Path.of(tmp),
+              "bulkbloom-jni-",
+              PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+      final List<Path> files = new ArrayList<>();
+      for (String name : names) {
+        final Path file = dir.resolve(name);
+        try (InputStream in = BulkbloomNative.class.getResourceAsStream(folder + name)) {
+          if (in == null) {
+            throw new IOException(folder + "libraries names " + name + ", which the jar lacks");
+          }
+          Files.copy(in, file, StandardCopyOption.REPLACE_EXISTING);
+        }
+        files.add(file);
+      }
+      // Dependencies first, by absolute path: the JNI library's own lookup of libhwy.so.1 then
+      // finds the one already loaded (by its soname), whatever the system holds.
+      for (Path file : files) {
+        System.load(file.toString());
+      }
+    } catch (IOException e) {
+      throw new UnsatisfiedLinkError(
+          "cannot extract " + names + " under " + tmp + " (-D" + TMPDIR_PROPERTY + "): " + e);
+    } finally {
+      if (dir != null) {
+        deleteQuietly(dir, names);
+      }
+    }
+  }
+
+  private static void deleteQuietly(Path dir, List<String> names) {
+    try {
+      for (String name : names) {
+        Files.deleteIfExists(dir.resolve(name));
+      }
+      Files.deleteIfExists(dir);
+    } catch (IOException e) {
+      System.err.println("bulkbloom: could not delete " + dir + ": " + e);
+    }
   }
 }

@@ -7,6 +7,7 @@ import java.util.Map;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.core.memory.ManagedMemoryUseCase;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SideOutputDataStream;
@@ -52,9 +53,14 @@ import org.bulkbloom.jni.NativeWindowShards;
  * <p>Metrics, in the operator's group {@code bulkbloom}: the counters {@code kept} (emitted),
  * {@code dropped} (repeats and false positives), {@code refused} (on the side output: {@code
  * missingTime} + {@code future} + {@code late}), and the gauges {@code stateBytes}, {@code fill}
- * and {@code currentFpr} of the held shards.
+ * and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of the
+ * task's time.
  *
- * <p>The JNI library is loaded from the parent class path: see {@link
+ * <p>Memory: the window's bytes are declared as the operator's managed memory (Flink's {@code
+ * OPERATOR} use case), and each subtask reserves its shards' bytes from its slot when it starts,
+ * failing with a message naming both sizes when they do not fit.
+ *
+ * <p>The JNI library comes inside the operator jar: see {@link
  * org.bulkbloom.jni.BulkbloomNative}.
  */
 public final class BloomDedup<T> implements Serializable {
@@ -309,6 +315,13 @@ public final class BloomDedup<T> implements Serializable {
                 input.getType(),
                 new BloomDedupOperator<>(this, routing, refusedTag(input.getType())));
     out.setMaxParallelism(shards);
+    // The window lives in native memory: declared as the operator's managed memory, Flink counts
+    // it in the TaskManager's budget, and the operator reserves its shards' bytes when it starts.
+    // The weight shares a slot's operator memory among such operators in proportion to size.
+    out.getTransformation()
+        .declareManagedMemoryUseCaseAtOperatorScope(
+            ManagedMemoryUseCase.OPERATOR,
+            (int) Math.max(1, Math.min(Integer.MAX_VALUE, sizing.memoryBytes >> 20)));
     out.setDescription("bulkbloom window dedup: " + sizing.description + ", " + shards + " shards");
     return out;
   }

@@ -6,8 +6,12 @@ import java.io.InputStream;
 import java.time.Duration;
 import java.util.Arrays;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
+import org.apache.flink.core.memory.ManagedMemoryUseCase;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.execution.Environment;
+import org.apache.flink.runtime.memory.MemoryManager;
+import org.apache.flink.runtime.memory.MemoryReservationException;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.state.KeyGroupStatePartitionStreamProvider;
@@ -38,8 +42,11 @@ import org.bulkbloom.jni.NativeWindowShards;
 final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     implements OneInputStreamOperator<T, T>, BoundedOneInput, ProcessingTimeCallback {
   private static final long serialVersionUID = 1L;
-  // How often at most the metrics read every bit of the held shards.
+  // How often at most the metrics read every bit of the held shards, on the task thread: every
+  // 10 s, and no sooner than STATS_COST_FACTOR times the last reading took, so that the gauges
+  // cost at most 1 % of the task's time (a 1.4 GiB window takes seconds to read).
   private static final long STATS_INTERVAL_MS = 10_000;
+  private static final long STATS_COST_FACTOR = 100;
 
   private final BloomDedup<T> spec;
   private final ShardRouting routing;
@@ -65,13 +72,15 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   private transient byte[] isNew;
   private transient boolean timerPending;
   private transient StreamRecord<T> reuse;
-  private transient long lastStatsMs;
+  private transient long nextStatsMs;
   private transient volatile double[] stats;
   private transient Counter kept;
   private transient Counter dropped;
   private transient Counter refused;
   private transient Counter[] refusedFor;
   private transient boolean warnedOfFutureWatermark;
+  // Managed memory reserved for the held shards, released in close().
+  private transient long reservedBytes;
 
   BloomDedupOperator(BloomDedup<T> spec, ShardRouting routing, OutputTag<Refused<T>> refusedTag) {
     this.spec = spec;
@@ -114,6 +123,7 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
             maxParallelism,
             getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
             getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+    reserveManagedMemory(range);
     final boolean[] restored = new boolean[routing.numShards()];
     for (KeyGroupStatePartitionStreamProvider input : context.getRawKeyedStateInputs()) {
       final int shard = input.getKeyGroupId();
@@ -135,6 +145,64 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     clock = window.clock();
   }
 
+  /**
+   * Reserves the bytes of the shards in {@code range} from the slot's managed memory, within this
+   * operator's share of it, before any is allocated; throws naming both sizes when they do not fit.
+   */
+  private void reserveManagedMemory(KeyGroupRange range) throws Exception {
+    final NativeWindowShards.Sizing sizing = spec.sizing();
+    // Shard s holds blocks [floor(s B / S), floor((s + 1) B / S)) of each generation, and every
+    // block has the same size, so a range of shards holds its share of the window's bytes.
+    final long blocks = sizing.numBlocks;
+    final int numShards = routing.numShards();
+    final long held =
+        (range.getEndKeyGroup() + 1L) * blocks / numShards
+            - range.getStartKeyGroup() * blocks / numShards;
+    final long bytes = Math.multiplyExact(sizing.memoryBytes / blocks, held);
+    final Environment environment = getContainingTask().getEnvironment();
+    final MemoryManager memory = environment.getMemoryManager();
+    final double fraction =
+        getOperatorConfig()
+            .getManagedMemoryFractionOperatorUseCaseOfSlot(
+                ManagedMemoryUseCase.OPERATOR,
+                environment.getJobConfiguration(),
+                environment.getTaskManagerInfo().getConfiguration(),
+                environment.getUserCodeClassLoader().asClassLoader());
+    final long share = memory.computeMemorySize(fraction);
+    final String need =
+        "bulkbloom: subtask "
+            + getRuntimeContext().getTaskInfo().getIndexOfThisSubtask()
+            + " holds shards "
+            + range.getStartKeyGroup()
+            + " to "
+            + range.getEndKeyGroup()
+            + " of "
+            + numShards
+            + " of the window ("
+            + sizing.description
+            + "): "
+            + bytes
+            + " bytes of managed memory, but ";
+    final String fix =
+        ": give the TaskManagers more managed memory (taskmanager.memory.managed.size or"
+            + " .fraction; a slot's share goes to operators and the state backend by"
+            + " taskmanager.memory.managed.consumer-weights), run at a higher parallelism, or size"
+            + " a smaller window (capacity, fpr)";
+    if (bytes > share) {
+      throw new IllegalStateException(
+          need + "its share of the slot's managed memory is " + share + " bytes (a fraction "
+              + fraction + " of the slot's " + memory.getMemorySize() + ")" + fix);
+    }
+    try {
+      memory.reserveMemory(this, bytes);
+    } catch (MemoryReservationException e) {
+      throw new IllegalStateException(
+          need + "the slot has " + memory.availableMemory() + " bytes of managed memory left" + fix,
+          e);
+    }
+    reservedBytes = bytes;
+  }
+
   @Override
   public void open() throws Exception {
     super.open();
@@ -152,8 +220,7 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
       blob = new byte[capacity * 16];
     }
     reuse = new StreamRecord<>(null);
-    stats = window.stats();
-    lastStatsMs = getProcessingTimeService().getCurrentProcessingTime();
+    refreshStats();
     final MetricGroup group = getMetricGroup().addGroup("bulkbloom");
     group.gauge("stateBytes", () -> (long) stats[0]);
     group.gauge("currentFpr", () -> stats[2]);
@@ -296,14 +363,18 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
       window.advanceTo(clock);
     }
     final long now = getProcessingTimeService().getCurrentProcessingTime();
-    if (now - lastStatsMs >= STATS_INTERVAL_MS) {
-      refreshStats(now);
+    if (now >= nextStatsMs) {
+      refreshStats();
     }
   }
 
-  private void refreshStats(long now) {
+  private void refreshStats() {
+    final long start = System.nanoTime();
     stats = window.stats();
-    lastStatsMs = now;
+    final long tookMs = (System.nanoTime() - start) / 1_000_000;
+    nextStatsMs =
+        getProcessingTimeService().getCurrentProcessingTime()
+            + Math.max(STATS_INTERVAL_MS, STATS_COST_FACTOR * tookMs);
   }
 
   @Override
@@ -331,7 +402,6 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   @Override
   public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
     flush();
-    refreshStats(getProcessingTimeService().getCurrentProcessingTime());
     super.prepareSnapshotPreBarrier(checkpointId);
   }
 
@@ -371,6 +441,10 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
       if (window != null) {
         window.close();
         window = null;
+      }
+      if (reservedBytes > 0) {
+        getContainingTask().getEnvironment().getMemoryManager().releaseMemory(this, reservedBytes);
+        reservedBytes = 0;
       }
     }
   }

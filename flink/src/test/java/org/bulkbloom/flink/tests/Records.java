@@ -66,6 +66,11 @@ final class Records {
     if (process.waitFor() != 0) {
       throw new AssertionError("the command line failed: " + command + "\n" + log);
     }
+    return readKept(output);
+  }
+
+  /** The ids (last field) of the records in a CSV file the command line wrote. */
+  static TreeSet<Long> readKept(Path output) throws IOException {
     final TreeSet<Long> kept = new TreeSet<>();
     try (BufferedReader in = Files.newBufferedReader(output, StandardCharsets.UTF_8)) {
       for (String line; (line = in.readLine()) != null; ) {

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.HashSet;
 import java.util.Locale;
 import java.util.Set;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 import org.apache.flink.api.common.JobID;
@@ -25,6 +26,8 @@ import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.runtime.checkpoint.CheckpointStatsSnapshot;
 import org.apache.flink.runtime.execution.ExecutionState;
 import org.apache.flink.runtime.executiongraph.AccessExecutionVertex;
 import org.apache.flink.runtime.jobgraph.SavepointRestoreSettings;
@@ -47,6 +50,10 @@ import org.apache.flink.streaming.api.graph.StreamGraph;
  *   <li>the live state's size (heap growth after a full GC for the hashmap backend, the RocksDB
  *       folder after the checkpoint, or what the dedup itself reports);
  *   <li>one checkpoint, triggered then, timed to completion; its size is what it wrote to disk;
+ *   <li>with {@code --checkpoint-interval-ms I}, the main job also checkpoints every I ms
+ *       (exactly-once) while the events run: the line adds how many completed, the bytes each
+ *       wrote (Flink's checkpointed size: what an incremental checkpoint uploaded) on average and
+ *       at most, and the longest time between two records reaching the sink;
  *   <li>the job is cancelled (the checkpoint is retained) and a probe job of {@value #PROBES}
  *       events — half of them ids of the stream, half new — runs twice: without state (the cost of
  *       starting a job) and restored from the checkpoint. The restored run must drop every old id.
@@ -64,10 +71,19 @@ public final class FlinkDedupBench {
   private final long records;
   private final EventGenerator generator;
   private final Path workDir;
+  private final long capacity;
+  private final long checkpointIntervalMs;
 
-  private FlinkDedupBench(Dedup dedup, long records, double repeatFraction, long seed, Path workDir) {
+  private FlinkDedupBench(
+      Dedup dedup, long records, double repeatFraction, long seed, Path workDir, long capacity,
+      long checkpointIntervalMs) {
     this.dedup = dedup;
     this.records = records;
+    // The records one window length holds at the stream's rate (it spans less than T), unless
+    // given: a larger capacity measures a large window that the run fills only in part.
+    this.capacity =
+        capacity > 0 ? capacity : (long) Math.ceil((double) records * WINDOW.toMillis() / SPAN_MS);
+    this.checkpointIntervalMs = checkpointIntervalMs;
     this.generator =
         new EventGenerator(records, repeatFraction, MAX_REPEAT_DISTANCE, seed, START_MS, SPAN_MS);
     this.workDir = workDir;
@@ -80,6 +96,8 @@ public final class FlinkDedupBench {
     long seed = 42;
     Path workDir = null;
     int shards = 0;
+    long capacity = 0;
+    long checkpointIntervalMs = 0;
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         usage("missing value after " + args[i]);
@@ -92,6 +110,8 @@ public final class FlinkDedupBench {
         case "--seed" -> seed = Long.parseLong(value);
         case "--work-dir" -> workDir = Paths.get(value);
         case "--shards" -> shards = Integer.parseInt(value);
+        case "--capacity" -> capacity = parsePositive(args[i], value);
+        case "--checkpoint-interval-ms" -> checkpointIntervalMs = parsePositive(args[i], value);
         default -> usage("unknown option " + args[i]);
       }
     }
@@ -105,7 +125,9 @@ public final class FlinkDedupBench {
       usage(workDir + " exists; give a fresh --work-dir");
     }
     Dedup dedup = Dedup.named(mode, shards);
-    new FlinkDedupBench(dedup, records, repeatFraction, seed, workDir).run();
+    new FlinkDedupBench(
+            dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs)
+        .run();
     System.exit(0);
   }
 
@@ -121,7 +143,9 @@ public final class FlinkDedupBench {
     System.err.println("FlinkDedupBench: " + problem);
     System.err.println(
         "usage: FlinkDedupBench --mode " + String.join("|", Dedup.NAMES)
-            + " --records N --work-dir DIR [--repeat-fraction F] [--seed S] [--shards S (bloom)]");
+            + " --records N --work-dir DIR [--repeat-fraction F] [--seed S] [--shards S (bloom)]"
+            + " [--capacity N (records per window; default: the stream's)]"
+            + " [--checkpoint-interval-ms I (periodic checkpoints while the events run)]");
     System.exit(2);
   }
 
@@ -134,8 +158,15 @@ public final class FlinkDedupBench {
         CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
     conf.set(RocksDBOptions.LOCAL_DIRECTORIES, workDir.resolve("rocksdb").toString());
-    conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, MemorySize.parse("512m"));
+    // BloomDedup reserves its window from the slot's managed memory (the hashmap backend takes
+    // none); RocksDB gets the 512 MiB the baselines have always had.
+    long window = dedup instanceof Dedup.Bloom ? dedup.reportedStateBytes(WINDOW, capacity()) : 0;
+    conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, new MemorySize(Math.max(512L << 20, window)));
     conf.set(TaskManagerOptions.NUM_TASK_SLOTS, 1);
+    if (checkpointIntervalMs > 0) {
+      conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(checkpointIntervalMs));
+      conf.set(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingMode.EXACTLY_ONCE);
+    }
     return conf;
   }
 
@@ -160,9 +191,12 @@ public final class FlinkDedupBench {
       double seconds = (RunClock.lastIdNanos() - RunClock.sourceStartNanos()) / 1e9;
       long kept = RunClock.kept();
       long heapState = usedHeapAfterGc() - heapBefore;
+      long longestGapNanos = RunClock.longestGapNanos();
+      CheckpointStatsSnapshot periodic =
+          cluster.getExecutionGraph(mainId).get().getCheckpointStatsSnapshot();
 
       long checkpointStart = System.nanoTime();
-      String checkpoint = cluster.triggerCheckpoint(mainId).get(30, TimeUnit.MINUTES);
+      String checkpoint = triggerCheckpoint(cluster, mainId);
       double checkpointSeconds = (System.nanoTime() - checkpointStart) / 1e9;
       long checkpointBytes = bytesUnder(workDir.resolve("checkpoints").resolve(mainId.toString()));
       long rocksdbBytes = bytesUnder(workDir.resolve("rocksdb"));
@@ -186,11 +220,19 @@ public final class FlinkDedupBench {
                   + " checkpoint_bytes=%d cold_init_s=%.3f restore_init_s=%.3f cold_probe_s=%.3f"
                   + " restore_probe_s=%.3f restore_first_output_s=%.3f probe_kept=%d"
                   + " probe_expected_kept=%d"
-                  + " probe_old_kept=%d false_drop_bound=%.0f",
+                  + " probe_old_kept=%d false_drop_bound=%.0f capacity=%d"
+                  + " checkpoint_interval_ms=%d periodic_checkpoints=%d"
+                  + " periodic_checkpoint_bytes_avg=%d periodic_checkpoint_bytes_max=%d"
+                  + " longest_sink_gap_ms=%.1f",
               dedup.name(), records, seconds, records / seconds, kept, expectedKept,
               expectedKept - kept, stateBytes, heapState, checkpointSeconds, checkpointBytes,
               cold.initializingSeconds, restored.initializingSeconds, cold.seconds, restored.seconds,
-              restored.firstOutputSeconds, restored.kept, PROBES / 2, restored.oldKept, dedup.falseDropRate() * expectedKept));
+              restored.firstOutputSeconds, restored.kept, PROBES / 2, restored.oldKept,
+              dedup.falseDropRate() * expectedKept, capacity, checkpointIntervalMs,
+              periodic.getCounts().getNumberOfCompletedCheckpoints(),
+              periodic.getSummaryStats().getCheckpointedSize().getAverage(),
+              periodic.getSummaryStats().getCheckpointedSize().getMaximum(),
+              longestGapNanos / 1e6));
       if (kept > expectedKept || restored.oldKept != 0) {
         throw new IllegalStateException(
             "a repeat got through: kept " + kept + " of " + expectedKept
@@ -201,9 +243,9 @@ public final class FlinkDedupBench {
     }
   }
 
-  /** The records one window length holds at the stream's rate (it spans less than T). */
+  /** The records one window length holds. */
   private long capacity() {
-    return (long) Math.ceil((double) records * WINDOW.toMillis() / SPAN_MS);
+    return capacity;
   }
 
   private StreamExecutionEnvironment environment(Configuration conf) {
@@ -304,6 +346,24 @@ public final class FlinkDedupBench {
       }
     }
     return longestMs / 1e3;
+  }
+
+  /**
+   * A checkpoint of the running job, its path. With periodic checkpoints, the events' source
+   * task may be closing (it waits for a last checkpoint after its input ends) and decline the
+   * first ones asked for; a few more tries get one once it has finished.
+   */
+  private static String triggerCheckpoint(MiniCluster cluster, JobID id) throws Exception {
+    for (int attempt = 1; ; ++attempt) {
+      try {
+        return cluster.triggerCheckpoint(id).get(30, TimeUnit.MINUTES);
+      } catch (ExecutionException e) {
+        if (attempt == 10) {
+          throw e;
+        }
+        Thread.sleep(1000);
+      }
+    }
   }
 
   private void awaitLastId(MiniCluster cluster, JobID id) throws Exception {

@@ -11,6 +11,8 @@ public final class RunClock {
   private static final AtomicLong sourceStartNanos = new AtomicLong();
   private static final AtomicLong firstOutputNanos = new AtomicLong();
   private static final AtomicLong lastIdNanos = new AtomicLong();
+  private static final AtomicLong lastOutputNanos = new AtomicLong();
+  private static final AtomicLong longestGapNanos = new AtomicLong();
   private static final AtomicLong kept = new AtomicLong();
   private static final AtomicLong oldKept = new AtomicLong();
   private static volatile long lastId;
@@ -26,6 +28,8 @@ public final class RunClock {
     sourceStartNanos.set(0);
     firstOutputNanos.set(0);
     lastIdNanos.set(0);
+    lastOutputNanos.set(0);
+    longestGapNanos.set(0);
     kept.set(0);
     oldKept.set(0);
     lastId = expectedLastId;
@@ -40,6 +44,10 @@ public final class RunClock {
     long now = System.nanoTime();
     if (kept.getAndIncrement() == 0) {
       firstOutputNanos.compareAndSet(0, now);
+    }
+    long previous = lastOutputNanos.getAndSet(now);
+    if (previous != 0 && lastIdNanos.get() == 0) {
+      longestGapNanos.accumulateAndGet(now - previous, Math::max);
     }
     if (id == lastId) {
       lastIdNanos.set(now);
@@ -59,6 +67,11 @@ public final class RunClock {
 
   public static long lastIdNanos() {
     return lastIdNanos.get();
+  }
+
+  /** The longest time between two records reaching the sink, up to the stream's last record. */
+  public static long longestGapNanos() {
+    return longestGapNanos.get();
   }
 
   public static long oldKept() {
