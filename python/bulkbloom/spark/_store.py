@@ -477,7 +477,8 @@ def _stage(
         filter_keys: Optional[List[int]] = None
         if row is not None:
             _place(store, name, row["shard_file"], row["shard_bytes"])
-            filter_keys = list(row["filter_keys"])
+            if window is not None:
+                filter_keys = list(row["filter_keys"])
         elif window is not None:
             # No record of this run went to it, but its clock moves with the window's, and its
             # generations are sized with the others'.
