@@ -86,6 +86,11 @@ inline constexpr std::size_t kMinParallelRoutedKeys = std::size_t{1} << 12;
 inline constexpr std::size_t kWindowHashChunk = std::size_t{1} << 16;
 // Byte-string keys are hashed into a stack buffer this many at a time, then passed on as hashes.
 inline constexpr std::size_t kByteKeyHashChunk = 4096;
+// Bytes the command line reads per chunk of input: one chunk is one bulk filter call. Per-chunk
+// costs are microseconds, so small chunks cost nothing, and a chunk's keys and flags then stay in
+// cache while the engine works on them (2 MiB chunks dedup faster than 32 MiB ones,
+// bench/DECISIONS.md).
+inline constexpr std::size_t kInputChunkBytes = std::size_t{2} << 20;
 // Bytes per read or write call of the file helpers.
 inline constexpr std::size_t kIoChunk = std::size_t{8} << 20;
 // How long a thread polls before it blocks: back-to-back bulk calls come microseconds apart, while
