@@ -114,15 +114,18 @@ def generate(directory: Path, rows: int) -> None:
 def run_way(name: str, directory: Path, out: Path, rows: int) -> dict:
     if name == "bulkbloom dedup (CLI)":
         cli = REPO / "build/release/bulkbloom"
-        command = ["/usr/bin/time", "-f", "%M", str(cli), "dedup", "-f", "csv:1", "--capacity",
-                   str(rows), "--fpr", str(FPR), "--stats", "none", "-o", str(out),
-                   str(directory / "data.csv")]
+        command = [str(cli), "dedup", "-f", "csv:1", "--capacity", str(rows), "--fpr", str(FPR),
+                   "--stats", "none", "-o", str(out), str(directory / "data.csv")]
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        child = subprocess.Popen(command)
+        _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            raise subprocess.CalledProcessError(child.returncode, command)
         with open(out, "rb") as kept_lines:
             kept = sum(1 for _ in kept_lines)
-        return {"wall": wall, "kept": kept, "peak": int(done.stderr.strip().splitlines()[-1])}
+        return {"wall": wall, "kept": kept, "peak": usage.ru_maxrss}
     program = CHILD_PREFIX + WAYS[name] % {"fpr": FPR} + CHILD_SUFFIX
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", program, str(directory), str(out), str(rows)],
