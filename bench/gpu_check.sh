@@ -8,6 +8,10 @@
 #               and GTest's XML read back: no test may have skipped for want of a device
 #   check       bytes and flags against the multithreaded CPU (gpu_bench --check)
 #   benchmark   device-resident throughput beside the device's limits (gpu_bench)
+#   cli-bench   `bulkbloom bench`'s GPU section as a user runs it (a one-size CPU sweep, then the
+#               GPU at 32 MiB and 1 GiB: device-resident keys beside the device's random block
+#               reads, host-resident keys end to end, answers checked against the CPU), appended
+#               to bench.log
 #   memcheck    compute-sanitizer memcheck on 4 GPU tests
 #   mutations   the prebuilt mutants must fail their tests (bench/gpu_mutations.sh --run)
 # The prebuilt binaries are rebuilt on the machine only if they do not start there (configure and
@@ -78,7 +82,8 @@ finish() {
   written=$(find "$out" -maxdepth 1 -type f | wc -l)
   if ((written > 8)); then result outputs FAILED "$written files in $out; 8 come back"; fi
   echo
-  [[ -f $bench_log ]] && sed -n '/== summary/,$p' "$bench_log"
+  [[ -f $bench_log ]] && sed -n '/== summary/,/== bulkbloom bench/p' "$bench_log"
+  [[ -f $bench_log ]] && sed -n '/^GPU section\|^GPU, keys in device memory/,$p' "$bench_log"
   [[ -f $check_log ]] && grep -E '^(check|==)' "$check_log"
   echo
   printf '%s\n' "${results[@]}"
@@ -104,8 +109,26 @@ if ((${#outputs[@]} > 8)); then result outputs FAILED "${#outputs[@]} outputs pl
 # The prebuilt binaries, with the shared libraries copied beside them.
 tests_bin=$prepared/bin/bulkbloom_cuda_tests
 bench_bin=$prepared/bin/bulkbloom_gpu_bench
+cli_bin=$prepared/bin/bulkbloom
 export LD_LIBRARY_PATH="$prepared/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-starts() { "$tests_bin" --gtest_list_tests >/dev/null 2>&1 && [[ -x $bench_bin ]]; }
+starts() {
+  "$tests_bin" --gtest_list_tests >/dev/null 2>&1 && [[ -x $bench_bin ]] &&
+    "$cli_bin" --version >/dev/null 2>&1
+}
+# `bulkbloom bench` with its GPU section, its output appended to bench.log; the report's folder
+# stays behind (8 files come back). Arguments: bounded's limit and reserve, then the CPU sweep's
+# options (the section follows the sweep).
+cli_bench() {
+  local report_dir status limit=$1 reserve=$2
+  shift 2
+  report_dir=$(mktemp -d)
+  echo "== bulkbloom bench (its GPU section last)" >>"$bench_log"
+  bounded "$limit" "$reserve" "$cli_bin" bench --quick "$@" --gpu-sizes 32M,1G \
+    --report "$report_dir" >>"$bench_log" 2>&1
+  status=$?
+  rm -rf "$report_dir"
+  return $status
+}
 if starts; then
   result binaries ok "prebuilt in $prepared"
 elif [[ $dry_run == yes ]]; then
@@ -117,7 +140,7 @@ else
   "$tests_bin" --gtest_list_tests 2>&1 | head -3 >>"$log"
   build_dir=build/gpu-check-device
   configure_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBULKBLOOM_CUDA=ON
-                  -DCMAKE_CUDA_ARCHITECTURES=native -DBULKBLOOM_BUILD_CLI=OFF
+                  -DCMAKE_CUDA_ARCHITECTURES=native -DBULKBLOOM_BUILD_CLI=ON
                   -DBULKBLOOM_BUILD_EXAMPLES=OFF -DBULKBLOOM_INSTALL=OFF -DBULKBLOOM_FLINK=OFF)
   deps_dir=${GPU_CHECK_DEPS:-.deps/gpu}
   if compgen -G "$deps_dir/*.deb" >/dev/null; then
@@ -131,9 +154,10 @@ else
   fi
   if bounded 240 120 cmake -S . -B "$build_dir" "${configure_args[@]}" >"$build_log" 2>&1 &&
     bounded 240 120 cmake --build "$build_dir" -j "$(nproc)" --target bulkbloom_cuda_tests \
-      bulkbloom_gpu_bench >>"$build_log" 2>&1; then
+      bulkbloom_gpu_bench bulkbloom_cli >>"$build_log" 2>&1; then
     tests_bin=$build_dir/tests/bulkbloom_cuda_tests
     bench_bin=$build_dir/bench/gpu/bulkbloom_gpu_bench
+    cli_bin=$build_dir/bulkbloom
     result binaries ok "rebuilt here in $build_dir (the prebuilt ones did not start)"
   else
     tail -20 "$build_log"
@@ -153,6 +177,13 @@ if [[ $dry_run == yes ]]; then
       "$prepared/mutants/$index.bin" --gtest_list_tests >/dev/null 2>&1 ||
         result mutants FAILED "mutant $index ($name) does not start"
     done <"$prepared/mutants/list.txt"
+  fi
+  # The step as the real run takes it, here without a device: the section must say why.
+  if cli_bench 60 0 --sizes 16K --repeat 1 --keys 1024 && grep -q '^GPU section: not measured: ' "$bench_log"; then
+    result cli-bench ok "without a device: $(grep -m1 '^GPU section: not measured: ' "$bench_log" |
+      cut -c28-)"
+  else
+    result cli-bench FAILED "bulkbloom bench did not say why its GPU section is absent (bench.log)"
   fi
   for step in probe gpu-tests check benchmark memcheck; do result "$step" SKIPPED "dry run"; done
   finish
@@ -201,6 +232,18 @@ if time_for benchmark 90; then
     result benchmark ok "table below (bench.log)"
   else
     result benchmark FAILED "exit $? (bench.log: $(tail -1 "$bench_log"))"
+  fi
+fi
+
+say "bulkbloom bench's GPU section"
+if time_for cli-bench 40; then
+  cli_bench 90 40 --sizes 4M --repeat 3
+  status=$?
+  if ((status == 0)) && grep -q '^GPU, keys in device memory' "$bench_log" &&
+    ! grep -qE '^GPU section: |NOT a GPU' "$bench_log"; then
+    result cli-bench ok "$(grep -c 'cuda/.*%$' "$bench_log") device-resident rows (bench.log)"
+  else
+    result cli-bench FAILED "exit $status, no GPU figures: $(grep -m1 -E '^GPU section: |NOT a GPU|^bulkbloom' "$bench_log")"
   fi
 fi
 

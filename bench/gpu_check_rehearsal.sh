@@ -2,8 +2,9 @@
 # bench/gpu_check.sh rehearsed on a machine without a GPU, so that a defect of the device check
 # shows here and not in scarce device time (ctest runs this as gpu_check_rehearsal):
 #   1. a prepared folder from BUILD_DIR's binaries (bench/prepare_gpu_check.sh --from, no mutants)
-#   2. the dry run passes: the prebuilt binaries start, the mutations apply, and it writes at most
-#      the 8 files the device tool brings back
+#   2. the dry run passes: the prebuilt binaries start, the mutations apply, `bulkbloom bench`
+#      says why its GPU section is absent, and it writes at most the 8 files the device tool
+#      brings back
 #   3. the real run without a device fails, at once (under 60 s) and at the probe: no false green
 #   4. the GPU tests with BULKBLOOM_REQUIRE_GPU=1 fail without a device instead of skipping
 # Steps 3 and 4 are left out where a GPU answers (the real run is the check there).
@@ -31,6 +32,8 @@ if bench/gpu_check.sh --dry-run "$work/dry" "$work/prepared"; then
 else
   fail "the dry run failed"
 fi
+grep -qP '^cli-bench\tok\twithout a device: .+' "$work/dry/summary.txt" ||
+  fail "the dry run's bulkbloom bench did not say why its GPU section is absent"
 written=$(find "$work/dry" -type f | wc -l)
 ((written <= 8)) || fail "the dry run wrote $written files; the device tool brings back 8"
 

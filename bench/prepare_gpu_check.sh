@@ -41,22 +41,24 @@ configure_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DBULKBLOOM_CUDA=ON
                 -DCMAKE_CUDA_ARCHITECTURES=90-real -DBULKBLOOM_BUILD_CLI=OFF
                 -DBULKBLOOM_BUILD_EXAMPLES=OFF -DBULKBLOOM_INSTALL=OFF -DBULKBLOOM_FLINK=OFF
                 -DBULKBLOOM_BUILD_PYTHON=OFF)
-targets=(bulkbloom_cuda_tests bulkbloom_gpu_bench)
+# The CLI too, for `bulkbloom bench`'s GPU section (the mutants' builds leave it out).
+targets=(bulkbloom_cuda_tests bulkbloom_gpu_bench bulkbloom_cli)
 if [[ -z $from ]]; then
   from=build/gpu-check
   echo "== configure and build ${targets[*]} in $from"
-  cmake -S . -B "$from" "${configure_args[@]}" >/dev/null
+  cmake -S . -B "$from" "${configure_args[@]}" -DBULKBLOOM_BUILD_CLI=ON >/dev/null
   cmake --build "$from" -j 2 --target "${targets[@]}"
 fi
 tests_bin=$from/tests/bulkbloom_cuda_tests
 bench_bin=$from/bench/gpu/bulkbloom_gpu_bench
-for f in "$tests_bin" "$bench_bin"; do
+cli_bin=$from/bulkbloom
+for f in "$tests_bin" "$bench_bin" "$cli_bin"; do
   [[ -x $f ]] || { echo "prepare_gpu_check.sh: $f is missing (build with the CUDA backend)" >&2; exit 1; }
 done
 
 rm -rf "$prepared"
 mkdir -p "$prepared/bin" "$prepared/lib"
-cp "$tests_bin" "$bench_bin" "$prepared/bin/"
+cp "$tests_bin" "$bench_bin" "$cli_bin" "$prepared/bin/"
 # Shared libraries beside the binaries, except the C library and the loader (the machine's own
 # must be used) and the driver's libcuda (never copied: it must match the machine's driver).
 copy_libraries() {

@@ -36,7 +36,7 @@ endif()
 # Adds the CUDA engine to `target`: its host side (plain C++, built everywhere so that the tests
 # can run it against a fake runtime) and, when the backend is built, the CUDA runtime and kernels.
 function(bulkbloom_add_cuda_backend target)
-  target_sources(${target} PRIVATE src/cuda/device_engine.cpp)
+  target_sources(${target} PRIVATE src/cuda/device_engine.cpp src/cuda/device_bench.cpp)
   if(NOT BULKBLOOM_WITH_CUDA)
     return()
   endif()

@@ -18,8 +18,11 @@
 #include <string>
 
 #include "bulkbloom/error.hpp"
+#include "core/filter_access.hpp"
+#include "core/splitmix64.hpp"
 #include "cuda/cuda_engine.hpp"
 #include "cuda/exact_insert_if_absent.hpp"
+#include "registry/device_bench.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom {
@@ -197,6 +200,12 @@ class FakeRuntime final : public detail::DeviceRuntime {
   int engine_device = 0;
   int fail_allocation_at = -1;  // the n-th allocation from now (0: the next) fails
   int fail_copy_at = -1;        // the n-th copy from now fails
+  // The fake device's clock: each kernel advances it by its keys (or reads) times these
+  // nanoseconds when it runs, and a timing event takes its reading, so elapsed_ms() gives what
+  // the test chose.
+  double insert_ns = 2, contains_ns = 1, insert_if_absent_ns = 4, block_read_ns = 0.5;
+  // A kernel ("insert", "contains", "insert_if_absent", "fill_keys") that does nothing at all.
+  std::string no_op;
 
   std::size_t pending() const {
     std::size_t total = 0;
@@ -204,6 +213,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
     return total;
   }
 
+  std::string stand_in() const override { return "fake CUDA runtime (tests)"; }
   int current_device() override { return current_device_; }
   void set_device(int device) override { current_device_ = device; }
 
@@ -240,6 +250,11 @@ class FakeRuntime final : public detail::DeviceRuntime {
     ++stats.live_streams_and_events;
     return e;
   }
+  detail::EventHandle create_timing_event() override {
+    detail::EventHandle e = create_event();
+    events_.at(e).timing = true;
+    return e;
+  }
   void destroy_event(detail::EventHandle e) noexcept override {
     events_.erase(e);
     --stats.live_streams_and_events;
@@ -247,7 +262,10 @@ class FakeRuntime final : public detail::DeviceRuntime {
   void record(detail::EventHandle e, detail::StreamHandle s) override {
     Event& event = events_.at(e);
     const std::uint64_t generation = ++event.recorded;
-    enqueue(s, [&event, generation] { event.completed = std::max(event.completed, generation); });
+    enqueue(s, [this, &event, generation] {
+      event.completed = std::max(event.completed, generation);
+      event.time_ns = clock_ns_;
+    });
   }
   void wait(detail::StreamHandle s, detail::EventHandle e) override {
     const Event& event = events_.at(e);
@@ -260,6 +278,14 @@ class FakeRuntime final : public detail::DeviceRuntime {
     while (event.completed < generation) {
       if (!step()) throw_deadlock();
     }
+  }
+  double elapsed_ms(detail::EventHandle start, detail::EventHandle stop) override {
+    const Event& a = events_.at(start);
+    const Event& b = events_.at(stop);
+    if (!a.timing || !b.timing || a.completed != a.recorded || b.completed != b.recorded) {
+      throw DeviceError("elapsed_ms of an event without timing or not completed");
+    }
+    return (b.time_ns - a.time_ns) * 1e-6;
   }
   void synchronize_stream(detail::StreamHandle s) override {
     while (!queues_[s].empty()) {
@@ -287,7 +313,9 @@ class FakeRuntime final : public detail::DeviceRuntime {
 
   void insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::uint32_t n,
               KeyMode mode, detail::StreamHandle s) override {
-    enqueue(s, [=] {
+    enqueue(s, [=, this] {
+      clock_ns_ += n * insert_ns;
+      if (no_op == "insert") return;
       const FilterRef ref(bits, layout);
       for (std::uint32_t i = 0; i < n; ++i) {
         ref.insert_hash(detail::gpu::hash_key(layout, keys[i], mode));
@@ -296,7 +324,9 @@ class FakeRuntime final : public detail::DeviceRuntime {
   }
   void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* keys,
                 std::uint32_t n, KeyMode mode, std::uint8_t* out, detail::StreamHandle s) override {
-    enqueue(s, [=] {
+    enqueue(s, [=, this] {
+      clock_ns_ += n * contains_ns;
+      if (no_op == "contains") return;
       const FilterRef ref(const_cast<std::byte*>(bits), layout);
       for (std::uint32_t i = 0; i < n; ++i) {
         out[i] = ref.contains_hash(detail::gpu::hash_key(layout, keys[i], mode)) ? 1 : 0;
@@ -307,7 +337,34 @@ class FakeRuntime final : public detail::DeviceRuntime {
                         std::uint32_t n, KeyMode mode, std::uint8_t* is_new,
                         std::uint64_t* new_count, detail::StreamHandle s) override {
     // Slices of 100 keys, so that the chunks of a batch also span several slices.
-    enqueue(s, [=] { exact_on_host(layout, bits, keys, n, mode, is_new, new_count, 100); });
+    enqueue(s, [=, this] {
+      clock_ns_ += n * insert_if_absent_ns;
+      if (no_op != "insert_if_absent") {
+        exact_on_host(layout, bits, keys, n, mode, is_new, new_count, 100);
+      }
+    });
+  }
+  void fill_keys(std::uint64_t* keys, std::uint64_t n, std::uint64_t seed,
+                 detail::StreamHandle s) override {
+    enqueue(s, [=, this] {
+      if (no_op == "fill_keys") return;
+      detail::SplitMix64 rng(seed);
+      for (std::uint64_t i = 0; i < n; ++i) keys[i] = rng.next();
+    });
+  }
+  void random_block_reads(const Layout& layout, const std::byte* bits, std::uint32_t n,
+                          std::uint64_t* sink, detail::StreamHandle s) override {
+    enqueue(s, [=, this] {
+      clock_ns_ += n * block_read_ns;
+      // Reads the blocks, as the device does, so a probe past the filter's bits shows here too.
+      std::uint64_t x = 0;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const std::uint64_t block = detail::block_of(detail::xxh64_u64(i, 0x5eed),
+                                                     static_cast<std::uint32_t>(layout.num_blocks));
+        x ^= std::to_integer<std::uint64_t>(bits[block * block_bytes(layout.shape)]);
+      }
+      if (x == 0x123456789abcdefull) *sink = x;
+    });
   }
   void combine(std::byte* bits, const std::byte* other, std::uint64_t bytes, CombineOp op,
                detail::StreamHandle s) override {
@@ -355,6 +412,8 @@ class FakeRuntime final : public detail::DeviceRuntime {
   struct Event {
     std::uint64_t recorded = 0;
     std::uint64_t completed = 0;
+    bool timing = false;
+    double time_ns = 0;  // the clock when its latest record ran
   };
   struct Op {
     std::function<void()> run;
@@ -426,6 +485,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
   std::mt19937_64 rng_;
   int eagerness_;
   int current_device_;
+  double clock_ns_ = 0;
   std::uintptr_t next_handle_ = 0x1000;
   std::map<detail::StreamHandle, std::deque<Op>> queues_;
   std::map<detail::EventHandle, Event> events_;
@@ -665,6 +725,92 @@ TEST_P(FakeCuda, ConstructionFailureReleasesEverything) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, FakeCuda, testing::Range<std::uint64_t>(1, 7));
+
+// ---------------------------------------------------------------------------------------------
+// The device benchmark (registry/device_bench.hpp) over the fake runtime: its figures are the
+// runtime's event times, and a device that does nothing yields no figure.
+
+class DeviceBenchOnFake : public testing::TestWithParam<std::uint64_t> {
+ protected:
+  // A filter whose engine runs on a fake device; `fake` stays valid while the filter lives.
+  Filter fake_filter(FakeRuntime*& fake) {
+    FakeEngine gpu(layout_, GetParam());
+    fake = gpu.fake;
+    return detail::FilterAccess::make(layout_, std::move(gpu.engine));
+  }
+  Layout layout_{Shape::sb256, 4093, KeyHash::xxh64, 0};
+  detail::DeviceBenchSettings settings_{6000, 3, 1024, 77};
+};
+
+TEST_P(DeviceBenchOnFake, FiguresAreTheRuntimesEventTimesAndTheAnswersAreChecked) {
+  FakeRuntime* fake = nullptr;
+  Filter filter = fake_filter(fake);
+  const detail::DeviceBench bench = detail::bench_device(filter, settings_);
+  EXPECT_EQ(bench.stand_in, "fake CUDA runtime (tests)");
+  EXPECT_EQ(bench.implementation, "cuda/fake");
+  EXPECT_EQ(bench.filter_bytes, layout_.size_bytes());
+  EXPECT_EQ(bench.block_bytes, 32u);
+  EXPECT_EQ(bench.verified_keys, 1024u);
+  // keys / (keys x ns per key) on the fake's clock, read through its timing events.
+  const auto expect_rate = [&](const detail::DeviceRate& rate, const char* op, double ns) {
+    EXPECT_EQ(rate.operation, op);
+    ASSERT_EQ(rate.runs.size(), settings_.repetitions) << op;
+    for (const double run : rate.runs) EXPECT_NEAR(run, 1e9 / ns, 1e9 / ns * 1e-9) << op;
+    EXPECT_NEAR(rate.keys_per_s, 1e9 / ns, 1e9 / ns * 1e-9) << op;
+  };
+  expect_rate(bench.random_block_reads, "random block reads", fake->block_read_ns);
+  ASSERT_EQ(bench.device_resident.size(), 3u);
+  expect_rate(bench.device_resident[0], "insert", fake->insert_ns);
+  expect_rate(bench.device_resident[1], "contains", fake->contains_ns);
+  expect_rate(bench.device_resident[2], "insert_if_absent", fake->insert_if_absent_ns);
+  // End to end by the wall clock: measured, and labelled apart.
+  ASSERT_EQ(bench.host_resident.size(), 3u);
+  for (const detail::DeviceRate& rate : bench.host_resident) {
+    EXPECT_EQ(rate.runs.size(), settings_.repetitions) << rate.operation;
+    EXPECT_GT(rate.keys_per_s, 0) << rate.operation;
+  }
+  EXPECT_EQ(fake->pending(), 0u);
+  EXPECT_EQ(fake->stats.wrong_device, 0);
+}
+
+TEST_P(DeviceBenchOnFake, AKernelThatDoesNothingYieldsNoFigure) {
+  for (const char* kernel : {"insert", "contains", "insert_if_absent", "fill_keys"}) {
+    FakeRuntime* fake = nullptr;
+    Filter filter = fake_filter(fake);
+    fake->no_op = kernel;
+    try {
+      detail::bench_device(filter, settings_);
+      ADD_FAILURE() << "a " << kernel << " that does nothing gave figures";
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("no figures"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(fake->pending(), 0u) << kernel;
+  }
+}
+
+TEST_P(DeviceBenchOnFake, AFilterOffTheGpuIsRefusedByName) {
+  Options on_cpu;
+  on_cpu.backend = Backend::cpu;
+  Filter cpu(layout_, on_cpu);
+  try {
+    detail::bench_device(cpu, settings_);
+    ADD_FAILURE() << "a CPU filter was benchmarked as a GPU's";
+  } catch (const BackendUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find(cpu.implementation()), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, DeviceBenchOnFake, testing::Range<std::uint64_t>(1, 4));
+
+// Where no CUDA device is usable (every machine this test runs on without one), the reason is
+// named: this build has no CUDA backend, or the driver's own answer.
+TEST(DeviceBench, WithoutADeviceTheReasonIsNamed) {
+  const std::string why = detail::device_bench_unavailable();
+  if (why.empty()) GTEST_SKIP() << "a CUDA device is usable here";
+  const bool named = why.find("CUDA device") != std::string::npos ||
+                     why.find("does not include the CUDA backend") != std::string::npos;
+  EXPECT_TRUE(named) << why;
+}
 
 }  // namespace
 }  // namespace bulkbloom::test

@@ -14,7 +14,8 @@
 //   --quick   small sizes, to check that the program works (not for figures).
 //
 // Timing: CUDA events around each kernel on the default stream; each figure is the median of
-// several repetitions after one warm-up.
+// several repetitions after one warm-up. The timing and the random block-read probe are the
+// library's (cuda/device_bench.hpp), which `bulkbloom bench`'s GPU section also measures with.
 #include <cuda_runtime.h>
 #include <thrust/system/cuda/execution_policy.h>
 #include <bulkbloom/bulkbloom.hpp>
@@ -32,6 +33,8 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/cuda_engine.hpp"
+#include "cuda/device_bench.hpp"
 #include "cuda/exact_insert_if_absent.hpp"
 #include "cuda/kernels.cuh"
 
@@ -77,20 +80,6 @@ __device__ __forceinline__ std::uint64_t mix(std::uint64_t i) {
   return detail::xxh64_u64(i, 0x5eed);
 }
 
-// The random-read limit: each thread loads one random aligned block (the filter's block size,
-// with the same 16-byte vector loads as contains) from the buffer; no keys, no hashing of keys.
-template <typename G>
-__global__ void random_read_limit(const std::byte* buffer, std::uint32_t num_blocks,
-                                  std::uint32_t n, unsigned long long* sink) {
-  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const std::uint32_t block = detail::block_of(mix(i), num_blocks);
-  const auto lanes = gpu::load_block<G>(gpu::block_lanes<G>(const_cast<std::byte*>(buffer), block));
-  unsigned long long x = 0;
-  for (auto v : lanes.lane) x ^= v;
-  if (x == 0x123456789abcdefull) *sink = x;  // keeps the loads alive; practically never true
-}
-
 // The random-atomic limit: each thread ORs one bit into every 64-bit lane of one random block,
 // the same atomics per block as insert without its read.
 template <typename G>
@@ -103,28 +92,22 @@ __global__ void random_atomic_limit(std::byte* buffer, std::uint32_t num_blocks,
     atomicOr(lanes + l, 1ull << ((h >> (6 * l)) & 63));
 }
 
-// Median milliseconds of `reps` runs of `body` (after one warm-up), `before` run untimed first.
-double median_ms(
-    int reps, const std::function<void()>& body, const std::function<void()>& before = [] {}) {
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  std::vector<float> times;
-  for (int r = 0; r <= reps; ++r) {
-    before();
-    check(cudaEventRecord(start), "cudaEventRecord");
-    body();
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    check(cudaGetLastError(), "kernel");
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (r > 0) times.push_back(ms);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+// The library's CUDA runtime, on the default stream: every figure here is timed as the CLI's GPU
+// section times it (cuda/device_bench.hpp).
+detail::DeviceRuntime& runtime() {
+  static const std::unique_ptr<detail::DeviceRuntime> rt = detail::make_cuda_runtime();
+  return *rt;
+}
+
+// Items/s of `items` items: the median of `reps` runs of `body` (after one warm-up), each timed by
+// CUDA events on the default stream, `before` run untimed first.
+double rate(
+    std::uint64_t items, int reps, const std::function<void()>& body,
+    const std::function<void()>& before = [] {}) {
+  const std::vector<double> ms =
+      detail::time_on_stream(runtime(), nullptr, static_cast<unsigned>(reps), body, before);
+  check(cudaGetLastError(), "kernel");
+  return detail::rate_of("", items, ms).keys_per_s;
 }
 
 struct Row {
@@ -160,22 +143,18 @@ void bench_filter(const std::string& size_name, std::uint64_t filter_bytes,
       static_cast<std::uint32_t>(std::min<std::uint64_t>(probe_keys, filter_bytes * 8 / 32));
   std::printf("%s: %s, %u keys inserted, %u probed\n", name.c_str(), layout.describe().c_str(),
               fill_keys_n, probe_keys);
-  unsigned long long* sink = device_alloc<unsigned long long>(1);
   const auto clear = [&] { check(cudaMemset(bits, 0, filter_bytes), "cudaMemset"); };
 
-  const double read_ms = median_ms(reps, [&] {
-    random_read_limit<G>
-        <<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(bits, num_blocks, probe_keys, sink);
-  });
-  const double read_limit = probe_keys / (read_ms * 1e-3);
-  const double atomic_ms = median_ms(
-      reps,
+  const double read_limit =
+      detail::probe_random_block_reads(runtime(), nullptr, layout, bits, probe_keys, reps)
+          .keys_per_s;
+  const double atomic_limit = rate(
+      fill_keys_n, reps,
       [&] {
         random_atomic_limit<G>
             <<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(bits, num_blocks, fill_keys_n);
       },
       clear);
-  const double atomic_limit = fill_keys_n / (atomic_ms * 1e-3);
   std::printf(
       "  limits: random %d-byte block reads %.2f G/s (%.0f GB/s of sectors), random "
       "atomicOr blocks (%d x 64-bit) %.2f G/s\n",
@@ -183,8 +162,8 @@ void bench_filter(const std::string& size_name, std::uint64_t filter_bytes,
       atomic_limit / 1e9);
 
   const auto time_insert = [&](auto skip) {
-    return median_ms(
-        reps,
+    return rate(
+        fill_keys_n, reps,
         [&] {
           gpu::insert_kernel<G, decltype(skip)::value>
               <<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
@@ -192,8 +171,8 @@ void bench_filter(const std::string& size_name, std::uint64_t filter_bytes,
         },
         clear);
   };
-  const double insert_skip = fill_keys_n / (time_insert(std::true_type{}) * 1e-3);
-  const double insert_always = fill_keys_n / (time_insert(std::false_type{}) * 1e-3);
+  const double insert_skip = time_insert(std::true_type{});
+  const double insert_always = time_insert(std::false_type{});
   report(name, "insert (skip set lanes) [default]", insert_skip, "random atomicOr limit",
          atomic_limit);
   report(name, "insert (atomicOr every lane)", insert_always, "random atomicOr limit",
@@ -203,14 +182,10 @@ void bench_filter(const std::string& size_name, std::uint64_t filter_bytes,
   clear();
   gpu::insert_kernel<G, true><<<gpu::grid_for(fill_keys_n), gpu::kThreadsPerBlock>>>(
       layout, bits, keys, fill_keys_n, KeyMode::hash_with_layout);
-  const double contains =
-      probe_keys /
-      (median_ms(reps,
-                 [&] {
-                   gpu::contains_kernel<G><<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(
-                       layout, bits, keys, probe_keys, KeyMode::hash_with_layout, flags);
-                 }) *
-       1e-3);
+  const double contains = rate(probe_keys, reps, [&] {
+    gpu::contains_kernel<G><<<gpu::grid_for(probe_keys), gpu::kThreadsPerBlock>>>(
+        layout, bits, keys, probe_keys, KeyMode::hash_with_layout, flags);
+  });
   report(name, "contains", contains, "random block read limit", read_limit);
   report(name, "contains", contains, "datasheet bandwidth", datasheet);
 
@@ -220,8 +195,8 @@ void bench_filter(const std::string& size_name, std::uint64_t filter_bytes,
       device_alloc<std::byte>(detail::exact::scratch_bytes(fill_keys_n, slice, G::kBlockBytes));
   const detail::exact::Scratch arrays = detail::exact::carve_scratch(scratch, fill_keys_n, slice);
   const auto time_if_absent = [&](bool repeats) {
-    return median_ms(
-        reps,
+    return rate(
+        fill_keys_n, reps,
         [&] {
           detail::exact::insert_if_absent<G>(thrust::cuda::par_nosync.on(nullptr), layout, bits,
                                              keys, fill_keys_n, KeyMode::hash_with_layout, flags,
@@ -235,32 +210,27 @@ void bench_filter(const std::string& size_name, std::uint64_t filter_bytes,
           }
         });
   };
-  report(name, "insert_if_absent new (exact)", fill_keys_n / (time_if_absent(false) * 1e-3),
-         "contains", contains);
-  report(name, "insert_if_absent repeats (exact)", fill_keys_n / (time_if_absent(true) * 1e-3),
-         "contains", contains);
+  report(name, "insert_if_absent new (exact)", time_if_absent(false), "contains", contains);
+  report(name, "insert_if_absent repeats (exact)", time_if_absent(true), "contains", contains);
   // One key fill_keys_n times: a single run as long as the batch.
   std::uint64_t* same = device_alloc<std::uint64_t>(fill_keys_n);
   check(cudaMemset(same, 0x5a, std::size_t{fill_keys_n} * 8), "cudaMemset");
-  const double all_equal_ms = median_ms(
-      reps,
+  const double all_equal = rate(
+      fill_keys_n, reps,
       [&] {
         detail::exact::insert_if_absent<G>(thrust::cuda::par_nosync.on(nullptr), layout, bits, same,
                                            fill_keys_n, KeyMode::hash_with_layout, flags, nullptr,
                                            arrays);
       },
       clear);
-  report(name, "insert_if_absent all equal (exact)", fill_keys_n / (all_equal_ms * 1e-3),
-         "contains", contains);
+  report(name, "insert_if_absent all equal (exact)", all_equal, "contains", contains);
   cudaFree(same);
   cudaFree(scratch);
-  cudaFree(sink);
 }
 
 double copy_bandwidth(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
                       int reps) {
-  return bytes /
-         (median_ms(reps, [&] { check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy"); }) * 1e-3);
+  return rate(bytes, reps, [&] { check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy"); });
 }
 
 // Host-resident keys through the Filter API (pinned staging on two streams), against the measured
@@ -281,7 +251,7 @@ void bench_host_streaming(std::uint64_t host_keys_n, double h2d_pinned) {
               static_cast<unsigned long long>(host_keys_n), host_keys_n * 8.0 / (1 << 30),
               layout.describe().c_str());
   const auto key_bytes_rate = [&](const std::function<void()>& call) {
-    return host_keys_n * 8.0 / (median_ms(3, call) * 1e-3);
+    return rate(host_keys_n * 8, 3, call);
   };
   const std::string host = "host->PCIe";
   report(host, "insert, pageable keys (bytes/s)", key_bytes_rate([&] { filter.insert(pageable); }),

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "bulkbloom/error.hpp"
+#include "core/splitmix64.hpp"
 #include "cuda/cuda_engine.hpp"
 #include "cuda/exact_insert_if_absent.hpp"
 #include "cuda/kernels.cuh"
@@ -176,8 +177,18 @@ class StreamOrderedAllocator {
   cudaStream_t stream_;
 };
 
+// keys[i] = the i-th value of SplitMix64(seed), grid-stride (DeviceRuntime::fill_keys).
+__global__ void fill_keys_kernel(std::uint64_t* keys, std::uint64_t n, std::uint64_t seed) {
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
+    keys[i] = splitmix64_mix(seed + (i + 1) * kSplitMix64Gamma);
+  }
+}
+
 class CudaRuntime final : public DeviceRuntime {
  public:
+  std::string stand_in() const override { return ""; }
+
   int current_device() override {
     int device = 0;
     check(cudaGetDevice(&device), "cudaGetDevice");
@@ -248,6 +259,11 @@ class CudaRuntime final : public DeviceRuntime {
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
     return event;
   }
+  EventHandle create_timing_event() override {
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreate(&event), "cudaEventCreate");
+    return event;
+  }
   void destroy_event(EventHandle event) noexcept override {
     cudaEventDestroy(static_cast<cudaEvent_t>(event));
   }
@@ -260,6 +276,13 @@ class CudaRuntime final : public DeviceRuntime {
   }
   void synchronize(EventHandle event) override {
     check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+  }
+  double elapsed_ms(EventHandle start, EventHandle stop) override {
+    float ms = 0;
+    check(
+        cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)),
+        "cudaEventElapsedTime");
+    return ms;
   }
   void synchronize_stream(StreamHandle stream) override {
     check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
@@ -312,6 +335,21 @@ class CudaRuntime final : public DeviceRuntime {
       throw;
     }
     allocator.deallocate(scratch, 0);
+  }
+  void fill_keys(std::uint64_t* keys, std::uint64_t n, std::uint64_t seed,
+                 StreamHandle stream) override {
+    launch(fill_keys_kernel, kReductionPartials, stream, "key generation", keys, n, seed);
+  }
+  void random_block_reads(const Layout& layout, const std::byte* bits, std::uint32_t n,
+                          std::uint64_t* sink, StreamHandle stream) override {
+    // The probe indexes blocks in 32 bits: a filter of more blocks (over 128 GiB of sb256) is
+    // probed over its first 2^32 - 1 blocks.
+    const auto blocks =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(layout.num_blocks, 0xffffffffu));
+    with_geometry(layout.shape, [&]<typename G>(G) {
+      launch(gpu::random_block_read_kernel<G>, grid_for(n), stream, "random block read", bits,
+             blocks, n, reinterpret_cast<unsigned long long*>(sink));
+    });
   }
   void combine(std::byte* bits, const std::byte* other, std::uint64_t bytes, CombineOp op,
                StreamHandle stream) override {
@@ -386,6 +424,10 @@ std::string usable_device(const Layout* layout, int* device, std::string* why) {
 }
 
 }  // namespace
+
+std::unique_ptr<DeviceRuntime> make_cuda_runtime() {
+  return std::make_unique<CudaRuntime>();
+}
 
 int cuda_device_count(std::string* why) {
   int count = 0;

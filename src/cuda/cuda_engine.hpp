@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda/device_runtime.hpp"
+#include "registry/device_bench.hpp"
 #include "registry/engine.hpp"
 
 namespace bulkbloom::detail {
@@ -25,6 +26,9 @@ class CudaEngine : public Engine {
   virtual void insert_if_absent_device(const std::uint64_t* keys, std::uint32_t n,
                                        std::uint8_t* is_new, std::uint64_t* new_count, void* stream,
                                        bool wait) = 0;
+  /// The device benchmark (registry/device_bench.hpp) on this filter, without the CPU check:
+  /// fills `sample` for the registry to check. Clears the filter.
+  virtual DeviceBench benchmark(const DeviceBenchSettings& settings, DeviceSample& sample) = 0;
 };
 
 /// Keys per chunk of the host-span pipeline: 64 MiB of keys per copy, large enough that a copy
@@ -37,6 +41,9 @@ inline constexpr std::uint32_t kDefaultChunkKeys = std::uint32_t{1} << 23;
 std::unique_ptr<CudaEngine> make_device_engine(const Layout& layout, std::string name, int device,
                                                std::unique_ptr<DeviceRuntime> runtime,
                                                std::uint32_t chunk_keys = kDefaultChunkKeys);
+
+/// The real CUDA runtime, on whatever device is current (bench/gpu times its own kernels with it).
+std::unique_ptr<DeviceRuntime> make_cuda_runtime();
 
 /// Number of CUDA devices; 0 when there is none or no usable driver. `why` (if not null) gets
 /// CUDA's explanation when the answer is 0.

@@ -13,6 +13,8 @@
 
 #include "bulkbloom/error.hpp"
 #include "cuda/cuda_engine.hpp"
+#include "cuda/device_bench.hpp"
+#include "cuda/device_buffer.hpp"
 
 namespace bulkbloom::detail {
 namespace {
@@ -40,51 +42,6 @@ void parallel_copy(void* dst, const void* src, std::size_t bytes) {
   }
   std::memcpy(dst, src, std::min(piece, bytes));
 }
-
-// Device or pinned host memory from the runtime, freed on destruction.
-class Buffer {
- public:
-  enum class Kind { device, pinned };
-  Buffer() = default;
-  Buffer(DeviceRuntime& runtime, Kind kind, std::size_t bytes, const char* what)
-      : runtime_(&runtime), kind_(kind), bytes_(bytes) {
-    ptr_ = kind == Kind::pinned ? runtime.allocate_pinned(bytes, what)
-                                : runtime.allocate_device(bytes, what);
-  }
-  Buffer(Buffer&& o) noexcept { swap(o); }
-  Buffer& operator=(Buffer&& o) noexcept {
-    Buffer(std::move(o)).swap(*this);
-    return *this;
-  }
-  ~Buffer() { reset(); }
-  void reset() noexcept {
-    if (ptr_ == nullptr) return;
-    if (kind_ == Kind::pinned) {
-      runtime_->free_pinned(ptr_);
-    } else {
-      runtime_->free_device(ptr_);
-    }
-    ptr_ = nullptr;
-    bytes_ = 0;
-  }
-  template <typename T = void>
-  T* get() const {
-    return static_cast<T*>(ptr_);
-  }
-  std::size_t bytes() const { return bytes_; }
-
- private:
-  void swap(Buffer& o) noexcept {
-    std::swap(runtime_, o.runtime_);
-    std::swap(kind_, o.kind_);
-    std::swap(ptr_, o.ptr_);
-    std::swap(bytes_, o.bytes_);
-  }
-  DeviceRuntime* runtime_ = nullptr;
-  Kind kind_ = Kind::device;
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
 
 // Makes the filter's device current for the scope, then restores the caller's.
 class DeviceScope {
@@ -150,10 +107,10 @@ struct Slot {
   StreamHandle stream = nullptr;
   EventHandle copied = nullptr;  // the chunk's keys are on the device
   EventHandle done = nullptr;    // its kernel ran and its flags are back in host_flags
-  Buffer host_keys;
-  Buffer host_flags;
-  Buffer keys;
-  Buffer flags;
+  RuntimeBuffer host_keys;
+  RuntimeBuffer host_flags;
+  RuntimeBuffer keys;
+  RuntimeBuffer flags;
 };
 
 class DeviceEngine final : public CudaEngine {
@@ -175,9 +132,10 @@ class DeviceEngine final : public CudaEngine {
         slot.copied = rt_->create_event();
         slot.done = rt_->create_event();
       }
-      bits_ = Buffer(*rt_, Buffer::Kind::device, layout.size_bytes(), "the filter's bits");
-      partials_ = Buffer(*rt_, Buffer::Kind::device, kReductionPartials * sizeof(double),
-                         "whole-filter sums");
+      bits_ = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::device, layout.size_bytes(),
+                            "the filter's bits");
+      partials_ = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::device,
+                                kReductionPartials * sizeof(double), "whole-filter sums");
       rt_->zero(bits_.get(), bits_.bytes(), stream_);
       rt_->synchronize_stream(stream_);
     } catch (...) {
@@ -264,14 +222,25 @@ class DeviceEngine final : public CudaEngine {
     });
   }
 
+  DeviceBench benchmark(const DeviceBenchSettings& settings, DeviceSample& sample) override {
+    DeviceScope scope(*rt_, device_);
+    try {
+      return measure_device_bench(*this, *rt_, stream_, layout_, bits_.get<std::byte>(), settings,
+                                  sample);
+    } catch (...) {
+      drain_all();
+      throw;
+    }
+  }
+
   void combine(std::span<const std::byte> other, CombineOp op) override {
     whole_filter_call([&] {
       // Through one bounded device buffer, kept for later calls, so combining never needs a
       // second filter's worth of GPU memory.
       if (combine_staging_.get() == nullptr) {
-        combine_staging_ =
-            Buffer(*rt_, Buffer::Kind::device,
-                   std::min<std::uint64_t>(other.size(), kCombineChunkBytes), "merging filters");
+        combine_staging_ = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::device,
+                                         std::min<std::uint64_t>(other.size(), kCombineChunkBytes),
+                                         "merging filters");
       }
       const std::uint64_t chunk = combine_staging_.bytes();
       for (std::uint64_t offset = 0; offset < other.size(); offset += chunk) {
@@ -399,12 +368,14 @@ class DeviceEngine final : public CudaEngine {
       slot.keys.reset();
       slot.flags.reset();
     }
-    Buffer fresh[2][4];
-    for (Buffer(&b)[4] : fresh) {
-      b[0] = Buffer(*rt_, Buffer::Kind::pinned, want * sizeof(std::uint64_t), "staged keys");
-      b[1] = Buffer(*rt_, Buffer::Kind::pinned, want, "staged flags");
-      b[2] = Buffer(*rt_, Buffer::Kind::device, want * sizeof(std::uint64_t), "streamed keys");
-      b[3] = Buffer(*rt_, Buffer::Kind::device, want, "streamed flags");
+    RuntimeBuffer fresh[2][4];
+    for (RuntimeBuffer(&b)[4] : fresh) {
+      b[0] = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::pinned, want * sizeof(std::uint64_t),
+                           "staged keys");
+      b[1] = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::pinned, want, "staged flags");
+      b[2] = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::device, want * sizeof(std::uint64_t),
+                           "streamed keys");
+      b[3] = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::device, want, "streamed flags");
     }
     for (int s = 0; s < 2; ++s) {
       slots_[s].host_keys = std::move(fresh[s][0]);
@@ -485,9 +456,9 @@ class DeviceEngine final : public CudaEngine {
   StreamHandle stream_ = nullptr;
   EventHandle computed_ = nullptr;  // the latest kernel on stream_ is done
   EventHandle caller_ = nullptr;    // a device-pointer caller's earlier work is done
-  Buffer bits_;
-  Buffer partials_;
-  Buffer combine_staging_;
+  RuntimeBuffer bits_;
+  RuntimeBuffer partials_;
+  RuntimeBuffer combine_staging_;
   // Calls on one filter take turns: they share the pipeline's slots and the events above.
   mutable std::mutex mutex_;
   mutable Slot slots_[2];

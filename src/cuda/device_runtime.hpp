@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "bulkbloom/layout.hpp"
 #include "registry/engine.hpp"
@@ -30,6 +31,10 @@ class DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
 
+  /// Empty for the real CUDA runtime; otherwise what stands in for the device (the tests' fake).
+  /// Every figure measured through a stand-in carries its name, so that none passes for a GPU's.
+  virtual std::string stand_in() const = 0;
+
   virtual int current_device() = 0;
   virtual void set_device(int device) = 0;
 
@@ -44,12 +49,17 @@ class DeviceRuntime {
 
   virtual StreamHandle create_stream() = 0;
   virtual void destroy_stream(StreamHandle stream) noexcept = 0;
+  /// An event for synchronisation only (no timestamp: cheaper to record).
   virtual EventHandle create_event() = 0;
+  /// An event that also takes the device's timestamp when it completes, for elapsed_ms().
+  virtual EventHandle create_timing_event() = 0;
   virtual void destroy_event(EventHandle event) noexcept = 0;
   virtual void record(EventHandle event, StreamHandle stream) = 0;
   /// Work queued on `stream` after this call waits for the event's latest record.
   virtual void wait(StreamHandle stream, EventHandle event) = 0;
   virtual void synchronize(EventHandle event) = 0;
+  /// Device time between two completed timing events' latest records, in milliseconds.
+  virtual double elapsed_ms(EventHandle start, EventHandle stop) = 0;
   virtual void synchronize_stream(StreamHandle stream) = 0;
   /// Waits for all queued work and reports nothing: for clean-up after another error.
   virtual void drain(StreamHandle stream) noexcept = 0;
@@ -67,6 +77,15 @@ class DeviceRuntime {
   virtual void insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
                                 std::uint32_t n, KeyMode mode, std::uint8_t* is_new,
                                 std::uint64_t* new_count, StreamHandle stream) = 0;
+  /// keys[i] = splitmix64_mix(seed + (i + 1) * kSplitMix64Gamma) for i < n: the i-th value of
+  /// SplitMix64(seed) (core/splitmix64.hpp), generated in place, so the host can check them.
+  virtual void fill_keys(std::uint64_t* keys, std::uint64_t n, std::uint64_t seed,
+                         StreamHandle stream) = 0;
+  /// `n` loads of whole blocks of the layout's size at random block indices of `bits` (no keys,
+  /// no hashing of keys): the device's random-read limit for contains over this filter. Writes
+  /// to `*sink` only in the (practically impossible) case that keeps the loads from being elided.
+  virtual void random_block_reads(const Layout& layout, const std::byte* bits, std::uint32_t n,
+                                  std::uint64_t* sink, StreamHandle stream) = 0;
   /// bits[i] = bits[i] op other[i] for the `bytes` (a multiple of 8) at `bits` and `other`.
   virtual void combine(std::byte* bits, const std::byte* other, std::uint64_t bytes, CombineOp op,
                        StreamHandle stream) = 0;

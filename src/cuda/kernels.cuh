@@ -112,6 +112,24 @@ __global__ void __launch_bounds__(kThreadsPerBlock)
   out[i] = covers<G>(load_block<G>(lanes), pattern_lanes<G>(hash)) ? 1 : 0;
 }
 
+/// The device-side half of the random-read probe: thread i loads the whole block at a random
+/// index (a hash of i) with the same vector loads as contains_kernel; no keys are read or hashed.
+/// The probe's rate over a filter's bits is what contains could reach there if the memory were
+/// its only cost.
+template <typename G>
+__global__ void __launch_bounds__(kThreadsPerBlock)
+    random_block_read_kernel(const std::byte* bits, std::uint32_t num_blocks, std::uint32_t n,
+                             unsigned long long* sink) {
+  const std::uint32_t i = blockIdx.x * kThreadsPerBlock + threadIdx.x;
+  if (i >= n) return;
+  const std::uint32_t block = block_of(xxh64_u64(i, 0x5eed), num_blocks);
+  const Lanes<G> lanes = load_block<G>(block_lanes<G>(const_cast<std::byte*>(bits), block));
+  unsigned long long x = 0;
+#pragma unroll
+  for (int l = 0; l < Lanes<G>::kCount; ++l) x ^= lanes.lane[l];
+  if (x == 0x123456789abcdefull) *sink = x;  // keeps the loads; practically never true
+}
+
 /// Grid size for one thread per key.
 inline unsigned grid_for(std::uint32_t n) {
   return static_cast<unsigned>((std::uint64_t{n} + kThreadsPerBlock - 1) / kThreadsPerBlock);

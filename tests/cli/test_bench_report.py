@@ -8,6 +8,7 @@ and drawn.
 """
 import copy
 import csv
+import html as htmllib
 import json
 import os
 import random
@@ -42,14 +43,14 @@ def check(condition, message):
 
 
 def short_run(directory):
-    """A quick sweep over two small sizes; returns the report's JSON and HTML."""
-    run(["bench", "--quick", "--sizes", "16K,64K", "--keys", "4096", "--repeat", str(REPEAT),
-         "--report", directory])
+    """A quick sweep over two small sizes; returns the report's JSON and HTML and the output."""
+    proc = run(["bench", "--quick", "--sizes", "16K,64K", "--keys", "4096", "--repeat",
+                str(REPEAT), "--report", directory])
     with open(os.path.join(directory, "report.json")) as f:
         report = json.load(f)
     with open(os.path.join(directory, "report.html")) as f:
         html = f.read()
-    return report, html
+    return report, html, proc.stdout.decode()
 
 
 def svgs_of(html):
@@ -60,7 +61,7 @@ def svgs_of(html):
 
 def check_report(report):
     check(report["schema"] == "bulkbloom-bench-report", f"schema: {report.get('schema')}")
-    check(report["schema_version"] == 3, f"schema_version: {report.get('schema_version')}")
+    check(report["schema_version"] == 4, f"schema_version: {report.get('schema_version')}")
     check(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", report["date"]), report["date"])
     check(report["command"][:2] == ["bulkbloom", "bench"] and "--quick" in report["command"],
           f"command: {report['command']}")
@@ -163,6 +164,87 @@ def check_report(report):
     return cases, thread_counts
 
 
+def check_gpu_section(report, html, stdout):
+    """The GPU section of a real run: measured where the registry has a usable CUDA entry, else
+    absent with exactly the reason the registry gives (or that the build has no CUDA backend),
+    said in the output, the JSON and the page; never a figure without a device."""
+    machine, gpu = report["machine"], report["gpu"]
+    unusable = machine["implementations_not_usable"]
+    usable = [i for i in machine["implementations"] if i.startswith("cuda")]
+    if "cuda" in unusable:
+        expected = unusable["cuda"]
+    elif usable:
+        expected = ""
+    else:
+        expected = "this build of bulkbloom does not include the CUDA backend"
+    check(gpu["absent"] == expected, f"gpu absent: {gpu['absent']!r}, expected {expected!r}")
+    check("<h2>GPU</h2>" in html, "the page has no GPU section")
+    if expected:
+        check(gpu["cases"] == [], f"GPU figures without a device: {gpu['cases']}")
+        check(f"GPU section: not measured: {expected}" in stdout, f"output: {stdout[-600:]}")
+        check(htmllib.escape(expected, quote=False) in html, "the page does not say why")
+        return
+    for c in gpu["cases"]:
+        check(c["stand_in"] == "" and c["verified_keys"] > 0, f"gpu case: {c}")
+        ops = [r["operation"] for r in c["device_resident"]]
+        check(ops == OPERATIONS and [r["operation"] for r in c["host_resident_end_to_end"]] ==
+              OPERATIONS, f"gpu operations: {c}")
+        for r in c["device_resident"]:
+            check(abs(r["fraction_of_limit"] - r["keys_per_s"] /
+                      c["random_block_reads"]["keys_per_s"]) < 1e-9, f"gpu fraction: {r}")
+
+
+def synthetic_gpu_case(stand_in=""):
+    """A GPU section's case as a version 4 report holds it."""
+    def rate(op, keys_per_s):
+        return {"operation": op, "runs_keys_per_s": [keys_per_s] * 3, "keys_per_s": keys_per_s}
+    device = [dict(rate(op, 1e9 * (i + 1)), fraction_of_limit=(i + 1) / 4)
+              for i, op in enumerate(OPERATIONS)]
+    return {"implementation": "cuda/sm_90", "stand_in": stand_in, "filter_bytes": 1 << 30,
+            "block_bytes": 64, "keys_per_call": 1 << 24, "verified_keys": 4096,
+            "random_block_reads": rate("random block reads", 4e9), "device_resident": device,
+            "host_resident_end_to_end": [rate(op, 2e8) for op in OPERATIONS]}
+
+
+def case_gpu_section():
+    """A report's GPU section read back: device-resident rows beside the limit, host-resident
+    rows apart and labelled end to end, a stand-in named loudly as no GPU; a version 3 report
+    loads saying it predates the section; a GPU figure the CPU did not confirm is refused."""
+    report = synthetic_report(lambda i, n: [1e8] * n)
+    report["schema_version"] = 4
+    report["gpu"] = {"absent": "", "failures": ["8 GiB: cannot allocate 8192 MiB of GPU memory"],
+                     "cases": [synthetic_gpu_case(), synthetic_gpu_case("fake CUDA runtime")]}
+    paths = write_reports((("gpu.json", report),))
+    out = os.path.join(WORK, "gpu")
+    stdout = run(["bench", "--load", paths[0], "--report", out]).stdout.decode()
+    check(re.search(r"1 GiB  cuda/sm_90 +contains +\| +2\.0+ G/s \| +4\.0+ G/s +50%", stdout),
+          f"no device-resident contains row beside its limit: {stdout}")
+    check("keys in pinned host memory, end to end through PCIe" in stdout, stdout)
+    check(re.search(r"1 GiB  cuda/sm_90 +insert_if_absent +\| +200\.0+ M/s", stdout), stdout)
+    check("measured on a fake CUDA runtime, NOT a GPU" in stdout, stdout)
+    check("a size not measured: 8 GiB: cannot allocate" in stdout, stdout)
+    with open(os.path.join(out, "report.html")) as f:
+        html = f.read()
+    for said in ("pinned host memory, end to end through PCIe", "in device memory",
+                 "measured on a fake CUDA runtime, not a GPU", "8 GiB: cannot allocate"):
+        check(said in html, f"the page lacks {said!r}")
+    with open(os.path.join(out, "report.json")) as f:
+        again = json.load(f)
+    check(again["gpu"] == report["gpu"], f"the GPU section changed on the way: {again['gpu']}")
+
+    old = synthetic_report(lambda i, n: [1e8] * n)
+    paths = write_reports((("v3.json", old),))
+    stdout = run(["bench", "--load", paths[0]]).stdout.decode()
+    check("GPU section: not measured: this report (schema version 3) predates the GPU section"
+          in stdout, stdout)
+
+    unchecked = copy.deepcopy(report)
+    unchecked["gpu"]["cases"][0]["verified_keys"] = 0
+    paths = write_reports((("unchecked.json", unchecked),))
+    proc = run(["bench", "--load", paths[0]], expect_rc=1)
+    check(b"a GPU case has no verified keys" in proc.stderr, proc.stderr.decode())
+
+
 def threads_of(role, thread_counts):
     """The thread counts a role's cases run with: a GPU's cases are one series each."""
     return [1] if role == "gpu" else thread_counts
@@ -223,7 +305,8 @@ def case_report():
     """A short run writes a complete report.json, report.csv beside it and a self-contained
     report.html with the headline and the identity above the plots; --load alone prints it."""
     directory = os.path.join(WORK, "r")
-    report, html = short_run(directory)
+    report, html, stdout = short_run(directory)
+    check_gpu_section(report, html, stdout)
     _, thread_counts = check_report(report)
     check("comparison" not in report, "a comparison without --compare")
     check_html(report, html, thread_counts)
@@ -250,7 +333,7 @@ def case_report():
 def case_compare():
     """A report against itself differs nowhere; a case made twice as fast is flagged, alone."""
     first = os.path.join(WORK, "r")
-    report, _ = short_run(first)
+    report, _, _ = short_run(first)
     _, thread_counts = check_report(report)
     path = os.path.join(first, "report.json")
     proc = run(["bench", "--load", path, "--compare", path, "--report", os.path.join(WORK, "self")])
@@ -485,7 +568,7 @@ def case_overlay():
 def case_notes():
     """The notes are read from the figures: random RMWs above random reads at one size, and a case
     above its limit, are each explained; a report without them has no such note."""
-    report, _ = short_run(os.path.join(WORK, "r"))
+    report, _, _ = short_run(os.path.join(WORK, "r"))
     for c in report["cases"]:
         # Every probe equal, every case well under it: nothing to explain.
         c["runs_limit_lines_per_s"] = [1e12] * REPEAT

@@ -3,7 +3,9 @@
 // reference (and the GPU when there is one) with one thread and with all of them, each beside
 // this machine's random-line limits probed in the same round as each of its runs, describes the
 // machine, and writes the figures as JSON and as an HTML page with plots, optionally against an
-// earlier report or beside other machines' reports.
+// earlier report or beside other machines' reports. Its GPU section (registry/device_bench.hpp)
+// times a GPU filter's calls on keys in device memory beside the device's limit, and apart, on
+// keys in host memory end to end.
 #include <bulkbloom/bulkbloom.hpp>
 
 #include <algorithm>
@@ -31,6 +33,7 @@
 #include "core/splitmix64.hpp"
 #include "probe/machine.hpp"
 #include "probe/memory_probe.hpp"
+#include "registry/device_bench.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -151,11 +154,11 @@ std::uint64_t parse_size(const std::string& text, std::string_view what) {
   return bytes;
 }
 
-std::vector<std::uint64_t> parse_sizes(const std::string& list) {
+std::vector<std::uint64_t> parse_sizes(const std::string& list, std::string_view option) {
   std::vector<std::uint64_t> sizes;
   std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) sizes.push_back(parse_size(item, "--sizes"));
-  if (sizes.empty()) throw UsageError("--sizes: no sizes given");
+  for (std::string item; std::getline(in, item, ',');) sizes.push_back(parse_size(item, option));
+  if (sizes.empty()) throw UsageError(std::string(option) + ": no sizes given");
   return sizes;
 }
 
@@ -780,6 +783,77 @@ void print_comparison(const Comparison& comparison) {
   }
 }
 
+// The GPU section's settings: its sizes and keys per call.
+struct GpuPlan {
+  std::vector<std::uint64_t> sizes;
+  detail::DeviceBenchSettings settings;
+};
+
+// The GPU section (report.hpp): each size's figures from the registry, which checks the device's
+// answers against the CPU first; a size that cannot be measured is named with its reason.
+bench_report::GpuSection measure_gpu(const GpuPlan& plan, const Options& base) {
+  bench_report::GpuSection gpu;
+  if (base.backend == Backend::cpu) {
+    gpu.absent = "the CPU backend was asked for (--backend cpu)";
+    return gpu;
+  }
+  gpu.absent = detail::device_bench_unavailable();
+  if (!gpu.absent.empty()) return gpu;
+  for (const std::uint64_t bytes : plan.sizes) {
+    std::fprintf(stderr, "bench: GPU section, %s\n", size_label(bytes).c_str());
+    try {
+      Options options = base;
+      options.backend = Backend::cuda;
+      Filter filter(Layout{Shape::sb512, std::max<std::uint64_t>(bytes / 64, 1)}, options);
+      gpu.cases.push_back(detail::bench_device(filter, plan.settings));
+    } catch (const Error& e) {
+      gpu.failures.push_back(size_label(bytes) + ": " + e.what());
+    }
+  }
+  if (gpu.cases.empty()) gpu.absent = "no size could be measured (failures below)";
+  return gpu;
+}
+
+// The GPU section as text: device-resident keys beside the device's limit, then host-resident
+// keys end to end, apart; or why there is none.
+void print_gpu_section(const bench_report::GpuSection& gpu) {
+  if (!gpu.absent.empty()) std::printf("\nGPU section: not measured: %s\n", gpu.absent.c_str());
+  for (const auto& failure : gpu.failures) {
+    std::printf("GPU section: a size not measured: %s\n", failure.c_str());
+  }
+  if (gpu.cases.empty()) return;
+  std::printf(
+      "\nGPU, keys in device memory (CUDA events around each call), beside the device's random "
+      "block reads over the filter:\n");
+  std::printf("%9s  %-16s %-16s | %10s | %14s %7s\n", "filter", "implementation", "operation",
+              "keys/s", "limit blocks/s", "%limit");
+  for (const detail::DeviceBench& c : gpu.cases) {
+    if (!c.stand_in.empty()) {
+      std::printf("%9s  measured on a %s, NOT a GPU: these are no GPU's figures\n",
+                  size_label(c.filter_bytes).c_str(), c.stand_in.c_str());
+    }
+    const double limit = c.random_block_reads.keys_per_s;
+    for (const detail::DeviceRate& r : c.device_resident) {
+      std::printf("%9s  %-16s %-16s | %8s/s | %12s/s %6ld%%\n", size_label(c.filter_bytes).c_str(),
+                  c.implementation.c_str(), r.operation.c_str(), si(r.keys_per_s).c_str(),
+                  si(limit).c_str(), std::lround(100 * r.keys_per_s / limit));
+    }
+  }
+  std::printf(
+      "\nGPU, keys in pinned host memory, end to end through PCIe (copies both ways, launches, "
+      "synchronisation):\n");
+  std::printf("%9s  %-16s %-16s | %10s | %s\n", "filter", "implementation", "operation", "keys/s",
+              "keys per call");
+  for (const detail::DeviceBench& c : gpu.cases) {
+    for (const detail::DeviceRate& r : c.host_resident) {
+      std::printf("%9s  %-16s %-16s | %8s/s | %u\n", size_label(c.filter_bytes).c_str(),
+                  c.implementation.c_str(), r.operation.c_str(), si(r.keys_per_s).c_str(), c.keys);
+    }
+  }
+  std::printf("GPU answers matched the CPU backend's on %u keys at each size.\n",
+              gpu.cases.front().verified_keys);
+}
+
 }  // namespace
 
 int run_bench(const Arguments& args) {
@@ -793,7 +867,10 @@ int run_bench(const Arguments& args) {
       "probed in each round of the sweep and timed as it is. A round times every case once, so\n"
       "a case's runs are spread over the sweep; figures are their medians. --compare flags a\n"
       "case when its runs and the earlier ones do not overlap and the medians differ by more\n"
-      "than 5%, and the same holds of the runs over their rounds' limits.");
+      "than 5%, and the same holds of the runs over their rounds' limits. A GPU section\n"
+      "follows: with a usable CUDA device, keys in device memory (CUDA events) beside the\n"
+      "device's random block reads over the filter, and keys in host memory end to end through\n"
+      "PCIe, answers checked against the CPU; without one, the reason it is absent.");
   parser
       .flag("quick",
             "a short sweep (about a minute): sizes around the caches, up to max(4x the last "
@@ -813,6 +890,11 @@ int run_bench(const Arguments& args) {
       .value("overlay", "A.json,B.json",
              "draw these reports' (other machines', other builds') best implementation beside "
              "this one's in the page of --report, saying what makes them unlike")
+      .value("gpu-sizes", "LIST",
+             "the GPU section's filter sizes (default 32M,1G,8G; --quick: 32M,1G): keys in device "
+             "memory beside the device's random block reads, and in host memory end to end")
+      .value("gpu-keys", "N",
+             "keys per call of the GPU section (default 16777216; --quick: 4194304)")
       .value("load", "REPORT.json",
              "print (and with --report redraw) a report instead of measuring")
       .flag("json",
@@ -856,7 +938,7 @@ int run_bench(const Arguments& args) {
   if (!loaded) {
     const probe::Machine machine = probe::describe_machine();
     Plan plan;
-    plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"))
+    plan.sizes = parser.has("sizes") ? parse_sizes(*parser.get("sizes"), "--sizes")
                  : quick             ? quick_sizes(machine.caches)
                          : geometric_sizes(std::uint64_t{16} << 10, std::uint64_t{4} << 30, 2);
     plan.keys = parser.get_count("keys").value_or(std::uint64_t{1} << 16);
@@ -876,6 +958,20 @@ int run_bench(const Arguments& args) {
     }
     plan.timing = timing == "cpu" ? probe::Timing::cpu : probe::Timing::wall;
     const Options base = backend_options(parser);
+    GpuPlan gpu_plan;
+    gpu_plan.sizes = parser.has("gpu-sizes") ? parse_sizes(*parser.get("gpu-sizes"), "--gpu-sizes")
+                                             : std::vector<std::uint64_t>{std::uint64_t{32} << 20,
+                                                                          std::uint64_t{1} << 30};
+    if (!parser.has("gpu-sizes") && !quick) gpu_plan.sizes.push_back(std::uint64_t{8} << 30);
+    const std::uint64_t gpu_keys =
+        parser.get_count("gpu-keys")
+            .value_or(quick ? std::uint64_t{1} << 22 : std::uint64_t{1} << 24);
+    if (gpu_keys < gpu_plan.settings.verify_keys || gpu_keys > std::uint64_t{1} << 30) {
+      throw UsageError("--gpu-keys must be between " +
+                       std::to_string(gpu_plan.settings.verify_keys) + " and 2^30");
+    }
+    gpu_plan.settings.keys = static_cast<std::uint32_t>(gpu_keys);
+    gpu_plan.settings.repetitions = plan.repetitions;
     const Slowdown slowdown = slowdown_from_environment();
     if (!slowdown.operation.empty()) {
       report.warnings.push_back("BULKBLOOM_BENCH_SLOWDOWN: every " + slowdown.operation +
@@ -964,6 +1060,7 @@ int run_bench(const Arguments& args) {
     for (const auto& warning : report.warnings)
       std::fprintf(stderr, "bench: WARNING: %s\n", warning.c_str());
     run_sweep(plan, base, keys, slowdown, report);
+    report.gpu = measure_gpu(gpu_plan, base);
     report.conditions = conditions(load_before, probe::read_load());
     report.notes = bench_report::explain(report);
     if (parser.has("json")) {
@@ -973,11 +1070,13 @@ int run_bench(const Arguments& args) {
       print_table_header();
       for (const Case& c : report.cases) print_case_row(c);
       print_notes(report);
+      print_gpu_section(report.gpu);
     }
   } else {
     print_table_header();
     for (const Case& c : report.cases) print_case_row(c);
     print_notes(report);
+    print_gpu_section(report.gpu);
   }
 
   std::optional<Comparison> comparison;

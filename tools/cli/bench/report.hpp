@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/bench/json.hpp"
+#include "registry/device_bench.hpp"
 
 namespace bulkbloom::cli::bench_report {
 
@@ -84,6 +85,19 @@ struct Latency {
   double one_key_contains_ns = 0;
 };
 
+/// The GPU section: at each of its filter sizes, a GPU filter's calls with the keys in device
+/// memory (timed by CUDA events) beside the device's random block-read rate over the filter, and
+/// the same calls with the keys in pinned host memory, end to end through PCIe. Apart from the
+/// sweep's GPU cases, which call with host-resident batches of keys_per_call keys.
+struct GpuSection {
+  /// Why nothing was measured, "" when something was: no CUDA backend in this build, no usable
+  /// device (the driver's reason), the CPU backend asked for, or a report older than the section.
+  std::string absent;
+  std::vector<detail::DeviceBench> cases;
+  /// Sizes not measured, each with why: not enough device memory, answers unlike the CPU's.
+  std::vector<std::string> failures;
+};
+
 /// A whole report.
 struct Report {
   std::string date;                  ///< UTC, ISO 8601.
@@ -100,6 +114,7 @@ struct Report {
   std::vector<Latency> latency;  ///< Per size, measured once with the limits.
   std::vector<Case> cases;
   std::vector<std::string> notes;  ///< Oddities in the figures, explained.
+  GpuSection gpu;
 };
 
 /// When a case counts as changed: each side has at least kMinRunsToCompare runs, the two sets

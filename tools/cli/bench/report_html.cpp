@@ -234,7 +234,7 @@ const char* operation_color(const std::string& operation) {
 const char* role_title(const std::string& role) {
   if (role == "best") return "best implementation";
   if (role == "reference") return "scalar reference";
-  return "GPU";
+  return "GPU, batches from host memory (end to end through PCIe)";
 }
 
 std::vector<std::string> roles_of(const Report& report) {
@@ -701,6 +701,54 @@ std::string identity_table(const Report& report) {
   return s + "</table>\n";
 }
 
+// The GPU section: device-resident keys beside the device's limit, host-resident keys apart and
+// labelled end to end; or why there is none.
+std::string gpu_block(const GpuSection& gpu) {
+  std::string s =
+      "<h2>GPU</h2>\n<p>A GPU filter (sb512) at each size, its keys generated in device memory: "
+      "insert, contains and exact insert_if_absent timed by CUDA events around each call, beside "
+      "the device's random block reads over the filter's own bits (one whole block a read, as "
+      "contains loads it: the limit). Then the same calls on the same keys in pinned host "
+      "memory, timed by the wall clock: end to end through PCIe (copies both ways, launches, "
+      "synchronisation), not the GPU's memory. The device's answers are checked against the CPU "
+      "backend's before any figure is kept.</p>\n";
+  if (!gpu.absent.empty()) {
+    s += "<p><b>Not measured:</b> " + escape(gpu.absent) + "</p>\n";
+  }
+  for (const auto& failure : gpu.failures) {
+    s += "<p class=\"warning\">A size not measured: " + escape(failure) + "</p>\n";
+  }
+  if (gpu.cases.empty()) return s;
+  for (const detail::DeviceBench& c : gpu.cases) {
+    if (!c.stand_in.empty()) {
+      s += "<p class=\"warning\">" + size_label(c.filter_bytes) + " was measured on a " +
+           escape(c.stand_in) + ", not a GPU: these are no GPU's figures.</p>\n";
+    }
+  }
+  s += "<table>\n<tr><th>filter</th><th>implementation</th><th>keys</th><th>operation</th>"
+       "<th>keys/s</th><th>limit: random blocks/s</th><th>% of limit</th></tr>\n";
+  for (const detail::DeviceBench& c : gpu.cases) {
+    const double limit = c.random_block_reads.keys_per_s;
+    for (const detail::DeviceRate& r : c.device_resident) {
+      s += "<tr><td class=\"n\">" + size_label(c.filter_bytes) + "</td><td>" +
+           escape(c.implementation) + "</td><td>in device memory</td><td>" + escape(r.operation) +
+           "</td><td class=\"n\">" + si(r.keys_per_s) + "</td><td class=\"n\">" + si(limit) + " (" +
+           std::to_string(c.block_bytes) + " B)</td><td class=\"n\">" +
+           format("%.0f%%", 100 * r.keys_per_s / limit) + "</td></tr>\n";
+    }
+    for (const detail::DeviceRate& r : c.host_resident) {
+      s += "<tr><td class=\"n\">" + size_label(c.filter_bytes) + "</td><td>" +
+           escape(c.implementation) +
+           "</td><td>pinned host memory, end to end through PCIe</td><td>" + escape(r.operation) +
+           "</td><td class=\"n\">" + si(r.keys_per_s) + "</td><td></td><td></td></tr>\n";
+    }
+  }
+  s += "</table>\n<p>" + std::to_string(gpu.cases.front().keys) + " keys a call; answers matched " +
+       "the CPU backend's on " + std::to_string(gpu.cases.front().verified_keys) +
+       " keys at each size.</p>\n";
+  return s;
+}
+
 }  // namespace
 
 std::string to_html(const Report& report, const Comparison* comparison,
@@ -750,6 +798,7 @@ std::string to_html(const Report& report, const Comparison* comparison,
          "loop), and a batch contains' time per key (its keys/s inverted).</p>\n" +
          latency_plot(report);
   }
+  s += gpu_block(report.gpu);
   if (!report.notes.empty()) {
     s += "<h2>Reading the figures</h2>\n<ul>\n";
     for (const auto& note : report.notes) s += "<li>" + escape(note) + "</li>\n";

@@ -36,6 +36,76 @@ double fraction(const Json& json, std::string_view what) {
   return json.kind() == Json::Kind::null ? -1 : json.number(what);
 }
 
+Json rate(const detail::DeviceRate& r, double limit) {
+  Json item = Json::object()
+                  .set("operation", r.operation)
+                  .set("runs_keys_per_s", numbers(r.runs))
+                  .set("keys_per_s", r.keys_per_s);
+  if (limit > 0) item.set("fraction_of_limit", r.keys_per_s / limit);
+  return item;
+}
+
+detail::DeviceRate rate(const Json& json) {
+  detail::DeviceRate r;
+  r.operation = json.at("operation").string("gpu operation");
+  for (const Json& run : json.at("runs_keys_per_s").items("gpu runs_keys_per_s")) {
+    r.runs.push_back(run.number("gpu runs_keys_per_s"));
+  }
+  r.keys_per_s = json.at("keys_per_s").number("gpu keys_per_s");
+  return r;
+}
+
+Json gpu_section(const GpuSection& gpu) {
+  Json cases = Json::array();
+  for (const detail::DeviceBench& c : gpu.cases) {
+    const double limit = c.random_block_reads.keys_per_s;
+    Json device = Json::array();
+    for (const auto& r : c.device_resident) device.push(rate(r, limit));
+    Json host = Json::array();
+    for (const auto& r : c.host_resident) host.push(rate(r, 0));
+    cases.push(Json::object()
+                   .set("implementation", c.implementation)
+                   .set("stand_in", c.stand_in)
+                   .set("filter_bytes", c.filter_bytes)
+                   .set("block_bytes", c.block_bytes)
+                   .set("keys_per_call", c.keys)
+                   .set("verified_keys", c.verified_keys)
+                   .set("random_block_reads", rate(c.random_block_reads, 0))
+                   .set("device_resident", std::move(device))
+                   .set("host_resident_end_to_end", std::move(host)));
+  }
+  return Json::object()
+      .set("absent", gpu.absent)
+      .set("failures", strings(gpu.failures))
+      .set("cases", std::move(cases));
+}
+
+GpuSection gpu_section(const Json& json) {
+  GpuSection gpu;
+  gpu.absent = json.at("absent").string("gpu absent");
+  for (const Json& f : json.at("failures").items("gpu failures"))
+    gpu.failures.push_back(f.string("gpu failure"));
+  for (const Json& item : json.at("cases").items("gpu cases")) {
+    detail::DeviceBench c;
+    c.implementation = item.at("implementation").string("gpu implementation");
+    c.stand_in = item.at("stand_in").string("gpu stand_in");
+    c.filter_bytes = item.at("filter_bytes").whole("gpu filter_bytes");
+    c.block_bytes = static_cast<std::uint32_t>(item.at("block_bytes").whole("gpu block_bytes"));
+    c.keys = static_cast<std::uint32_t>(item.at("keys_per_call").whole("gpu keys_per_call"));
+    c.verified_keys =
+        static_cast<std::uint32_t>(item.at("verified_keys").whole("gpu verified_keys"));
+    // A figure the CPU did not confirm is no figure.
+    if (c.verified_keys == 0) throw std::runtime_error("a GPU case has no verified keys");
+    c.random_block_reads = rate(item.at("random_block_reads"));
+    for (const Json& r : item.at("device_resident").items("gpu device_resident"))
+      c.device_resident.push_back(rate(r));
+    for (const Json& r : item.at("host_resident_end_to_end").items("gpu host_resident_end_to_end"))
+      c.host_resident.push_back(rate(r));
+    gpu.cases.push_back(std::move(c));
+  }
+  return gpu;
+}
+
 }  // namespace
 
 Json to_json(const Report& report, const Comparison* comparison) {
@@ -94,6 +164,7 @@ Json to_json(const Report& report, const Comparison* comparison) {
   }
   root.set("cases", std::move(cases));
   root.set("notes", strings(report.notes));
+  root.set("gpu", gpu_section(report.gpu));
   if (comparison != nullptr) {
     Json differences = Json::array();
     for (const Difference& d : comparison->differences) {
@@ -127,9 +198,11 @@ Report from_json(const Json& json) {
         "not a bulkbloom bench report (no \"schema\": \"bulkbloom-bench-report\")");
   }
   const double version = json.at("schema_version").number("schema_version");
-  if (version != kSchemaVersion) {
-    throw std::runtime_error("report schema version " + format("%g", version) +
-                             ", this bulkbloom reads version " + std::to_string(kSchemaVersion));
+  if (version != std::floor(version) || version < kOldestReadableVersion ||
+      version > kSchemaVersion) {
+    throw std::runtime_error(
+        "report schema version " + format("%g", version) + ", this bulkbloom reads versions " +
+        std::to_string(kOldestReadableVersion) + " to " + std::to_string(kSchemaVersion));
   }
   Report report;
   report.date = json.at("date").string("date");
@@ -189,6 +262,12 @@ Report from_json(const Json& json) {
   }
   for (const Json& note : json.at("notes").items("notes"))
     report.notes.push_back(note.string("note"));
+  if (version >= 4) {
+    report.gpu = gpu_section(json.at("gpu"));
+  } else {
+    report.gpu.absent =
+        "this report (schema version " + format("%g", version) + ") predates the GPU section";
+  }
   return report;
 }
 }  // namespace bulkbloom::cli::bench_report

@@ -6,8 +6,11 @@
 
 namespace bulkbloom::cli::bench_report {
 
-/// Bumped whenever a field changes meaning or goes away; readers refuse other versions.
-inline constexpr int kSchemaVersion = 3;
+/// Bumped whenever a field changes meaning or goes away; readers refuse other versions but
+/// kOldestReadableVersion and later. Version 4 added "gpu" (the GPU section); a version 3 report
+/// loads with the section absent, saying so.
+inline constexpr int kSchemaVersion = 4;
+inline constexpr int kOldestReadableVersion = 3;
 
 /// The report, and the comparison when there is one, as a JSON document.
 Json to_json(const Report& report, const Comparison* comparison);
