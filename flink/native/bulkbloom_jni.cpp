@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bulkbloom/format.hpp"
+#include "bulkbloom/incremental.hpp"
 #include "bulkbloom/shard.hpp"
 #include "bulkbloom/window.hpp"
 #include "bulkbloom/window_shard.hpp"
@@ -199,6 +200,45 @@ void check_batch(std::size_t n, std::size_t shards, std::size_t clocks, std::siz
   }
 }
 
+// Throws naming `source` unless `loaded` is shard `index` of the set's window.
+void check_same_window(const ShardSet& set, const WindowShard& loaded, std::uint32_t index,
+                       const std::string& source) {
+  const WindowConfig& got = loaded.config();
+  if (got.clock != set.config.clock || got.window != set.config.window ||
+      got.generations != set.config.generations || got.lateness != set.config.lateness ||
+      got.generation != set.config.generation || loaded.num_shards() != set.num_shards ||
+      loaded.index() != index) {
+    throw std::invalid_argument(source + " holds shard " + std::to_string(loaded.index()) + " of " +
+                                std::to_string(loaded.num_shards()) + " of " + got.describe() +
+                                ", but this operator runs shard " + std::to_string(index) + " of " +
+                                std::to_string(set.num_shards) + " of " + set.config.describe() +
+                                ": restore with the configuration the state was made with");
+  }
+}
+
+std::size_t chunk_size(jint chunk_bytes) {
+  if (chunk_bytes <= 0 || chunk_bytes % 8 != 0) {
+    throw std::invalid_argument("bulkbloom: chunk size " + std::to_string(chunk_bytes) +
+                                " is not a positive multiple of 8 bytes");
+  }
+  return static_cast<std::size_t>(chunk_bytes);
+}
+
+std::vector<std::byte> copy_of(JNIEnv* env, jbyteArray array) {
+  std::vector<std::byte> bytes(static_cast<std::size_t>(env->GetArrayLength(array)));
+  env->GetByteArrayRegion(array, 0, static_cast<jsize>(bytes.size()),
+                          reinterpret_cast<jbyte*>(bytes.data()));
+  return bytes;
+}
+
+jbyteArray new_byte_array(JNIEnv* env, std::span<const std::byte> bytes) {
+  jbyteArray out = env->NewByteArray(static_cast<jsize>(bytes.size()));
+  if (out == nullptr) throw JavaException{"java/lang/OutOfMemoryError", "bulkbloom: Java heap"};
+  env->SetByteArrayRegion(out, 0, static_cast<jsize>(bytes.size()),
+                          reinterpret_cast<const jbyte*>(bytes.data()));
+  return out;
+}
+
 void check_routing_layout(const bulkbloom::Layout& layout, jint num_shards) {
   if (num_shards < 1 || static_cast<std::uint64_t>(num_shards) > layout.num_blocks) {
     throw std::invalid_argument(
@@ -268,23 +308,10 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_load(JNIEnv* en
   guarded<int>(env, 0, [&] {
     ShardSet& set = shard_set(handle);
     const std::uint32_t index = shard_number(set, shard);
-    std::vector<std::byte> image(static_cast<std::size_t>(env->GetArrayLength(bytes)));
-    env->GetByteArrayRegion(bytes, 0, static_cast<jsize>(image.size()),
-                            reinterpret_cast<jbyte*>(image.data()));
+    const std::vector<std::byte> image = copy_of(env, bytes);
     const std::string source = "the checkpointed state of shard " + std::to_string(index);
     WindowShard loaded = bulkbloom::load_window_shard(image, nullptr, cpu_options(), source);
-    const WindowConfig& got = loaded.config();
-    if (got.clock != set.config.clock || got.window != set.config.window ||
-        got.generations != set.config.generations || got.lateness != set.config.lateness ||
-        got.generation != set.config.generation || loaded.num_shards() != set.num_shards ||
-        loaded.index() != index) {
-      throw std::invalid_argument(source + " holds shard " + std::to_string(loaded.index()) +
-                                  " of " + std::to_string(loaded.num_shards()) + " of " +
-                                  got.describe() + ", but this operator runs shard " +
-                                  std::to_string(index) + " of " + std::to_string(set.num_shards) +
-                                  " of " + set.config.describe() +
-                                  ": restore with the configuration the state was made with");
-    }
+    check_same_window(set, loaded, index, source);
     set.shards.insert_or_assign(index, std::move(loaded));
     return 0;
   });
@@ -436,6 +463,168 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_shardOfBytes(JN
     std::vector<std::uint32_t> shards(views.size());
     bulkbloom::shard_of(set.config.generation, views, set.num_shards, shards);
     env->SetIntArrayRegion(out, 0, n, reinterpret_cast<const jint*>(shards.data()));
+    return 0;
+  });
+}
+
+// Incremental state (bulkbloom/incremental.hpp), for the operator's keyed state: a held shard
+// taken apart into metadata and parts, each part's bits copied out in chunks, and put together
+// again from chunks Java supplies.
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_enableChangeLog(JNIEnv* env,
+                                                                                 jclass,
+                                                                                 jlong handle,
+                                                                                 jint shard) {
+  guarded<int>(env, 0, [&] {
+    ShardSet& set = shard_set(handle);
+    bulkbloom::enable_change_log(set.owned(shard_number(set, shard)));
+    return 0;
+  });
+}
+
+// A NativeWindowShards.Snapshot: the metadata, {period, part, blocks, bytes} of each part, the
+// OpenChange, and the log as little-endian hashes in arrays of at most `chunk_bytes` (null when it
+// is rewritten or longer than `max_log_bytes`: the caller writes the open part whole then).
+JNIEXPORT jobject JNICALL Java_org_bulkbloom_jni_NativeWindowShards_takeSnapshot(
+    JNIEnv* env, jclass, jlong handle, jint shard, jlong max_log_bytes, jint chunk_bytes) {
+  return guarded<jobject>(env, nullptr, [&]() -> jobject {
+    ShardSet& set = shard_set(handle);
+    const std::size_t chunk = chunk_size(chunk_bytes);
+    WindowShard& held = set.owned(shard_number(set, shard));
+    const bulkbloom::StateSnapshot snapshot = bulkbloom::take_snapshot(held);
+    std::vector<jlong> parts;
+    for (std::size_t i = 0; i < snapshot.parts.size(); ++i) {
+      const bulkbloom::PartId& id = snapshot.parts[i];
+      std::size_t bytes = 0;
+      bulkbloom::with_part_bits(held, i,
+                                [&](std::span<const std::byte> bits) { bytes = bits.size(); });
+      parts.insert(parts.end(), {static_cast<jlong>(id.period), static_cast<jlong>(id.part),
+                                 static_cast<jlong>(id.num_blocks), static_cast<jlong>(bytes)});
+    }
+    const std::span<const std::byte> log = std::as_bytes(std::span(snapshot.log));
+    jobjectArray log_chunks = nullptr;
+    if (snapshot.change != bulkbloom::OpenChange::rewritten &&
+        log.size() <= static_cast<std::uint64_t>(std::max<jlong>(max_log_bytes, 0))) {
+      const jclass byte_array = env->FindClass("[B");
+      if (byte_array == nullptr) return nullptr;
+      const std::size_t count = (log.size() + chunk - 1) / chunk;
+      log_chunks = env->NewObjectArray(static_cast<jsize>(count), byte_array, nullptr);
+      if (log_chunks == nullptr) return nullptr;
+      for (std::size_t i = 0; i < count; ++i) {
+        const jbyteArray piece =
+            new_byte_array(env, log.subspan(i * chunk, std::min(chunk, log.size() - i * chunk)));
+        env->SetObjectArrayElement(log_chunks, static_cast<jsize>(i), piece);
+        env->DeleteLocalRef(piece);
+      }
+    }
+    const jbyteArray metadata = new_byte_array(env, snapshot.metadata);
+    const jlongArray part_array = env->NewLongArray(static_cast<jsize>(parts.size()));
+    if (part_array == nullptr) return nullptr;
+    env->SetLongArrayRegion(part_array, 0, static_cast<jsize>(parts.size()), parts.data());
+    const jclass type = env->FindClass("org/bulkbloom/jni/NativeWindowShards$Snapshot");
+    if (type == nullptr) return nullptr;
+    const jmethodID make = env->GetMethodID(type, "<init>", "([B[JI[[B)V");
+    if (make == nullptr) return nullptr;
+    return env->NewObject(type, make, metadata, part_array, static_cast<jint>(snapshot.change),
+                          log_chunks);
+  });
+}
+
+// Copies bytes [offset, offset + out.length) of part `index` of held shard `shard` into `out`;
+// returns whether any of them is non-zero.
+JNIEXPORT jboolean JNICALL Java_org_bulkbloom_jni_NativeWindowShards_copyPart(
+    JNIEnv* env, jclass, jlong handle, jint shard, jint index, jlong offset, jbyteArray out) {
+  return guarded<jboolean>(env, JNI_FALSE, [&]() -> jboolean {
+    ShardSet& set = shard_set(handle);
+    const WindowShard& held = set.owned(shard_number(set, shard));
+    const auto length = static_cast<std::size_t>(env->GetArrayLength(out));
+    bool non_zero = false;
+    bulkbloom::with_part_bits(
+        held, static_cast<std::size_t>(index), [&](std::span<const std::byte> bits) {
+          if (offset < 0 || static_cast<std::uint64_t>(offset) > bits.size() ||
+              length > bits.size() - static_cast<std::size_t>(offset)) {
+            throw std::invalid_argument("bulkbloom: bytes " + std::to_string(offset) + " + " +
+                                        std::to_string(length) + " are outside part " +
+                                        std::to_string(index) + " of " +
+                                        std::to_string(bits.size()) + " bytes");
+          }
+          const auto piece = bits.subspan(static_cast<std::size_t>(offset), length);
+          non_zero = std::any_of(piece.begin(), piece.end(),
+                                 [](std::byte b) { return b != std::byte{0}; });
+          env->SetByteArrayRegion(out, 0, static_cast<jsize>(length),
+                                  reinterpret_cast<const jbyte*>(piece.data()));
+        });
+    return non_zero ? JNI_TRUE : JNI_FALSE;
+  });
+}
+
+// Holds shard `shard` as `metadata` (a Snapshot's) describes it, each part's bits from
+// `source.chunk(index, period, part, blocks, offset, length)` in pieces of `chunk_bytes` (null:
+// zero bits). The shard held before stays when anything fails.
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv* env, jclass,
+                                                                         jlong handle, jint shard,
+                                                                         jbyteArray metadata,
+                                                                         jobject source,
+                                                                         jint chunk_bytes) {
+  guarded<int>(env, 0, [&] {
+    ShardSet& set = shard_set(handle);
+    const std::uint32_t index = shard_number(set, shard);
+    const std::size_t chunk = chunk_size(chunk_bytes);
+    const std::vector<std::byte> meta = copy_of(env, metadata);
+    const jmethodID chunk_of = env->GetMethodID(env->GetObjectClass(source), "chunk", "(IJIJJI)[B");
+    if (chunk_of == nullptr) throw JavaException{"java/lang/IllegalStateException", ""};
+    const std::string what = "the keyed state of shard " + std::to_string(index);
+    const auto fill = [&](std::size_t part, const bulkbloom::PartId& id,
+                          std::span<std::byte> bits) {
+      for (std::size_t at = 0; at < bits.size(); at += chunk) {
+        const std::size_t length = std::min(chunk, bits.size() - at);
+        const auto piece = static_cast<jbyteArray>(env->CallObjectMethod(
+            source, chunk_of, static_cast<jint>(part), static_cast<jlong>(id.period),
+            static_cast<jint>(id.part), static_cast<jlong>(id.num_blocks), static_cast<jlong>(at),
+            static_cast<jint>(length)));
+        if (env->ExceptionCheck()) throw JavaException{"java/lang/IllegalStateException", ""};
+        if (piece == nullptr) {
+          std::fill(bits.begin() + static_cast<std::ptrdiff_t>(at),
+                    bits.begin() + static_cast<std::ptrdiff_t>(at + length), std::byte{0});
+          continue;
+        }
+        const auto got = static_cast<std::size_t>(env->GetArrayLength(piece));
+        if (got != length) {
+          throw bulkbloom::FormatError(what + ": part " + id.name() + " has " +
+                                       std::to_string(got) + " bytes at offset " +
+                                       std::to_string(at) + ", expected " + std::to_string(length));
+        }
+        env->GetByteArrayRegion(piece, 0, static_cast<jsize>(length),
+                                reinterpret_cast<jbyte*>(bits.data() + at));
+        env->DeleteLocalRef(piece);
+      }
+    };
+    WindowShard restored =
+        bulkbloom::restore_window_shard(meta, fill, nullptr, cpu_options(), what);
+    check_same_window(set, restored, index, what);
+    set.shards.insert_or_assign(index, std::move(restored));
+    return 0;
+  });
+}
+
+// Sets the bits of `log` (little-endian hashes, as takeSnapshot gave them) in the open part of
+// held shard `shard`.
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_replay(JNIEnv* env, jclass,
+                                                                        jlong handle, jint shard,
+                                                                        jbyteArray log) {
+  guarded<int>(env, 0, [&] {
+    ShardSet& set = shard_set(handle);
+    WindowShard& held = set.owned(shard_number(set, shard));
+    const auto bytes = static_cast<std::size_t>(env->GetArrayLength(log));
+    if (bytes % 8 != 0) {
+      throw std::invalid_argument("bulkbloom: a log of " + std::to_string(bytes) +
+                                  " bytes for shard " + std::to_string(shard) +
+                                  " is not a whole number of 8-byte hashes");
+    }
+    std::vector<std::uint64_t> hashes(bytes / 8);
+    env->GetByteArrayRegion(log, 0, static_cast<jsize>(bytes),
+                            reinterpret_cast<jbyte*>(hashes.data()));
+    bulkbloom::replay_log(held, hashes);
     return 0;
   });
 }

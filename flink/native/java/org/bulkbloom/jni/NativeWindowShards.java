@@ -39,6 +39,74 @@ public final class NativeWindowShards implements AutoCloseable {
     }
   }
 
+  /**
+   * A held shard taken apart (bulkbloom/incremental.hpp's StateSnapshot): its metadata, its parts
+   * (the last the open part, the one taking keys) and what went into the open part since the
+   * previous snapshot.
+   */
+  public static final class Snapshot {
+    /** The log holds what went into the open part since the previous snapshot, same open part. */
+    public static final int SINCE_TAKEN = 0;
+    /** The open part started empty since the previous snapshot: its bits are zero plus the log. */
+    public static final int SINCE_EMPTY = 1;
+    /** No log tells how the open part changed: only its bits do. */
+    public static final int REWRITTEN = 2;
+
+    /** Everything of the shard's window file but the bits, checksummed. */
+    public final byte[] metadata;
+    /** Per part, oldest first: period, part, blocks, bytes. */
+    private final long[] parts;
+    /** SINCE_TAKEN, SINCE_EMPTY or REWRITTEN. */
+    public final int change;
+    /**
+     * The log: 8-byte little-endian hashes in arrays of at most the chunk size asked for; null
+     * when the change is REWRITTEN or the log is longer than asked for.
+     */
+    public final byte[][] log;
+
+    Snapshot(byte[] metadata, long[] parts, int change, byte[][] log) {
+      this.metadata = metadata;
+      this.parts = parts;
+      this.change = change;
+      this.log = log;
+    }
+
+    public int numParts() {
+      return parts.length / 4;
+    }
+
+    /** The period (clock / period) part {@code i} covers. */
+    public long period(int i) {
+      return parts[4 * i];
+    }
+
+    /** Which of its period's filters part {@code i} is, 0 the first. */
+    public int part(int i) {
+      return (int) parts[4 * i + 1];
+    }
+
+    /** The blocks of part {@code i}. */
+    public long blocks(int i) {
+      return parts[4 * i + 2];
+    }
+
+    /** The bytes of part {@code i}'s bits. */
+    public long bytes(int i) {
+      return parts[4 * i + 3];
+    }
+  }
+
+  /** Supplies the bits of the parts a shard is restored from (see {@link #restore}). */
+  public interface PartSource {
+    /**
+     * Bytes {@code [offset, offset + length)} of part {@code index} of the metadata, whose identity
+     * is (period, part, blocks): exactly {@code length} bytes, or null for zero bits. May throw;
+     * the exception reaches the caller of {@link #restore}.
+     */
+    byte[] chunk(int index, long period, int part, long blocks, long offset, int length)
+        throws Exception;
+  }
+
   private static final class Handle implements Runnable {
     private long address;
 
@@ -102,6 +170,48 @@ public final class NativeWindowShards implements AutoCloseable {
   /** Holds shard {@code shard} as {@link #bytes} wrote it; throws if it is another window's. */
   public void load(int shard, byte[] bytes) {
     load(address(), shard, bytes);
+  }
+
+  /**
+   * Starts logging what goes into held shard {@code shard}'s open part (nothing changes if the log
+   * runs already): each {@link #takeSnapshot} then takes what went in since the previous one. The
+   * log grows until taken, by 8 bytes per new key, and starts again at each rotation.
+   */
+  public void enableChangeLog(int shard) {
+    enableChangeLog(address(), shard);
+  }
+
+  /**
+   * Held shard {@code shard} taken apart; the log starts again empty. The log comes in arrays of
+   * at most {@code chunkBytes} (a multiple of 8), or not at all when longer than {@code
+   * maxLogBytes}.
+   */
+  public Snapshot takeSnapshot(int shard, long maxLogBytes, int chunkBytes) {
+    return takeSnapshot(address(), shard, maxLogBytes, chunkBytes);
+  }
+
+  /**
+   * Copies bytes {@code [offset, offset + out.length)} of part {@code index} (of the last {@link
+   * #takeSnapshot}'s parts) of held shard {@code shard} into {@code out}; returns whether any is
+   * non-zero.
+   */
+  public boolean copyPart(int shard, int index, long offset, byte[] out) {
+    return copyPart(address(), shard, index, offset, out);
+  }
+
+  /**
+   * Holds shard {@code shard} as {@code metadata} (a {@link Snapshot}'s) describes it, each part's
+   * bits from {@code source} in pieces of {@code chunkBytes} (the last of a part shorter); {@link
+   * #replay} the logs taken since then next. Throws IllegalArgumentException if the metadata is
+   * damaged or another window's, and what {@code source} throws; the shard held before stays then.
+   */
+  public void restore(int shard, byte[] metadata, PartSource source, int chunkBytes) {
+    restore(address(), shard, metadata, source, chunkBytes);
+  }
+
+  /** Sets the bits of a {@link Snapshot#log} array in held shard {@code shard}'s open part. */
+  public void replay(int shard, byte[] log) {
+    replay(address(), shard, log);
   }
 
   /** The window file bytes of held shard {@code shard}: generations, clock and configuration. */
@@ -195,6 +305,19 @@ public final class NativeWindowShards implements AutoCloseable {
   private static native void load(long handle, int shard, byte[] bytes);
 
   private static native byte[] bytes(long handle, int shard);
+
+  private static native void enableChangeLog(long handle, int shard);
+
+  private static native Snapshot takeSnapshot(
+      long handle, int shard, long maxLogBytes, int chunkBytes);
+
+  private static native boolean copyPart(
+      long handle, int shard, int index, long offset, byte[] out);
+
+  private static native void restore(
+      long handle, int shard, byte[] metadata, PartSource source, int chunkBytes);
+
+  private static native void replay(long handle, int shard, byte[] log);
 
   private static native int dedupLongs(
       long handle, long[] keys, int[] shards, long[] clocks, int n, byte[] isNew);

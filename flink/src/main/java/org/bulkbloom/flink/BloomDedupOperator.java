@@ -1,11 +1,11 @@
 package org.bulkbloom.flink;
 
 import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.InputStream;
 import java.time.Duration;
 import java.util.Arrays;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
+import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.core.memory.ManagedMemoryUseCase;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
@@ -15,7 +15,6 @@ import org.apache.flink.runtime.memory.MemoryReservationException;
 import org.apache.flink.runtime.state.KeyGroupRange;
 import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
 import org.apache.flink.runtime.state.KeyGroupStatePartitionStreamProvider;
-import org.apache.flink.runtime.state.KeyedStateCheckpointOutputStream;
 import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
@@ -32,8 +31,9 @@ import org.bulkbloom.jni.NativeWindowShards;
  *
  * <p>A batch is flushed when full, on a processing-time timer, before each watermark is passed
  * on, before each checkpoint barrier and at the end of input, so a checkpoint never holds a
- * record in flight. Its state is the held shards' window file bytes, one per key group (key group
- * s holds shard s), written as raw keyed state.
+ * record in flight. Its state is in Flink's keyed state, shard s under the key of key group s
+ * ({@link ShardStates}: parts written once, the open part as a base plus a log per checkpoint);
+ * checkpoints of earlier versions, each shard's window file as raw keyed state, still restore.
  *
  * <p>On event time, records without a timestamp, too far in the future or too late are refused
  * before they reach a batch (see {@link BloomDedup}): emitted on the side output at once, they
@@ -53,6 +53,9 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   private final OutputTag<Refused<T>> refusedTag;
 
   private transient NativeWindowShards window;
+  private transient ShardStates states;
+  // The key groups, that is the shards, this subtask holds.
+  private transient KeyGroupRange held;
   private transient long unitMs;
   private transient long latenessUnits;
   private transient long maxFutureMs;
@@ -88,6 +91,8 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     this.refusedTag = refusedTag;
   }
 
+  // Checkpoints written before the operator kept its state in keyed state hold raw keyed state:
+  // each shard's window file. Nothing else may read it as its own (Flink's timers would).
   @Override
   protected boolean isUsingCustomRawKeyedState() {
     return true;
@@ -123,10 +128,18 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
             maxParallelism,
             getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(),
             getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+    held = range;
     reserveManagedMemory(range);
+    states = new ShardStates(this, window, routing);
     final boolean[] restored = new boolean[routing.numShards()];
+    for (int shard = range.getStartKeyGroup(); shard <= range.getEndKeyGroup(); ++shard) {
+      restored[shard] = states.restore(shard);
+    }
     for (KeyGroupStatePartitionStreamProvider input : context.getRawKeyedStateInputs()) {
       final int shard = input.getKeyGroupId();
+      if (restored[shard]) {
+        continue;
+      }
       try (InputStream stream = input.getStream()) {
         final DataInputStream in = new DataInputStream(stream);
         final byte[] bytes = new byte[in.readInt()];
@@ -135,10 +148,23 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
         restored[shard] = true;
       }
     }
+    // With periodic checkpoints, log from the start, so that a new shard's first checkpoint writes
+    // a log, not its open part (a shard restored from keyed state logs already). Without them
+    // the log starts at the first checkpoint or savepoint: it holds 8 bytes per new key.
+    final boolean periodic =
+        getContainingTask()
+            .getEnvironment()
+            .getJobConfiguration()
+            .getOptional(CheckpointingOptions.CHECKPOINTING_INTERVAL)
+            .map(interval -> !interval.isZero() && !interval.isNegative())
+            .orElse(false);
     clock = Long.MIN_VALUE;
     for (int shard = range.getStartKeyGroup(); shard <= range.getEndKeyGroup(); ++shard) {
       if (!restored[shard]) {
         window.addEmpty(shard);
+      }
+      if (periodic) {
+        window.enableChangeLog(shard);
       }
     }
     // Every held shard was moved to its subtask's clock before the checkpoint (see flush()).
@@ -411,15 +437,16 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     if (size != 0) {
       throw new IllegalStateException("bulkbloom: a checkpoint came with records in flight");
     }
-    final KeyedStateCheckpointOutputStream out = context.getRawKeyedOperatorStateOutput();
-    final DataOutputStream data = new DataOutputStream(out);
-    for (int shard : out.getKeyGroupList()) {
-      final byte[] bytes = window.bytes(shard);
-      out.startNewKeyGroup(shard);
-      data.writeInt(bytes.length);
-      data.write(bytes);
-      data.flush();
+    final long start = System.nanoTime();
+    long written = 0;
+    for (int shard = held.getStartKeyGroup(); shard <= held.getEndKeyGroup(); ++shard) {
+      written += states.snapshot(shard);
     }
+    LOG.debug(
+        "bulkbloom: checkpoint {} moved {} bytes into keyed state in {} ms",
+        context.getCheckpointId(),
+        written,
+        (System.nanoTime() - start) / 1_000_000);
   }
 
   @Override

@@ -10,6 +10,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeSet;
+import java.util.function.LongFunction;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
@@ -44,23 +45,35 @@ final class Records {
 
   /** The records as a CSV file for the command line: key,time,id. */
   static void writeCsv(Path path) throws IOException {
+    writeCsv(path, i -> record(i).f0);
+  }
+
+  /** As above with record i's key {@code key.apply(i)}. */
+  static void writeCsv(Path path, LongFunction<String> key) throws IOException {
     try (PrintWriter out = new PrintWriter(Files.newBufferedWriter(path, StandardCharsets.UTF_8))) {
       for (long i = 0; i < COUNT; ++i) {
         final Tuple3<String, Long, Long> r = record(i);
-        out.print(r.f0 + "," + r.f1 + "," + r.f2 + "\n");
+        out.print(key.apply(i) + "," + r.f1 + "," + r.f2 + "\n");
       }
     }
   }
 
   /** The ids the command line's `dedup --window` keeps, with this class's window options. */
   static TreeSet<Long> cliKept(String cli, Path dir) throws Exception {
+    return cliKept(cli, dir, i -> record(i).f0, WINDOW, CAPACITY, FPR);
+  }
+
+  /** As above with record i's key {@code key.apply(i)}, another window length, capacity and fpr. */
+  static TreeSet<Long> cliKept(
+      String cli, Path dir, LongFunction<String> key, Duration window, long capacity, double fpr)
+      throws Exception {
     final Path input = dir.resolve("records.csv");
     final Path output = dir.resolve("kept.csv");
-    writeCsv(input);
+    writeCsv(input, key);
     final List<String> command = new ArrayList<>(List.of(
-        cli, "dedup", "-f", "csv:1", "--window", WINDOW.toSeconds() + "s", "--time-field", "2",
-        "--generations", Integer.toString(GENERATIONS), "--capacity", Long.toString(CAPACITY),
-        "--fpr", Double.toString(FPR), input.toString(), "-o", output.toString()));
+        cli, "dedup", "-f", "csv:1", "--window", window.toSeconds() + "s", "--time-field", "2",
+        "--generations", Integer.toString(GENERATIONS), "--capacity", Long.toString(capacity),
+        "--fpr", Double.toString(fpr), input.toString(), "-o", output.toString()));
     final Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
     final String log = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     if (process.waitFor() != 0) {

@@ -20,8 +20,8 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * Arguments: the bulkbloom executable, a scratch folder.
  */
 public final class RescaleTest {
-  private static final ConcurrentLinkedQueue<Long> KEPT = new ConcurrentLinkedQueue<>();
-  private static final AtomicLong LAST_ID = new AtomicLong(-1);
+  static final ConcurrentLinkedQueue<Long> KEPT = new ConcurrentLinkedQueue<>();
+  static final AtomicLong LAST_ID = new AtomicLong(-1);
 
   private RescaleTest() {}
 

@@ -8,7 +8,7 @@ import org.bulkbloom.flink.BloomDedup;
 
 /** The dedups the benchmark compares; each applies itself to the stream with a window T. */
 public interface Dedup {
-  List<String> NAMES = List.of("bloom", "ttl-hashmap", "ttl-rocksdb");
+  List<String> NAMES = List.of("bloom", "bloom-rocksdb", "ttl-hashmap", "ttl-rocksdb");
 
   String name();
 
@@ -34,7 +34,9 @@ public interface Dedup {
   /** The dedup called {@code name}; {@code shards} (0: the default) applies to bloom only. */
   static Dedup named(String name, int shards) {
     return switch (name) {
-      case "bloom" -> new Bloom(shards == 0 ? BloomDedup.DEFAULT_SHARDS : shards);
+      case "bloom" -> new Bloom(shards == 0 ? BloomDedup.DEFAULT_SHARDS : shards, "hashmap");
+      case "bloom-rocksdb" ->
+          new Bloom(shards == 0 ? BloomDedup.DEFAULT_SHARDS : shards, "rocksdb");
       case "ttl-hashmap" -> new TtlBaseline(name, "hashmap");
       case "ttl-rocksdb" -> new TtlBaseline(name, "rocksdb");
       default -> throw new IllegalArgumentException(
@@ -44,10 +46,11 @@ public interface Dedup {
 
   /**
    * bulkbloom's {@link BloomDedup} on the events' time, at the false-drop rate the issue's users
-   * run with. Its state is raw keyed state, written straight into the checkpoint; the hashmap
-   * backend only holds the (empty) rest.
+   * run with. Its state is keyed state: parts written once, the open part as a base plus logs; on
+   * the hashmap backend a full copy on the heap, on RocksDB ("bloom-rocksdb") with incremental
+   * checkpoints.
    */
-  record Bloom(int shards) implements Dedup {
+  record Bloom(int shards, String stateBackend) implements Dedup {
     static final double FPR = 0.001;
 
     private BloomDedup<Event> dedup(Duration window, long capacity) {
@@ -60,12 +63,8 @@ public interface Dedup {
 
     @Override
     public String name() {
-      return shards == BloomDedup.DEFAULT_SHARDS ? "bloom" : "bloom-" + shards + "shards";
-    }
-
-    @Override
-    public String stateBackend() {
-      return "hashmap";
+      final String name = stateBackend.equals("rocksdb") ? "bloom-rocksdb" : "bloom";
+      return shards == BloomDedup.DEFAULT_SHARDS ? name : name + "-" + shards + "shards";
     }
 
     @Override

@@ -159,9 +159,14 @@ public final class FlinkDedupBench {
         ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
     conf.set(RocksDBOptions.LOCAL_DIRECTORIES, workDir.resolve("rocksdb").toString());
     // BloomDedup reserves its window from the slot's managed memory (the hashmap backend takes
-    // none); RocksDB gets the 512 MiB the baselines have always had.
+    // none); RocksDB gets the 512 MiB the baselines have always had. With both, the slot's
+    // managed memory goes half to each (Flink's default consumer weights, 70:70).
     long window = dedup instanceof Dedup.Bloom ? dedup.reportedStateBytes(WINDOW, capacity()) : 0;
-    conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, new MemorySize(Math.max(512L << 20, window)));
+    long managed = Math.max(512L << 20, window);
+    if (window > 0 && dedup.stateBackend().equals("rocksdb")) {
+      managed = 2 * managed;
+    }
+    conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, new MemorySize(managed));
     conf.set(TaskManagerOptions.NUM_TASK_SLOTS, 1);
     if (checkpointIntervalMs > 0) {
       conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(checkpointIntervalMs));

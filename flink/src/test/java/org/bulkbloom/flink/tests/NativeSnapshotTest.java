@@ -1,0 +1,179 @@
+package org.bulkbloom.flink.tests;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Random;
+import org.bulkbloom.jni.NativeWindowShards;
+import org.bulkbloom.jni.NativeWindowShards.Snapshot;
+
+/**
+ * The incremental state calls of the JNI binding: over many checkpoints with rotations and jumps,
+ * shards kept as each snapshot's parts, the open part's base (or zero bits) and the logs taken
+ * since, restored into a fresh set and replayed, have the window file bytes of the shards that
+ * never stopped. Damaged input reaches Java as exceptions.
+ */
+public final class NativeSnapshotTest {
+  private static final int SHARDS = 4;
+  // Small, so that every part comes in several chunks and the last is short.
+  private static final int CHUNK = 64;
+
+  private NativeSnapshotTest() {}
+
+  /** One shard as a checkpoint store would keep it. */
+  private static final class Stored {
+    byte[] metadata;
+    List<byte[][]> parts = new ArrayList<>();
+    final List<byte[]> logs = new ArrayList<>();
+  }
+
+  private static NativeWindowShards newSet() {
+    return new NativeWindowShards(100, 0, 4, 0.01, 20_000, 7, SHARDS);
+  }
+
+  private static byte[][] copyPart(NativeWindowShards window, int shard, Snapshot s, int i) {
+    final int chunks = (int) ((s.bytes(i) + CHUNK - 1) / CHUNK);
+    final byte[][] out = new byte[chunks][];
+    for (int c = 0; c < chunks; ++c) {
+      final byte[] piece = new byte[(int) Math.min(CHUNK, s.bytes(i) - (long) c * CHUNK)];
+      out[c] = window.copyPart(shard, i, (long) c * CHUNK, piece) ? piece : null;
+    }
+    return out;
+  }
+
+  private static void restore(NativeWindowShards into, int shard, Stored stored) {
+    into.restore(
+        shard,
+        stored.metadata,
+        (index, period, part, blocks, offset, length) -> {
+          final byte[] piece = stored.parts.get(index)[(int) (offset / CHUNK)];
+          Records.check(piece == null || piece.length == length, "chunk length " + length);
+          return piece;
+        },
+        CHUNK);
+    for (byte[] log : stored.logs) {
+      into.replay(shard, log);
+    }
+  }
+
+  public static void main(String[] args) {
+    final Random random = new Random(35);
+    final int[] changes = new int[3];
+    int logsTooLong = 0;
+    int restores = 0;
+    try (NativeWindowShards live = newSet()) {
+      final Stored[] store = new Stored[SHARDS];
+      for (int s = 0; s < SHARDS; ++s) {
+        live.addEmpty(s);
+        live.enableChangeLog(s);
+        store[s] = new Stored();
+      }
+      long clock = 0;
+      long next = 0;
+      for (int checkpoint = 1; checkpoint <= 80; ++checkpoint) {
+        // A period is 34 units: rotations every few checkpoints, and now and then a jump past
+        // the whole window.
+        clock += checkpoint % 29 == 0 ? 250 : random.nextInt(12);
+        final int n = 1 + random.nextInt(400);
+        final long[] keys = new long[n];
+        final long[] clocks = new long[n];
+        for (int i = 0; i < n; ++i) {
+          // Half repeats of recent keys, half new.
+          keys[i] = random.nextBoolean() && next > 0 ? next - 1 - random.nextInt((int) Math.min(next, 3000)) : next++;
+          clocks[i] = clock;
+        }
+        live.dedup(keys, live.shardOf(keys), clocks, n, new byte[n]);
+        live.advanceTo(clock);
+        for (int s = 0; s < SHARDS; ++s) {
+          final Stored stored = store[s];
+          // Now and then too little room for the log: the open part comes whole.
+          final long maxLog = random.nextInt(10) == 0 ? 0 : Long.MAX_VALUE;
+          final Snapshot snapshot = live.takeSnapshot(s, maxLog, CHUNK);
+          ++changes[snapshot.change];
+          stored.metadata = snapshot.metadata;
+          final int open = snapshot.numParts() - 1;
+          final List<byte[][]> parts = new ArrayList<>();
+          for (int i = 0; i < open; ++i) {
+            parts.add(copyPart(live, s, snapshot, i));
+          }
+          if (snapshot.log == null) {
+            logsTooLong += snapshot.change == Snapshot.REWRITTEN ? 0 : 1;
+            parts.add(copyPart(live, s, snapshot, open));
+            stored.logs.clear();
+          } else if (snapshot.change == Snapshot.SINCE_EMPTY) {
+            parts.add(new byte[(int) ((snapshot.bytes(open) + CHUNK - 1) / CHUNK)][]);
+            stored.logs.clear();
+          } else {
+            Records.check(snapshot.change == Snapshot.SINCE_TAKEN, "change " + snapshot.change);
+            parts.add(stored.parts.get(stored.parts.size() - 1));
+          }
+          if (snapshot.log != null) {
+            for (byte[] log : snapshot.log) {
+              Records.check(log.length <= CHUNK && log.length % 8 == 0, "log chunk " + log.length);
+              stored.logs.add(log);
+            }
+          }
+          stored.parts = parts;
+        }
+        if (checkpoint % 4 == 0) {
+          ++restores;
+          try (NativeWindowShards copy = newSet()) {
+            for (int s = 0; s < SHARDS; ++s) {
+              restore(copy, s, store[s]);
+              Records.check(
+                  Arrays.equals(copy.bytes(s), live.bytes(s)),
+                  "checkpoint " + checkpoint + ": shard " + s + " restored from "
+                      + store[s].parts.size() + " parts and " + store[s].logs.size()
+                      + " logs differs from the uninterrupted shard");
+            }
+          }
+        }
+      }
+      Records.check(
+          changes[Snapshot.SINCE_TAKEN] > 0 && changes[Snapshot.SINCE_EMPTY] > 0 && logsTooLong > 0,
+          "the checkpoints never took a log of the same open part, of a new one, or one too long: "
+              + Arrays.toString(changes) + ", " + logsTooLong);
+      System.out.println(
+          restores + " restores equal: logs since taken, since empty, rewritten "
+              + Arrays.toString(changes) + "; " + logsTooLong + " too long");
+
+      // Misuse and damage.
+      final Snapshot snapshot = live.takeSnapshot(0, Long.MAX_VALUE, CHUNK);
+      try (NativeWindowShards copy = newSet()) {
+        expect(IllegalArgumentException.class, "8-byte hashes", () -> {
+          copy.addEmpty(0);
+          copy.replay(0, new byte[7]);
+        });
+        expect(IllegalArgumentException.class, "expected", () ->
+            copy.restore(0, snapshot.metadata, (i, p, q, b, o, l) -> new byte[l + 1], CHUNK));
+        expect(IllegalStateException.class, "from the source", () ->
+            copy.restore(0, snapshot.metadata, (i, p, q, b, o, l) -> {
+              throw new IllegalStateException("from the source");
+            }, CHUNK));
+        expect(IllegalArgumentException.class, "holds shard 0 of 4", () ->
+            copy.restore(1, snapshot.metadata, (i, p, q, b, o, l) -> null, CHUNK));
+        final byte[] damaged = snapshot.metadata.clone();
+        damaged[damaged.length / 2] ^= 1;
+        expect(IllegalArgumentException.class, "shard 2", () ->
+            copy.restore(2, damaged, (i, p, q, b, o, l) -> null, CHUNK));
+        expect(IllegalArgumentException.class, "multiple of 8", () ->
+            live.takeSnapshot(0, 0, 12));
+        expect(IllegalArgumentException.class, "outside part", () ->
+            live.copyPart(0, 0, snapshot.bytes(0), new byte[1]));
+      }
+    }
+  }
+
+  private static void expect(Class<? extends RuntimeException> type, String text, Runnable call) {
+    try {
+      call.run();
+    } catch (RuntimeException e) {
+      Records.check(
+          type.isInstance(e) && e.getMessage() != null && e.getMessage().contains(text),
+          "expected " + type.getSimpleName() + " with '" + text + "', got " + e);
+      System.out.println("rejected: " + e.getMessage());
+      return;
+    }
+    throw new AssertionError("no " + type.getSimpleName() + " with '" + text + "'");
+  }
+}
