@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/key_hash.hpp"
+#include "core/tuning.hpp"
 #include "registry/backend.hpp"
 
 namespace bulkbloom {
@@ -14,9 +15,6 @@ namespace {
 
 using detail::check_byte_keys_allowed;
 using detail::KeyMode;
-
-// Byte-string keys are hashed into a stack buffer this many at a time, then passed on as hashes.
-constexpr std::size_t kHashChunk = 4096;
 
 void check_size(std::size_t expected, std::size_t actual, const char* what) {
   if (expected != actual) {
@@ -50,9 +48,9 @@ void combine_into(detail::Engine& target, const detail::Engine& other, std::uint
 template <typename Consume>
 void for_each_hashed_chunk(std::span<const std::string_view> keys, std::uint64_t seed,
                            Consume&& consume) {
-  std::array<std::uint64_t, kHashChunk> hashes;
-  for (std::size_t offset = 0; offset < keys.size(); offset += kHashChunk) {
-    const std::size_t n = std::min(kHashChunk, keys.size() - offset);
+  std::array<std::uint64_t, detail::tuning::kByteKeyHashChunk> hashes;
+  for (std::size_t offset = 0; offset < keys.size(); offset += detail::tuning::kByteKeyHashChunk) {
+    const std::size_t n = std::min(detail::tuning::kByteKeyHashChunk, keys.size() - offset);
     for (std::size_t i = 0; i < n; ++i) hashes[i] = detail::xxh64_bytes(keys[offset + i], seed);
     consume(std::span<const std::uint64_t>(hashes.data(), n), offset);
   }

@@ -3,17 +3,15 @@
 #include <chrono>
 #include <utility>
 
+#include "core/tuning.hpp"
+
 namespace bulkbloom::detail {
 namespace {
-
-// How long a thread polls before it blocks: back-to-back bulk calls come microseconds apart, while
-// waking a sleeping thread costs tens of microseconds in a VM.
-constexpr std::chrono::microseconds kPollTime{50};
 
 // Polls `done` for up to kPollTime; returns whether it became true.
 template <class Done>
 bool poll(const Done& done) {
-  const auto deadline = std::chrono::steady_clock::now() + kPollTime;
+  const auto deadline = std::chrono::steady_clock::now() + tuning::kPollTime;
   while (!done()) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();

@@ -5,76 +5,10 @@
 #include <vector>
 
 #include "bulkbloom/detail/block_math.hpp"
+#include "core/tuning.hpp"
 
 namespace bulkbloom::detail {
 namespace {
-
-// Keys per partitioned pass: bounds the scratch (10 bytes a key) for batches of any size.
-constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
-// Keys hashed at a time, then partitioned or scattered while their hashes are in the L1.
-constexpr std::size_t kHashRun = 512;
-// Below this many keys a call stays on the calling thread: waking workers costs more.
-constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
-// Smaller filters are written by one thread unless the caller fixed the thread count. Writing
-// threads each read the whole batch to find their blocks' keys, which a second thread only
-// repays once the filter is beyond the L2s (two threads against one, bench/RESULTS.md).
-constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
-// A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
-// partition stays cached while it is worked on. Larger filters get larger partitions rather than
-// more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no
-// longer fit the L1 and the partitioning pass slows.
-constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
-constexpr unsigned kMaxPartitionBits = 8;
-static_assert(kMaxPartitionBits <= 8, "a key's partition is kept in one byte");
-// Partitioning for locality can only pay when the filter is beyond the caches and the batch
-// revisits each block many times: the three extra passes over the batch measured costlier than the
-// cache misses they save up to tens of keys per block (bench/RESULTS.md), so the prefetching
-// kernels are chosen there; these thresholds keep partitioning for still denser batches only.
-constexpr std::uint64_t kMinLocalityFilterBytes = std::uint64_t{64} << 20;
-constexpr double kMinLocalityKeysPerBlock = 64.0;
-// Writes on several threads to a filter this large are partitioned even where locality cannot pay:
-// split by block range instead, each thread would hash and scan every key of the batch to find its
-// own, and with every visit a miss to memory that doubled work measured costlier than one hashing
-// and two partitioning passes (insert and insert_if_absent at 4 GiB; at 0.5 GiB insert_if_absent,
-// whose flags take a fourth pass, was still faster by block range; bench/RESULTS.md).
-constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30;
-// Reading threads do not scan each other's keys, but on a filter beyond what the TLB maps with huge
-// pages each key's block costs a page walk as well as a miss; partitioned, a thread's blocks come
-// from one partition at a time. Zen 4's L2 TLB maps 6 GiB of 2 MiB pages (3,072 entries); on the VM
-// measured, key slices were faster at 4 GiB and partitions at 8 and 12 GiB (bench/DECISIONS.md,
-// "Partitioned threads for big filters").
-constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6} << 30;
-// From here up to kMinPartitionedReadFilterBytes, whether partitions or key slices read faster
-// turned out to depend on the host as much as on the size (cpu/plan_chooser.hpp), so the engine
-// reads with partitions now and then as well and keeps the faster. Beyond it partitions were the
-// faster on every host measured, and each trial of key slices there cost a slow call.
-// Between its two exact plans by block (block ranges and partitions) a write keeps the one chosen
-// by size: one host wrote a little faster by block range, the others far slower, and every trial of
-// the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen by measurement"). Against
-// atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
-// locked OR for each word a key changes and bounce lines two threads write, an insert is timed at
-// any filter size: the balance depends on the filter's fill and the host's cost of an atomic as
-// much as on the size (bench/DECISIONS.md, "Inserts without routing"). Reads of fewer keys keep
-// the size-chosen plan: they are over in well under a millisecond, too short to time against a
-// shared machine's noise. Inserts are timed from 2^16 keys, a CLI chunk of 2 MiB of 8-byte keys
-// and bench_filter's small batch, or the atomic plan would never serve batches of that size: both
-// plans there run on every thread, so a trial of the slower costs a fraction of a millisecond,
-// and a call slowed by a neighbour does not mislead the chooser, which keeps the fastest of each
-// plan's last calls.
-constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_t{1} << 30;
-constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
-constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;
-static_assert(kMinTimedInsertKeys >= kMinParallelKeys, "a timed insert runs on several threads");
-// In-place key slices for insert_if_absent are timed from this many blocks per key of a chunk: with
-// two slices about 1/8 of the keys then share a block with the other slice's and are routed.
-constexpr std::uint64_t kMinBlocksPerInPlaceKey = 4;
-// The merged bitmap of InPlaceScratch has this many bits per key of a chunk (at least a cache line
-// per task), so that keys of different blocks folded onto one bit, and routed for nothing, are
-// about 1/32 of the keys with two slices; at 2^16 keys the bitmaps stay in the L2 (128 KiB each).
-constexpr std::size_t kMarkBitsPerKey = 16;
-constexpr std::size_t kMinMarkBits = 512;
-// Routed keys run by block range on several threads from this many, on the calling thread below.
-constexpr std::size_t kMinParallelRoutedKeys = std::size_t{1} << 12;
 
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
@@ -90,10 +24,10 @@ unsigned ceil_log2(std::uint64_t v) {
 // take nearly equal shares of the keys in whole partitions.
 unsigned partition_shift_of(const Layout& layout) {
   const unsigned block_bits = ceil_log2(layout.num_blocks);
-  const unsigned bytes_bits = ceil_log2(kCachePartitionBytes / block_bytes(layout.shape));
-  return std::min(
-      block_bits,
-      std::max(bytes_bits, block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u));
+  const unsigned bytes_bits = ceil_log2(tuning::kCachePartitionBytes / block_bytes(layout.shape));
+  return std::min(block_bits, std::max(bytes_bits, block_bits > tuning::kMaxPartitionBits
+                                                       ? block_bits - tuning::kMaxPartitionBits
+                                                       : 0u));
 }
 
 // Calls `visit(i, hash)` for each key i of keys[begin, end), in order, hashing kHashRun keys at a
@@ -103,9 +37,9 @@ unsigned partition_shift_of(const Layout& layout) {
 template <class Visit>
 void for_each_hash(const CpuKernels& kernels, const Layout& layout, const std::uint64_t* keys,
                    std::size_t begin, std::size_t end, KeyMode mode, Visit visit) {
-  std::uint64_t run_hashes[kHashRun];
-  for (std::size_t run = begin; run < end; run += kHashRun) {
-    const std::size_t run_size = std::min(end - run, kHashRun);
+  std::uint64_t run_hashes[tuning::kHashRun];
+  for (std::size_t run = begin; run < end; run += tuning::kHashRun) {
+    const std::size_t run_size = std::min(end - run, tuning::kHashRun);
     kernels.hash(layout, keys + run, run_size, mode, run_hashes);
     for (std::size_t i = 0; i < run_size; ++i) visit(run + i, run_hashes[i]);
   }
@@ -117,15 +51,16 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
                    bool threads_fixed) {
   BulkPlan plan;
   const bool split_pays = threads_fixed || op == BulkOp::contains ||
-                          layout.size_bytes() >= kMinParallelWriteFilterBytes;
-  const bool parallel = threads > 1 && n >= kMinParallelKeys && split_pays;
+                          layout.size_bytes() >= tuning::kMinParallelWriteFilterBytes;
+  const bool parallel = threads > 1 && n >= tuning::kMinParallelKeys && split_pays;
   plan.tasks = parallel ? threads : 1;
-  const bool locality =
-      layout.size_bytes() >= kMinLocalityFilterBytes &&
-      static_cast<double>(n) >= kMinLocalityKeysPerBlock * static_cast<double>(layout.num_blocks);
+  const bool locality = layout.size_bytes() >= tuning::kMinLocalityFilterBytes &&
+                        static_cast<double>(n) >= tuning::kMinLocalityKeysPerBlock *
+                                                      static_cast<double>(layout.num_blocks);
   const bool partitioned_threads =
-      parallel && layout.size_bytes() >= (op == BulkOp::contains ? kMinPartitionedReadFilterBytes
-                                                                 : kMinPartitionedWriteFilterBytes);
+      parallel &&
+      layout.size_bytes() >= (op == BulkOp::contains ? tuning::kMinPartitionedReadFilterBytes
+                                                     : tuning::kMinPartitionedWriteFilterBytes);
   if (locality || partitioned_threads) {
     plan.mode = BulkPlan::Mode::partitioned;
     plan.partition_shift = partition_shift_of(layout);
@@ -141,19 +76,20 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
   if (plan.tasks < 2) return std::nullopt;
   BulkPlan other = plan;
   if (op == BulkOp::contains && plan.mode == BulkPlan::Mode::key_slices &&
-      n >= kMinChosenByMeasurementKeys &&
-      layout.size_bytes() >= kMinChosenByMeasurementFilterBytes) {
+      n >= tuning::kMinChosenByMeasurementKeys &&
+      layout.size_bytes() >= tuning::kMinChosenByMeasurementFilterBytes) {
     other.mode = BulkPlan::Mode::partitioned;
     other.partition_shift = partition_shift_of(layout);
     return other;
   }
-  if (op == BulkOp::insert && n >= kMinTimedInsertKeys) {  // by block range or partitions
+  if (op == BulkOp::insert && n >= tuning::kMinTimedInsertKeys) {  // by block range or partitions
     other.mode = BulkPlan::Mode::atomic_key_slices;
     other.partition_shift = 0;
     return other;
   }
-  if (op == BulkOp::insert_if_absent && n >= kMinTimedInsertKeys &&
-      layout.num_blocks >= kMinBlocksPerInPlaceKey * std::min(n, InPlaceScratch::kChunkKeys)) {
+  if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys &&
+      layout.num_blocks >=
+          tuning::kMinBlocksPerInPlaceKey * std::min(n, InPlaceScratch::kChunkKeys)) {
     other.mode = BulkPlan::Mode::in_place_key_slices;
     other.partition_shift = 0;
     return other;
@@ -221,7 +157,8 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
                                         std::byte* bits, const std::uint64_t* keys, std::size_t n,
                                         KeyMode mode, std::uint8_t* is_new, ThreadPool& pool,
                                         unsigned tasks) {
-  const std::size_t mark_bits = std::max(kMinMarkBits, std::bit_ceil(n * kMarkBitsPerKey));
+  const std::size_t mark_bits =
+      std::max(tuning::kMinMarkBits, std::bit_ceil(n * tuning::kMarkBitsPerKey));
   const std::size_t mark_words = mark_bits / 64;
   constexpr std::size_t kLineWords = 64 / sizeof(std::uint64_t);
   hashes_.resize(std::max(hashes_.size(), n));
@@ -291,7 +228,7 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
   if (count == 0) return fresh;
   routed_flags_.resize(count);
   fresh +=
-      count >= kMinParallelRoutedKeys && tasks > 1
+      count >= tuning::kMinParallelRoutedKeys && tasks > 1
           ? insert_if_absent_in_block_ranges(kernels, layout, bits, routed_hashes_.data(), count,
                                              KeyMode::prehashed, routed_flags_.data(), pool, tasks)
           : kernels.insert_if_absent(layout, bits, routed_hashes_.data(), count, KeyMode::prehashed,
@@ -321,14 +258,15 @@ std::uint64_t PartitionScratch::run(BulkOp op, const CpuKernels& kernels, const 
   // 2^kMaxPartitionBits block ranges. (Answers hold for any grouping of whole blocks; contiguous
   // ranges are what gives each thread's accesses their locality.)
   const unsigned block_bits = ceil_log2(layout.num_blocks);
-  partition_shift = std::max(partition_shift,
-                             block_bits > kMaxPartitionBits ? block_bits - kMaxPartitionBits : 0u);
+  partition_shift = std::max(partition_shift, block_bits > tuning::kMaxPartitionBits
+                                                  ? block_bits - tuning::kMaxPartitionBits
+                                                  : 0u);
   std::lock_guard lock(mutex_);
-  reserve(std::min(n, kMaxChunkKeys));
+  reserve(std::min(n, tuning::kMaxChunkKeys));
   std::uint64_t fresh = 0;
   // Chunks run one after another, so insert_if_absent keeps its sequential meaning across them.
-  for (std::size_t start = 0; start < n; start += kMaxChunkKeys) {
-    const std::size_t count = std::min(kMaxChunkKeys, n - start);
+  for (std::size_t start = 0; start < n; start += tuning::kMaxChunkKeys) {
+    const std::size_t count = std::min(tuning::kMaxChunkKeys, n - start);
     fresh += run_chunk(op, kernels, layout, bits, keys + start, count, mode,
                        flags == nullptr ? nullptr : flags + start, pool, partition_shift);
   }
@@ -342,7 +280,7 @@ std::uint64_t PartitionScratch::run_chunk(BulkOp op, const CpuKernels& kernels,
                                           unsigned partition_shift) {
   const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
   const std::size_t parts = ((std::size_t{num_blocks} - 1) >> partition_shift) + 1;
-  const unsigned tasks = n >= kMinParallelKeys ? pool.size() : 1;
+  const unsigned tasks = n >= tuning::kMinParallelKeys ? pool.size() : 1;
   const bool with_flags = op != BulkOp::insert;
   // Plain locals for the loops below: through the byte stores of partitions and flags, which may
   // alias anything, the compiler would otherwise reload the buffers' addresses and the layout on

@@ -19,11 +19,10 @@
 
 #include "bulkbloom/format.hpp"
 #include "core/filter_access.hpp"
+#include "core/tuning.hpp"
 
 namespace bulkbloom::detail {
 namespace {
-
-constexpr std::size_t kIoChunk = std::size_t{8} << 20;
 
 XXH3_state_t* state_of(void* state) {
   return static_cast<XXH3_state_t*>(state);
@@ -121,7 +120,7 @@ std::uint64_t File::regular_file_size() const {
 void File::read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) const {
   while (n > 0) {
     const ssize_t got =
-        ::pread(fd_, out, std::min<std::uint64_t>(n, kIoChunk), static_cast<off_t>(offset));
+        ::pread(fd_, out, std::min<std::uint64_t>(n, tuning::kIoChunk), static_cast<off_t>(offset));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) throw errno_error("read", path_);
     if (got == 0) throw FormatError(path_.string() + ": truncated while reading");
@@ -134,7 +133,7 @@ void File::read_exactly(std::byte* out, std::uint64_t n, std::uint64_t offset) c
 void File::write_all(const std::byte* data, std::uint64_t n) {
   fault_point("write");
   while (n > 0) {
-    const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, kIoChunk));
+    const ssize_t put = ::write(fd_, data, std::min<std::uint64_t>(n, tuning::kIoChunk));
     if (put < 0 && errno == EINTR) continue;
     if (put < 0) throw errno_error("write", path_);
     data += put;
@@ -280,8 +279,8 @@ void read_filter_bits(const File& file, std::uint64_t offset, Filter& filter,
   const std::byte* host = FilterAccess::engine(filter).host_bytes();
   if (host != nullptr) {
     auto* bits = const_cast<std::byte*>(host);  // the engine's own, writable memory
-    for (std::uint64_t done = 0; done < bytes; done += kIoChunk) {
-      const std::uint64_t n = std::min<std::uint64_t>(kIoChunk, bytes - done);
+    for (std::uint64_t done = 0; done < bytes; done += tuning::kIoChunk) {
+      const std::uint64_t n = std::min<std::uint64_t>(tuning::kIoChunk, bytes - done);
       file.read_exactly(bits + done, n, offset + done);
       checksum.update(bits + done, n);
     }

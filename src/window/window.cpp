@@ -12,6 +12,7 @@
 
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
+#include "core/tuning.hpp"
 #include "registry/backend.hpp"
 #include "shard/shard_math.hpp"
 #include "window/window_access.hpp"
@@ -22,16 +23,16 @@ namespace {
 
 using detail::FilterAccess;
 using detail::KeyMode;
+using detail::tuning::kMinParallelKeys;
+using detail::tuning::kWindowHashChunk;
 
-// Keys are hashed once per chunk this long, then every generation works on the hashes.
-constexpr std::size_t kHashChunk = std::size_t{1} << 16;
 // Bound on T + L, so that period arithmetic and G·period fit an int64 with room to spare.
 constexpr std::uint64_t kMaxSpan = std::uint64_t{1} << 61;
 // Most filters one generation is made of (growth at a run's start seals the one before).
 constexpr std::size_t kMaxSealedParts = 8;
 
-// Buffers a thread reuses from call to call, at most kHashChunk entries each. Fresh ones cost a
-// page fault per 4 KiB on every call and, as vectors, a pass of zeroing, a visible share of a
+// Buffers a thread reuses from call to call, at most kWindowHashChunk entries each. Fresh ones cost
+// a page fault per 4 KiB on every call and, as vectors, a pass of zeroing, a visible share of a
 // window's dedup time in a profile (bench/DECISIONS.md). Per thread, since const calls may
 // come from several threads at once.
 struct Scratch {
@@ -41,15 +42,15 @@ struct Scratch {
   std::unique_ptr<std::uint8_t[]> found;     // clear_found: one generation's answers
   std::unique_ptr<std::uint64_t[]> moved;    // a window shard's hashes for one filter's blocks
 
-  // The scratch of the calling thread, with room for kHashChunk entries.
+  // The scratch of the calling thread, with room for kWindowHashChunk entries.
   static Scratch& of_this_thread() {
     thread_local Scratch scratch;
     if (!scratch.hashes) {
-      scratch.hashes = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
-      scratch.pending = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
-      scratch.index = std::make_unique_for_overwrite<std::uint32_t[]>(kHashChunk);
-      scratch.found = std::make_unique_for_overwrite<std::uint8_t[]>(kHashChunk);
-      scratch.moved = std::make_unique_for_overwrite<std::uint64_t[]>(kHashChunk);
+      scratch.hashes = std::make_unique_for_overwrite<std::uint64_t[]>(kWindowHashChunk);
+      scratch.pending = std::make_unique_for_overwrite<std::uint64_t[]>(kWindowHashChunk);
+      scratch.index = std::make_unique_for_overwrite<std::uint32_t[]>(kWindowHashChunk);
+      scratch.found = std::make_unique_for_overwrite<std::uint8_t[]>(kWindowHashChunk);
+      scratch.moved = std::make_unique_for_overwrite<std::uint64_t[]>(kWindowHashChunk);
     }
     return scratch;
   }
@@ -63,8 +64,8 @@ void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout,
   constexpr bool kByteKeys = std::is_same_v<Key, std::string_view>;
   if constexpr (kByteKeys) detail::check_byte_keys_allowed(layout);
   std::uint64_t* const hashes = Scratch::of_this_thread().hashes.get();
-  for (std::size_t offset = 0; offset < keys.size(); offset += kHashChunk) {
-    const std::size_t n = std::min(kHashChunk, keys.size() - offset);
+  for (std::size_t offset = 0; offset < keys.size(); offset += kWindowHashChunk) {
+    const std::size_t n = std::min(kWindowHashChunk, keys.size() - offset);
     if constexpr (kByteKeys) {
       for (std::size_t i = 0; i < n; ++i) {
         hashes[i] = detail::xxh64_bytes(keys[offset + i], layout.seed);
@@ -92,7 +93,7 @@ void check_size(std::size_t expected, std::size_t actual, const char* what) {
 // For each i with absent[i] == 1, looks the hash up in `filters` in order and sets absent[i] = 0
 // at the first that may contain it. Only the still-absent keys are looked up in each filter, so a
 // key found in a recent generation costs no further reads. Returns how many stay absent.
-// `hashes` holds at most kHashChunk entries. A window shard's hashes are the whole window's,
+// `hashes` holds at most kWindowHashChunk entries. A window shard's hashes are the whole window's,
 // moved by `move` into each filter's blocks (src/shard/shard_math.hpp).
 //
 // The lists of keys still pending are compacted by `host`'s kernels, without a branch per key
@@ -126,9 +127,6 @@ std::uint64_t clear_found(const detail::HostKernels& host, std::span<const Filte
   return count;
 }
 
-// Below this many keys a window's lookups stay on the calling thread (as bulk calls do).
-constexpr std::size_t kMinParallelLookups = std::size_t{1} << 14;
-
 // clear_found over `hashes` cut into one slice per worker of `host`, each slice looked up in
 // every filter on one thread. Splitting each filter's lookup between the threads instead handed
 // every list of pending keys and every answer from core to core, which measured slower than one
@@ -137,7 +135,7 @@ std::uint64_t clear_found_in_slices(const detail::HostSide& host,
                                     std::span<const Filter* const> filters,
                                     std::span<const std::uint64_t> hashes, std::uint8_t* absent,
                                     const detail::ShardHashes* move) {
-  const unsigned slices = hashes.size() >= kMinParallelLookups ? host.workers->size() : 1;
+  const unsigned slices = hashes.size() >= kMinParallelKeys ? host.workers->size() : 1;
   if (slices <= 1) return clear_found(*host.kernels, filters, hashes, absent, move);
   std::vector<std::uint64_t> remaining(slices);
   host.workers->run(slices, [&](unsigned slice) {
@@ -536,7 +534,7 @@ Layout WindowedFilter::whole_layout(const Layout& layout) const {
 }
 
 // The hashes as `filter` takes them: as given, or a window shard's moved into its blocks of the
-// filter's generation, in this thread's scratch (at most kHashChunk of them).
+// filter's generation, in this thread's scratch (at most kWindowHashChunk of them).
 std::span<const std::uint64_t> WindowedFilter::hashes_for(
     const Filter& filter, std::span<const std::uint64_t> hashes) const {
   if (shard_hashes_ == nullptr) return hashes;
@@ -751,8 +749,8 @@ std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
                                              std::uint8_t* is_new) {
   w.require_generations("insert_if_absent");
   std::uint64_t fresh = 0;
-  for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
-    const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
+  for (std::size_t offset = 0; offset < hashes.size(); offset += kWindowHashChunk) {
+    const std::size_t n = std::min(kWindowHashChunk, hashes.size() - offset);
     const auto chunk = hashes.subspan(offset, n);
     const auto chunk_clocks = clocks.subspan(offset, n);
     if (w.config_.clock == WindowClock::event_time) {
@@ -860,8 +858,8 @@ void detail::WindowAccess::contains_hashes(const WindowedFilter& w,
                                            std::span<const std::uint64_t> hashes,
                                            std::uint8_t* out) {
   w.require_generations("contains");
-  for (std::size_t offset = 0; offset < hashes.size(); offset += kHashChunk) {
-    const std::size_t n = std::min(kHashChunk, hashes.size() - offset);
+  for (std::size_t offset = 0; offset < hashes.size(); offset += kWindowHashChunk) {
+    const std::size_t n = std::min(kWindowHashChunk, hashes.size() - offset);
     w.contains_hashes(hashes.subspan(offset, n), out + offset);
   }
 }

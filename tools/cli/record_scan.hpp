@@ -58,12 +58,6 @@ struct ScanSettings {
   ScanState start;  ///< Counters and line number to continue from (the reader holds position).
 };
 
-/// Bytes read per chunk: one chunk is one bulk filter call. Per-chunk costs are microseconds,
-/// so small chunks cost nothing, and a chunk's keys and flags then stay in cache while the
-/// engine works on them: on the 2-core Zen 4 machine, 100M u64 keys dedup at a median 54 M/s
-/// with 2 MiB chunks against 36 M/s with 32 MiB ones (bench/RESULTS.md).
-inline constexpr std::size_t kChunkBytes = std::size_t{2} << 20;
-
 /// Runs every record of `reader` through `filter`. Returns the final state. Throws what the
 /// reader, the parser, the filter or the writes throw.
 ScanState run_scan(CarriedFilter& filter, ChunkReader& reader, const ScanSettings& settings);

@@ -12,6 +12,7 @@
 #include "cli/args.hpp"
 #include "cli/progress.hpp"
 #include "cli/record_scan.hpp"
+#include "core/tuning.hpp"
 
 namespace bulkbloom::cli {
 
@@ -39,7 +40,7 @@ struct ScanOptions {
   RecordFormat format;
   bool skip_bad = false;
   enum class Stats { text, json, none } stats = Stats::text;
-  std::size_t chunk_bytes = kChunkBytes;
+  std::size_t chunk_bytes = detail::tuning::kInputChunkBytes;
 };
 
 /// Reads and checks the scan options; throws UsageError.

@@ -1,0 +1,100 @@
+// Every performance threshold of the library in one place: the sizes and counts at which a plan,
+// a thread count or a chunk size changes. Each says why it has its value; the measurements behind
+// them are in bench/RESULTS.md and bench/DECISIONS.md. Changing one changes speed, never answers
+// (every plan gives the scalar oracle's bytes and flags). Limits of formats and of the model are
+// not here: they are where the format or rule is defined.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace bulkbloom::detail::tuning {
+
+// --- Bulk calls on the CPU (src/cpu/partitioned.cpp: plan_bulk, alternative_plan) -------------
+
+// Keys per partitioned pass: bounds the scratch (10 bytes a key) for batches of any size.
+inline constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
+// Keys hashed at a time, then partitioned or scattered while their hashes are in the L1.
+inline constexpr std::size_t kHashRun = 512;
+// Below this many keys a call stays on the calling thread: waking workers costs more.
+inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
+// Smaller filters are written by one thread unless the caller fixed the thread count. Writing
+// threads each read the whole batch to find their blocks' keys, which a second thread only
+// repays once the filter is beyond the L2s (two threads against one, bench/RESULTS.md).
+inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
+// A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
+// partition stays cached while it is worked on. Larger filters get larger partitions rather than
+// more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no
+// longer fit the L1 and the partitioning pass slows.
+inline constexpr std::uint64_t kCachePartitionBytes = std::uint64_t{4} << 20;
+inline constexpr unsigned kMaxPartitionBits = 8;
+static_assert(kMaxPartitionBits <= 8, "a key's partition is kept in one byte");
+// Partitioning for locality can only pay when the filter is beyond the caches and the batch
+// revisits each block many times: the three extra passes over the batch measured costlier than the
+// cache misses they save up to tens of keys per block (bench/RESULTS.md), so the prefetching
+// kernels are chosen there; these thresholds keep partitioning for still denser batches only.
+inline constexpr std::uint64_t kMinLocalityFilterBytes = std::uint64_t{64} << 20;
+inline constexpr double kMinLocalityKeysPerBlock = 64.0;
+// Writes on several threads to a filter this large are partitioned even where locality cannot pay:
+// split by block range instead, each thread would hash and scan every key of the batch to find its
+// own, and with every visit a miss to memory that doubled work measured costlier than one hashing
+// and two partitioning passes (insert and insert_if_absent at 4 GiB; at 0.5 GiB insert_if_absent,
+// whose flags take a fourth pass, was still faster by block range; bench/RESULTS.md).
+inline constexpr std::uint64_t kMinPartitionedWriteFilterBytes = std::uint64_t{1} << 30;
+// Reading threads do not scan each other's keys, but on a filter beyond what the TLB maps with huge
+// pages each key's block costs a page walk as well as a miss; partitioned, a thread's blocks come
+// from one partition at a time. Zen 4's L2 TLB maps 6 GiB of 2 MiB pages (3,072 entries); on the VM
+// measured, key slices were faster at 4 GiB and partitions at 8 and 12 GiB (bench/DECISIONS.md,
+// "Partitioned threads for big filters").
+inline constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6} << 30;
+// From here up to kMinPartitionedReadFilterBytes, whether partitions or key slices read faster
+// turned out to depend on the host as much as on the size (cpu/plan_chooser.hpp), so the engine
+// reads with partitions now and then as well and keeps the faster. Beyond it partitions were the
+// faster on every host measured, and each trial of key slices there cost a slow call.
+// Between its two exact plans by block (block ranges and partitions) a write keeps the one chosen
+// by size: one host wrote a little faster by block range, the others far slower, and every trial of
+// the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen by measurement"). Against
+// atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
+// locked OR for each word a key changes and bounce lines two threads write, an insert is timed at
+// any filter size: the balance depends on the filter's fill and the host's cost of an atomic as
+// much as on the size (bench/DECISIONS.md, "Inserts without routing"). Reads of fewer keys keep
+// the size-chosen plan: they are over in well under a millisecond, too short to time against a
+// shared machine's noise. Inserts are timed from 2^16 keys, a CLI chunk of 2 MiB of 8-byte keys
+// and bench_filter's small batch, or the atomic plan would never serve batches of that size: both
+// plans there run on every thread, so a trial of the slower costs a fraction of a millisecond,
+// and a call slowed by a neighbour does not mislead the chooser, which keeps the fastest of each
+// plan's last calls.
+inline constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_t{1} << 30;
+inline constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
+inline constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;
+static_assert(kMinTimedInsertKeys >= kMinParallelKeys, "a timed insert runs on several threads");
+// In-place key slices for insert_if_absent are timed from this many blocks per key of a chunk: with
+// two slices about 1/8 of the keys then share a block with the other slice's and are routed.
+inline constexpr std::uint64_t kMinBlocksPerInPlaceKey = 4;
+// The merged bitmap of InPlaceScratch has this many bits per key of a chunk (at least a cache line
+// per task), so that keys of different blocks folded onto one bit, and routed for nothing, are
+// about 1/32 of the keys with two slices; at 2^16 keys the bitmaps stay in the L2 (128 KiB each).
+inline constexpr std::size_t kMarkBitsPerKey = 16;
+inline constexpr std::size_t kMinMarkBits = 512;
+// Routed keys run by block range on several threads from this many, on the calling thread below.
+inline constexpr std::size_t kMinParallelRoutedKeys = std::size_t{1} << 12;
+
+// --- Chunks and threads elsewhere -------------------------------------------------------------
+
+// A window hashes keys once per chunk this long, then every generation works on the hashes.
+inline constexpr std::size_t kWindowHashChunk = std::size_t{1} << 16;
+// Byte-string keys are hashed into a stack buffer this many at a time, then passed on as hashes.
+inline constexpr std::size_t kByteKeyHashChunk = 4096;
+// Bytes the command line reads per chunk of input: one chunk is one bulk filter call. Per-chunk
+// costs are microseconds, so small chunks cost nothing, and a chunk's keys and flags then stay in
+// cache while the engine works on them (2 MiB chunks dedup faster than 32 MiB ones,
+// bench/DECISIONS.md).
+inline constexpr std::size_t kInputChunkBytes = std::size_t{2} << 20;
+// Bytes per read or write call of the file helpers.
+inline constexpr std::size_t kIoChunk = std::size_t{8} << 20;
+// How long a thread polls before it blocks: back-to-back bulk calls come microseconds apart, while
+// waking a sleeping thread costs tens of microseconds in a VM.
+inline constexpr std::chrono::microseconds kPollTime{50};
+
+}  // namespace bulkbloom::detail::tuning
