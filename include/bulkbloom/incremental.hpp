@@ -162,6 +162,23 @@ class StateDirectory {
   /// not a directory or cannot be searched.
   static bool holds_state(const std::filesystem::path& dir);
 
+  /// Whether saving into `dir` would mix the state with files it does not own: `dir` holds no
+  /// committed state but files other than those of saves never committed. Throws IoError as
+  /// holds_state() does.
+  static bool holds_other_files(const std::filesystem::path& dir);
+
+  /// What a state directory holds.
+  enum class Kind : std::uint32_t { window = 1, window_shard = 2, grown = 3 };
+  /// The kind of the committed state, from its verified manifest. Throws FormatError for a
+  /// damaged manifest, IoError (a missing one).
+  Kind stored_kind() const;
+
+  /// Removes the files that no committed manifest names (of saves that failed or were killed,
+  /// and of commits since replaced); all of its own files when nothing was committed. For the
+  /// directory's one writer, under its lock, before it loads: a save in progress would lose its
+  /// files. Best effort: a commit removes what stays.
+  void remove_uncommitted() const;
+
   /// Commits `window` with `state` (as save() would write them to a window file), `shard`, or
   /// `filter` with `caller_metadata`. Returns the bytes this save wrote. Throws IoError.
   std::uint64_t save(WindowedFilter& window, const FileState& state = {});

@@ -262,11 +262,13 @@ class WindowedFilter {
   std::uint64_t records_seen_ = 0;
   std::uint64_t rotations_ = 0;
   // The change log of bulkbloom/incremental.hpp, kept only once enabled: the hashes new to the
-  // open filter (ring_[newest_]) since the log was last taken, and whether that filter was
-  // started empty since then (every change of the open filter restarts the log).
+  // open filter (ring_[newest_]) since the log was last taken, whether that filter was started
+  // empty since then (every change of the open filter restarts the log), and whether the log
+  // passed the filter's bytes and was dropped (then only the bits tell, until the next take).
   std::vector<std::uint64_t> change_log_;
   bool logging_ = false;
   bool log_from_empty_ = false;
+  bool log_dropped_ = false;
   void restart_log();
 };
 

@@ -115,10 +115,19 @@ def load(
 ) -> Union[Filter, GrownFilter, WindowedFilter, FilterShard, WindowShard]:
     """Opens any file bulkbloom writes as the object of its kind: a filter file as a ``Filter``,
     a grown filter file (``bulkbloom dedup --filter`` once it grew) as a ``GrownFilter``, a
-    window file as a ``WindowedFilter``, a shard's file as a ``FilterShard`` or ``WindowShard``.
-    ``FormatError`` for a file of none of these kinds."""
-    kind = _core.file_kind(os.fspath(path))
+    window file as a ``WindowedFilter``, a shard's file as a ``FilterShard`` or ``WindowShard``;
+    a state directory (``save_dir``, ``bulkbloom dedup --filter DIR/``) as the ``GrownFilter``,
+    ``WindowedFilter`` or ``WindowShard`` it holds. ``FormatError`` for a file of none of these
+    kinds."""
     options = dict(backend=backend, implementation=implementation, threads=threads)
+    if os.path.isdir(path):
+        held = _core.state_kind(os.fspath(path))
+        if held == "window":
+            return WindowedFilter.load_dir(path, **options)
+        if held == "window shard":
+            return WindowShard.load_dir(path, **options)
+        return GrownFilter.load_dir(path, **options)
+    kind = _core.file_kind(os.fspath(path))
     if kind == "filter":
         return Filter.load(path, **options)
     if kind == "filter shard":

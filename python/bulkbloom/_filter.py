@@ -366,6 +366,25 @@ class GrownFilter(_BulkCalls):
         """Writes it (with ``metadata``) to ``path`` atomically, as the command line does."""
         self._core.save(os.fspath(path), self.metadata)
 
+    @classmethod
+    def load_dir(
+        cls, directory: PathLike, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> "GrownFilter":
+        """Reads and fully verifies the grown filter a state directory holds (``save_dir``, or
+        ``bulkbloom dedup --filter DIR/``); its next ``save_dir`` there writes what changed
+        since."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.GrownFilter.load_dir(os.fspath(directory), *options))
+
+    def save_dir(self, directory: PathLike) -> int:
+        """Commits it (with ``metadata``) into the state directory ``directory`` (created if
+        missing; docs/FORMAT.md "State directories"), as ``bulkbloom dedup --filter DIR/`` does,
+        writing what changed since this object last saved there or was loaded from there:
+        sealed generations once, the newest as a log of the hashes it took. A crash leaves the
+        last commit. Returns the bytes written. One writer per directory, as for ``save``."""
+        return self._core.save_dir(os.fspath(directory), self.metadata)
+
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
         return self._core.to_file_bytes(self.metadata)

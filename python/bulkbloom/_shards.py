@@ -303,6 +303,16 @@ class WindowShard(_WindowState, _ShardPlace):
         options = _options(backend, implementation, threads)
         return cls._wrap(*_core.WindowShard.load(os.fspath(path), *options))
 
+    @classmethod
+    def load_dir(
+        cls, directory: PathLike, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> "WindowShard":
+        """Reads and fully verifies the window shard a state directory holds (``save_dir``); its
+        next ``save_dir`` there writes what changed since."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.WindowShard.load_dir(os.fspath(directory), *options))
+
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
         return self._core.to_file_bytes(self.keys_inserted, self.metadata)

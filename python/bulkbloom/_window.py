@@ -158,6 +158,15 @@ class _WindowState(_Saved):
         """Bytes of all generations as they are now (they grow with the periods' keys)."""
         return self._core.memory_bytes
 
+    def save_dir(self, directory: PathLike) -> int:
+        """Commits it (with ``keys_inserted`` and ``metadata``) into the state directory
+        ``directory`` (created if missing; docs/FORMAT.md "State directories"), writing what
+        changed since this object last saved there or was loaded from there: sealed generations
+        once, the open one as a log of the hashes it took. A crash leaves the last commit.
+        Returns the bytes written. One writer per directory (``bulkbloom dedup --filter DIR/``
+        locks ``DIR.lock``; Python leaves that to the caller)."""
+        return self._core.save_dir(os.fspath(directory), self.keys_inserted, self.metadata)
+
 
 def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
     """insert_if_absent of a window or window shard, piece by piece, with each record's time
@@ -324,6 +333,17 @@ class WindowedFilter(_WindowState):
     def __reduce__(self) -> tuple:
         # Through the file format, clock and all: a pickled window answers identically anywhere.
         return (WindowedFilter.from_bytes, (self.to_bytes(),))
+
+    @classmethod
+    def load_dir(
+        cls, directory: PathLike, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> "WindowedFilter":
+        """Reads and fully verifies the window a state directory holds (``save_dir``, or
+        ``bulkbloom dedup --window ... --filter DIR/``); its next ``save_dir`` there writes what
+        changed since."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*_core.WindowedFilter.load_dir(os.fspath(directory), *options))
 
     def save_checkpoint(self, directory: PathLike) -> None:
         """Saves a checkpoint into ``directory`` (created if missing): the window,

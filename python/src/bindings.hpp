@@ -9,6 +9,7 @@
 
 #include <bulkbloom/filter.hpp>
 #include <bulkbloom/format.hpp>
+#include <bulkbloom/incremental.hpp>
 #include <bulkbloom/layout.hpp>
 #include <bulkbloom/window.hpp>
 
@@ -16,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -169,12 +171,25 @@ struct PyFilter {
 
 /// bulkbloom._core.WindowedFilter: a WindowedFilter with a lock (every call takes it alone).
 struct PyWindow {
-  explicit PyWindow(WindowedFilter w) : window(std::move(w)) {}
+  explicit PyWindow(WindowedFilter w, std::optional<StateDirectory> d = {})
+      : window(std::move(w)), directory(std::move(d)) {}
 
   WindowedFilter window;
+  std::optional<StateDirectory> directory;  // of the last save_dir() or load_dir()
   std::mutex mutex;
   std::mutex& reading = mutex;  // a window's reads are not shared either
 };
+
+/// Saves `state` with `extra` (its FileState or caller metadata) into the state directory `dir`
+/// through `directory`, the one the object last saved into or loaded from, so that a save writes
+/// what changed since then; another `dir` is opened afresh (its first save writes the open part
+/// whole: the change log ran for the other). Returns the bytes written.
+template <typename State, typename Extra>
+std::uint64_t save_into(std::optional<StateDirectory>& directory, const std::filesystem::path& dir,
+                        State& state, const Extra& extra) {
+  if (!directory || directory->path() != dir) directory.emplace(dir);
+  return directory->save(state, extra);
+}
 
 /// A window configuration from the Python keywords; the clock is "records" or "event_time".
 WindowConfig make_window_config(const std::string& clock, std::uint64_t window,

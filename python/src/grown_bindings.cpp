@@ -19,9 +19,11 @@ namespace bulkbloom::python {
 namespace {
 
 struct PyGrown {
-  explicit PyGrown(GrownFilter f) : filter(std::move(f)) {}
+  explicit PyGrown(GrownFilter f, std::optional<StateDirectory> d = {})
+      : filter(std::move(f)), directory(std::move(d)) {}
 
   GrownFilter filter;
+  std::optional<StateDirectory> directory;  // of the last save_dir() or load_dir()
   std::shared_mutex mutex;
   ReadLock reading{mutex};
 };
@@ -86,6 +88,23 @@ void bind_grown(nb::module_& m) {
           nb::arg("threads"), nb::rv_policy::take_ownership,
           "Reads a grown filter file or a filter file: (filter, metadata).")
       .def_static(
+          "load_dir",
+          [](const std::filesystem::path& dir, const std::string& backend,
+             const std::string& implementation, unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            std::vector<std::byte> caller;
+            StateDirectory directory(dir);
+            GrownFilter filter = [&] {
+              nb::gil_scoped_release release;
+              return directory.load_grown(&caller, options);
+            }();
+            return std::tuple<PyGrown*, nb::bytes>{
+                new PyGrown(std::move(filter), std::move(directory)), to_bytes(caller)};
+          },
+          nb::arg("dir"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads and verifies the grown filter in state directory dir: (filter, metadata).")
+      .def_static(
           "from_file_bytes",
           [](const ByteArray& image, double default_fpr, const std::string& backend,
              const std::string& implementation, unsigned threads) {
@@ -104,6 +123,16 @@ void bind_grown(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("metadata"),
           "Writes the file atomically (a filter file while there is one generation).")
+      .def(
+          "save_dir",
+          [](PyGrown& self, const std::filesystem::path& dir, const nb::bytes& metadata) {
+            return locked(self.mutex, [&] {
+              return save_into(self.directory, dir, self.filter, bytes_of(metadata));
+            });
+          },
+          nb::arg("dir"), nb::arg("metadata"),
+          "Commits the filter into state directory dir, writing what changed since its last "
+          "save there; returns the bytes written.")
       .def(
           "to_file_bytes",
           [](PyGrown& self, const nb::bytes& metadata) {
@@ -166,6 +195,23 @@ void bind_grown(nb::module_& m) {
       nb::arg("path"),
       "\"filter\", \"filter shard\", \"grown filter\", \"window\" (whole or a shard's) or "
       "\"unknown\".");
+  m.def(
+      "state_kind",
+      [](const std::filesystem::path& dir) {
+        nb::gil_scoped_release release;
+        switch (StateDirectory(dir).stored_kind()) {
+          case StateDirectory::Kind::window:
+            return "window";
+          case StateDirectory::Kind::window_shard:
+            return "window shard";
+          case StateDirectory::Kind::grown:
+            break;
+        }
+        return "grown filter";
+      },
+      nb::arg("dir"),
+      "What the state directory dir holds: \"window\", \"window shard\" or \"grown "
+      "filter\".");
   m.def(
       "promised_layout",
       [](std::uint64_t capacity, double fpr) {

@@ -160,6 +160,24 @@ void bind_window(nb::module_& m) {
           nb::rv_policy::take_ownership,
           "Reads and verifies a window file: (window, keys_inserted, metadata).")
       .def_static(
+          "load_dir",
+          [](const std::filesystem::path& dir, const std::string& backend,
+             const std::string& implementation, unsigned threads) -> Loaded<PyWindow> {
+            const Options options = make_options(backend, implementation, threads);
+            FileState state;
+            StateDirectory directory(dir);
+            WindowedFilter window = [&] {
+              nb::gil_scoped_release release;
+              return directory.load_window(&state, options);
+            }();
+            return {new PyWindow(std::move(window), std::move(directory)), state.keys_inserted,
+                    to_bytes(state.metadata)};
+          },
+          nb::arg("dir"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads and verifies the window in state directory dir: (window, keys_inserted, "
+          "metadata).")
+      .def_static(
           "load_checkpoint",
           [](const std::filesystem::path& dir, const std::string& backend,
              const std::string& implementation,
@@ -204,6 +222,17 @@ void bind_window(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
           "Writes the whole window as one window file, atomically.")
+      .def(
+          "save_dir",
+          [](PyWindow& self, const std::filesystem::path& dir, std::uint64_t keys_inserted,
+             const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            return locked(self.mutex,
+                          [&] { return save_into(self.directory, dir, self.window, state); });
+          },
+          nb::arg("dir"), nb::arg("keys_inserted"), nb::arg("metadata"),
+          "Commits the window into state directory dir, writing what changed since its last "
+          "save there; returns the bytes written.")
       .def(
           "save_checkpoint",
           [](PyWindow& self, const std::filesystem::path& dir, std::uint64_t keys_inserted,

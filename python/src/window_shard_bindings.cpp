@@ -21,10 +21,12 @@ namespace bulkbloom::python {
 namespace {
 
 struct PyWindowShard {
-  PyWindowShard(WindowShard s, Options o) : shard(std::move(s)), options(std::move(o)) {}
+  PyWindowShard(WindowShard s, Options o, std::optional<StateDirectory> d = {})
+      : shard(std::move(s)), options(std::move(o)), directory(std::move(d)) {}
 
   WindowShard shard;
-  Options options;  // what copies are made with
+  Options options;                          // what copies are made with
+  std::optional<StateDirectory> directory;  // of the last save_dir() or load_dir()
   std::mutex mutex;
   std::mutex& reading = mutex;  // a window's reads are not shared either
 };
@@ -179,6 +181,24 @@ void bind_window_shard(nb::module_& m) {
           "Reads and verifies a window shard file (a whole window's reads as shard 0 of 1): "
           "(shard, keys_inserted, metadata).")
       .def_static(
+          "load_dir",
+          [](const std::filesystem::path& dir, const std::string& backend,
+             const std::string& implementation, unsigned threads) -> Loaded<PyWindowShard> {
+            const Options options = make_options(backend, implementation, threads);
+            FileState state;
+            StateDirectory directory(dir);
+            WindowShard shard = [&] {
+              nb::gil_scoped_release release;
+              return directory.load_window_shard(&state, options);
+            }();
+            return {new PyWindowShard(std::move(shard), options, std::move(directory)),
+                    state.keys_inserted, to_bytes(state.metadata)};
+          },
+          nb::arg("dir"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          "Reads and verifies the window shard in state directory dir: (shard, keys_inserted, "
+          "metadata).")
+      .def_static(
           "from_file_bytes",
           [](const ByteArray& image, const std::string& backend, const std::string& implementation,
              unsigned threads) {
@@ -230,6 +250,17 @@ void bind_window_shard(nb::module_& m) {
           },
           nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
           "Writes the shard as a window shard file, atomically.")
+      .def(
+          "save_dir",
+          [](PyWindowShard& self, const std::filesystem::path& dir, std::uint64_t keys_inserted,
+             const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            return locked(self.mutex,
+                          [&] { return save_into(self.directory, dir, self.shard, state); });
+          },
+          nb::arg("dir"), nb::arg("keys_inserted"), nb::arg("metadata"),
+          "Commits the shard into state directory dir, writing what changed since its last "
+          "save there; returns the bytes written.")
       .def(
           "to_file_bytes",
           [](PyWindowShard& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {

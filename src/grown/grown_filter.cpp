@@ -15,6 +15,7 @@
 #include "core/key_hash.hpp"
 #include "core/key_mode.hpp"
 #include "grown/grown_access.hpp"
+#include "persist/incremental_detail.hpp"
 #include "registry/backend.hpp"
 
 namespace bulkbloom {
@@ -234,7 +235,7 @@ std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8
   std::uint64_t fresh = 0;
   if (generations_.size() == 1) {
     fresh = newest.filter.insert_if_absent(keys, is_new);
-    if (logging_) log_new_keys(newest.filter, keys, is_new, change_log_);
+    if (logging_ && !log_rewritten_) log_new_keys(newest.filter, keys, is_new, change_log_);
   } else {
     // A key an older generation may hold is not new; the others go into the newest.
     contains_older(keys, is_new);
@@ -248,9 +249,14 @@ std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8
     }
     std::vector<std::uint8_t> flags(pending.size());
     fresh = newest.filter.insert_if_absent(std::span<const Key>(pending), flags);
-    if (logging_) log_new_keys(newest.filter, std::span<const Key>(pending), flags, change_log_);
+    if (logging_ && !log_rewritten_) {
+      log_new_keys(newest.filter, std::span<const Key>(pending), flags, change_log_);
+    }
     std::fill(is_new.begin(), is_new.end(), std::uint8_t{0});
     for (std::size_t j = 0; j < where.size(); ++j) is_new[where[j]] = flags[j];
+  }
+  if (logging_ && !log_rewritten_) {
+    log_rewritten_ = detail::drop_log_past(change_log_, newest.filter.layout().size_bytes());
   }
   // A never-seen key is wrongly dropped when the newest generation (its model over this batch's
   // fill) or an older one (its rate from the bits) claims it.

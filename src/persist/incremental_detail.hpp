@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,20 @@ namespace bulkbloom::detail {
 inline constexpr std::byte kGrownSnapshotMagic[8] = {
     std::byte{0x89}, std::byte{'B'}, std::byte{'B'}, std::byte{'G'},
     std::byte{'S'},  std::byte{'N'}, std::byte{'P'}, std::byte{'\n'}};
+
+/// Drops and frees a change log that holds more than StateDirectory::kBaseFraction of its open
+/// part's `part_bytes`: a state directory writes the part whole then anyway, so the log would
+/// only hold memory, 8 bytes a new key against the ~2 of the part at 1e-3 (a run carrying a
+/// window in a directory would otherwise hold a period's keys, more than the window). Returns
+/// whether it dropped it; the snapshot then says OpenChange::rewritten.
+inline bool drop_log_past(std::vector<std::uint64_t>& log, std::uint64_t part_bytes) {
+  if (static_cast<double>(log.size() * sizeof(std::uint64_t)) <=
+      StateDirectory::kBaseFraction * static_cast<double>(part_bytes)) {
+    return false;
+  }
+  std::vector<std::uint64_t>().swap(log);
+  return true;
+}
 
 /// snapshot_parts() of a window's or a window shard's snapshot metadata.
 std::vector<PartId> window_snapshot_parts(std::span<const std::byte> metadata,

@@ -26,8 +26,12 @@ constexpr std::byte kManifestMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::b
 constexpr std::uint32_t kManifestVersion = 1;
 constexpr std::uint64_t kManifestHeadBytes = 40;
 
-// What a state directory holds.
-enum Kind : std::uint32_t { kWindow = 1, kWindowShard = 2, kGrown = 3 };
+// What a state directory holds, as its manifest stores it.
+enum Kind : std::uint32_t {
+  kWindow = static_cast<std::uint32_t>(StateDirectory::Kind::window),
+  kWindowShard = static_cast<std::uint32_t>(StateDirectory::Kind::window_shard),
+  kGrown = static_cast<std::uint32_t>(StateDirectory::Kind::grown),
+};
 
 const char* kind_name(std::uint32_t kind) {
   switch (kind) {
@@ -223,19 +227,27 @@ bool is_state_file(const std::string& name) {
   return name.ends_with(".part") || name.ends_with(".base") || name.ends_with(".log");
 }
 
-// Removes the files of `dir` that `committed` does not name: those of earlier commits and of
-// saves that failed. Best effort: what stays is removed after a later commit.
-void remove_unnamed(const std::filesystem::path& dir, const Manifest& committed) {
+// The temporary file of a save of the manifest or of a state file, which only a failed or
+// killed save leaves behind.
+bool is_state_temp(const std::string& name) {
+  return name.find(".tmp.") != std::string::npos &&
+         (name.starts_with(kManifestFile) || is_state_file(name.substr(0, name.find(".tmp."))));
+}
+
+// Removes the files of `dir` that `committed` does not name (all of its own when null): those
+// of earlier commits and of saves that failed. Best effort: what stays is removed after a later
+// commit.
+void remove_unnamed(const std::filesystem::path& dir, const Manifest* committed) {
   std::vector<std::string> named;
-  for (const StateFile& f : committed.files) named.push_back(f.name);
-  for (const StateFile& f : committed.logs) named.push_back(f.name);
+  if (committed != nullptr) {
+    for (const StateFile& f : committed->files) named.push_back(f.name);
+    for (const StateFile& f : committed->logs) named.push_back(f.name);
+  }
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    const bool stale_temp =
-        name.find(".tmp.") != std::string::npos &&
-        (name.starts_with(kManifestFile) || is_state_file(name.substr(0, name.find(".tmp."))));
-    if (stale_temp || (is_state_file(name) && std::ranges::find(named, name) == named.end())) {
+    if (is_state_temp(name) ||
+        (is_state_file(name) && std::ranges::find(named, name) == named.end())) {
       std::filesystem::remove(entry.path(), error);
     }
   }
@@ -252,13 +264,41 @@ bool StateDirectory::holds_state(const std::filesystem::path& dir) {
   return detail::find_checkpoint_file(dir, kManifestFile).has_value();
 }
 
+bool StateDirectory::holds_other_files(const std::filesystem::path& dir) {
+  if (holds_state(dir) || !std::filesystem::exists(dir)) return false;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!is_state_file(name) && !is_state_temp(name)) return true;
+  }
+  if (error) {
+    throw IoError("cannot list " + dir.string() + ": " + error.message(), error.value(), dir);
+  }
+  return false;
+}
+
+StateDirectory::Kind StateDirectory::stored_kind() const {
+  return static_cast<Kind>(read_manifest(0).kind);
+}
+
+void StateDirectory::remove_uncommitted() const {
+  if (!std::filesystem::is_directory(dir_)) return;
+  if (!holds_state(dir_)) {
+    remove_unnamed(dir_, nullptr);
+    return;
+  }
+  const Manifest committed = read_manifest(0);
+  remove_unnamed(dir_, &committed);
+}
+
+// The committed manifest, verified, of state kind `kind` (any kind: 0).
 detail::StateManifest StateDirectory::read_manifest(std::uint32_t kind) const {
   const std::filesystem::path path = dir_ / kManifestFile;
   const File in(path, O_RDONLY);
   std::vector<std::byte> bytes(in.regular_file_size());
   in.read_exactly(bytes.data(), bytes.size(), 0);
   Manifest m = decode_manifest(bytes, path.string());
-  if (m.kind != kind) {
+  if (kind != 0 && m.kind != kind) {
     throw FormatError(path.string() + ": holds " + kind_name(m.kind) + ", not " + kind_name(kind));
   }
   return m;
@@ -347,7 +387,7 @@ std::uint64_t StateDirectory::commit(
   written += manifest.size();
   committed_ = std::make_unique<Manifest>(std::move(next));
   synced_ = true;
-  remove_unnamed(dir_, *committed_);
+  remove_unnamed(dir_, committed_.get());
   return written;
 }
 
@@ -394,44 +434,72 @@ auto load_state(const std::filesystem::path& dir, const Manifest& manifest, Rest
   return state;
 }
 
+// Loads with `load` the state of the manifest that `read` returns, and sets `committed` to that
+// manifest. A reader without the writer's lock (info, query) can meet a commit between reading
+// the manifest and the files it names, which the commit removes once it has replaced the
+// manifest: then the manifest is new, and the load starts again from it.
+template <typename Read, typename Load>
+auto load_committed(Read&& read, Load&& load, std::unique_ptr<Manifest>& committed) {
+  constexpr int kAttempts = 3;
+  for (int attempt = 1;; ++attempt) {
+    Manifest m = read();
+    try {
+      auto state = load(m);
+      committed = std::make_unique<Manifest>(std::move(m));
+      return state;
+    } catch (const Error&) {
+      if (attempt == kAttempts || read().sequence == m.sequence) throw;
+    }
+  }
+}
+
 }  // namespace
 
 WindowedFilter StateDirectory::load_window(FileState* state, const Options& options) {
-  Manifest m = read_manifest(kWindow);
-  WindowedFilter window = load_state(
-      dir_, m,
-      [&](auto metadata, const PartFill& fill, const std::string& source) {
-        return restore_window(metadata, fill, state, options, source);
+  auto window = load_committed(
+      [&] { return read_manifest(kWindow); },
+      [&](const Manifest& m) {
+        return load_state(
+            dir_, m,
+            [&](auto metadata, const PartFill& fill, const std::string& source) {
+              return restore_window(metadata, fill, state, options, source);
+            },
+            [](WindowedFilter& w, std::span<const std::uint64_t> log) { replay_log(w, log); });
       },
-      [](WindowedFilter& w, std::span<const std::uint64_t> log) { replay_log(w, log); });
-  committed_ = std::make_unique<Manifest>(std::move(m));
+      committed_);
   synced_ = true;
   return window;
 }
 
 WindowShard StateDirectory::load_window_shard(FileState* state, const Options& options) {
-  Manifest m = read_manifest(kWindowShard);
-  WindowShard shard = load_state(
-      dir_, m,
-      [&](auto metadata, const PartFill& fill, const std::string& source) {
-        return restore_window_shard(metadata, fill, state, options, source);
+  auto shard = load_committed(
+      [&] { return read_manifest(kWindowShard); },
+      [&](const Manifest& m) {
+        return load_state(
+            dir_, m,
+            [&](auto metadata, const PartFill& fill, const std::string& source) {
+              return restore_window_shard(metadata, fill, state, options, source);
+            },
+            [](WindowShard& s, std::span<const std::uint64_t> log) { replay_log(s, log); });
       },
-      [](WindowShard& s, std::span<const std::uint64_t> log) { replay_log(s, log); });
-  committed_ = std::make_unique<Manifest>(std::move(m));
+      committed_);
   synced_ = true;
   return shard;
 }
 
 GrownFilter StateDirectory::load_grown(std::vector<std::byte>* caller_metadata,
                                        const Options& options) {
-  Manifest m = read_manifest(kGrown);
-  GrownFilter filter = load_state(
-      dir_, m,
-      [&](auto metadata, const PartFill& fill, const std::string& source) {
-        return restore_grown(metadata, fill, caller_metadata, options, source);
+  auto filter = load_committed(
+      [&] { return read_manifest(kGrown); },
+      [&](const Manifest& m) {
+        return load_state(
+            dir_, m,
+            [&](auto metadata, const PartFill& fill, const std::string& source) {
+              return restore_grown(metadata, fill, caller_metadata, options, source);
+            },
+            [](GrownFilter& f, std::span<const std::uint64_t> log) { replay_log(f, log); });
       },
-      [](GrownFilter& f, std::span<const std::uint64_t> log) { replay_log(f, log); });
-  committed_ = std::make_unique<Manifest>(std::move(m));
+      committed_);
   synced_ = true;
   return filter;
 }

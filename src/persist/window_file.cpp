@@ -645,7 +645,7 @@ StateSnapshot take_window_snapshot(const WindowConfig& config, ShardFields place
                             WindowAccess::records_oldest_first(window),
                             [](const PartRecord& g) { return g.num_blocks; });
   WindowAccess::TakenLog taken = WindowAccess::take_log(window);
-  if (taken.logging) {
+  if (taken.logging && !taken.dropped) {
     snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
     snapshot.log = std::move(taken.hashes);
   }

@@ -13,6 +13,7 @@
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
 #include "core/tuning.hpp"
+#include "persist/incremental_detail.hpp"
 #include "registry/backend.hpp"
 #include "shard/shard_math.hpp"
 #include "window/window_access.hpp"
@@ -601,6 +602,7 @@ void WindowedFilter::restart_log() {
   if (!logging_) return;
   change_log_.clear();
   log_from_empty_ = true;
+  log_dropped_ = false;
 }
 
 // Splits the chunk where the window rotates and dedups each piece against a fixed set of older
@@ -648,10 +650,11 @@ std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashe
           .insert_if_absent(taken, KeyMode::prehashed, {is_new, hashes.size()});
   if (fresh_in_newest == 0) return 0;
   // Only the keys new to the open filter set bits in it (a key it held sets none).
-  if (logging_) {
+  if (logging_ && !log_dropped_) {
     for (std::size_t i = 0; i < taken.size(); ++i) {
       if (is_new[i] != 0) change_log_.push_back(taken[i]);
     }
+    log_dropped_ = detail::drop_log_past(change_log_, ring_[newest_].layout().size_bytes());
   }
   keys_[newest_] += fresh_in_newest;
   window_keys_[newest_] += parts_ * fresh_in_newest;

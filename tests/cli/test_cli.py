@@ -524,6 +524,19 @@ def case_resume_identity():
     check(b"MANIFEST" in proc.stderr and b"corrupt" in proc.stderr, proc.stderr.decode())
 
 
+def read_state(name):
+    """The bytes of the state `name`: a file's, or the file `bulkbloom convert` makes of a state
+    directory (docs/FORMAT.md "State directories"), the file the same runs with --filter FILE
+    leave."""
+    if not os.path.isdir(path(name)):
+        return read(name)
+    with tempfile.TemporaryDirectory(prefix="bulkbloom-convert-") as scratch:
+        converted = os.path.join(scratch, "state")
+        run(["convert", name, converted])
+        with open(converted, "rb") as f:
+            return f.read()
+
+
 def walk_fault_points(command, reset, outputs, resume_extra=()):
     """Runs `command` with BULKBLOOM_FAULT_INJECT at each fault point in turn (1, 2, ... until a
     run completes with no point left to fail), as an I/O error, a SIGKILL and a SIGTERM, each time
@@ -534,15 +547,16 @@ def walk_fault_points(command, reset, outputs, resume_extra=()):
     run's), the run exits 0. Returns {mode: points}."""
     reset()
     run(command)
-    reference = [read(name) for name in outputs]
+    reference = [read_state(name) for name in outputs]
     matrix = {}
 
     def debris():
         """Temporary files of saves and outputs (a checkpoint's .partial outputs are kept on
-        purpose)."""
+        purpose), also in the checkpoint and state directories."""
         names = os.listdir(WORK)
-        if os.path.isdir(path("ck")):
-            names += os.listdir(path("ck"))
+        for sub in list(names):
+            if os.path.isdir(path(sub)):
+                names += os.listdir(path(sub))
         return [n for n in names if ".bulkbloom-" in n or ".tmp." in n]
 
     for mode in ("error", "kill", "signal"):
@@ -557,7 +571,7 @@ def walk_fault_points(command, reset, outputs, resume_extra=()):
                 # The same points as the I/O errors met: a deferred signal does not change the path.
                 if point > matrix["error"]:
                     break
-                committed = [read(name) if os.path.exists(path(name)) else None
+                committed = [read_state(name) if os.path.exists(path(name)) else None
                              for name in outputs] == reference
                 check((proc.returncode == 0) == committed,
                       f"signal at point {point}: exit {proc.returncode}, but the run "
@@ -573,7 +587,7 @@ def walk_fault_points(command, reset, outputs, resume_extra=()):
                 check(debris() == [], f"{mode} at point {point} left {debris()}")
             run(command + list(resume_extra))
             check(debris() == [], f"the rerun after {mode} at point {point} left {debris()}")
-            got = [read(name) for name in outputs]
+            got = [read_state(name) for name in outputs]
             for name, a, b in zip(outputs, got, reference):
                 check(a == b, f"{mode} at point {point}: {name} differs after the rerun")
         matrix[mode] = point - 1
@@ -632,6 +646,164 @@ def case_checkpoint_faults_window():
     names = sorted(os.listdir(path("ck")))
     check("MANIFEST" in names and all(n == "MANIFEST" or n.endswith((".part", ".base", ".log"))
                                       for n in names), f"unexpected files in ck: {names}")
+
+
+def state_written(proc):
+    """The bytes the run's commit wrote to its --filter state, from its JSON summary."""
+    return stats_of(proc)["state_bytes_written"]
+
+
+def case_filter_directory_days():
+    """dedup --filter DIR/ carries a window or a grown filter in a state directory (docs/FORMAT.md
+    "State directories"): day after day, its outputs and its state (converted into a file) are
+    byte for byte those of --filter FILE, each run writing what changed: a day that brings few
+    new keys writes a small part of what the file path rewrites. convert moves a state between
+    the forms both ways; info describes a directory; a rerun is recognised through it."""
+    days = []
+    for day in range(4):
+        # Day 3 is mostly day 2's keys again, within the window's period: few new keys reach
+        # it, and no generation is sealed.
+        count = 600 if day == 3 else 24000
+        run(["gen", "--count", str(count), "-f", "dec", "--seed", str(day + 1),
+             "--dup-fraction", "0.3", "-o", f"day{day}"])
+        days.append(f"day{day}")
+    write("day3", b"".join(read("day2").splitlines(keepends=True)[:200]) + read("day3"))
+    # Periods of 25,000 records: days 0 to 2 seal generations, day 3 falls within a period.
+    window = ["--window-records", "100000", "--generations", "4", "--fpr", "0.01"]
+    for kind, options in (("window", window), ("grown filter", ["--capacity", "20000"])):
+        results = {}
+        for state in ("state.bbx", "state.d/"):
+            outputs, written = [], []
+            for day in days:
+                for name in ("out", "dups"):
+                    if os.path.exists(path(name)):
+                        os.remove(path(name))
+                proc = run(["dedup", "-f", "dec", day, "-o", "out", "--dups", "dups", "--filter",
+                            state, "--stats", "json"] + options)
+                outputs.append((read("out"), read("dups")))
+                written.append(state_written(proc))
+            results[state] = (outputs, written, read_state(state.rstrip("/")))
+        (file_outputs, file_written, file_state) = results["state.bbx"]
+        (dir_outputs, dir_written, dir_state) = results["state.d/"]
+        check(file_outputs == dir_outputs, f"{kind}: the outputs of --filter DIR/ differ")
+        check(file_state == dir_state, f"{kind}: the state directory converts to other bytes")
+        check(all(w == len(file_state) for w in file_written[1:]),
+              f"{kind}: --filter FILE wrote {file_written}, not the whole file each run")
+        # Day 3 brings about 400 new keys, and a window takes day 2's keys again into its open
+        # generation: their log (8 B each) and a manifest, not the state.
+        check(dir_written[3] < len(file_state) // 10,
+              f"{kind}: day 3 wrote {dir_written[3]} bytes to the directory, the file is "
+              f"{len(file_state)}")
+        print(f"{kind}: bytes written per day: file {file_written}, directory {dir_written}")
+        info = json.loads(run(["info", "--json", "state.d"]).stdout)
+        check(info["kind"] == ("sliding window" if kind == "window" else
+                               "grown filter (a key may be in any generation)") and
+              info["directory"] == "state.d", f"info: {info}")
+        # A rerun of the last day is recognised through the directory, which it leaves alone.
+        manifest = read("state.d/MANIFEST")
+        proc = run(["dedup", "-f", "dec", days[-1], "-o", "out", "--dups", "dups", "--filter",
+                    "state.d", "--stats", "none"] + options)
+        check(b"this run was committed earlier" in proc.stderr and
+              read("state.d/MANIFEST") == manifest, proc.stderr.decode())
+        # File -> directory -> file gives the file's bytes; the directory goes on as the file.
+        run(["convert", "state.bbx", "moved.d/"])
+        run(["convert", "moved.d", "back.bbx"])
+        check(read("back.bbx") == file_state, f"{kind}: convert both ways changed the bytes")
+        expect = run(["convert", "state.bbx", "moved.d"], expect_rc=1).stderr
+        check(b"moved.d exists" in expect, expect.decode())
+        for name in ("state.bbx", "state.bbx.lock", "state.d.lock", "moved.d.lock",
+                     "back.bbx", "back.bbx.lock"):
+            os.remove(path(name))
+        for name in ("state.d", "moved.d"):
+            subprocess.run(["rm", "-rf", path(name)], check=True)
+
+
+def case_filter_directory_faults():
+    """A failed or killed write, flush or rename anywhere in a run carrying its window in a state
+    directory (with and without a checkpoint), then a rerun: outputs and state are those of an
+    uninterrupted run, and the directory holds only what its manifest names."""
+    run(["gen", "--count", "20000", "-f", "dec", "--seed", "3", "--dup-fraction", "0.3",
+         "-o", "day1"])
+    run(["gen", "--count", "20000", "-f", "dec", "--seed", "4", "--dup-fraction", "0.3",
+         "-o", "day2"])
+    window = ["--window-records", "9000", "--generations", "3", "--fpr", "0.01",
+              "--capacity", "2000", "--buffer-size", "64K", "--stats", "none"]
+    run(["dedup", "-f", "dec", "day1", "-o", "out1", "--filter", "base.d/"] + window)
+
+    def reset():
+        for name in ("out", "dups"):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+        subprocess.run(["rm", "-rf", path("ck"), path("w.d")], check=True)
+        subprocess.run(["cp", "-a", path("base.d"), path("w.d")], check=True)
+
+    command = ["dedup", "-f", "dec", "day2", "-o", "out", "--dups", "dups", "--filter", "w.d"]
+    command += window
+    walk_fault_points(command, reset, ["out", "dups", "w.d"])
+    walk_fault_points(command + ["--checkpoint", "ck", "--checkpoint-every", "3000"], reset,
+                      ["out", "dups", "w.d"], resume_extra=["--resume"])
+    reset()
+    run(command)
+    names = sorted(os.listdir(path("w.d")))
+    check("MANIFEST" in names and all(n == "MANIFEST" or n.endswith((".part", ".base", ".log"))
+                                      for n in names), f"unexpected files in w.d: {names}")
+    # A damaged manifest is named, and nothing is written.
+    with open(path("w.d/MANIFEST"), "r+b") as f:
+        f.truncate(100)
+    before = sorted(os.listdir(path("w.d")))
+    proc = run(command, expect_rc=1)
+    check(b"w.d/MANIFEST" in proc.stderr and b"corrupt" in proc.stderr, proc.stderr.decode())
+    check(sorted(os.listdir(path("w.d"))) == before, "a failed load changed the directory")
+
+
+def case_filter_directory_locks():
+    """A --filter state directory is locked and reached through links as a --filter file is: the
+    lock is beside its real name, runs through a link and the real name take turns, --wait-lock
+    waits; a name ending in '/' that is a file, and a directory holding other files, are
+    refused with nothing written."""
+    import fcntl
+    os.mkdir(path("real"))
+    run(["gen", "--count", "5000", "-f", "dec", "--seed", "1", "-o", "day1"])
+    run(["gen", "--count", "5000", "-f", "dec", "--seed", "2", "-o", "day2"])
+    os.symlink("real/w.d", path("link.d"))
+    base = ["dedup", "-f", "dec", "--stats", "none", "--window-records", "4000"]
+    run(base + ["day1", "-o", "out1", "--filter", "real/w.d/"])
+    check(os.path.isdir(path("real/w.d")) and os.path.exists(path("real/w.d.lock")),
+          f"no state directory with its lock: {os.listdir(path('real'))}")
+    # Through the link (with or without a '/'): the real directory, locked under its real name.
+    for name, out in (("link.d", "out2"), ("link.d/", "out3")):
+        with open(path("real/w.d.lock")) as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            manifest = read("real/w.d/MANIFEST")
+            proc = run(base + ["day2", "-o", out, "--filter", name], expect_rc=1)
+            check(b"is in use by another bulkbloom run" in proc.stderr and
+                  b"--wait-lock" in proc.stderr, proc.stderr.decode())
+            check(read("real/w.d/MANIFEST") == manifest and not os.path.exists(path(out)),
+                  "a refused run wrote")
+            waiter = subprocess.Popen([BIN] + base + ["day2", "-o", out, "--filter", name,
+                                                      "--wait-lock"],
+                                      stderr=subprocess.PIPE, cwd=WORK)
+            time.sleep(0.5)
+            check(waiter.poll() is None, "--wait-lock did not wait")
+        _, err = waiter.communicate()
+        check(waiter.returncode == 0 and b"waiting" in err, err.decode())
+        check(os.path.islink(path("link.d")) and not os.path.exists(path("link.d.lock")),
+              "the link was replaced or locked apart")
+    check(b"this run was committed earlier" in
+          run(base + ["day2", "-o", "out3", "--filter", "real/w.d"]).stderr,
+          "the run through the link is not the real directory's last run")
+    # Refused before anything is written.
+    run(base + ["day1", "-o", "out4", "--filter", "f.bbw"])
+    before = sorted(os.listdir(WORK))
+    proc = run(base + ["day1", "-o", "out5", "--filter", "f.bbw/"], expect_rc=2)
+    check(b"ends in '/'" in proc.stderr, proc.stderr.decode())
+    os.mkdir(path("notes"))
+    write("notes/todo.txt", b"x")
+    before = sorted(os.listdir(WORK))
+    proc = run(base + ["day1", "-o", "out5", "--filter", "notes"], expect_rc=2)
+    check(b"holds no bulkbloom state but other files" in proc.stderr, proc.stderr.decode())
+    check(sorted(os.listdir(WORK)) == before and os.listdir(path("notes")) == ["todo.txt"],
+          "a refused run wrote")
 
 
 def case_state_locks():

@@ -6,14 +6,34 @@
 
 namespace bulkbloom::cli {
 
+namespace {
+
+FormatError window_not_filter(const std::string& what) {
+  return FormatError(what +
+                     ", not a filter: dedup reads it with --window and the options it was made "
+                     "with, info describes it");
+}
+
+}  // namespace
+
 CarriedFilter CarriedFilter::load(const std::filesystem::path& path, double default_fpr,
                                   const Options& options, std::vector<std::byte>* caller_metadata) {
+  if (std::filesystem::is_directory(path)) {
+    StateDirectory directory(path);
+    return load(directory, options, caller_metadata);
+  }
   if (file_kind(path) == FileKind::window) {
-    throw FormatError(path.string() +
-                      " is a sliding window's file, not a filter: dedup reads it with --window "
-                      "and the options it was made with, info describes it");
+    throw window_not_filter(path.string() + " is a sliding window's file");
   }
   return CarriedFilter(GrownFilter::load(path, options, caller_metadata, default_fpr));
+}
+
+CarriedFilter CarriedFilter::load(StateDirectory& directory, const Options& options,
+                                  std::vector<std::byte>* caller_metadata) {
+  if (directory.stored_kind() != StateDirectory::Kind::grown) {
+    throw window_not_filter(directory.path().string() + " is a sliding window's state directory");
+  }
+  return CarriedFilter(directory.load_grown(caller_metadata, options));
 }
 
 void CarriedFilter::set_growth(OnFull on_full, std::uint64_t expected_keys, std::uint64_t keys_done,

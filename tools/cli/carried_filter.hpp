@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bulkbloom/grown_filter.hpp>
+#include <bulkbloom/incremental.hpp>
 
 #include <cstdint>
 #include <filesystem>
@@ -25,9 +26,13 @@ class CarriedFilter : public GrownFilter {
   using GrownFilter::GrownFilter;
   explicit CarriedFilter(GrownFilter filter) : GrownFilter(std::move(filter)) {}
 
-  /// GrownFilter::load(), with an error for a window's file that says how this tool reads one.
+  /// GrownFilter::load(), with an error for a window's file that says how this tool reads one;
+  /// a state directory (docs/FORMAT.md "State directories") is read by the overload below.
   static CarriedFilter load(const std::filesystem::path& path, double default_fpr,
                             const Options& options, std::vector<std::byte>* caller_metadata);
+  /// The grown filter `directory` holds, with the same error for a window's.
+  static CarriedFilter load(StateDirectory& directory, const Options& options,
+                            std::vector<std::byte>* caller_metadata);
 
   /// What to do when a batch would pass the target. `expected_keys` is the number of keys the
   /// run is expected to bring (0: unknown) and `keys_done` how many of them a resumed run had

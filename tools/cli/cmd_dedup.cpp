@@ -80,7 +80,10 @@ ArgParser dedup_parser() {
       .value("refused", "FILE",
              "event-time window: write here, undecided, the records without an event time, "
              "past now + --max-future, or more than --lateness behind the window's clock")
-      .value("filter", "FILE", "load this filter first if it exists, save it after (across runs)")
+      .value("filter", "PATH",
+             "load this filter or window first if it exists, save it after (across runs): a "
+             "file, or a state directory (a directory, or a new name ending in '/') into which "
+             "each run writes only what changed")
       .value("on-full", "POLICY",
              "when the keys would push the filter past its false-positive rate: grow (default; "
              "add a generation; a window warns) or error");
@@ -98,7 +101,7 @@ ArgParser dedup_parser() {
             "run even when it would replace the outputs of the last run committed to --filter "
             "with those of other inputs")
       .flag("wait-lock",
-            "when another run holds the --filter file or the checkpoint directory, wait for it "
+            "when another run holds the --filter state or the checkpoint directory, wait for it "
             "(default: stop with an error)");
   return parser;
 }
@@ -116,6 +119,7 @@ struct DedupRequest {
   std::optional<std::string> refused_path;
   // Where links lead: the state is replaced and locked there (state_lock.hpp).
   std::optional<std::string> filter_path;
+  bool filter_directory = false;  // --filter names a state directory
   std::optional<std::string> checkpoint_dir;
   std::uint64_t checkpoint_every = kDefaultCheckpointEvery;
 
@@ -158,9 +162,11 @@ DedupRequest read_request(const ArgParser& parser) {
     }
     request.scan.format.refuse_bad_times = true;
   }
-  request.filter_path = parser.get("filter");
-  if (request.filter_path && *request.filter_path != "-") {
-    request.filter_path = real_state_path(*request.filter_path);
+  if (const auto filter = parser.get("filter")) {
+    check_filter_output(*filter, "--filter");
+    const StatePath where = state_path(*filter, "--filter");
+    request.filter_path = where.path;
+    request.filter_directory = where.directory;
   }
   request.checkpoint_dir = parser.get("checkpoint");
   if (request.checkpoint_dir) request.checkpoint_dir = real_state_path(*request.checkpoint_dir);
@@ -186,14 +192,19 @@ DedupRequest read_request(const ArgParser& parser) {
         "-o -, --dups - and --refused - would interleave records on stdout: send all but one "
         "of them to files");
   }
-  if (request.filter_path) check_filter_output(*request.filter_path, "--filter");
 
   std::vector<NamedPath> named;
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   named.push_back({"output", request.output_path, true});
   if (request.dups_path) named.push_back({"--dups file", *request.dups_path, true});
   if (request.refused_path) named.push_back({"--refused file", *request.refused_path, true});
-  if (request.filter_path) named.push_back({"--filter file", *request.filter_path, true});
+  if (request.filter_path) {
+    named.push_back({request.filter_directory ? "--filter directory" : "--filter file",
+                     *request.filter_path, true});
+  }
+  if (request.checkpoint_dir) {
+    named.push_back({"--checkpoint directory", *request.checkpoint_dir, true});
+  }
   check_paths_distinct(named);
   return request;
 }
@@ -203,7 +214,12 @@ struct StateLocks {
   StateLocks(const DedupRequest& request, bool wait) {
     if (request.filter_path) {
       filter.emplace(*request.filter_path, false, wait);
-      detail::remove_stale_saves(*request.filter_path);  // left by a killed run: it is dead
+      // Left by a killed run: it is dead.
+      if (request.filter_directory) {
+        StateDirectory(*request.filter_path).remove_uncommitted();
+      } else {
+        detail::remove_stale_saves(*request.filter_path);
+      }
     }
     if (request.checkpoint_dir) checkpoint.emplace(*request.checkpoint_dir, true, wait);
   }
@@ -241,16 +257,30 @@ std::optional<StartingState> resume_state(const DedupRequest& request,
   return start;
 }
 
-// The state carried in the existing --filter file, with the run record of the run that last
-// committed it.
+// The window in the --filter state directory `directory`.
+WindowedFilter load_window(StateDirectory& directory, FileState* saved, const Options& options) {
+  if (directory.stored_kind() == StateDirectory::Kind::grown) {
+    throw FormatError(directory.path().string() +
+                      " is a grown filter's state directory, not a window: dedup reads it without "
+                      "--window, info describes it");
+  }
+  return directory.load_window(saved, options);
+}
+
+// The state carried in the existing --filter file or state directory, with the run record of the
+// run that last committed it.
 StartingState carried_state(const DedupRequest& request, const ArgParser& parser,
                             std::optional<RunRecord>& last_run) {
   const std::string& path = *request.filter_path;
   StartingState start;
   std::vector<std::byte> metadata;
+  // Kept with the state, so that its commit writes what changed since this load.
+  std::optional<StateDirectory> directory;
+  if (request.filter_directory) directory.emplace(path);
   if (request.window) {
     FileState saved;
-    WindowedFilter window = load_window(path, &saved, request.backend);
+    WindowedFilter window = directory ? load_window(*directory, &saved, request.backend)
+                                      : load_window(path, &saved, request.backend);
     check_window_matches(window.config(), *request.window, path);
     if (request.sizing.capacity) {
       std::fprintf(stderr,
@@ -260,10 +290,11 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
     }
     start.keys_before = saved.keys_inserted;
     metadata = std::move(saved.metadata);
-    start.state = window_state(std::move(window));
+    start.state = window_state(std::move(window), std::move(directory));
   } else {
     CarriedFilter filter =
-        CarriedFilter::load(path, request.sizing.fpr, request.backend, &metadata);
+        directory ? CarriedFilter::load(*directory, request.backend, &metadata)
+                  : CarriedFilter::load(path, request.sizing.fpr, request.backend, &metadata);
     if (!filter.hashes_like(request.scan.format)) {
       // Integers and byte strings hash differently: every key already in the filter would pass
       // again as new.
@@ -275,7 +306,7 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
     }
     warn_sizing_ignored(parser, request.sizing, filter, path);
     start.keys_before = filter.keys();
-    start.state = filter_state(std::move(filter));
+    start.state = filter_state(std::move(filter), std::move(directory));
   }
   start.capacity_note = "loaded from " + path;
   last_run = decode_run_record(metadata);
@@ -321,6 +352,9 @@ class DedupRun {
     if (start_.resumed && start_.resumed->complete) return finish_completed_run();
     return process_and_commit();
   }
+
+  // The bytes the commit of the --filter state wrote (0 before, or without --filter).
+  std::uint64_t state_bytes_written() const { return state_bytes_written_; }
 
  private:
   // A run whose records were all processed before it was killed: only renames and the state
@@ -404,7 +438,7 @@ class DedupRun {
   }
 
   // Replaces the carried state, recording this run and the outputs it committed.
-  void commit_state(std::uint64_t keys) const {
+  void commit_state(std::uint64_t keys) {
     RunRecord record;
     record.command = run_command(parser_);
     const std::vector<std::string>& inputs = parser_.positionals();
@@ -425,7 +459,9 @@ class DedupRun {
                                                 ? std::vector<std::byte>{}
                                                 : encode_run_record(record);
     const SignalsDeferred deferred;
-    start_.state->save(*request_.filter_path, metadata, keys);
+    state_bytes_written_ = request_.filter_directory
+                               ? start_.state->save_directory(*request_.filter_path, metadata, keys)
+                               : start_.state->save(*request_.filter_path, metadata, keys);
     mark_run_committed();  // before `deferred` acts on a signal that came during the save
   }
 
@@ -435,10 +471,12 @@ class DedupRun {
   StartingState& start_;
   ChunkReader& reader_;
   const std::vector<std::string> output_paths_;
+  std::uint64_t state_bytes_written_ = 0;
 };
 
 // Phase 6: the summary.
 void print_summary(const DedupRequest& request, const StartingState& start, const ScanState& end,
+                   std::uint64_t state_bytes_written,
                    std::chrono::steady_clock::time_point start_time) {
   const ScanCounters& c = end.counters;
   Summary summary;
@@ -459,6 +497,13 @@ void print_summary(const DedupRequest& request, const StartingState& start, cons
   }
   start.state->describe(summary, c.flagged);
   summary.text("capacity_source", "", start.capacity_note);
+  if (request.filter_path) {
+    summary.number(
+        "state_bytes_written", "state written", static_cast<double>(state_bytes_written),
+        std::to_string(state_bytes_written) + " bytes to " + *request.filter_path +
+            (request.filter_directory ? " (a state directory: what changed since its last commit)"
+                                      : " (the whole file)"));
+  }
   print_scan_summary(summary, start.state->shown_filter(), c, start_time, request.scan,
                      start.resumed ? start.resumed->state.counters : ScanCounters{});
 }
@@ -483,7 +528,8 @@ int run_dedup(const Arguments& args) {
   StartingState start;
   if (resumed) {
     start = std::move(*resumed);
-  } else if (request.filter_path && std::filesystem::exists(*request.filter_path)) {
+  } else if (request.filter_path &&
+             StatePath{*request.filter_path, request.filter_directory}.holds_state()) {
     std::optional<RunRecord> last_run;
     start = carried_state(request, parser, last_run);
     // The same command on inputs of the same content after this run committed (a rerun after a
@@ -518,7 +564,7 @@ int run_dedup(const Arguments& args) {
   DedupRun run(request, parser, identity, start, reader);
   const ScanState end = run.run();
   mark_run_committed();
-  print_summary(request, start, end, start_time);
+  print_summary(request, start, end, run.state_bytes_written(), start_time);
   return 0;
 }
 

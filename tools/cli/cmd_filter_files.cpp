@@ -14,7 +14,9 @@
 #include "cli/carried_filter.hpp"
 #include "cli/commands.hpp"
 #include "cli/filter_options.hpp"
+#include "cli/saved_state.hpp"
 #include "cli/scan_command.hpp"
+#include "cli/state_lock.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -76,7 +78,10 @@ int run_query(const Arguments& args) {
                    "Writes the records of the inputs whose key the saved filter has seen (with "
                    "its false-positive rate,\na never-inserted key may be reported seen; an "
                    "inserted one always is).");
-  parser.value("filter", "FILTER", "the saved filter to test against (required)")
+  parser
+      .value("filter", "FILTER",
+             "the saved filter to test against (required): a file, or the state directory of "
+             "a grown filter")
       .value("output", "FILE", "where seen records go (default stdout)", 'o')
       .value("unseen", "FILE", "also write the records not seen here");
   add_scan_options(parser);
@@ -173,60 +178,74 @@ void add_shard_place(Summary& summary, std::uint32_t index, std::uint32_t num_sh
                "[" + std::to_string(blocks.begin) + ", " + std::to_string(blocks.end) + ")");
 }
 
+// The bytes of the files in state directory `dir` (what it takes on disk, less the blocks).
+std::uint64_t directory_bytes(const std::filesystem::path& dir) {
+  std::uint64_t total = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.is_regular_file()) total += entry.file_size();
+  }
+  return total;
+}
+
+// info's lines for a grown filter, a window or a window shard, from its file or state directory.
+void describe_saved_state(Summary& summary, const std::string& path, const SavedState& loaded) {
+  if (loaded.directory) {
+    summary.text("directory", "state directory", path);
+    summary.number("directory_bytes", "bytes in its files",
+                   static_cast<double>(directory_bytes(path)));
+  } else {
+    summary.text("file", "file", path);
+  }
+  if (const auto* filter = std::get_if<CarriedFilter>(&loaded.state)) {
+    summary.text("kind", "kind", "grown filter (a key may be in any generation)");
+    summary.number("generations", "generations", static_cast<double>(filter->generation_count()));
+    std::vector<std::string> generation_lines;
+    std::istringstream described(filter->describe_generations());
+    for (std::string line; std::getline(described, line);) generation_lines.push_back(line);
+    summary.list("generation_list", generation_lines);
+    summary.number("keys_inserted", "keys inserted (saved count)",
+                   static_cast<double>(filter->keys()));
+    summary.number("promised_fpr", "promised false-positive rate", filter->promised_fpr());
+    summary.number("current_fpr", "current false-positive rate", filter->current_fpr());
+    summary.text("key_format", "key format", filter->key_format());
+  } else if (const auto* window = std::get_if<WindowedFilter>(&loaded.state)) {
+    summary.text("kind", "kind", "sliding window");
+    add_window_lines(summary, *window, loaded.saved);
+    summary.integer("memory_bytes", "memory of the generations", window->memory_bytes());
+  } else {
+    const auto& shard = std::get<WindowShard>(loaded.state);
+    summary.text("kind", "kind", "sliding window shard");
+    add_window_lines(summary, shard, loaded.saved);
+    add_shard_place(summary, shard.index(), shard.num_shards(), shard.blocks());
+  }
+}
+
 }  // namespace
 
 int run_info(const Arguments& args) {
   ArgParser parser(
       "info [options] FILTER",
-      "Describes a saved filter, grown filter, window or shard of one: format version, "
-      "layout,\nsize, key count, a shard's place, and from its bits the estimated "
-      "distinct keys and\ncurrent false-positive rate. The whole file is verified.");
+      "Describes a saved filter, grown filter, window or shard of one (a file, or a state "
+      "directory of dedup --filter DIR/): format version, layout,\nsize, key count, a shard's "
+      "place, and from its bits the estimated distinct keys and\ncurrent false-positive rate. "
+      "The whole file is verified.");
   parser.flag("json", "print one JSON object");
   if (!parser.parse(args)) return 0;
-  if (parser.positionals().size() != 1) throw UsageError("info takes exactly one FILTER file");
-  const std::string& path = parser.positionals().front();
-  const FileKind kind = file_kind(path);
-  if (kind == FileKind::grown_filter) {
-    const CarriedFilter filter = CarriedFilter::load(path, kDefaultFpr, {}, nullptr);
-    Summary summary;
-    summary.text("file", "file", path);
-    summary.text("kind", "kind", "grown filter (a key may be in any generation)");
-    summary.number("generations", "generations", static_cast<double>(filter.generation_count()));
-    std::vector<std::string> generation_lines;
-    std::istringstream described(filter.describe_generations());
-    for (std::string line; std::getline(described, line);) generation_lines.push_back(line);
-    summary.list("generation_list", generation_lines);
-    summary.number("keys_inserted", "keys inserted (saved count)",
-                   static_cast<double>(filter.keys()));
-    summary.number("promised_fpr", "promised false-positive rate", filter.promised_fpr());
-    summary.number("current_fpr", "current false-positive rate", filter.current_fpr());
-    summary.text("key_format", "key format", filter.key_format());
-    summary.print(parser.has("json"), stdout);
-    if (!parser.has("json")) std::printf("%s\n", filter.describe_generations().c_str());
-    return 0;
+  if (parser.positionals().size() != 1) {
+    throw UsageError("info takes exactly one FILTER file or state directory");
   }
-  if (kind == FileKind::window) {
-    FileState state;
+  const std::string& path = parser.positionals().front();
+  const bool directory = std::filesystem::is_directory(path);
+  if (directory || file_kind(path) == FileKind::grown_filter ||
+      file_kind(path) == FileKind::window) {
+    const SavedState loaded = load_saved_state(path);
     Summary summary;
-    summary.text("file", "file", path);
-    // A whole window loads as one (its generations may differ in size), a shard file as a shard;
-    // a damaged file fails both loads with the same message.
-    std::optional<WindowedFilter> whole;
-    try {
-      whole.emplace(load_window(path, &state));
-    } catch (const FormatError&) {
-    }
-    if (whole) {
-      summary.text("kind", "kind", "sliding window");
-      add_window_lines(summary, *whole, state);
-      summary.integer("memory_bytes", "memory of the generations", whole->memory_bytes());
-    } else {
-      const WindowShard shard = load_window_shard(path, &state);
-      summary.text("kind", "kind", "sliding window shard");
-      add_window_lines(summary, shard, state);
-      add_shard_place(summary, shard.index(), shard.num_shards(), shard.blocks());
-    }
+    describe_saved_state(summary, path, loaded);
     summary.print(parser.has("json"), stdout);
+    const auto* filter = std::get_if<CarriedFilter>(&loaded.state);
+    if (filter != nullptr && !parser.has("json")) {
+      std::printf("%s\n", filter->describe_generations().c_str());
+    }
     return 0;
   }
   const FileInfo info = read_info(path);
@@ -297,6 +316,59 @@ int run_merge(const Arguments& args) {
                parser.positionals().size(), out->c_str(),
                merged.newest().layout().describe().c_str(),
                static_cast<unsigned long long>(merged.keys()));
+  return 0;
+}
+
+}  // namespace bulkbloom::cli
+
+namespace bulkbloom::cli {
+
+int run_convert(const Arguments& args) {
+  ArgParser parser(
+      "convert [options] SOURCE DEST",
+      "Copies a carried state between its two forms (docs/FORMAT.md \"State directories\"): a "
+      "file (a grown\nfilter's or window's, as dedup --filter FILE writes) into the new state "
+      "directory DEST, or a\nstate directory into the new file DEST. The copy holds the same "
+      "state, keys and run record:\ndedup --filter DEST goes on where SOURCE was, and a file "
+      "made from a directory made from a\nfile has its bytes.");
+  parser.flag("wait-lock", "when a dedup run holds SOURCE or DEST, wait for it");
+  if (!parser.parse(args)) return 0;
+  if (parser.positionals().size() != 2) throw UsageError("convert takes SOURCE and DEST");
+  const std::string& source_name = parser.positionals()[0];
+  const std::string& dest_name = parser.positionals()[1];
+  check_filter_output(dest_name, "DEST");
+  const StatePath source = state_path(source_name, "SOURCE");
+  if (!source.holds_state()) {
+    throw Error(source_name +
+                (source.directory ? " holds no committed state (no MANIFEST)" : " does not exist"));
+  }
+  // Into the other form: DEST is a directory when SOURCE is a file, and a file otherwise.
+  StatePath dest{real_state_path(dest_name.ends_with('/') && dest_name.size() > 1
+                                     ? dest_name.substr(0, dest_name.find_last_not_of('/') + 1)
+                                     : dest_name),
+                 !source.directory};
+  if (source.directory && dest_name.ends_with('/')) {
+    throw UsageError("DEST " + dest_name + ": " + source_name +
+                     " is a state directory, which converts into a file: name a file");
+  }
+  if (std::filesystem::exists(dest.path) &&
+      !(dest.directory && std::filesystem::is_directory(dest.path) &&
+        std::filesystem::is_empty(dest.path))) {
+    throw Error(dest.path + " exists: convert writes a new " +
+                (dest.directory ? "state directory (or into an empty one)" : "file") +
+                "; remove it or name another");
+  }
+  check_paths_distinct({{"SOURCE", source.path, false}, {"DEST", dest.path, true}});
+  // Locked as dedup --filter locks them: a commit into SOURCE while it is read would remove
+  // files it names.
+  const StateLock source_lock(source.path, false, parser.has("wait-lock"));
+  const StateLock dest_lock(dest.path, false, parser.has("wait-lock"));
+  SavedState loaded = load_saved_state(source.path);
+  const std::uint64_t written = save_saved_state(loaded, dest.path, dest.directory);
+  std::fprintf(stderr, "converted the %s in %s into %s %s (%llu bytes written)\n",
+               loaded.kind_name(), source.path.c_str(),
+               dest.directory ? "the state directory" : "the file", dest.path.c_str(),
+               static_cast<unsigned long long>(written));
   return 0;
 }
 

@@ -16,5 +16,6 @@ int run_build(const Arguments& args);
 int run_query(const Arguments& args);
 int run_info(const Arguments& args);
 int run_merge(const Arguments& args);
+int run_convert(const Arguments& args);
 
 }  // namespace bulkbloom::cli

@@ -14,31 +14,37 @@ namespace {
 constexpr const char* kFilterCheckpointFile = "checkpoint.bbf";
 constexpr const char* kWindowCheckpointFile = "window.bbw";
 
-// The checkpoints of one run: a state directory, opened once so that each save writes what
-// changed since the one before.
-class Checkpoints {
+// The state directories a state is saved into (its checkpoints, a --filter directory). The
+// state's change log runs from its last save into one directory, so that only the directory last
+// saved into is kept open: a save into another starts that one afresh (StateDirectory writes
+// the open part whole when the log does not run from its own last commit).
+class DirectorySaves {
  public:
-  Checkpoints() = default;
-  explicit Checkpoints(StateDirectory loaded) : directory_(std::move(loaded)) {}
+  DirectorySaves() = default;
+  explicit DirectorySaves(std::optional<StateDirectory> loaded) : directory_(std::move(loaded)) {}
 
-  // Saves `state` into `dir` with `save(directory, state)`, then removes the older version's
-  // file, which the state directory replaces.
+  // Saves `state` into `dir` with `save(directory, state)`; returns the bytes written.
   template <typename State, typename Save>
-  void save(const std::filesystem::path& dir, const char* legacy_file, State& state, Save&& save) {
+  std::uint64_t save(const std::filesystem::path& dir, State& state, Save&& save) {
     if (!directory_ || directory_->path() != dir) directory_.emplace(dir);
-    save(*directory_, state);
-    std::error_code ignored;
-    std::filesystem::remove(dir / legacy_file, ignored);
+    return save(*directory_, state);
   }
 
  private:
   std::optional<StateDirectory> directory_;
 };
 
+// The single checkpoint file of an older bulkbloom in `dir`, removed once a checkpoint is saved
+// as a state directory there.
+void remove_legacy_checkpoint(const std::filesystem::path& dir, const char* legacy_file) {
+  std::error_code ignored;
+  std::filesystem::remove(dir / legacy_file, ignored);
+}
+
 class FilterState final : public DedupState {
  public:
-  explicit FilterState(CarriedFilter filter, Checkpoints checkpoints = {})
-      : filter_(std::move(filter)), checkpoints_(std::move(checkpoints)) {}
+  explicit FilterState(CarriedFilter filter, std::optional<StateDirectory> loaded_from = {})
+      : filter_(std::move(filter)), directories_(std::move(loaded_from)) {}
 
   void start_run(const RunPlan& plan) override {
     if (filter_.loaded_past_promise()) {
@@ -63,15 +69,22 @@ class FilterState final : public DedupState {
     return filter_.insert_if_absent(std::span<const std::string_view>(parsed.byte_keys), flags);
   }
 
-  void save(const std::filesystem::path& path, std::span<const std::byte> metadata,
-            std::uint64_t) const override {
+  std::uint64_t save(const std::filesystem::path& path, std::span<const std::byte> metadata,
+                     std::uint64_t) const override {
     filter_.save(path, metadata);
+    return std::filesystem::file_size(path);
+  }
+
+  std::uint64_t save_directory(const std::filesystem::path& dir,
+                               std::span<const std::byte> metadata, std::uint64_t) override {
+    return directories_.save(
+        dir, filter_, [&](StateDirectory& d, GrownFilter& f) { return d.save(f, metadata); });
   }
 
   void save_checkpoint(const std::filesystem::path& dir, std::span<const std::byte> metadata,
-                       std::uint64_t) override {
-    checkpoints_.save(dir, kFilterCheckpointFile, filter_,
-                      [&](StateDirectory& d, GrownFilter& f) { d.save(f, metadata); });
+                       std::uint64_t keys) override {
+    save_directory(dir, metadata, keys);
+    remove_legacy_checkpoint(dir, kFilterCheckpointFile);
   }
 
   double expected_false_drops(std::uint64_t) const override {
@@ -103,13 +116,13 @@ class FilterState final : public DedupState {
 
  private:
   CarriedFilter filter_;
-  Checkpoints checkpoints_;
+  DirectorySaves directories_;
 };
 
 class WindowState final : public DedupState {
  public:
-  explicit WindowState(WindowedFilter window, Checkpoints checkpoints = {})
-      : window_(std::move(window)), checkpoints_(std::move(checkpoints)) {}
+  explicit WindowState(WindowedFilter window, std::optional<StateDirectory> loaded_from = {})
+      : window_(std::move(window)), directories_(std::move(loaded_from)) {}
 
   // A window forgets, so it does not fill up over time; but a generation can take more keys in
   // its period than it was sized for (a day that brings more than the sizing allowed for).
@@ -140,17 +153,23 @@ class WindowState final : public DedupState {
     return kept;
   }
 
-  void save(const std::filesystem::path& path, std::span<const std::byte> metadata,
-            std::uint64_t keys) const override {
+  std::uint64_t save(const std::filesystem::path& path, std::span<const std::byte> metadata,
+                     std::uint64_t keys) const override {
     bulkbloom::save(window_, path, {keys, {metadata.begin(), metadata.end()}});
+    return std::filesystem::file_size(path);
+  }
+
+  std::uint64_t save_directory(const std::filesystem::path& dir,
+                               std::span<const std::byte> metadata, std::uint64_t keys) override {
+    return directories_.save(dir, window_, [&](StateDirectory& d, WindowedFilter& w) {
+      return d.save(w, {keys, {metadata.begin(), metadata.end()}});
+    });
   }
 
   void save_checkpoint(const std::filesystem::path& dir, std::span<const std::byte> metadata,
                        std::uint64_t keys) override {
-    checkpoints_.save(dir, kWindowCheckpointFile, window_,
-                      [&](StateDirectory& d, WindowedFilter& w) {
-                        d.save(w, {keys, {metadata.begin(), metadata.end()}});
-                      });
+    save_directory(dir, metadata, keys);
+    remove_legacy_checkpoint(dir, kWindowCheckpointFile);
   }
 
   // Summed batch by batch in the window, at its rate when each record came: the rate now says
@@ -253,7 +272,7 @@ class WindowState final : public DedupState {
   }
 
   WindowedFilter window_;
-  Checkpoints checkpoints_;
+  DirectorySaves directories_;
   bool refuse_late_ = false;
   std::vector<std::size_t> taken_;  // dedup_refusing(): the records not refused, and theirs
   std::vector<std::string_view> taken_keys_;
@@ -267,12 +286,14 @@ class WindowState final : public DedupState {
 
 }  // namespace
 
-std::unique_ptr<DedupState> filter_state(CarriedFilter filter) {
-  return std::make_unique<FilterState>(std::move(filter));
+std::unique_ptr<DedupState> filter_state(CarriedFilter filter,
+                                         std::optional<StateDirectory> loaded_from) {
+  return std::make_unique<FilterState>(std::move(filter), std::move(loaded_from));
 }
 
-std::unique_ptr<DedupState> window_state(WindowedFilter window) {
-  return std::make_unique<WindowState>(std::move(window));
+std::unique_ptr<DedupState> window_state(WindowedFilter window,
+                                         std::optional<StateDirectory> loaded_from) {
+  return std::make_unique<WindowState>(std::move(window), std::move(loaded_from));
 }
 
 std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& dir, bool window,
@@ -284,10 +305,10 @@ std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& d
       FileState state;
       WindowedFilter loaded = directory.load_window(&state, options);
       metadata = std::move(state.metadata);
-      return std::make_unique<WindowState>(std::move(loaded), Checkpoints(std::move(directory)));
+      return window_state(std::move(loaded), std::move(directory));
     }
     CarriedFilter loaded(directory.load_grown(&metadata, options));
-    return std::make_unique<FilterState>(std::move(loaded), Checkpoints(std::move(directory)));
+    return filter_state(std::move(loaded), std::move(directory));
   }
   if (window) {
     auto saved = load_window_checkpoint(dir, options);

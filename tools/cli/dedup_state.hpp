@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,11 +52,18 @@ class DedupState {
   /// the clock. Returns the number of 1s.
   virtual std::uint64_t dedup(const ParsedRecords& parsed, std::span<const std::uint64_t> int_keys,
                               std::span<std::uint8_t> flags) = 0;
-  /// Replaces `path` atomically with the state, `metadata` and the key count `keys`.
-  virtual void save(const std::filesystem::path& path, std::span<const std::byte> metadata,
-                    std::uint64_t keys) const = 0;
-  /// Saves a checkpoint of the state into directory `dir`, a state directory (docs/FORMAT.md
-  /// "State directories"): each checkpoint writes what changed since the one before.
+  /// Replaces `path` atomically with the state, `metadata` and the key count `keys`. Returns the
+  /// bytes written.
+  virtual std::uint64_t save(const std::filesystem::path& path, std::span<const std::byte> metadata,
+                             std::uint64_t keys) const = 0;
+  /// Commits the state, `metadata` and `keys` into the state directory `dir` (docs/FORMAT.md
+  /// "State directories"), writing what changed since the state's last save into `dir`; returns
+  /// the bytes written. The state logs its changes for one directory at a time: after a save
+  /// into another directory, the next save into `dir` writes its open part whole.
+  virtual std::uint64_t save_directory(const std::filesystem::path& dir,
+                                       std::span<const std::byte> metadata, std::uint64_t keys) = 0;
+  /// save_directory() into the checkpoint directory `dir`, then removes the single checkpoint
+  /// file of an older bulkbloom, which the state directory replaces.
   virtual void save_checkpoint(const std::filesystem::path& dir,
                                std::span<const std::byte> metadata, std::uint64_t keys) = 0;
   /// Never-seen records expected to have been wrongly dropped, `kept` records having been kept.
@@ -67,10 +75,13 @@ class DedupState {
   virtual const Filter& shown_filter() const = 0;
 };
 
-/// A growing filter as a dedup state.
-std::unique_ptr<DedupState> filter_state(CarriedFilter filter);
-/// A sliding window as a dedup state.
-std::unique_ptr<DedupState> window_state(WindowedFilter window);
+/// A growing filter as a dedup state; `loaded_from`: the state directory it was loaded from
+/// (StateDirectory::load_grown()), whose next save then writes only what changed.
+std::unique_ptr<DedupState> filter_state(CarriedFilter filter,
+                                         std::optional<StateDirectory> loaded_from = {});
+/// A sliding window as a dedup state, as filter_state().
+std::unique_ptr<DedupState> window_state(WindowedFilter window,
+                                         std::optional<StateDirectory> loaded_from = {});
 
 /// The checkpoint in `dir` (a window's when `window`, else a filter's), with its metadata, or
 /// null if there is none: a state directory, or the single file of an older bulkbloom. A

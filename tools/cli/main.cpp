@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "  query   write the records of a dump that a saved filter has seen\n"
     "  info    describe a saved filter\n"
     "  merge   save the union of saved filters\n"
+    "  convert copy a carried filter or window between a file and a state directory\n"
     "  gen     write a test dump with duplicates\n"
     "  bench   measure this machine's memory limits and each backend against them\n"
     "\n"
@@ -39,8 +40,8 @@ struct Command {
 constexpr Command kCommands[] = {
     {"dedup", bulkbloom::cli::run_dedup}, {"build", bulkbloom::cli::run_build},
     {"query", bulkbloom::cli::run_query}, {"info", bulkbloom::cli::run_info},
-    {"merge", bulkbloom::cli::run_merge}, {"gen", bulkbloom::cli::run_gen},
-    {"bench", bulkbloom::cli::run_bench},
+    {"merge", bulkbloom::cli::run_merge}, {"convert", bulkbloom::cli::run_convert},
+    {"gen", bulkbloom::cli::run_gen},     {"bench", bulkbloom::cli::run_bench},
 };
 
 }  // namespace

@@ -5,9 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <bulkbloom/incremental.hpp>
+
 #include <cerrno>
 #include <cstdio>
 
+#include "cli/args.hpp"
 #include "cli/errors.hpp"
 
 namespace bulkbloom::cli {
@@ -33,6 +36,35 @@ std::string real_state_path(const std::string& path) {
                 real.string() + " lists them), or make them symbolic links");
   }
   return real.string();
+}
+
+bool StatePath::holds_state() const {
+  return directory ? StateDirectory::holds_state(path) : std::filesystem::exists(path);
+}
+
+StatePath state_path(const std::string& given, const char* option) {
+  namespace fs = std::filesystem;
+  std::string name = given;
+  const bool ends_in_slash = name.size() > 1 && name.ends_with('/');
+  // Stripped before the links are followed: "D/" reads through a link D as its target, and the
+  // lock must be the same for both names.
+  while (name.size() > 1 && name.ends_with('/')) name.pop_back();
+  StatePath where{real_state_path(name), false};
+  std::error_code error;
+  const fs::file_status status = fs::status(where.path, error);
+  where.directory = ends_in_slash || fs::is_directory(status);
+  if (ends_in_slash && fs::exists(status) && !fs::is_directory(status)) {
+    throw UsageError(std::string(option) + " " + given +
+                     ": ends in '/', which names a state directory, but " + where.path +
+                     " is a file (drop the '/' to carry the state in that file)");
+  }
+  if (where.directory && StateDirectory::holds_other_files(where.path)) {
+    throw UsageError(std::string(option) + " " + given + ": " + where.path +
+                     " is a directory that holds no bulkbloom state but other files; a state "
+                     "directory must start empty (name a new one, e.g. " +
+                     name + ".state/)");
+  }
+  return where;
 }
 
 StateLock::StateLock(const std::filesystem::path& path, bool is_directory, bool wait) {

@@ -14,9 +14,26 @@ namespace bulkbloom::cli {
 /// link: the rename would leave the other names holding the old state, locked apart.
 std::string real_state_path(const std::string& path);
 
+/// Where a run's carried state lives (dedup --filter): one file, replaced whole by each commit,
+/// or a state directory, into which each commit writes what changed (docs/FORMAT.md "State
+/// directories").
+struct StatePath {
+  std::string path;        ///< real_state_path(), without a trailing '/'
+  bool directory = false;  ///< a state directory; else a single file
+  /// Whether a state was committed there: the file exists, or the directory has a manifest.
+  bool holds_state() const;
+};
+
+/// What `given`, the value of `option`, names: a state directory when it is a directory (through
+/// links) or ends in '/' (a new one, created by the first commit), else a single file. Throws
+/// UsageError for a name ending in '/' that is not a directory, and for a directory that holds
+/// no state but other files, which a state would be mixed with.
+StatePath state_path(const std::string& given, const char* option);
+
 /// An exclusive flock() held until destruction. A file replaced by rename cannot carry the lock
 /// (a lock belongs to the old inode), so a filter F is locked through the stable file "F.lock"
-/// beside it, and a checkpoint directory through the directory itself.
+/// beside it (a --filter state directory D likewise through "D.lock", so that nothing is
+/// created before its first commit), and a checkpoint directory through the directory itself.
 class StateLock {
  public:
   /// Locks "<path>.lock" (created if missing) when `path` is a file that gets replaced, or the
