@@ -760,9 +760,12 @@ class _WindowState(_Saved):
         return self._core.memory_bytes
 
 
-def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
+def _timed_dedup(
+    core: Any, pieces: list, times: Any, name: str, hashes: bool = False
+) -> np.ndarray:
     """insert_if_absent of a window or window shard, piece by piece, with each record's time
-    (`times`, the argument `name`)."""
+    (`times`, the argument `name`); `hashes`: the pieces are the keys' 64-bit hashes
+    (insert_hashes_if_absent)."""
     count = sum(map(_keys.piece_length, pieces))
     all_times = _keys.event_times(times, count, name)
     out = _flags(count)
@@ -772,7 +775,10 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
         piece_times = None if all_times is None else all_times[start : start + length]
         flags = out[start : start + length].view(np.uint8)
         if isinstance(piece, _keys.U64Piece):
-            core.insert_if_absent(piece.keys, piece_times, flags)
+            insert = core.insert_hashes_if_absent if hashes else core.insert_if_absent
+            insert(piece.keys, piece_times, flags)
+        elif hashes:
+            raise TypeError("hashes must be 64-bit integers, not byte strings")
         else:
             core.insert_if_absent_bytes(*_keys.bytes_args(piece), piece_times, flags)
         start += length
@@ -1246,6 +1252,19 @@ class WindowShard(_WindowState, _ShardPlace):
         pieces = _keys.key_pieces(keys)
         self._check_owned(self.config.generation, pieces)
         return _timed_dedup(self._core, pieces, clocks, "clocks")
+
+    def insert_hashes_if_absent(self, hashes: Keys, clocks: Any) -> np.ndarray:
+        """``insert_if_absent`` for keys hashed elsewhere: ``hashes`` holds each key's 64-bit
+        hash under ``config.generation``'s hash and seed (the hash ``shard_of`` routes by), as
+        64-bit integers (signed ones as their bit pattern), e.g. Spark's ``xxhash64`` of the
+        keys for a window with seed 42. The flags and the state are exactly the keys'."""
+        if clocks is None:
+            raise TypeError("insert_hashes_if_absent needs the window's clock at each record")
+        pieces = _keys.key_pieces(hashes)
+        generation = self.config.generation
+        self._check_owned(Layout.of(generation.shape, generation.num_blocks, generation.seed,
+                                    "identity", generation.index), pieces)
+        return _timed_dedup(self._core, pieces, clocks, "clocks", hashes=True)
 
     @classmethod
     def load(
