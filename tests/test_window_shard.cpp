@@ -3,6 +3,8 @@
 // and in-memory file bytes.
 #include <bulkbloom/window_shard.hpp>
 
+#include <bulkbloom/detail/block_math.hpp>
+
 // The header checksum of patched files, computed as docs/FORMAT.md specifies.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -324,6 +326,72 @@ TEST(WindowShard, DumpTimesAreTheGlobalClock) {
     ASSERT_EQ(dedup_sharded(shards, batch, times), dedup_whole(single, batch)) << day;
     ASSERT_EQ(to_file_bytes(concat(shards)), to_file_bytes(single)) << day;
   }
+}
+
+// Keys hashed elsewhere (Spark's xxhash64 is XXH64 with the window's seed) give the flags and
+// bytes of the keys themselves, byte-string keys too; a hash of another shard is refused.
+TEST(WindowShard, HashesHashedElsewhereAreTheirKeys) {
+  WindowConfig cfg = small_window(WindowClock::event_time, 4, Shape::sb256, BlockIndex::full64);
+  cfg.window = 36;
+  constexpr std::uint32_t kShards = 3;
+  std::vector<WindowShard> by_key, by_hash;
+  for (std::uint32_t s = 0; s < kShards; ++s) {
+    by_key.emplace_back(cfg, s, kShards);
+    by_hash.emplace_back(cfg, s, kShards);
+  }
+  std::vector<std::uint64_t> previous;
+  for (std::int64_t day = 0; day < 5; ++day) {
+    auto keys = random_keys(300, 70 + static_cast<std::uint64_t>(day));
+    keys.insert(keys.end(), previous.begin(), previous.end());
+    previous.assign(keys.begin(), keys.begin() + 60);
+    std::vector<std::string> words;
+    for (std::uint64_t k : keys) words.push_back("w" + std::to_string(k % 500));
+    std::vector<std::uint32_t> owner(keys.size()), word_owner(keys.size());
+    shard_of(cfg.generation, keys, kShards, owner);
+    const std::vector<std::string_view> views(words.begin(), words.end());
+    shard_of(cfg.generation, views, kShards, word_owner);
+    for (std::uint32_t s = 0; s < kShards; ++s) {
+      std::vector<std::uint64_t> mine, hashes;
+      std::vector<std::string_view> my_words;
+      std::vector<std::uint64_t> word_hashes;
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        if (owner[i] == s) {
+          mine.push_back(keys[i]);
+          hashes.push_back(detail::xxh64_u64(keys[i], cfg.generation.seed));
+        }
+        if (word_owner[i] == s) {
+          my_words.push_back(views[i]);
+          word_hashes.push_back(XXH64(views[i].data(), views[i].size(), cfg.generation.seed));
+        }
+      }
+      for (bool words_too : {false, true}) {
+        const std::size_t n = words_too ? my_words.size() : mine.size();
+        const std::vector<std::int64_t> times(n, day * 24);
+        std::vector<std::uint8_t> want(n), got(n);
+        const auto fresh = words_too ? by_key[s].insert_if_absent(my_words, times, want)
+                                     : by_key[s].insert_if_absent(mine, times, want);
+        EXPECT_EQ(by_hash[s].insert_hashes_if_absent(words_too ? word_hashes : hashes, times, got),
+                  fresh);
+        ASSERT_EQ(got, want) << day << " " << s << " " << words_too;
+      }
+      by_key[s].advance_to(day * 24);
+      by_hash[s].advance_to(day * 24);
+    }
+    ASSERT_EQ(to_file_bytes(concat(by_hash)), to_file_bytes(concat(by_key))) << day;
+  }
+  std::uint64_t foreign = 0;
+  for (std::uint64_t k : random_keys(64, 9)) {
+    std::uint32_t shard = 0;
+    shard_of(cfg.generation, std::span(&k, 1), kShards, std::span(&shard, 1));
+    if (shard != 0) foreign = detail::xxh64_u64(k, cfg.generation.seed);
+  }
+  const auto before = to_file_bytes(by_hash[0]);
+  std::uint8_t flag = 0;
+  const std::int64_t time = 200;
+  EXPECT_THROW(by_hash[0].insert_hashes_if_absent(std::span(&foreign, 1), std::span(&time, 1),
+                                                  std::span(&flag, 1)),
+               std::invalid_argument);
+  EXPECT_EQ(to_file_bytes(by_hash[0]), before);
 }
 
 // A shard that is not given the whole window's clock diverges, and concat says where.

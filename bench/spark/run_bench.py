@@ -3,6 +3,13 @@ df.dropDuplicates(["event_id"]) in the same local Spark application, alternating
 Parquet, and reports per run: wall time, shuffle bytes, peak memory and the rows kept.
 
     python bench/spark/run_bench.py --dump /tmp/dump-5M --rounds 3 --json out.json
+    python bench/spark/run_bench.py --dump /tmp/dump-5M-uuid --variants window,dropDuplicates
+    python bench/spark/run_bench.py --dump /tmp/dump-5M-uuid --variants ordered,row_number
+
+Variants: bulkbloom (dedup), window (dedup_and_write into a new sliding window of a day, which
+writes the output itself), dropDuplicates, ordered (dedup with order="ts": the first row by ts)
+and row_number (Spark's window function: row_number() over each event_id by ts, the rows
+numbered 1), and copy (--floor). The ratios compare the first variant with the second.
 
 What is measured, per run (each run is one Spark job group):
   wall          seconds from the call to the written output (bulkbloom: routing, i.e. the
@@ -38,6 +45,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 import bulkbloom
+
+
+VARIANTS = ["bulkbloom", "window", "dropDuplicates", "ordered", "row_number"]
 
 
 def process_tree(root: int) -> list[int]:
@@ -128,7 +138,7 @@ class Rest:
         self.base = f"{spark.sparkContext.uiWebUrl}/api/v1/applications/{spark.sparkContext.applicationId}"
 
     def get(self, path: str):
-        with urllib.request.urlopen(f"{self.base}/{path}", timeout=60) as answer:
+        with urllib.request.urlopen(f"{self.base}/{path}", timeout=600) as answer:
             return json.load(answer)
 
     def group(self, tag: str) -> dict:
@@ -213,21 +223,28 @@ def main() -> None:
     parser.add_argument("--num-shards", type=int, default=None,
                         help="bulkbloom's shards (default: the module's own choice)")
     parser.add_argument("--fpr", type=float, default=0.001)
-    parser.add_argument("--only", choices=["bulkbloom", "dropDuplicates"], default=None)
+    parser.add_argument("--only", choices=VARIANTS, default=None)
+    parser.add_argument("--variants", default="bulkbloom,dropDuplicates",
+                        help=f"comma-separated, of {', '.join(VARIANTS)}")
     parser.add_argument("--floor", action="store_true",
                         help="also time `copy`: the dump read and written as it is, without a "
                              "dedup, the least any dedup that writes its output can take")
     parser.add_argument("--broadcast-drops", type=int, default=None,
                         help="bulkbloom's broadcast_drops (default: the module's)")
     parser.add_argument("--check-keys", action="store_true",
-                        help="also compare the outputs' key sets (reads both outputs' event_ids)")
+                        help="also compare the outputs' key sets (reads both outputs' event_ids; "
+                             "int64 keys only)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
 
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession, Window
+    from pyspark.sql import functions as F
 
-    if args.only != "dropDuplicates":
-        from bulkbloom import spark as bbspark
+    from bulkbloom import spark as bbspark
+
+    variants = [args.only] if args.only else args.variants.split(",")
+    if not set(variants) <= set(VARIANTS):
+        parser.error(f"--variants {args.variants}: not of {', '.join(VARIANTS)}")
 
     info = json.loads((args.dump / "_dump.json").read_text())
     if args.scratch.exists():
@@ -255,7 +272,6 @@ def main() -> None:
     sampler = MemorySampler(jvm_pid)
     sampler.start()
 
-    variants = ["bulkbloom", "dropDuplicates"] if args.only is None else [args.only]
     if args.floor:
         variants.append("copy")
     # Warm-up, not measured: both on one file, so that neither pays for the JIT or the start of
@@ -263,20 +279,33 @@ def main() -> None:
     spark.sparkContext.setJobGroup("warm-up", "warm-up")
     one_file = spark.read.parquet(str(sorted(args.dump.glob("*.parquet"))[0]))
 
-    def output_of(variant: str, df, filter_dir: Path):
-        """What `variant` writes for input `df` (bulkbloom runs its routing job here)."""
-        if variant == "bulkbloom":
+    def output_of(variant: str, df, filter_dir: Path, out: Path):
+        """What `variant` writes for input `df` (bulkbloom runs its routing job here), or None
+        where it wrote `out` itself (window)."""
+        if variant in ("bulkbloom", "ordered"):
             # The run's filter in a new directory in filter_dir (dedup's scratch=).
             filter_dir.mkdir(parents=True, exist_ok=True)
             return bbspark.dedup(df, "event_id", num_shards=args.num_shards, fpr=args.fpr,
-                                 scratch=str(filter_dir), broadcast_drops=args.broadcast_drops)
+                                 scratch=str(filter_dir), broadcast_drops=args.broadcast_drops,
+                                 order="ts" if variant == "ordered" else None)
+        if variant == "window":
+            bbspark.dedup_and_write(df, "event_id", str(out), filter=str(filter_dir / "window"),
+                                    window=86_400, time=1_795_996_800, fpr=args.fpr,
+                                    num_shards=args.num_shards,
+                                    broadcast_drops=args.broadcast_drops)
+            return None
         if variant == "dropDuplicates":
             return df.dropDuplicates(["event_id"])
+        if variant == "row_number":
+            first = Window.partitionBy("event_id").orderBy("ts")
+            return df.withColumn("_n", F.row_number().over(first)).where("_n = 1").drop("_n")
         return df  # copy
 
     for variant in variants:
         out = args.scratch / "warm-up"
-        output_of(variant, one_file, args.scratch / "warm-up-filter").write.parquet(str(out))
+        result = output_of(variant, one_file, args.scratch / f"warm-up-{variant}", out)
+        if result is not None:
+            result.write.parquet(str(out))
         shutil.rmtree(out)
     runs = []
     for round_number in range(args.rounds):
@@ -285,18 +314,20 @@ def main() -> None:
             tag = f"{variant}-{round_number}"
             out = args.scratch / f"out-{variant}"
             shutil.rmtree(out, ignore_errors=True)
-            filter_dir = args.scratch / f"filter-{round_number}"
+            filter_dir = args.scratch / f"filter-{variant}-{round_number}"
             before = shuffle_files(local_dir)
             spark.sparkContext.setJobGroup(tag, tag)
             sampler.reset()
             phases = {}
             busy_before = busy_cpu_seconds()
             started = time.monotonic()
-            result = output_of(variant, spark.read.parquet(str(args.dump)), filter_dir)
-            if variant == "bulkbloom":
+            load = os.getloadavg()[0]
+            result = output_of(variant, spark.read.parquet(str(args.dump)), filter_dir, out)
+            if variant in ("bulkbloom", "ordered"):
                 phases["routing_s"] = time.monotonic() - started
-            result.write.parquet(str(out))
-            if variant == "bulkbloom":
+            if result is not None:
+                result.write.parquet(str(out))
+            if variant in ("bulkbloom", "ordered"):
                 plan = result._jdf.queryExecution().executedPlan().toString()
                 joined = "BroadcastHashJoin" in plan
                 phases["filtering"] = "broadcast join" if joined else "row-id UDF"
@@ -308,9 +339,10 @@ def main() -> None:
             after = shuffle_files(local_dir)
             written_files = sum(size for p, size in after.items() if p not in before)
             run = {"variant": variant, "round": round_number, "wall_s": wall, "cpu_s": cpu,
+                   "load_before": load, "load_after": os.getloadavg()[0],
                    **phases, "rows_out": parquet_rows(out), "sampled": memory, **metrics,
                    "shuffle_files_bytes": written_files}
-            if variant == "bulkbloom":
+            if variant in ("bulkbloom", "ordered", "window"):
                 [run_filter] = filter_dir.iterdir()
                 state = bbspark.open_filter(run_filter)
                 run["num_shards"] = state.num_shards
@@ -323,7 +355,7 @@ def main() -> None:
                 run["distinct_in_output"] = int(np.count_nonzero(np.diff(keys)) + (len(keys) > 0))
                 np.save(args.scratch / f"keys-{variant}.npy", keys)
             runs.append(run)
-            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s), shuffle write "
+            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s, load {load:.1f}), shuffle write "
                   f"{metrics['shuffle_write'] / 2**20:.1f} MiB "
                   f"(files {written_files / 2**20:.1f} MiB) read "
                   f"{metrics['shuffle_read'] / 2**20:.1f} MiB, JVM RSS "
@@ -333,14 +365,14 @@ def main() -> None:
     spark.stop()
 
     key_check = None
-    if args.check_keys and args.only is None:
-        kept = np.load(args.scratch / "keys-bulkbloom.npy")
-        exact = np.load(args.scratch / "keys-dropDuplicates.npy")
+    if args.check_keys and len(variants) > 1:
+        kept = np.load(args.scratch / f"keys-{variants[0]}.npy")
+        exact = np.load(args.scratch / f"keys-{variants[1]}.npy")
         key_check = {"bulkbloom_keys_not_in_exact": missing(kept, exact),
                      "exact_keys_not_in_bulkbloom": missing(exact, kept)}
     report = {"dump": info, "settings": settings, "num_shards_arg": args.num_shards,
               "fpr": args.fpr, "runs": runs, "key_check": key_check,
-              "summary": summarize(runs, info)}
+              "summary": summarize(runs, info, variants)}
     print(json.dumps(report["summary"], indent=1))
     if key_check:
         print(json.dumps(key_check))
@@ -349,7 +381,7 @@ def main() -> None:
     shutil.rmtree(args.scratch, ignore_errors=True)
 
 
-def summarize(runs: list, info: dict) -> dict:
+def summarize(runs: list, info: dict, variants: list) -> dict:
     def median(variant: str, get) -> float:
         values = [get(r) for r in runs if r["variant"] == variant]
         return statistics.median(values) if values else float("nan")
@@ -365,17 +397,19 @@ def summarize(runs: list, info: dict) -> dict:
         "python_pss": lambda r: r["sampled"]["python_pss"],
         "rows_out": lambda r: r["rows_out"],
     }
+    figures["load"] = lambda r: r["load_before"]
     summary: dict = {"rows": info["rows"], "distinct": info["distinct"]}
+    ours, theirs = (variants + variants)[:2]
     for name, get in figures.items():
-        bb, dd = median("bulkbloom", get), median("dropDuplicates", get)
-        summary[name] = {"bulkbloom": bb, "dropDuplicates": dd,
-                         "ratio": bb / dd if dd else None}
+        bb, dd = median(ours, get), median(theirs, get)
+        summary[name] = {ours: bb, theirs: dd, "ratio": bb / dd if dd else None}
     copies = [r["wall_s"] for r in runs if r["variant"] == "copy"]
     if copies:
         summary["copy_wall_s"] = statistics.median(copies)
-    bb_runs = [r for r in runs if r["variant"] == "bulkbloom"]
+    bb_runs = [r for r in runs if r["variant"] == ours and "num_shards" in r]
     if bb_runs:
-        summary["routing_s"] = statistics.median(r["routing_s"] for r in bb_runs)
+        if "routing_s" in bb_runs[0]:
+            summary["routing_s"] = statistics.median(r["routing_s"] for r in bb_runs)
         summary["false_drops"] = info["distinct"] - statistics.median(r["rows_out"] for r in bb_runs)
         summary["expected_false_drops"] = bb_runs[0]["expected_false_drops"]
         summary["num_shards"] = bb_runs[0]["num_shards"]

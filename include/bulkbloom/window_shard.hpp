@@ -108,6 +108,13 @@ class WindowShard {
   std::uint64_t insert_if_absent(std::span<const std::string_view> keys,
                                  std::span<const std::int64_t> clocks,
                                  std::span<std::uint8_t> is_new);
+  /// insert_if_absent() for keys hashed elsewhere: hashes[i] is the 64-bit hash that
+  /// config().generation's hash and seed give record i's key (what shard_of() routes by), so that
+  /// an engine that computes the same hash itself (Spark's xxhash64 is XXH64 with seed 42) moves 8
+  /// bytes a record instead of the key. The flags and state are exactly those of the keys.
+  std::uint64_t insert_hashes_if_absent(std::span<const std::uint64_t> hashes,
+                                        std::span<const std::int64_t> clocks,
+                                        std::span<std::uint8_t> is_new);
 
   /// Writes 1 to `out[i]` if some generation may contain `keys[i]`. A pure read.
   void contains(std::span<const std::uint64_t> keys, std::span<std::uint8_t> out) const;
@@ -159,9 +166,11 @@ class WindowShard {
   WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
               WindowedFilter local);
 
+  // `key_layout`: how the keys become hashes (config_.generation, or its identity-hash twin for
+  // keys that are hashes already).
   template <typename Key>
   std::uint64_t dedup_keys(std::span<const Key> keys, std::span<const std::int64_t> clocks,
-                           std::span<std::uint8_t> is_new);
+                           std::span<std::uint8_t> is_new, const Layout& key_layout);
   template <typename Key>
   void contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const;
 

@@ -295,6 +295,19 @@ class WindowShard(_WindowState, _ShardPlace):
         self._check_owned(self.config.generation, pieces)
         return _timed_dedup(self._core, pieces, clocks, "clocks")
 
+    def insert_hashes_if_absent(self, hashes: Keys, clocks: Any) -> np.ndarray:
+        """``insert_if_absent`` for keys hashed elsewhere: ``hashes`` holds each key's 64-bit
+        hash under ``config.generation``'s hash and seed (the hash ``shard_of`` routes by), as
+        64-bit integers (signed ones as their bit pattern), e.g. Spark's ``xxhash64`` of the
+        keys for a window with seed 42. The flags and the state are exactly the keys'."""
+        if clocks is None:
+            raise TypeError("insert_hashes_if_absent needs the window's clock at each record")
+        pieces = _keys.key_pieces(hashes)
+        generation = self.config.generation
+        self._check_owned(Layout.of(generation.shape, generation.num_blocks, generation.seed,
+                                    "identity", generation.index), pieces)
+        return _timed_dedup(self._core, pieces, clocks, "clocks", hashes=True)
+
     @classmethod
     def load(
         cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0

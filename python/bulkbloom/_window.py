@@ -168,9 +168,12 @@ class _WindowState(_Saved):
         return self._core.save_dir(os.fspath(directory), self.keys_inserted, self.metadata)
 
 
-def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
+def _timed_dedup(
+    core: Any, pieces: list, times: Any, name: str, hashes: bool = False
+) -> np.ndarray:
     """insert_if_absent of a window or window shard, piece by piece, with each record's time
-    (`times`, the argument `name`)."""
+    (`times`, the argument `name`); `hashes`: the pieces are the keys' 64-bit hashes
+    (insert_hashes_if_absent)."""
     count = sum(map(_keys.piece_length, pieces))
     all_times = _keys.event_times(times, count, name)
     out = _flags(count)
@@ -180,7 +183,10 @@ def _timed_dedup(core: Any, pieces: list, times: Any, name: str) -> np.ndarray:
         piece_times = None if all_times is None else all_times[start : start + length]
         flags = out[start : start + length].view(np.uint8)
         if isinstance(piece, _keys.U64Piece):
-            core.insert_if_absent(piece.keys, piece_times, flags)
+            insert = core.insert_hashes_if_absent if hashes else core.insert_if_absent
+            insert(piece.keys, piece_times, flags)
+        elif hashes:
+            raise TypeError("hashes must be 64-bit integers, not byte strings")
         else:
             core.insert_if_absent_bytes(*_keys.bytes_args(piece), piece_times, flags)
         start += length

@@ -37,19 +37,32 @@ void require_clocks(const TimeArray& clocks, std::size_t count) {
                                 " clocks for " + std::to_string(count) + " keys");
 }
 
-std::uint64_t insert_if_absent_keys(PyWindowShard& self, const KeyArray& keys,
-                                    const TimeArray& clocks, FlagArray out) {
+// insert_if_absent of uint64 keys, or, with `hashes`, insert_hashes_if_absent of their hashes.
+std::uint64_t insert_if_absent_u64(PyWindowShard& self, const KeyArray& keys,
+                                   const TimeArray& clocks, FlagArray out, bool hashes) {
   require_length(out, keys.shape(0), "insert_if_absent");
   require_clocks(clocks, keys.shape(0));
   const std::uint64_t* data = keys.data();
   const std::int64_t* times = clocks.data();
   std::uint64_t fresh = 0;
   in_chunks(self.mutex, keys.shape(0), [&](std::size_t begin, std::size_t end) {
-    fresh += self.shard.insert_if_absent(std::span(data + begin, end - begin),
-                                         std::span(times + begin, end - begin),
-                                         std::span(out.data() + begin, end - begin));
+    const std::span chunk(data + begin, end - begin);
+    const std::span chunk_times(times + begin, end - begin);
+    const std::span chunk_out(out.data() + begin, end - begin);
+    fresh += hashes ? self.shard.insert_hashes_if_absent(chunk, chunk_times, chunk_out)
+                    : self.shard.insert_if_absent(chunk, chunk_times, chunk_out);
   });
   return fresh;
+}
+
+std::uint64_t insert_if_absent_keys(PyWindowShard& self, const KeyArray& keys,
+                                    const TimeArray& clocks, FlagArray out) {
+  return insert_if_absent_u64(self, keys, clocks, out, false);
+}
+
+std::uint64_t insert_hashes_if_absent(PyWindowShard& self, const KeyArray& hashes,
+                                      const TimeArray& clocks, FlagArray out) {
+  return insert_if_absent_u64(self, hashes, clocks, out, true);
 }
 
 std::uint64_t insert_if_absent_bytes(PyWindowShard& self, const KeyOffsets& offsets,
@@ -238,6 +251,9 @@ void bind_window_shard(nb::module_& m) {
       .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
            nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
            "Dedups keys in order, clocks[i] the single window's clock at record i.")
+      .def("insert_hashes_if_absent", &insert_hashes_if_absent, nb::arg("hashes").noconvert(),
+           nb::arg("clocks").noconvert(), nb::arg("out").noconvert(),
+           "insert_if_absent() of the keys' hashes under the window's hash and seed.")
       .def("insert_if_absent_bytes", &insert_if_absent_bytes, nb::arg("offsets").noconvert(),
            nb::arg("data").noconvert().none(), nb::arg("clocks").noconvert(),
            nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")

@@ -257,7 +257,7 @@ std::string WindowShard::implementation() const {
 template <typename Key>
 std::uint64_t WindowShard::dedup_keys(std::span<const Key> keys,
                                       std::span<const std::int64_t> clocks,
-                                      std::span<std::uint8_t> is_new) {
+                                      std::span<std::uint8_t> is_new, const Layout& key_layout) {
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
   check_size(keys.size(), clocks.size(), "insert_if_absent: clocks span");
   if (config_.clock == WindowClock::records) {
@@ -273,7 +273,7 @@ std::uint64_t WindowShard::dedup_keys(std::span<const Key> keys,
       next = static_cast<std::uint64_t>(clocks[i]) + 1;
     }
   }
-  const detail::ShardPlace place{config_.generation, index_, num_shards_, blocks_};
+  const detail::ShardPlace place{key_layout, index_, num_shards_, blocks_};
   const detail::HostKernels& host = host_kernels(local_);
   detail::check_owned(host, place, keys);
   std::uint64_t fresh = 0;
@@ -298,13 +298,22 @@ void WindowShard::contains_keys(std::span<const Key> keys, std::span<std::uint8_
 std::uint64_t WindowShard::insert_if_absent(std::span<const std::uint64_t> keys,
                                             std::span<const std::int64_t> clocks,
                                             std::span<std::uint8_t> is_new) {
-  return dedup_keys(keys, clocks, is_new);
+  return dedup_keys(keys, clocks, is_new, config_.generation);
 }
 
 std::uint64_t WindowShard::insert_if_absent(std::span<const std::string_view> keys,
                                             std::span<const std::int64_t> clocks,
                                             std::span<std::uint8_t> is_new) {
-  return dedup_keys(keys, clocks, is_new);
+  return dedup_keys(keys, clocks, is_new, config_.generation);
+}
+
+std::uint64_t WindowShard::insert_hashes_if_absent(std::span<const std::uint64_t> hashes,
+                                                   std::span<const std::int64_t> clocks,
+                                                   std::span<std::uint8_t> is_new) {
+  // Under the identity hash a key is its own hash: the same blocks and bits as the keys'.
+  Layout hashed = config_.generation;
+  hashed.hash = KeyHash::identity;
+  return dedup_keys(hashes, clocks, is_new, hashed);
 }
 
 void WindowShard::contains(std::span<const std::uint64_t> keys, std::span<std::uint8_t> out) const {

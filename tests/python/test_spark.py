@@ -26,7 +26,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from bulkbloom import spark as bbspark  # noqa: E402
-from bulkbloom.spark import _store  # noqa: E402
+from bulkbloom.spark import _api, _store  # noqa: E402
 
 RECORDS = 24_000
 FPR = 0.2  # so that false drops are many, and an answer out of order shows
@@ -520,7 +520,8 @@ def test_the_default_shards_bound_the_rows_of_a_shard(spark, tmp_path):
     assert bbspark.open_filter(path).num_shards == 18
 
 
-def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
+@pytest.mark.parametrize("seed", ROUTINGS)
+def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path, seed):
     start = 1_700_000_000
     rng = np.random.default_rng(12)
     cli_window = tmp_path / "cli.bbw"
@@ -528,8 +529,15 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
     seq = 0
     # One window both carry, its generations sized per period in multiples of the 7 shards
     # (docs/WINDOW.md "Sizing shards"), made empty for the CLI to carry from the first dump.
-    config = bulkbloom.WindowConfig.for_event_time(
-        12_000 / 129_600, 129_600, FPR).shardable_by(7)
+    # Seed 42's shards take the keys' hashes from Spark (routing shuffles them), seed 0's the
+    # keys.
+    sized = bulkbloom.WindowConfig.for_event_time(12_000 / 129_600, 129_600, FPR)
+    layout = sized.generation
+    config = bulkbloom.WindowConfig.of(
+        sized.clock, sized.window,
+        bulkbloom.Layout.of(layout.shape, layout.num_blocks, seed, layout.hash, layout.index),
+        generations=sized.generations, lateness=sized.lateness, fpr=sized.fpr,
+        block_multiple=sized.block_multiple).shardable_by(7)
     bulkbloom.WindowedFilter.from_config(config).save(cli_window)
     # Daily dumps under a 36 h window: a key comes back within it (dropped) or after it
     # (kept again); a dump of 5x the keys makes both grow their generations; the last dump is so
@@ -568,6 +576,56 @@ def test_a_window_carried_across_dumps_is_the_clis(spark, cli, tmp_path):
     ours.keys_inserted, ours.metadata = theirs.keys_inserted, theirs.metadata
     ours.save(tmp_path / "ours.bbw")
     assert (tmp_path / "ours.bbw").read_bytes() == cli_window.read_bytes()
+
+
+def exchange_schema(df) -> str:
+    """The schema of the rows the first shuffle of `df`'s physical plan moves."""
+    node = df._jdf.queryExecution().sparkPlan()
+    while node.nodeName() != "Exchange":
+        node = node.children().apply(0)
+    return node.schema().simpleString()
+
+
+def test_a_windows_routing_shuffles_the_hash_not_the_key(spark, tmp_path, monkeypatch):
+    """A window's UUID keys cost the routing's shuffle their 8-byte hash, as a filter's do."""
+    routed = []
+    decide = _api._decide_shards
+
+    def spy(frame, *args):
+        routed.append(exchange_schema(frame))
+        return decide(frame, *args)
+
+    monkeypatch.setattr(_api, "_decide_shards", spy)
+    rng = np.random.default_rng(16)
+    ids = [str(uuid.UUID(int=int(k))) for k in rng.integers(0, 2**63, size=3_000)]
+    table = pa.table({"id": ids + ids[:500], "seq": np.arange(3_500)})
+    df = spark.createDataFrame(table.to_pandas())
+    unique = written(spark, df, "id", filter=tmp_path / "window", window=86_400,
+                     time=1_700_000_000, num_shards=3)
+    assert unique.count() == 3_000
+    assert routed == [f"struct<{bbspark._KEY}:bigint,{bbspark._ROW}:bigint>"]
+
+
+def test_a_count_reads_the_input_once_for_the_routing_too(spark, tmp_path):
+    """Sized from its row count (no capacity), a run reads its input once to count and route it
+    (the routing reads the columns the count cached), then once to filter it; a new window,
+    sized from the count twice, too."""
+    reads = spark.sparkContext.accumulator(0)
+
+    def counted(batches):
+        for batch in batches:
+            reads.add(batch.num_rows)
+            yield batch
+
+    source = frame(spark, dump(17, 2_000))
+    df = source.mapInArrow(counted, source.schema)
+    unique = bbspark.dedup(df, "event_id", fpr=FPR)
+    assert reads.value == 2_000
+    unique.count()
+    assert reads.value == 4_000
+    written(spark, df, "event_id", filter=tmp_path / "window", window=86_400,
+            time=1_700_000_000).count()
+    assert reads.value == 8_000
 
 
 def test_partition_keys_hash_as_sparks_own_hash(spark):

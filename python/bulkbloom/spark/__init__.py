@@ -21,15 +21,21 @@ How it runs
        from it (docs/DESIGN.md §9's formula in 64-bit integers split so that nothing
        overflows), and the hash, not the key, is shuffled: 8 bytes whatever the key, a UUID
        string as an int64; the shard task inserts the hashes into its shard's bits under the
-       identity hash, which sets the bits the keys would. For any other layout (a carried
-       filter keeps its seed) the shard is ``bulkbloom.shard_of`` in a vectorised Arrow
-       function and the key is shuffled, as it is for a window's shards. Only the hash (or
+       identity hash, which sets the bits the keys would (a window's shard task gives them to
+       ``WindowShard.insert_hashes_if_absent``, the same flags and bits). For any other layout
+       (a carried filter keeps its seed) the shard is ``bulkbloom.shard_of`` in a vectorised
+       Arrow function and the key is shuffled. Only the hash (or
        key), the row id and the order values are shuffled, never whole records,
        hash-partitioned so that each shard has a partition, and so a task, of its own. The task
        (``mapInArrow``) gathers its shard's rows in its Python worker, sorts them by (order, row
        id), opens that shard's file of the current generation (or an empty shard), runs
        ``insert_if_absent``, saves the shard under a name unique to the task attempt, writes the
        row ids it dropped, sorted, beside it, and returns one row naming both files.
+       Where the filter is sized from the input's row count (no ``capacity``, a new filter; a
+       window's run sizing, "Sliding windows"), the job that counts the rows computes the
+       routed columns and caches them (``persist``: Spark's storage memory, spilling to disk;
+       about 16 bytes a row and the order values), and the routing reads them from the cache,
+       so the input is read once for both; the cache is dropped once the shards are decided.
     2. Staging (the driver, after every shard's task succeeded): the files the successful
        attempts named become a complete new generation in the job's work directory. ``dedup``
        and ``build`` commit it at once (below); ``dedup_and_write`` only after step 3's write
@@ -79,8 +85,8 @@ Sliding windows (``window=``, ``time=``)
     must be, with a promise, else its generations keep the configured size); each run gives
     every shard the whole window's keys in each filter, which the last run's manifest records
     (``"window_keys"``), and sizes the run's generations for ``capacity`` records over the
-    window (one period's share, as ``--capacity``), else for every row of the run (one more
-    count of the input), as the CLI does for its input.
+    window (one period's share, as ``--capacity``), else for every row of the run (counted
+    with the routing's read, "How it runs"), as the CLI does for its input.
 
 Task retries and speculative execution
     An attempt only reads the committed generation and writes files named for itself (or, on a

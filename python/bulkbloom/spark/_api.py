@@ -20,8 +20,9 @@ from ._inputs import (
     _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log, _stable_input,
 )
 from ._plan import (
-    _BLOB, _PARTITION_SHIFT, _ROW, OrderLike, _decide_shards, _default_shards, _key_kind,
-    _order_terms, _OrderTerm, _regroup_drops, _routed, _spark_seeded,
+    _BLOB, _PARTITION_SHIFT, _ROW, SPARK_SEED, OrderLike, _decide_shards, _default_shards,
+    _key_kind, _narrowed, _order_terms, _OrderTerm, _regroup_drops, _route, _RowCount,
+    _spark_seeded,
 )
 from ._store import (
     _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _input_drops, _input_drops_name,
@@ -75,72 +76,77 @@ def _decide(
         if (base.window is None) != (window is None):
             held = "a filter" if base.window is None else f"a window ({base.window})"
             raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
-        the_layout, count = base.layout, base.num_shards
-        config = base.window
-        extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
-    else:
-        config = None
-        rows = capacity
-        if window is not None:
-            config = window.config
-            if config is None:
-                if rows is None:
-                    rows = max(1, df.count())
-                sized = bulkbloom.WindowConfig.for_event_time(
-                    rows / window.length, window.length, fpr, generations=window.generations,
-                    lateness=window.lateness,
-                )
-                config = bulkbloom.WindowConfig.of(
-                    sized.clock, sized.window, _spark_seeded(sized.generation),
-                    generations=sized.generations, lateness=sized.lateness, fpr=sized.fpr,
-                )
-            layout = config.generation
-        elif layout is None:
-            if rows is None:
-                rows = max(1, df.count())
-            layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
-        the_layout = layout
-        if num_shards is not None:
-            count = num_shards
+    # The keys' hash and seed are known before the filter's size: a carried filter's, a given
+    # layout's or window's, else those every new filter gets (_spark_seeded).
+    known = base.layout if base is not None else layout if window is None else (
+        None if window.config is None else window.config.generation)
+    hashing = ("xxh64", SPARK_SEED) if known is None else (known.hash, known.seed)
+    narrow = _narrowed(df, key, kind, order, hashing, nulls)
+    with _RowCount(narrow) as row_count:
+        if base is not None:
+            the_layout, count = base.layout, base.num_shards
+            config = base.window
+            extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
         else:
-            count = _default_shards(df.sparkSession, layout, rows)
-        if (window is not None and window.config is None and config is not None
-                and count <= the_layout.num_blocks):
-            # A window made here sizes its generations per period in its shards.
-            config = config.shardable_by(count)
-            the_layout = config.generation
-        extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
-    if not 1 <= count <= the_layout.num_blocks:
-        raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
-    sizing = None
-    if config is not None and config.fpr > 0 and config.block_multiple % count == 0:
-        # As the command line sizes a run's generations: for `capacity` records over the window
-        # (in one period's share), else for every record of the run.
-        min_keys = (math.ceil(capacity / config.window * config.period) if capacity is not None
-                    else max(1, df.count()))
-        window_keys = None if base is None else base.manifest.get("window_keys")
-        sizing = _WindowSizing(None if window_keys is None else list(window_keys), min_keys)
-    number, directory = generation
-    # Where the executors see the directory, the tasks write the generation's files in it;
-    # elsewhere, Spark reads the base shards to them and they hand in their files' bytes.
-    work = None if store.local is None else store.local / directory
-    store.mkdirs(directory)
-    blobs = None
-    if base is not None and work is None:
-        shard_files = [store.path(name) for name in base.manifest["shards"]]
-        blobs = df.sparkSession.read.format("binaryFile").load(shard_files).select(
-            F.regexp_extract("path", r"shard-(\d+)\.bb[fw]$", 1).cast("long").alias(_ROW),
-            F.col("content").alias(_BLOB),
+            config = None
+            rows = capacity
+            if window is not None:
+                config = window.config
+                if config is None:
+                    if rows is None:
+                        rows = row_count()
+                    sized = bulkbloom.WindowConfig.for_event_time(
+                        rows / window.length, window.length, fpr, generations=window.generations,
+                        lateness=window.lateness,
+                    )
+                    config = bulkbloom.WindowConfig.of(
+                        sized.clock, sized.window, _spark_seeded(sized.generation),
+                        generations=sized.generations, lateness=sized.lateness, fpr=sized.fpr,
+                    )
+                layout = config.generation
+            elif layout is None:
+                if rows is None:
+                    rows = row_count()
+                layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
+            the_layout = layout
+            if num_shards is not None:
+                count = num_shards
+            else:
+                count = _default_shards(df.sparkSession, layout, rows)
+            if (window is not None and window.config is None and config is not None
+                    and count <= the_layout.num_blocks):
+                # A window made here sizes its generations per period in its shards.
+                config = config.shardable_by(count)
+                the_layout = config.generation
+            extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
+        if not 1 <= count <= the_layout.num_blocks:
+            raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
+        sizing = None
+        if config is not None and config.fpr > 0 and config.block_multiple % count == 0:
+            # As the command line sizes a run's generations: for `capacity` records over the
+            # window (in one period's share), else for every record of the run.
+            min_keys = (math.ceil(capacity / config.window * config.period)
+                        if capacity is not None else row_count())
+            window_keys = None if base is None else base.manifest.get("window_keys")
+            sizing = _WindowSizing(None if window_keys is None else list(window_keys), min_keys)
+        number, directory = generation
+        # Where the executors see the directory, the tasks write the generation's files in it;
+        # elsewhere, Spark reads the base shards to them and they hand in their files' bytes.
+        work = None if store.local is None else store.local / directory
+        store.mkdirs(directory)
+        blobs = None
+        if base is not None and work is None:
+            shard_files = [store.path(name) for name in base.manifest["shards"]]
+            blobs = df.sparkSession.read.format("binaryFile").load(shard_files).select(
+                F.regexp_extract("path", r"shard-(\d+)\.bb[fw]$", 1).cast("long").alias(_ROW),
+                F.col("content").alias(_BLOB),
+            )
+        time = None if window is None else window.time
+        rows = _decide_shards(
+            _route(narrow, the_layout, count, blobs), base, tuple(the_layout), config, time,
+            count, work, [(term.descending, term.nulls_first) for term in order],
+            write_drops, on_task, narrow.hashed, sizing,
         )
-    # A window's shards take keys, not hashes (WindowShard has no hashed twin).
-    routed, hashed = _routed(df, key, kind, order, the_layout, count, config is None, nulls,
-                             blobs)
-    time = None if window is None else window.time
-    rows = _decide_shards(
-        routed, base, tuple(the_layout), config, time, count, work,
-        [(term.descending, term.nulls_first) for term in order],
-        write_drops, on_task, hashed, sizing,
-    )
     dropped = sum(row["keys"] - row["new_keys"] for row in rows)
     drops_by, drops = "shard", {
         f"drops-{row['shard']:05d}.parquet": (row["drops_file"], row["drops_bytes"])

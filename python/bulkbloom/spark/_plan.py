@@ -8,7 +8,7 @@ import os
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -125,20 +125,22 @@ def _sql_shard(
 ) -> Optional[Column]:
     """The shard of each key (docs/DESIGN.md §9) as a Spark SQL expression, or None where Spark
     has no function for the layout's hash (or B * S reaches 2^63, which no real filter does)."""
-    hashed = _sql_hash(key, kind, layout)
+    hashed = _sql_hash(key, kind, (layout.hash, layout.seed))
     if hashed is None or layout.num_blocks * num_shards >= 2**63:
         return None
     return _shard_of_hash(hashed, layout, num_shards)
 
 
-def _sql_hash(key: Column, kind: str, layout: bulkbloom.Layout) -> Optional[Column]:
-    """The layout's 64-bit hash of each key as a Spark SQL expression (a long holding its bit
-    pattern), or None where Spark has no function for it."""
+def _sql_hash(key: Column, kind: str, hashing: Tuple[str, int]) -> Optional[Column]:
+    """The 64-bit hash of each key that a layout's hash and seed (`hashing`) give, as a Spark
+    SQL expression (a long holding its bit pattern), or None where Spark has no function for
+    it."""
+    hash_name, seed = hashing
     if kind == "integer":
         key = key.cast(T.LongType())  # integers hash as their 64-bit pattern, sign-extended
-    if layout.hash == "xxh64" and layout.seed == SPARK_SEED:
+    if hash_name == "xxh64" and seed == SPARK_SEED:
         return F.xxhash64(key)
-    if layout.hash == "identity" and kind == "integer":
+    if hash_name == "identity" and kind == "integer":
         return key
     return None
 
@@ -200,55 +202,107 @@ def _hashed_layout(layout: bulkbloom.Layout) -> bulkbloom.Layout:
                                layout.index)
 
 
-def _routed(
-    df: DataFrame, key: str, kind: str, order: List[_OrderTerm], layout: bulkbloom.Layout,
-    num_shards: int, route_hashes: bool = True, nulls: str = "error",
-    base_blobs: Optional[DataFrame] = None,
-) -> tuple:
-    """(key, row id, order values...), each shard's rows in a partition of their own: all the
-    routing moves; and whether the key column holds the keys' hashes, not the keys. Where Spark
-    computes the layout's hash and `route_hashes`, it does: a string key then costs the shuffle
-    8 bytes, as an integer does, and its shard keeps the bits the key would set
-    (_hashed_layout). Records with a null key are left out (`nulls` "keep" or "drop"), or stop
-    the job as it reads the first ("error"). `base_blobs` (a filter directory the executors
-    cannot read: _with_blobs): each shard's file of the base generation, one row a shard with
-    its index as the row id and its bytes in a column of their own, routed to the shard's
-    partition with its records."""
+class _Narrow(NamedTuple):
+    """What routing moves of each record, before the filter's size is known: (key, row id,
+    order values...) in `frame`, the key column holding the keys' hashes where `hashed`; and
+    whether records with a null key (a null key column) are to be left out (`drop_nulls`)."""
+
+    frame: DataFrame
+    hashed: bool
+    drop_nulls: bool
+
+
+def _narrowed(
+    df: DataFrame, key: str, kind: str, order: List[_OrderTerm], hashing: Tuple[str, int],
+    nulls: str = "error",
+) -> _Narrow:
+    """`df`'s routed columns (_Narrow). Where Spark computes the keys' hash under `hashing` (the
+    filter's hash and seed: its size need not be known yet), the key column is the keys'
+    hashes: a string key then costs the shuffle 8 bytes, as an integer does, and its shard keeps
+    the bits the key would set (_hashed_layout, WindowShard.insert_hashes_if_absent). Records
+    with a null key are kept, with a null key column, to be left out by _route (`nulls` "keep"
+    or "drop": every record is counted, as the command line counts its input), or stop the job
+    as it reads the first ("error")."""
     orders = [term.values.alias(f"{_ORDER}{i}") for i, term in enumerate(order)]
+    # Numbered before anything is left out: the row ids are those of every record.
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     key_column = F.col(key)
-    if df.schema[key].nullable:  # numbered first: the row ids are those of every record
+    drop_nulls = False
+    if df.schema[key].nullable:
         if nulls == "error":
             message = (f"bulkbloom.spark: key column {key!r} is null in a record; pass "
                        "nulls='keep' or nulls='drop'")
             key_column = F.when(key_column.isNull(), F.raise_error(F.lit(message))).otherwise(
                 key_column)
         else:
-            numbered = numbered.where(key_column.isNotNull())
+            drop_nulls = True
+    hashed = _sql_hash(key_column, kind, hashing)
+    if hashed is None:
+        return _Narrow(numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders), False,
+                       drop_nulls)
+    if drop_nulls:  # xxhash64 of a null is its seed, not a null
+        hashed = F.when(key_column.isNotNull(), hashed)
+    return _Narrow(numbered.select(hashed.alias(_KEY), F.col(_ROW), *orders), True, drop_nulls)
+
+
+def _route(
+    narrow: _Narrow, layout: bulkbloom.Layout, num_shards: int,
+    base_blobs: Optional[DataFrame] = None,
+) -> DataFrame:
+    """`narrow`'s records, each shard's in a partition of its own: all the routing moves.
+    `base_blobs` (a filter directory the executors cannot read: _with_blobs): each shard's file
+    of the base generation, one row a shard with its index as the row id and its bytes in a
+    column of their own, routed to the shard's partition with its records."""
+    rows = narrow.frame.where(F.col(_KEY).isNotNull()) if narrow.drop_nulls else narrow.frame
     # Partitioning by key_of[shard] gives each shard a partition of its own (_partition_keys).
     key_of = F.expr(f"array({', '.join(map(str, _partition_keys(num_shards)))})")
-    hashed = _sql_hash(key_column, kind, layout)
-    if hashed is not None and layout.num_blocks * num_shards < 2**63:
-        if route_hashes:
-            narrow = numbered.select(hashed.alias(_KEY), F.col(_ROW), *orders)
-            shard = _shard_of_hash(F.col(_KEY), layout, num_shards)
-        else:
-            narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
-            shard = _shard_of_hash(_sql_hash(F.col(_KEY), kind, layout), layout, num_shards)
-        narrow, shard = _with_blobs(narrow, shard, base_blobs)
-        return narrow.repartition(num_shards, F.element_at(key_of, shard + 1)), route_hashes
-    narrow = numbered.select(key_column.alias(_KEY), F.col(_ROW), *orders)
-    schema = T.StructType(narrow.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
-    layout_args = tuple(layout)
+    if narrow.hashed and layout.num_blocks * num_shards < 2**63:
+        rows, shard = _with_blobs(rows, _shard_of_hash(F.col(_KEY), layout, num_shards),
+                                  base_blobs)
+        return rows.repartition(num_shards, F.element_at(key_of, shard + 1))
+    schema = T.StructType(rows.schema.fields + [T.StructField(_SHARD, T.IntegerType(), False)])
+    key_layout = tuple(_hashed_layout(layout) if narrow.hashed else layout)
 
     def add_shard(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        layout_value = bulkbloom.Layout(*layout_args)
+        layout_value = bulkbloom.Layout(*key_layout)
         for batch in batches:
             shards = bulkbloom.shard_of(layout_value, batch.column(_KEY), num_shards)
             yield batch.append_column(_SHARD, pa.array(shards.view(np.int32)))
 
-    routed, shard = _with_blobs(narrow.mapInArrow(add_shard, schema), F.col(_SHARD), base_blobs)
-    return routed.repartition(num_shards, F.element_at(key_of, shard + 1)).drop(_SHARD), False
+    routed, shard = _with_blobs(rows.mapInArrow(add_shard, schema), F.col(_SHARD), base_blobs)
+    return routed.repartition(num_shards, F.element_at(key_of, shard + 1)).drop(_SHARD)
+
+
+def _routed(
+    df: DataFrame, key: str, kind: str, order: List[_OrderTerm], layout: bulkbloom.Layout,
+    num_shards: int, nulls: str = "error",
+) -> tuple:
+    """(_route of `df`'s _narrowed columns, whether the key column holds the keys' hashes)."""
+    narrow = _narrowed(df, key, kind, order, (layout.hash, layout.seed), nulls)
+    return _route(narrow, layout, num_shards), narrow.hashed
+
+
+class _RowCount:
+    """The input's row count, taken at most once (a callable), by a job that also caches the
+    narrow columns it counts, which the routing then reads instead of the input: with a count
+    the input is read twice (counting, filtering), not three times. A context manager: the
+    cache is dropped on leaving."""
+
+    def __init__(self, narrow: _Narrow) -> None:
+        self._frame = narrow.frame
+        self._rows: Optional[int] = None
+
+    def __call__(self) -> int:
+        if self._rows is None:
+            self._rows = max(1, self._frame.persist().count())
+        return self._rows
+
+    def __enter__(self) -> "_RowCount":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._rows is not None:
+            self._frame.unpersist()
 
 
 def _with_blobs(narrow: DataFrame, shard: Column, blobs: Optional[DataFrame]) -> tuple:
@@ -294,11 +348,16 @@ def _decide_shards(
     sizing: Optional[_WindowSizing] = None,
 ) -> list:
     """Runs each shard's task (see the module's documentation) and returns their rows. `hashed`:
-    the routed key column holds the keys' hashes (_routed), which each task inserts into its
-    shard's bits under _hashed_layout. `sizing`: what a window's shards are given first. `work`: the local directory (the generation's, on a filter
-    directory every executor sees) the tasks save their attempt files in; None: the tasks take
-    the base shards' bytes from the routed rows (_with_blobs) and hand in their files' bytes."""
+    the routed key column holds the keys' hashes (_narrowed), which each task inserts into its
+    filter shard's bits under _hashed_layout, or into its window shard with
+    insert_hashes_if_absent. `sizing`: what a window's shards are given first. `work`: the
+    local directory (the generation's, on a filter directory every executor sees) the tasks
+    save their attempt files in; None: the tasks take the base shards' bytes from the routed
+    rows (_with_blobs) and hand in their files' bytes."""
     key_layout = tuple(_hashed_layout(bulkbloom.Layout(*layout))) if hashed else layout
+    # A filter shard takes hashes as keys under the hashed twin of its layout (_relaid); a window
+    # shard keeps its layout and takes them through insert_hashes_if_absent.
+    relaid = hashed and window is None
     shard_type = bulkbloom.FilterShard if window is None else bulkbloom.WindowShard
     suffix = ".bbf" if window is None else ".bbw"
     # The tasks' closures take plain values only (a ShardedFilter holds the driver's JVM).
@@ -336,13 +395,14 @@ def _decide_shards(
             shard = _empty_shard(bulkbloom.Layout(*key_layout), window, index, num_shards)
         else:
             shard = load(index, blob)
-            if hashed:
+            if relaid:
                 shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
         filter_keys: List[int] = []
         if window is not None:
             _prepare_window_shard(shard, sizing)
-            fresh = shard.insert_if_absent(keys, np.full(len(table), time, dtype=np.int64))
+            insert = shard.insert_hashes_if_absent if hashed else shard.insert_if_absent
+            fresh = insert(keys, np.full(len(table), time, dtype=np.int64))
             shard.advance_to(time)
             filter_keys = shard.filter_keys()
         elif write_drops:
@@ -356,7 +416,7 @@ def _decide_shards(
         shard_file = drops_file = drops_bytes = None
         if work_dir is not None:
             shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
-        shard_bytes = saved(_relaid(shard, layout) if hashed else shard, shard_file)
+        shard_bytes = saved(_relaid(shard, layout) if relaid else shard, shard_file)
         if write_drops:
             dropped = np.sort(table.column(_ROW).to_numpy()[~fresh])
             if work_dir is None:
