@@ -16,8 +16,8 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 
 /**
  * One input run at parallelism 1, stopped with a savepoint, resumed at 3, stopped again, resumed
- * at 2 to its end: together the three runs keep exactly the records the command line keeps.
- * Arguments: the bulkbloom executable, a scratch folder.
+ * at 2 to its end: together the three runs keep exactly the records the library's 8 window shards
+ * sized per period keep on the stream. Argument: a scratch folder.
  */
 public final class RescaleTest {
   private static final ConcurrentLinkedQueue<Long> KEPT = new ConcurrentLinkedQueue<>();
@@ -64,8 +64,8 @@ public final class RescaleTest {
   }
 
   public static void main(String[] args) throws Exception {
-    final Path dir = Files.createDirectories(Path.of(args[1]));
-    final TreeSet<Long> expected = Records.cliKept(args[0], dir);
+    final Path dir = Files.createDirectories(Path.of(args[0]));
+    final TreeSet<Long> expected = Records.libraryKept(Records.SHARDS, true);
     final String first = run(1, null, 6_000, dir.resolve("savepoints"));
     final long afterFirst = LAST_ID.get();
     final String second = run(3, first, 13_000, dir.resolve("savepoints"));
@@ -77,6 +77,6 @@ public final class RescaleTest {
             + afterSecond + "): nothing was rescaled");
     final TreeSet<Long> kept = new TreeSet<>(KEPT);
     Records.check(kept.size() == KEPT.size(), "a record was kept twice across the savepoints");
-    Records.checkSame(expected, kept, "parallelism 1 -> 3 -> 2 against the command line");
+    Records.checkSame(expected, kept, "parallelism 1 -> 3 -> 2 against the library's shards");
   }
 }
