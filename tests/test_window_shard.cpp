@@ -1061,42 +1061,5 @@ TEST(WindowShard, TheTenfoldDayKeepsItsUniqueRecordsThroughShards) {
   }
 }
 
-// WindowConfig::keys_within(b) as the sizing's bound keeps every generation a rotation starts
-// within b blocks (a window shard's memory bound, as the Flink operator uses it), while the
-// periods ask for far more; without the bound they grow past it.
-TEST(WindowShard, KeysWithinBoundsEveryGenerationsBlocks) {
-  WindowConfig cfg = small_window(WindowClock::event_time, 4, Shape::sb512, BlockIndex::high32);
-  cfg.fpr = 1e-4;
-  cfg.generation.num_blocks = 1;
-  const std::uint32_t num_shards = 3;
-  const WindowConfig shardable = cfg.shardable_by(num_shards);
-  // Periods of up to 9,000 keys ask for about 400 blocks.
-  const std::uint64_t bound = 121;
-  const std::uint64_t keys = shardable.keys_within(bound);
-  ASSERT_GT(keys, shardable.keys_within(shardable.generation.num_blocks));
-  ASSERT_EQ(shardable.keys_within(shardable.block_multiple - 1), 0u);
-  const SizedStream stream = growth_stream(shardable, 31);
-  const auto clocks = global_clocks(shardable, stream.batches);
-  for (const std::uint64_t max_keys : {keys, std::uint64_t{0}}) {
-    std::vector<WindowShard> shards;
-    for (std::uint32_t i = 0; i < num_shards; ++i) shards.emplace_back(shardable, i, num_shards);
-    for (WindowShard& shard : shards) shard.set_sizing({0, max_keys});
-    std::uint64_t largest = 0;
-    for (std::size_t b = 0; b < stream.batches.size(); ++b) {
-      dedup_sharded(shards, stream.batches[b], clocks[b]);
-      for (const WindowShard& shard : shards) {
-        for (const std::uint64_t blocks : shard.filter_blocks())
-          largest = std::max(largest, blocks);
-      }
-    }
-    if (max_keys != 0) {
-      EXPECT_LE(largest, bound / shardable.block_multiple * shardable.block_multiple);
-      EXPECT_GT(largest, shardable.generation.num_blocks);
-    } else {
-      EXPECT_GT(largest, bound);
-    }
-  }
-}
-
 }  // namespace
 }  // namespace bulkbloom

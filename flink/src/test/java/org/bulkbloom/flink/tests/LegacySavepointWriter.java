@@ -5,10 +5,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.TreeSet;
-import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.atomic.AtomicLong;
-import org.apache.flink.api.common.functions.MapFunction;
-import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -23,21 +19,8 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * DIR.
  */
 public final class LegacySavepointWriter {
-  private static final ConcurrentLinkedQueue<Long> KEPT = new ConcurrentLinkedQueue<>();
-  private static final AtomicLong LAST_ID = new AtomicLong(-1);
 
   private LegacySavepointWriter() {}
-
-  static final class Collect implements MapFunction<Tuple3<String, Long, Long>, Long> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public Long map(Tuple3<String, Long, Long> r) {
-      KEPT.add(r.f2);
-      LAST_ID.accumulateAndGet(r.f2, Math::max);
-      return r.f2;
-    }
-  }
 
   public static void main(String[] args) throws Exception {
     final Path dir = Files.createDirectories(Path.of(args[0]));
@@ -46,11 +29,11 @@ public final class LegacySavepointWriter {
     Records.dedup()
         .apply(Records.source(env, 5_000).uid("records"))
         .uid("dedup")
-        .map(new Collect())
+        .map(new KeptIds())
         .uid("collect")
         .sinkTo(new DiscardingSink<>());
     final JobClient job = env.executeAsync("legacy savepoint");
-    while (LAST_ID.get() < 6_000) {
+    while (KeptIds.LAST_ID.get() < 6_000) {
       Thread.sleep(5);
     }
     final Path savepoints = dir.resolve("savepoints");
@@ -62,10 +45,10 @@ public final class LegacySavepointWriter {
     try (PrintWriter out =
         new PrintWriter(
             Files.newBufferedWriter(dir.resolve("kept-before.txt"), StandardCharsets.UTF_8))) {
-      for (long id : new TreeSet<>(KEPT)) {
+      for (long id : new TreeSet<>(KeptIds.KEPT)) {
         out.print(id + "\n");
       }
     }
-    System.out.println("savepoint after record " + LAST_ID.get() + " in " + dir);
+    System.out.println("savepoint after record " + KeptIds.LAST_ID.get() + " in " + dir);
   }
 }

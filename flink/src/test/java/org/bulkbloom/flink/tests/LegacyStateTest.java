@@ -4,8 +4,6 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.TreeSet;
-import java.util.concurrent.ConcurrentLinkedQueue;
-import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.RestartStrategyOptions;
@@ -24,19 +22,8 @@ import org.bulkbloom.flink.BloomDedup;
  * fixture folder.
  */
 public final class LegacyStateTest {
-  private static final ConcurrentLinkedQueue<Long> KEPT = new ConcurrentLinkedQueue<>();
 
   private LegacyStateTest() {}
-
-  static final class Collect implements MapFunction<Tuple3<String, Long, Long>, Long> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public Long map(Tuple3<String, Long, Long> r) {
-      KEPT.add(r.f2);
-      return r.f2;
-    }
-  }
 
   private static void resume(BloomDedup<Tuple3<String, Long, Long>> dedup, Path savepoint)
       throws Exception {
@@ -48,7 +35,7 @@ public final class LegacyStateTest {
     dedup
         .apply(Records.source(env, 0).uid("records"))
         .uid("dedup")
-        .map(new Collect())
+        .map(new KeptIds())
         .uid("collect")
         .sinkTo(new DiscardingSink<>());
     env.execute("legacy state");
@@ -70,10 +57,10 @@ public final class LegacyStateTest {
       System.out.println("refused: " + message);
     }
 
-    KEPT.clear();
+    KeptIds.KEPT.clear();
     resume(Records.dedup().fixedSizeShards(), fixture.resolve("savepoint"));
-    final TreeSet<Long> kept = new TreeSet<>(KEPT);
-    Records.check(kept.size() == KEPT.size(), "a record was kept twice after the restore");
+    final TreeSet<Long> kept = new TreeSet<>(KeptIds.KEPT);
+    Records.check(kept.size() == KeptIds.KEPT.size(), "a record was kept twice after the restore");
     final TreeSet<Long> before = new TreeSet<>();
     for (String line :
         Files.readAllLines(fixture.resolve("kept-before.txt"), StandardCharsets.UTF_8)) {
