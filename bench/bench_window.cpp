@@ -198,9 +198,9 @@ void BM_WindowShardLookup(benchmark::State& state) {
   const std::vector<std::uint64_t> blocks = shard.filter_blocks();
   std::string sizes;
   for (const std::uint64_t b : blocks) sizes += (sizes.empty() ? "" : ",") + std::to_string(b);
-  state.counters["ns_per_key_and_filter"] = benchmark::Counter(
-      double(absent.size()) * double(blocks.size()) * double(state.iterations()),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_key_and_filter"] =
+      benchmark::Counter(double(absent.size()) * double(blocks.size()) * double(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["KiB"] = double(shard.memory_bytes()) / 1024;
   state.SetLabel(shard.implementation() + "; whole blocks per filter " + sizes);
 }
