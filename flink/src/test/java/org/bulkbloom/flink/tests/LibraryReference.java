@@ -10,7 +10,10 @@ import org.bulkbloom.jni.NativeWindowShards;
  * one's clock, in batches of an odd size, every shard moved to the clock after each batch.
  */
 final class LibraryReference {
-  /** The window options of the operator under test, in clock units. */
+  /**
+   * The window options of the operator under test, in clock units; a generation budget of 0 bounds
+   * nothing ({@link NativeWindowShards#generationBudget}).
+   */
   record Window(
       long window,
       int generations,
@@ -19,18 +22,7 @@ final class LibraryReference {
       long maxCapacity,
       int shards,
       boolean sized,
-      long generationBudget) {
-    Window(
-        long window,
-        int generations,
-        double fpr,
-        long capacity,
-        long maxCapacity,
-        int shards,
-        boolean sized) {
-      this(window, generations, fpr, capacity, maxCapacity, shards, sized, 0);
-    }
-  }
+      long generationBudget) {}
 
   /** What a run kept, the most bytes its shards held after a batch, and its sizing counts. */
   record Run(TreeSet<Long> kept, long peakBytes, long overfull, long capped) {}

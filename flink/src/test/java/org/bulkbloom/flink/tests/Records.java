@@ -83,7 +83,7 @@ final class Records {
     }
     return LibraryReference.keptBytes(
         new LibraryReference.Window(
-            WINDOW.toSeconds(), GENERATIONS, FPR, CAPACITY, 0, shards, sized),
+            WINDOW.toSeconds(), GENERATIONS, FPR, CAPACITY, 0, shards, sized, 0),
         keys,
         times);
   }

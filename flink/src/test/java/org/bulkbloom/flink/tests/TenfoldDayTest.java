@@ -75,10 +75,10 @@ public final class TenfoldDayTest {
     final long window = Duration.ofHours(36).toSeconds();
     final TreeSet<Long> library =
         LibraryReference.keptLongs(
-            new LibraryReference.Window(window, 4, FPR, CAPACITY, 0, SHARDS, true), keys, times);
+            new LibraryReference.Window(window, 4, FPR, CAPACITY, 0, SHARDS, true, 0), keys, times);
     final TreeSet<Long> fixed =
         LibraryReference.keptLongs(
-            new LibraryReference.Window(window, 4, FPR, CAPACITY, 0, SHARDS, false), keys, times);
+            new LibraryReference.Window(window, 4, FPR, CAPACITY, 0, SHARDS, false, 0), keys, times);
 
     final TreeSet<Long> kept = run(new Configuration());
     System.out.println(
