@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -28,6 +29,7 @@ namespace {
 
 using bulkbloom::WindowConfig;
 using bulkbloom::WindowShard;
+using bulkbloom::WindowSizing;
 
 // A pending Java exception, thrown from C++ code that holds no JNI resources when it unwinds.
 struct JavaException {
@@ -88,7 +90,7 @@ class Pinned {
 };
 
 WindowConfig window_config(jlong window, jlong lateness, jint generations, jdouble fpr,
-                           jlong capacity, jlong seed) {
+                           jlong capacity, jlong seed, jint num_shards, jboolean sized) {
   if (window <= 0) {
     throw std::invalid_argument("window length " + std::to_string(window) +
                                 " is out of range: expected at least 1 clock unit");
@@ -113,13 +115,44 @@ WindowConfig window_config(jlong window, jlong lateness, jint generations, jdoub
       static_cast<std::uint64_t>(window), fpr, static_cast<std::uint32_t>(generations),
       static_cast<std::uint64_t>(lateness));
   config.generation.seed = static_cast<std::uint64_t>(seed);
+  // Sized shards: every generation's block count a multiple of S, so that one routing (on the
+  // configured layout) serves every size (docs/WINDOW.md "Sizing shards").
+  if (sized && num_shards >= 1)
+    config = config.shardable_by(static_cast<std::uint32_t>(num_shards));
   return config;
+}
+
+// Records within one window length as keys of one generation, as the command line's --capacity
+// becomes WindowSizing::min_keys: spread over the window, times a period.
+std::uint64_t generation_keys(const WindowConfig& config, jlong records) {
+  return static_cast<std::uint64_t>(
+      std::ceil(static_cast<double>(records) / static_cast<double>(config.window) *
+                static_cast<double>(config.period())));
+}
+
+// A shard's own records between two looks at whether its newest generation must grow: a
+// sixteenth of its share of the configured generation's keys, so that a look comes before the
+// generation is much past half full; at least 16 records.
+std::uint64_t growth_check_interval(std::uint64_t min_keys, std::uint32_t num_shards) {
+  return std::max<std::uint64_t>(16, min_keys / num_shards / 16);
 }
 
 // The window shards of one subtask.
 struct ShardSet {
   WindowConfig config;
-  std::uint32_t num_shards;
+  std::uint32_t num_shards = 1;
+  // Whether the shards size per period (else every generation keeps the configured size).
+  bool sized = false;
+  // What every held shard that sizes per period is given (set_sizing): the keys of the
+  // configured capacity at least, at most the user's bound and what the memory budget holds.
+  WindowSizing sizing;
+  std::uint64_t user_max_keys = 0;  // 0: no bound
+  // Bytes one shard's generation may take, all its filters together (0: no bound).
+  std::uint64_t generation_budget = 0;
+  std::uint64_t check_interval = 16;
+  // Growths refused for want of room, each (shard, period) counted once.
+  std::uint64_t capped = 0;
+  std::map<std::uint32_t, std::int64_t> capped_period;
   std::map<std::uint32_t, WindowShard> shards;
 
   WindowShard& owned(std::uint32_t shard) {
@@ -157,6 +190,82 @@ std::uint32_t shard_number(const ShardSet& set, jint shard) {
   return static_cast<std::uint32_t>(shard);
 }
 
+bool sizes_per_period(const ShardSet& set, const WindowShard& shard) {
+  return set.sized && shard.sizes_per_period();
+}
+
+void apply_sizing(const ShardSet& set, WindowShard& shard) {
+  if (sizes_per_period(set, shard)) shard.set_sizing(set.sizing);
+}
+
+// Keys of one shard's generation of at most `bytes` bytes, all its filters together.
+std::uint64_t keys_within_bytes(const ShardSet& set, std::uint64_t bytes) {
+  const bulkbloom::Layout& layout = set.config.generation;
+  const std::uint64_t block_bytes = layout.size_bytes() / layout.num_blocks;
+  // A shard holds 1/S of every generation's blocks.
+  const std::uint64_t whole_blocks =
+      std::min<std::uint64_t>(bytes / block_bytes, bulkbloom::Layout::kMaxBlocks / set.num_shards) *
+      set.num_shards;
+  return set.config.keys_within(whole_blocks);
+}
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+  return a / b - (a % b != 0 && (a < 0) != (b < 0) ? 1 : 0);
+}
+
+// No period brings more than this many times the keys it has brought so far (a share of the
+// period elapsed below it counts as it): a stream that starts a period with a burst grows in
+// steps of at most this, and the look at half full catches the next.
+constexpr double kLeastElapsed = 1.0 / 8;
+// A generation grows when its period is projected this far past its size, to this much past the
+// projection: noise in a steady stream does not make it grow, and one step covers a jump.
+constexpr double kGrowthTrigger = 1.25;
+constexpr double kGrowthHeadroom = 1.25;
+// The filter that takes over a period runs at the rate its sealed filters leave, a little below
+// the generation's, and so needs a little more room than the generation's rate gives.
+constexpr double kRoomForRate = 0.9;
+
+// Sizing per period sizes a generation from the periods before it; a stream whose keys jump
+// within a period (a day bringing 10x the keys of the one before) would overfill it. So when the
+// newest generation is half full and its period is projected (its keys so far over the share of
+// the period elapsed) past its size, a larger filter takes the rest of the period
+// (WindowedFilter::set_sizing seals the full one). Looked at every check_interval of the shard's
+// own records, so decisions depend on the records alone, never on how they were batched. Growth
+// stops at the user's bound and at the generation budget; a refusal is counted once a period.
+void grow_if_due(ShardSet& set, std::uint32_t index, WindowShard& shard) {
+  const std::uint64_t capacity = shard.generation_capacity(0);
+  // The whole window's keys, as a shard without the others' counts takes them: its own times S.
+  const double keys = static_cast<double>(shard.generation_keys(0)) * set.num_shards;
+  if (capacity == 0 || 2 * keys < static_cast<double>(capacity)) return;
+  const auto period = static_cast<std::int64_t>(set.config.period());
+  const std::int64_t clock = shard.clock_time().value_or(0);
+  const std::int64_t now = floor_div(clock, period);
+  const std::int64_t into = clock - now * period;
+  const double elapsed =
+      std::max(static_cast<double>(into) / static_cast<double>(period), kLeastElapsed);
+  const double projected = keys / elapsed;
+  if (projected <= kGrowthTrigger * static_cast<double>(capacity)) return;
+  auto target = static_cast<std::uint64_t>(std::min(kGrowthHeadroom * projected, 0x1p62));
+  std::uint64_t bound = set.user_max_keys == 0 ? target : set.user_max_keys;
+  if (set.generation_budget != 0) {
+    const std::uint64_t used = shard.generation_memory(0);
+    const std::uint64_t room = used < set.generation_budget ? set.generation_budget - used : 0;
+    bound = std::min(bound, keys_within_bytes(set, static_cast<std::uint64_t>(
+                                                       kRoomForRate * static_cast<double>(room))));
+  }
+  if (target > bound) {
+    auto [it, first] = set.capped_period.try_emplace(index, now);
+    if (first || it->second != now) {
+      it->second = now;
+      ++set.capped;
+    }
+    target = bound;
+  }
+  if (target <= capacity) return;
+  shard.set_sizing({target, set.sizing.max_keys});
+  shard.set_sizing(set.sizing);
+}
+
 // Dedups records i in [0, n) in order, each against its own shard: records of one shard keep
 // their order, and shards never interact, so this is each shard's sequential answer.
 template <typename Key>
@@ -182,10 +291,23 @@ jint dedup(ShardSet& set, std::span<const Key> keys, const jint* shards,
       run_clocks.push_back(clocks[order[end]]);
     }
     run_flags.resize(run_keys.size());
-    fresh += static_cast<jint>(set.owned(static_cast<std::uint32_t>(shard))
-                                   .insert_if_absent(std::span<const Key>(run_keys),
-                                                     std::span<const std::int64_t>(run_clocks),
-                                                     std::span<std::uint8_t>(run_flags)));
+    const auto index = static_cast<std::uint32_t>(shard);
+    WindowShard& target = set.owned(index);
+    const bool sized = sizes_per_period(set, target);
+    for (std::size_t at = 0; at < run_keys.size();) {
+      // Pieces end where the shard's own record count reaches a multiple of the check interval.
+      std::size_t length = run_keys.size() - at;
+      if (sized) {
+        const std::uint64_t due = set.check_interval - target.records_seen() % set.check_interval;
+        length = static_cast<std::size_t>(std::min<std::uint64_t>(length, due));
+      }
+      fresh += static_cast<jint>(
+          target.insert_if_absent(std::span<const Key>(run_keys).subspan(at, length),
+                                  std::span<const std::int64_t>(run_clocks).subspan(at, length),
+                                  std::span<std::uint8_t>(run_flags).subspan(at, length)));
+      if (sized && target.records_seen() % set.check_interval == 0) grow_if_due(set, index, target);
+      at += length;
+    }
     for (std::size_t j = begin; j < end; ++j)
       is_new[order[j]] = static_cast<jbyte>(run_flags[j - begin]);
     begin = end;
@@ -204,6 +326,21 @@ void check_batch(std::size_t n, std::size_t shards, std::size_t clocks, std::siz
 void check_same_window(const ShardSet& set, const WindowShard& loaded, std::uint32_t index,
                        const std::string& source) {
   const WindowConfig& got = loaded.config();
+  if (got.block_multiple != set.config.block_multiple) {
+    // Made with and without sizing per period, the same options round the layout to different
+    // block multiples and so route keys differently: the state needs its own.
+    throw std::invalid_argument(
+        source + " holds " +
+        (set.sized ? "fixed-size shards (" + got.describe() +
+                         "), as operators before sizing per period wrote them, but this "
+                         "operator sizes its shards per period (" +
+                         set.config.describe() +
+                         "): restore it with BloomDedup.fixedSizeShards(), which keeps the "
+                         "state's layout and routing"
+                   : "shards sized per period (" + got.describe() +
+                         "), but this operator keeps fixed-size shards (" +
+                         set.config.describe() + "): restore it without fixedSizeShards()"));
+  }
   if (got.clock != set.config.clock || got.window != set.config.window ||
       got.generations != set.config.generations || got.lateness != set.config.lateness ||
       got.generation != set.config.generation || loaded.num_shards() != set.num_shards ||
@@ -253,9 +390,10 @@ extern "C" {
 
 JNIEXPORT jstring JNICALL Java_org_bulkbloom_jni_NativeWindowShards_sizeWindow(
     JNIEnv* env, jclass, jlong window, jlong lateness, jint generations, jdouble fpr,
-    jlong capacity, jlong seed, jlongArray layout_out) {
+    jlong capacity, jlong seed, jint num_shards, jboolean sized, jlongArray layout_out) {
   return guarded<jstring>(env, nullptr, [&]() -> jstring {
-    const WindowConfig config = window_config(window, lateness, generations, fpr, capacity, seed);
+    const WindowConfig config =
+        window_config(window, lateness, generations, fpr, capacity, seed, num_shards, sized);
     const jlong layout[] = {static_cast<jlong>(config.generation.num_blocks),
                             static_cast<jlong>(config.generation.index),
                             static_cast<jlong>(config.memory_bytes()),
@@ -270,11 +408,21 @@ JNIEXPORT jstring JNICALL Java_org_bulkbloom_jni_NativeWindowShards_sizeWindow(
 
 JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_create(
     JNIEnv* env, jclass, jlong window, jlong lateness, jint generations, jdouble fpr,
-    jlong capacity, jlong seed, jint num_shards) {
+    jlong capacity, jlong seed, jint num_shards, jboolean sized, jlong max_capacity) {
   return guarded<jlong>(env, 0, [&] {
-    const WindowConfig config = window_config(window, lateness, generations, fpr, capacity, seed);
+    const WindowConfig config =
+        window_config(window, lateness, generations, fpr, capacity, seed, num_shards, sized);
     check_routing_layout(config.generation, num_shards);
-    auto* set = new ShardSet{config, static_cast<std::uint32_t>(num_shards), {}};
+    auto* set = new ShardSet{};
+    set->config = config;
+    set->num_shards = static_cast<std::uint32_t>(num_shards);
+    set->sized = sized == JNI_TRUE;
+    set->sizing.min_keys = generation_keys(config, capacity);
+    if (max_capacity > 0) {
+      set->user_max_keys = std::max(set->sizing.min_keys, generation_keys(config, max_capacity));
+    }
+    set->sizing.max_keys = set->user_max_keys;
+    set->check_interval = growth_check_interval(set->sizing.min_keys, set->num_shards);
     ++live_sets;
     return reinterpret_cast<jlong>(set);
   });
@@ -296,8 +444,9 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_addEmpty(JNIEnv
   guarded<int>(env, 0, [&] {
     ShardSet& set = shard_set(handle);
     const std::uint32_t index = shard_number(set, shard);
-    set.shards.insert_or_assign(index,
-                                WindowShard(set.config, index, set.num_shards, cpu_options()));
+    WindowShard shard(set.config, index, set.num_shards, cpu_options());
+    apply_sizing(set, shard);
+    set.shards.insert_or_assign(index, std::move(shard));
     return 0;
   });
 }
@@ -312,6 +461,7 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_load(JNIEnv* en
     const std::string source = "the checkpointed state of shard " + std::to_string(index);
     WindowShard loaded = bulkbloom::load_window_shard(image, nullptr, cpu_options(), source);
     check_same_window(set, loaded, index, source);
+    apply_sizing(set, loaded);
     set.shards.insert_or_assign(index, std::move(loaded));
     return 0;
   });
@@ -423,6 +573,50 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_stats(JNIEnv* e
     const double stats[] = {bytes, blocks, blocks > 0 ? fpr / blocks : 0.0,
                             bits > 0 ? set_bits / bits : 0.0};
     env->SetDoubleArrayRegion(out, 0, 4, stats);
+    return 0;
+  });
+}
+
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_generationBudget(JNIEnv* env,
+                                                                                  jclass,
+                                                                                  jlong handle,
+                                                                                  jlong bytes) {
+  guarded<int>(env, 0, [&] {
+    ShardSet& set = shard_set(handle);
+    if (!set.sized) return 0;
+    std::uint64_t max_keys = set.user_max_keys;
+    if (bytes > 0) {
+      const std::uint64_t fits = keys_within_bytes(set, static_cast<std::uint64_t>(bytes));
+      if (fits < set.sizing.min_keys) {
+        throw std::invalid_argument(
+            "bulkbloom: a generation of one shard may take " + std::to_string(bytes) +
+            " bytes, which holds " + std::to_string(fits) + " keys of the whole window, fewer " +
+            "than the " + std::to_string(set.sizing.min_keys) + " the capacity gives each");
+      }
+      max_keys = max_keys == 0 ? fits : std::min(max_keys, fits);
+    }
+    set.generation_budget = bytes > 0 ? static_cast<std::uint64_t>(bytes) : 0;
+    set.sizing.max_keys = max_keys;
+    for (auto& [index, shard] : set.shards) apply_sizing(set, shard);
+    return 0;
+  });
+}
+
+// {bytes of the held shards, their generations found over their size, growths refused for want
+// of room}: what the operator reserves and reports, without reading a bit.
+JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_sizingStats(JNIEnv* env, jclass,
+                                                                             jlong handle,
+                                                                             jlongArray out) {
+  guarded<int>(env, 0, [&] {
+    const ShardSet& set = shard_set(handle);
+    std::uint64_t bytes = 0, overfull = 0;
+    for (const auto& [index, shard] : set.shards) {
+      bytes += shard.memory_bytes();
+      overfull += shard.overfull_generations();
+    }
+    const jlong stats[] = {static_cast<jlong>(bytes), static_cast<jlong>(overfull),
+                           static_cast<jlong>(set.capped)};
+    env->SetLongArrayRegion(out, 0, 3, stats);
     return 0;
   });
 }
@@ -602,6 +796,7 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv*
     WindowShard restored =
         bulkbloom::restore_window_shard(meta, fill, nullptr, cpu_options(), what);
     check_same_window(set, restored, index, what);
+    apply_sizing(set, restored);
     set.shards.insert_or_assign(index, std::move(restored));
     return 0;
   });

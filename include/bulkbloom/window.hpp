@@ -68,6 +68,11 @@ struct WindowConfig {
   /// Modelled false-positive rate of the whole window when each generation holds
   /// `keys_per_generation` distinct keys: 1 − (1 − fpr_g)^G.
   double expected_fpr(std::uint64_t keys_per_generation) const;
+  /// The most keys a generation of at most `blocks` blocks (rounded down to the block multiple)
+  /// holds at generation_fpr(): as WindowSizing::max_keys it keeps every generation a rotation
+  /// starts within `blocks` (a bound for memory). 0 when not even one key fits there or the
+  /// promise is not known.
+  std::uint64_t keys_within(std::uint64_t blocks) const;
 
   /// Throws std::invalid_argument naming the bad field and its limit.
   void validate() const;
@@ -175,6 +180,8 @@ class WindowedFilter {
   /// Keys the filter now taking generation `age`'s keys is sized for, so that its period stays
   /// at config().generation_fpr(); 0 when the promise is not known.
   std::uint64_t generation_capacity(std::uint32_t age) const;
+  /// Bytes of generation `age`'s filters, the sealed ones included.
+  std::uint64_t generation_memory(std::uint32_t age) const;
   /// Bytes of all generations as they are now.
   std::uint64_t memory_bytes() const;
   /// False-positive rate of the window as it is now: 1 − Π(1 − current_fpr of each generation).

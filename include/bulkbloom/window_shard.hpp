@@ -141,6 +141,15 @@ class WindowShard {
   /// False-positive rate of the shard's blocks as they are now: 1 − Π(1 − current_fpr of each
   /// generation). A key's FPR is that of its shard.
   double current_fpr() const;
+  /// Keys of the shard's own that generation `age` took in its period, in all its filters.
+  std::uint64_t generation_keys(std::uint32_t age) const { return local_.generation_keys(age); }
+  /// Keys, the whole window's, that the filter now taking generation `age`'s keys is sized for
+  /// (WindowedFilter::generation_capacity()).
+  std::uint64_t generation_capacity(std::uint32_t age) const {
+    return local_.generation_capacity(age);
+  }
+  /// Bytes of the shard's blocks of generation `age`, its sealed filters included.
+  std::uint64_t generation_memory(std::uint32_t age) const { return local_.generation_memory(age); }
 
   /// WindowedFilter::set_sizing() in the whole window's keys: give every shard what the single
   /// window would be given. Changes nothing unless sizes_per_period().

@@ -292,6 +292,15 @@ std::uint64_t capacity_at(const Layout& layout, double fpr) {
 
 }  // namespace
 
+std::uint64_t WindowConfig::keys_within(std::uint64_t blocks) const {
+  Layout bounded = generation;
+  bounded.num_blocks = blocks / block_multiple * block_multiple;
+  if (bounded.num_blocks == 0) return 0;
+  // Any count of keys up to it is sized (Layout::for_capacity) at no more blocks than `bounded`
+  // has, and rounding up to the block multiple stays within them.
+  return capacity_at(bounded, generation_fpr());
+}
+
 WindowConfig WindowConfig::for_records(std::uint64_t window_records, double fpr,
                                        std::uint32_t generations) {
   WindowConfig config;
@@ -467,6 +476,13 @@ std::uint64_t WindowedFilter::generation_keys(std::uint32_t age) const {
 
 std::uint64_t WindowedFilter::generation_capacity(std::uint32_t age) const {
   return capacity_[slot_of(age)];
+}
+
+std::uint64_t WindowedFilter::generation_memory(std::uint32_t age) const {
+  const std::uint64_t slot = slot_of(age);
+  std::uint64_t bytes = ring_[slot].layout().size_bytes();
+  for (const SealedPart& part : sealed_[slot]) bytes += part.filter.layout().size_bytes();
+  return bytes;
 }
 
 std::uint64_t WindowedFilter::memory_bytes() const {

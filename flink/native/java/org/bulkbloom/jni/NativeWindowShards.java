@@ -7,6 +7,14 @@ import java.lang.ref.Cleaner;
  * native memory. Event-time windows sized as the command line's {@code dedup --window T
  * --capacity N} sizes them; each call is one bulk native call over Java arrays.
  *
+ * <p>Sized shards ({@code sized}) size each generation per period (docs/WINDOW.md "Sizing
+ * shards"): the configured layout is rounded up to a multiple of S blocks ({@code
+ * WindowConfig::shardable_by}), each shard sizes from its own keys times S, at least for the
+ * capacity and at most for the max capacity and the {@link #generationBudget}, and a generation
+ * whose period is projected past its size at half full grows within the period. Decisions depend
+ * only on each shard's records and clocks, never on how they are batched. Fixed-size shards keep
+ * the configured layout, as this class did before.
+ *
  * <p>Not safe for concurrent use. {@link #close()} frees the native memory at once; a Cleaner frees
  * it when an unclosed instance becomes unreachable.
  */
@@ -127,8 +135,10 @@ public final class NativeWindowShards implements AutoCloseable {
   private final Cleaner.Cleanable cleanable;
 
   /**
-   * Holds no shard yet. Throws IllegalArgumentException with the library's message for a bad
-   * configuration or a shard count outside [1, blocks].
+   * Holds no shard yet: {@code numShards} shards of the window, sized per period when {@code
+   * sized}, for at most {@code maxCapacity} records per window length (0: no bound). Throws
+   * IllegalArgumentException with the library's message for a bad configuration or a shard count
+   * outside [1, blocks].
    */
   public NativeWindowShards(
       long window,
@@ -137,20 +147,35 @@ public final class NativeWindowShards implements AutoCloseable {
       double fpr,
       long capacity,
       long seed,
-      int numShards) {
-    handle = new Handle(create(window, lateness, generations, fpr, capacity, seed, numShards));
+      int numShards,
+      boolean sized,
+      long maxCapacity) {
+    handle =
+        new Handle(
+            create(
+                window, lateness, generations, fpr, capacity, seed, numShards, sized,
+                maxCapacity));
     cleanable = CLEANER.register(this, handle);
   }
 
   /**
    * The layout {@code WindowConfig::for_event_time(capacity / window, window, fpr, generations,
-   * lateness)} gives, with the seed. Throws IllegalArgumentException naming a bad value.
+   * lateness)} gives, with the seed, and when {@code sized} made shardable by {@code numShards}.
+   * Throws IllegalArgumentException naming a bad value.
    */
   public static Sizing size(
-      long window, long lateness, int generations, double fpr, long capacity, long seed) {
+      long window,
+      long lateness,
+      int generations,
+      double fpr,
+      long capacity,
+      long seed,
+      int numShards,
+      boolean sized) {
     final long[] layout = new long[4];
     final String description =
-        sizeWindow(window, lateness, generations, fpr, capacity, seed, layout);
+        sizeWindow(
+            window, lateness, generations, fpr, capacity, seed, numShards, sized, layout);
     return new Sizing(layout, description);
   }
 
@@ -253,6 +278,26 @@ public final class NativeWindowShards implements AutoCloseable {
     return out;
   }
 
+  /**
+   * Bounds each generation of each held shard (all its filters together) to {@code bytes}, so
+   * that the held shards never take more than G times that; 0 lifts the bound. Sized shards only.
+   * Throws IllegalArgumentException when the bound does not hold the capacity's keys.
+   */
+  public void generationBudget(long bytes) {
+    generationBudget(address(), bytes);
+  }
+
+  /**
+   * {bytes of the held shards, their generations found over their size since they were made or
+   * loaded, growths refused since this instance was made (the max capacity or the generation
+   * budget)}. Reads no bit.
+   */
+  public long[] sizingStats() {
+    final long[] out = new long[3];
+    sizingStats(address(), out);
+    return out;
+  }
+
   /** The library's own shard_of() for {@code long} keys (for checking routing). */
   public int[] shardOf(long[] keys) {
     final int[] out = new int[keys.length];
@@ -285,6 +330,8 @@ public final class NativeWindowShards implements AutoCloseable {
       double fpr,
       long capacity,
       long seed,
+      int numShards,
+      boolean sized,
       long[] layoutOut);
 
   private static native long create(
@@ -294,7 +341,9 @@ public final class NativeWindowShards implements AutoCloseable {
       double fpr,
       long capacity,
       long seed,
-      int numShards);
+      int numShards,
+      boolean sized,
+      long maxCapacity);
 
   private static native void free(long handle);
 
@@ -330,6 +379,10 @@ public final class NativeWindowShards implements AutoCloseable {
   private static native long clock(long handle);
 
   private static native void stats(long handle, double[] out);
+
+  private static native void generationBudget(long handle, long bytes);
+
+  private static native void sizingStats(long handle, long[] out);
 
   private static native void shardOfLongs(long handle, long[] keys, int[] out);
 

@@ -50,15 +50,34 @@ import org.bulkbloom.jni.NativeWindowShards;
  * keep its promise for it. A refused record is neither emitted nor inserted nor moves the clock; it
  * goes to the side output {@link #refused}, as a {@link Refused} with its reason, and is counted.
  *
+ * <p>Sizing: each generation of each shard is sized per period (docs/WINDOW.md "Sizing per
+ * period" and "Sizing shards"): for the most keys a generation of the shard took in its period,
+ * times S, at least for {@link #capacity} and at most for {@link #maxCapacity}, every block count
+ * a multiple of S so that one routing serves every size. A generation whose period is projected
+ * past its size once it is half full (a day bringing 10x the keys of the one before) grows within
+ * the period: a larger filter takes the rest of it. So the promised rate holds when the stream
+ * grows; a generation that still goes over its size is counted. {@link #fixedSizeShards()} keeps
+ * every generation at the configured size, as operators before this sizing did: their checkpoints
+ * and savepoints restore only with it.
+ *
  * <p>Metrics, in the operator's group {@code bulkbloom}: the counters {@code kept} (emitted),
  * {@code dropped} (repeats and false positives), {@code refused} (on the side output: {@code
- * missingTime} + {@code future} + {@code late}), and the gauges {@code stateBytes}, {@code fill}
- * and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of the
- * task's time.
+ * missingTime} + {@code future} + {@code late}), {@code overfullGenerations} (generations of the
+ * held shards that took more keys than they are sized for: until they leave the window the rate
+ * is past its promise) and {@code cappedGenerations} (generations that could not grow as their
+ * period asked, for the max capacity or the managed memory); the gauges {@code stateBytes}, {@code
+ * fill} and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of
+ * the task's time, {@code promisedFpr} (the configured rate, the promise {@code currentFpr} is
+ * measured against) and {@code reservedBytes} (managed memory held).
  *
  * <p>Memory: the window's bytes are declared as the operator's managed memory (Flink's {@code
  * OPERATOR} use case), and each subtask reserves its shards' bytes from its slot when it starts,
- * failing with a message naming both sizes when they do not fit.
+ * failing with a message naming both sizes when they do not fit. Sized shards grow within the
+ * subtask's share of the slot's managed memory: each generation of each held shard may take a
+ * G-th of the shard's part of it, all its filters together, so the held shards never take more
+ * than the share; the reservation follows their bytes. A generation that would grow past that is
+ * held at it and counted in {@code cappedGenerations}, with a warning in the log the first time:
+ * the rate is then past its promise while its period brings more keys.
  *
  * <p>The JNI library comes inside the operator jar: see {@link
  * org.bulkbloom.jni.BulkbloomNative}.
@@ -99,6 +118,8 @@ public final class BloomDedup<T> implements Serializable {
   int generations = 4;
   double fpr = 0.001;
   long capacity;
+  long maxCapacity;
+  boolean sized = true;
   long seed;
   int shards = DEFAULT_SHARDS;
   int batchSize = 4096;
@@ -181,6 +202,26 @@ public final class BloomDedup<T> implements Serializable {
     return this;
   }
 
+  /**
+   * Records within one window length that a generation is sized for at most, however many its
+   * period brings (default: no bound but the managed memory). At least {@link #capacity}.
+   */
+  public BloomDedup<T> maxCapacity(long records) {
+    this.maxCapacity = records;
+    return this;
+  }
+
+  /**
+   * Keeps every generation of every shard at the size {@link #capacity} gives, as operators
+   * before sizing per period did, with their layout and routing: the one way to restore their
+   * checkpoints and savepoints (a restore of such state without it fails naming this option). A
+   * window so made loses its promise when the stream brings more than the capacity.
+   */
+  public BloomDedup<T> fixedSizeShards() {
+    this.sized = false;
+    return this;
+  }
+
   /** The XXH64 seed of the layout (default 0). */
   public BloomDedup<T> seed(long seed) {
     this.seed = seed;
@@ -243,6 +284,11 @@ public final class BloomDedup<T> implements Serializable {
           "bulkbloom: capacity " + capacity
               + " is out of range: give the records expected within one window length (>= 1)");
     }
+    if (maxCapacity != 0 && (maxCapacity < capacity || !sized)) {
+      throw new IllegalArgumentException(
+          "bulkbloom: maxCapacity " + maxCapacity + " must be at least the capacity " + capacity
+              + (sized ? "" : ", and applies to shards sized per period (not fixedSizeShards())"));
+    }
     if (batchSize < 1) {
       throw new IllegalArgumentException("bulkbloom: batchSize " + batchSize + " must be >= 1");
     }
@@ -255,7 +301,9 @@ public final class BloomDedup<T> implements Serializable {
             generations,
             fpr,
             capacity,
-            seed);
+            seed,
+            Math.max(shards, 1),
+            sized);
     if (shards < 1
         || shards > KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
         || shards > sizing.numBlocks) {

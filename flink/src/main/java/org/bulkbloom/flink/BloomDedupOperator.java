@@ -82,8 +82,18 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   private transient Counter refused;
   private transient Counter[] refusedFor;
   private transient boolean warnedOfFutureWatermark;
-  // Managed memory reserved for the held shards, released in close().
-  private transient long reservedBytes;
+  // Managed memory reserved for the held shards (their bytes), released in close(), and this
+  // operator's share of the slot's, which sized shards grow within.
+  private transient volatile long reservedBytes;
+  private transient long shareBytes;
+  private transient Counter overfull;
+  private transient Counter capped;
+  // The native counts the counters last took (overfull since the shards were loaded; capped
+  // since the shard set was made), and whether the log has said why generations stop growing.
+  private transient long overfullSeen;
+  private transient long cappedSeen;
+  private transient boolean warnedOfCap;
+  private transient boolean warnedOfReservation;
 
   BloomDedupOperator(BloomDedup<T> spec, ShardRouting routing, OutputTag<Refused<T>> refusedTag) {
     this.spec = spec;
@@ -122,7 +132,9 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
             spec.fpr,
             spec.capacity,
             spec.seed,
-            routing.numShards());
+            routing.numShards(),
+            spec.sized,
+            spec.maxCapacity);
     final KeyGroupRange range =
         KeyGroupRangeAssignment.computeKeyGroupRangeForOperatorIndex(
             maxParallelism,
@@ -169,6 +181,88 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     }
     // Every held shard was moved to its subtask's clock before the checkpoint (see flush()).
     clock = window.clock();
+    boundGrowth(range);
+  }
+
+  /**
+   * Sized shards grow within this subtask's share of managed memory: each generation of a held
+   * shard (every shard has the same blocks) may take a G-th of the shard's part of the share, so
+   * that all of them together never take more (docs/WINDOW.md "Sizing shards"). Then reserves
+   * what the held shards hold now: restored shards may be larger than the configured size.
+   */
+  private void boundGrowth(KeyGroupRange range) {
+    final long held = range.getNumberOfKeyGroups();
+    window.generationBudget(shareBytes / held / spec.generations);
+    overfullSeen = window.sizingStats()[1];
+    final long bytes = window.sizingStats()[0];
+    if (bytes > shareBytes) {
+      throw new IllegalStateException(
+          "bulkbloom: subtask " + getRuntimeContext().getTaskInfo().getIndexOfThisSubtask()
+              + " restored shards " + range.getStartKeyGroup() + " to " + range.getEndKeyGroup()
+              + " of " + routing.numShards() + " holding " + bytes + " bytes, but its share of the"
+              + " slot's managed memory is " + shareBytes + " bytes: give the TaskManagers more"
+              + " managed memory, or restore at a higher parallelism");
+    }
+    trackMemory(bytes);
+  }
+
+  /**
+   * Moves the reservation to the held shards' {@code bytes}. Sized shards stay within the share
+   * by their budget, so the slot refuses only when another consumer holds more than its share;
+   * the window then runs on, and the log says so once.
+   */
+  private void trackMemory(long bytes) {
+    final MemoryManager memory = getContainingTask().getEnvironment().getMemoryManager();
+    if (bytes < reservedBytes) {
+      memory.releaseMemory(this, reservedBytes - bytes);
+      reservedBytes = bytes;
+    } else if (bytes > reservedBytes) {
+      try {
+        memory.reserveMemory(this, bytes - reservedBytes);
+        reservedBytes = bytes;
+      } catch (MemoryReservationException e) {
+        if (!warnedOfReservation) {
+          warnedOfReservation = true;
+          LOG.warn(
+              "bulkbloom: the window's shards grew to {} bytes, within this operator's share of"
+                  + " {} bytes, but the slot's managed memory has only {} bytes left: another"
+                  + " consumer of the slot holds more than its share; {} bytes stay reserved",
+              bytes,
+              shareBytes,
+              memory.availableMemory(),
+              reservedBytes);
+        }
+      }
+    }
+  }
+
+  /** Takes the native sizing counts into the metrics and the reservation after a native call. */
+  private void trackSizing() {
+    final long[] sizing = window.sizingStats();
+    trackMemory(sizing[0]);
+    if (sizing[1] > overfullSeen) {
+      overfull.inc(sizing[1] - overfullSeen);
+      overfullSeen = sizing[1];
+    }
+    if (sizing[2] > cappedSeen) {
+      capped.inc(sizing[2] - cappedSeen);
+      cappedSeen = sizing[2];
+      if (!warnedOfCap) {
+        warnedOfCap = true;
+        LOG.warn(
+            "bulkbloom: a generation of the window could not grow as its period asks, held by"
+                + " maxCapacity ({}) or by this subtask's share of managed memory ({} bytes, of"
+                + " which each generation of a held shard may take a {}th of the shard's part);"
+                + " while its period brings more keys the window's false-positive rate is past"
+                + " the promised {} (metrics cappedGenerations, overfullGenerations, currentFpr):"
+                + " give the TaskManagers more managed memory, run at a higher parallelism, or"
+                + " raise maxCapacity",
+            spec.maxCapacity == 0 ? "none" : spec.maxCapacity,
+            shareBytes,
+            spec.generations,
+            spec.fpr);
+      }
+    }
   }
 
   /**
@@ -214,6 +308,7 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
             + " .fraction; a slot's share goes to operators and the state backend by"
             + " taskmanager.memory.managed.consumer-weights), run at a higher parallelism, or size"
             + " a smaller window (capacity, fpr)";
+    shareBytes = share;
     if (bytes > share) {
       throw new IllegalStateException(
           need + "its share of the slot's managed memory is " + share + " bytes (a fraction "
@@ -251,6 +346,10 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     group.gauge("stateBytes", () -> (long) stats[0]);
     group.gauge("currentFpr", () -> stats[2]);
     group.gauge("fill", () -> stats[3]);
+    group.gauge("promisedFpr", () -> spec.fpr);
+    group.gauge("reservedBytes", () -> reservedBytes);
+    overfull = group.counter("overfullGenerations");
+    capped = group.counter("cappedGenerations");
     kept = group.counter("kept");
     dropped = group.counter("dropped");
     refused = group.counter("refused");
@@ -388,6 +487,7 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     if (clock != Long.MIN_VALUE) {
       window.advanceTo(clock);
     }
+    trackSizing();
     final long now = getProcessingTimeService().getCurrentProcessingTime();
     if (now >= nextStatsMs) {
       refreshStats();
@@ -413,6 +513,7 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
       if (mark.getTimestamp() <= futureBound()) {
         clock = Math.max(clock, Math.floorDiv(mark.getTimestamp(), unitMs));
         window.advanceTo(clock);
+        trackSizing();
       } else if (!warnedOfFutureWatermark) {
         warnedOfFutureWatermark = true;
         LOG.warn(

@@ -27,14 +27,22 @@ public final class RoutingTest {
     int windows = 0;
     for (long capacity : new long[] {100, 12_345, 1_000_000}) {
       for (long seed : new long[] {0, 7, -1}) {
-        final NativeWindowShards.Sizing sizing = NativeWindowShards.size(3600, 60, 4, 0.01, capacity, seed);
-        check(sizing.blockIndex == 0, "a small window should use high32: " + sizing.description);
-        for (int shards : new int[] {1, 2, 3, 7, (int) Math.min(sizing.numBlocks, 128), (int) sizing.numBlocks}) {
+        final long fixedBlocks = NativeWindowShards.size(3600, 60, 4, 0.01, capacity, seed, 1, false).numBlocks;
+        for (int shards : new int[] {1, 2, 3, 7, (int) Math.min(fixedBlocks, 128), (int) fixedBlocks}) {
+         // Fixed-size shards route on the configured layout, sized ones on it rounded up to S.
+         for (boolean sized : new boolean[] {false, true}) {
+          final NativeWindowShards.Sizing sizing =
+              NativeWindowShards.size(3600, 60, 4, 0.01, capacity, seed, shards, sized);
+          check(sizing.blockIndex == 0, "a small window should use high32: " + sizing.description);
+          check(sized ? sizing.numBlocks % shards == 0 && sizing.numBlocks >= fixedBlocks
+                      : sizing.numBlocks == fixedBlocks,
+              "blocks " + sizing.numBlocks + " for " + shards + " shards, sized " + sized);
           if (shards > sizing.numBlocks) {
             continue;
           }
           final ShardRouting routing = new ShardRouting(sizing.numBlocks, false, seed, shards);
-          try (NativeWindowShards window = new NativeWindowShards(3600, 60, 4, 0.01, capacity, seed, shards)) {
+          try (NativeWindowShards window =
+              new NativeWindowShards(3600, 60, 4, 0.01, capacity, seed, shards, sized, 0)) {
             final long[] longs = new long[2000];
             for (int i = 0; i < longs.length; ++i) {
               longs[i] = i < 8 ? new long[] {0, 1, -1, Long.MIN_VALUE, Long.MAX_VALUE, 255, 256, 1L << 32}[i]
@@ -62,6 +70,7 @@ public final class RoutingTest {
             }
           }
           ++windows;
+         }
         }
       }
     }

@@ -36,7 +36,9 @@ public final class BadConfigTest {
     expect("generations 1 is out of range", d -> d.generations(1));
     expect("shards 0 is out of range", d -> d.shards(0));
     expect("shards 100000 is out of range", d -> d.shards(100_000));
-    expect("the blocks of each generation", d -> d.capacity(10).shards(1000));
+    // Fixed-size shards are at most the configured blocks; sized ones round the blocks up to S.
+    expect("the blocks of each generation", d -> d.capacity(10).shards(1000).fixedSizeShards());
+    expect("maxCapacity 10 must be at least the capacity", d -> d.maxCapacity(10));
     expect("lateness PT-1S must be 0 or more", d -> d.lateness(Duration.ofSeconds(-1)));
     expect("must be whole multiples of clockUnit", d -> d.window(Duration.ofMillis(1500)));
     expect("whole number of milliseconds", d -> d.clockUnit(Duration.ofNanos(10)));

@@ -1,7 +1,5 @@
 package org.bulkbloom.flink.tests;
 
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -24,10 +22,10 @@ import org.bulkbloom.flink.Refused;
 /**
  * The event-time clock's guards. Records' input with one record stamped ten years after the wall
  * clock and one a minute late inserted: both go to the side output, counted, and every other
- * decision is the command line's on the input without them (the clock did not jump, even with the
- * source's watermark ten years ahead). A source without a timestamp assigner fails the job with a
- * message saying how to fix it, or under refuseMissingTimestamps() has every record refused.
- * Arguments: the bulkbloom executable, a scratch folder.
+ * decision is that of the library's window shards on the input without them (the clock did not
+ * jump, even with the source's watermark ten years ahead). A source without a timestamp assigner
+ * fails the job with a message saying how to fix it, or under refuseMissingTimestamps() has every
+ * record refused. No arguments.
  */
 public final class ClockGuardTest {
   private static final long FUTURE_AT = 5_000;
@@ -209,8 +207,7 @@ public final class ClockGuardTest {
   }
 
   public static void main(String[] args) throws Exception {
-    final Path dir = Files.createDirectories(Path.of(args[1]));
-    final TreeSet<Long> expected = Records.cliKept(args[0], dir);
+    final TreeSet<Long> expected = Records.libraryKept(Records.SHARDS, true);
     futureAndLateRecords(expected);
     missingTimestampsFail();
     missingTimestampsRefused();

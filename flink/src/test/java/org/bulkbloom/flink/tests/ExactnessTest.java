@@ -4,15 +4,32 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.TreeSet;
+import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
+import org.bulkbloom.flink.BloomDedup;
 
 /**
- * The operator at parallelism 3 keeps exactly the records the command line's `dedup --window`
- * keeps, false drops included. Arguments: the bulkbloom executable, a scratch folder.
+ * The operator keeps exactly the records the library keeps with the same sizing, false drops
+ * included: at parallelism 3 its 8 shards sized per period those of the library's 8 window shards
+ * fed the stream in order; with one shard, and with fixed-size shards, those of the command line's
+ * `dedup --window` (a single window sizes per period as one shard does; fixed-size shards have the
+ * command line's layout). Arguments: the bulkbloom executable, a scratch folder.
  */
 public final class ExactnessTest {
   private ExactnessTest() {}
+
+  private static TreeSet<Long> run(
+      BloomDedup<Tuple3<String, Long, Long>> dedup, int parallelism) throws Exception {
+    final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+    env.setParallelism(parallelism);
+    final TreeSet<Long> kept = new TreeSet<>();
+    try (CloseableIterator<Long> ids =
+        dedup.apply(Records.source(env, 0)).map(r -> r.f2).executeAndCollect("exact")) {
+      ids.forEachRemaining(kept::add);
+    }
+    return kept;
+  }
 
   public static void main(String[] args) throws Exception {
     final Path dir = Files.createDirectories(Path.of(args[1]));
@@ -21,14 +38,18 @@ public final class ExactnessTest {
         expected.size() < Records.COUNT * 9 / 10 && expected.size() > Records.COUNT / 2,
         "the command line kept " + expected.size() + " records: the input should make it drop");
 
-    final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
-    env.setParallelism(3);
-    final TreeSet<Long> kept = new TreeSet<>();
-    try (CloseableIterator<Long> ids =
-        Records.dedup().apply(Records.source(env, 0)).map(r -> r.f2).executeAndCollect("exact")) {
-      ids.forEachRemaining(kept::add);
-    }
-    Records.checkSame(expected, kept, "parallelism 3 against the command line");
+    Records.checkSame(
+        Records.libraryKept(Records.SHARDS, true),
+        run(Records.dedup(), 3),
+        "parallelism 3, 8 shards sized per period, against the library's shards");
+    Records.checkSame(
+        expected,
+        run(Records.dedup().shards(1), 1),
+        "one shard sized per period against the command line");
+    Records.checkSame(
+        expected,
+        run(Records.dedup().fixedSizeShards(), 3),
+        "parallelism 3, 8 fixed-size shards, against the command line");
 
     // Processing time: the run takes far less than a day, so each key's first copy may pass and
     // every later one must be dropped (at most the false drops of a window sized for the run). On

@@ -27,19 +27,20 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * made (see its README).
  */
 public final class LegacyRestoreTest {
-  // The ids kept, and the largest, as RescaleTest's Collect gathers them.
-  private static final ConcurrentLinkedQueue<Long> KEPT = RescaleTest.KEPT;
-  private static final AtomicLong LAST_ID = RescaleTest.LAST_ID;
+  private static final ConcurrentLinkedQueue<Long> KEPT = KeptIds.KEPT;
+  private static final AtomicLong LAST_ID = KeptIds.LAST_ID;
 
   private LegacyRestoreTest() {}
 
   private static JobClient start(Configuration conf, int parallelism) throws Exception {
     final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(parallelism);
+    // The savepoint's shards are fixed-size, as every operator before sizing per period made them.
     Records.dedup()
+        .fixedSizeShards()
         .apply(Records.source(env, 5_000).uid("records"))
         .uid("dedup")
-        .map(new RescaleTest.Collect())
+        .map(new KeptIds())
         .uid("collect")
         .sinkTo(new DiscardingSink<>());
     return env.executeAsync("legacy savepoint at " + parallelism);

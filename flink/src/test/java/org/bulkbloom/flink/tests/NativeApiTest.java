@@ -28,14 +28,23 @@ public final class NativeApiTest {
     throw new AssertionError("no " + type.getSimpleName() + " with '" + text + "'");
   }
 
+  /** Shard {@code shard}'s bytes of an empty fixed-size window of NativeApiTest's options. */
+  private static byte[] fixedBytes(int shards, int shard) {
+    try (NativeWindowShards fixed =
+        new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards, false, 0)) {
+      fixed.addEmpty(shard);
+      return fixed.bytes(shard);
+    }
+  }
+
   public static void main(String[] args) {
     final int shards = 4;
-    try (NativeWindowShards window = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards)) {
+    try (NativeWindowShards window = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards, true, 0)) {
       for (int s = 0; s < shards; ++s) {
         window.addEmpty(s);
       }
       final double[] empty = window.stats();
-      final NativeWindowShards.Sizing sizing = NativeWindowShards.size(100, 0, 4, 0.01, 10_000, 0);
+      final NativeWindowShards.Sizing sizing = NativeWindowShards.size(100, 0, 4, 0.01, 10_000, 0, shards, true);
       Records.check(empty[0] == sizing.memoryBytes, "state bytes " + empty[0] + " != " + sizing.memoryBytes);
       Records.check(empty[2] == 0 && empty[3] == 0, "an empty window has fill and FPR 0");
 
@@ -59,7 +68,7 @@ public final class NativeApiTest {
       Records.check(window.clock() == 19, "clock " + window.clock() + ", expected 19");
 
       // Every shard's bytes load into a fresh set and give the same answers.
-      try (NativeWindowShards copy = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards)) {
+      try (NativeWindowShards copy = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards, true, 0)) {
         for (int s = 0; s < shards; ++s) {
           copy.load(s, window.bytes(s));
         }
@@ -71,7 +80,16 @@ public final class NativeApiTest {
         Records.check(copy.clock() == window.clock(), "a loaded copy has another clock");
         expect(IllegalArgumentException.class, "holds shard 1 of 4", () -> copy.load(2, window.bytes(1)));
       }
-      try (NativeWindowShards other = new NativeWindowShards(200, 0, 4, 0.01, 10_000, 0, shards)) {
+      // Fixed-size shards (the state of operators before sizing per period) restore into fixed-size
+      // shards only, and sized ones into sized ones: their layouts route keys differently.
+      try (NativeWindowShards fixed = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards, false, 0)) {
+        expect(IllegalArgumentException.class, "restore it with BloomDedup.fixedSizeShards()",
+            () -> window.load(0, fixedBytes(shards, 0)));
+        expect(IllegalArgumentException.class, "restore it without fixedSizeShards()",
+            () -> fixed.load(0, window.bytes(0)));
+        fixed.load(0, fixedBytes(shards, 0));
+      }
+      try (NativeWindowShards other = new NativeWindowShards(200, 0, 4, 0.01, 10_000, 0, shards, true, 0)) {
         expect(IllegalArgumentException.class, "restore with the configuration",
             () -> other.load(0, window.bytes(0)));
         expect(IllegalStateException.class, "is not held by this subtask",
@@ -88,6 +106,6 @@ public final class NativeApiTest {
       expect(IllegalStateException.class, "closed", () -> window.advanceTo(5));
     }
     expect(IllegalArgumentException.class, "shard count 9 is out of range",
-        () -> new NativeWindowShards(100, 0, 4, 0.01, 100, 0, 9).close());
+        () -> new NativeWindowShards(100, 0, 4, 0.01, 100, 0, 9, false, 0).close());
   }
 }

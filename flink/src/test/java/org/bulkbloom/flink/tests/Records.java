@@ -82,6 +82,25 @@ final class Records {
     return readKept(output);
   }
 
+  /**
+   * The ids the library's window shards keep with this class's window options cut into {@code
+   * shards} shards (sized per period or not), fed in stream order (see {@link LibraryReference}).
+   */
+  static TreeSet<Long> libraryKept(int shards, boolean sized) {
+    final byte[][] keys = new byte[COUNT][];
+    final long[] times = new long[COUNT];
+    for (int i = 0; i < COUNT; ++i) {
+      final Tuple3<String, Long, Long> r = record(i);
+      keys[i] = r.f0.getBytes(StandardCharsets.UTF_8);
+      times[i] = r.f1;
+    }
+    return LibraryReference.keptBytes(
+        new LibraryReference.Window(
+            WINDOW.toSeconds(), GENERATIONS, FPR, CAPACITY, 0, shards, sized, 0),
+        keys,
+        times);
+  }
+
   /** The ids (last field) of the records in a CSV file the command line wrote. */
   static TreeSet<Long> readKept(Path output) throws IOException {
     final TreeSet<Long> kept = new TreeSet<>();
@@ -137,6 +156,11 @@ final class Records {
 
   /** Fails naming the first ids where the two sets differ. */
   static void checkSame(TreeSet<Long> expected, TreeSet<Long> got, String what) {
+    checkSame(expected, got, what, COUNT);
+  }
+
+  /** As above for a stream of {@code count} records. */
+  static void checkSame(TreeSet<Long> expected, TreeSet<Long> got, String what, long count) {
     final TreeSet<Long> missing = new TreeSet<>(expected);
     missing.removeAll(got);
     final TreeSet<Long> extra = new TreeSet<>(got);
@@ -145,7 +169,7 @@ final class Records {
         missing.isEmpty() && extra.isEmpty(),
         what + ": " + got.size() + " records kept, expected " + expected.size() + "; missing ids "
             + first(missing) + ", unexpected ids " + first(extra));
-    System.out.println(what + ": the same " + got.size() + " of " + COUNT + " records kept");
+    System.out.println(what + ": the same " + got.size() + " of " + count + " records kept");
   }
 
   private static String first(TreeSet<Long> ids) {

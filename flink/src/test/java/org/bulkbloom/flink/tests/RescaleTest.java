@@ -3,10 +3,6 @@ package org.bulkbloom.flink.tests;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.TreeSet;
-import java.util.concurrent.ConcurrentLinkedQueue;
-import java.util.concurrent.atomic.AtomicLong;
-import org.apache.flink.api.common.functions.MapFunction;
-import org.apache.flink.api.java.tuple.Tuple3;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.JobClient;
@@ -16,25 +12,12 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 
 /**
  * One input run at parallelism 1, stopped with a savepoint, resumed at 3, stopped again, resumed
- * at 2 to its end: together the three runs keep exactly the records the command line keeps.
- * Arguments: the bulkbloom executable, a scratch folder.
+ * at 2 to its end: together the three runs keep exactly the records the library's 8 window shards
+ * sized per period keep on the stream. Argument: a scratch folder.
  */
 public final class RescaleTest {
-  static final ConcurrentLinkedQueue<Long> KEPT = new ConcurrentLinkedQueue<>();
-  static final AtomicLong LAST_ID = new AtomicLong(-1);
 
   private RescaleTest() {}
-
-  static final class Collect implements MapFunction<Tuple3<String, Long, Long>, Long> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public Long map(Tuple3<String, Long, Long> r) {
-      KEPT.add(r.f2);
-      LAST_ID.accumulateAndGet(r.f2, Math::max);
-      return r.f2;
-    }
-  }
 
   /** Runs from `savepoint` (or the start) at `parallelism`; stops with a savepoint once a record
    * past `stopAfter` is kept and returns its path, or runs to the end and returns null. */
@@ -49,7 +32,7 @@ public final class RescaleTest {
     Records.dedup()
         .apply(Records.source(env, 5_000).uid("records"))
         .uid("dedup")
-        .map(new Collect())
+        .map(new KeptIds())
         .uid("collect")
         .sinkTo(new DiscardingSink<>());
     final JobClient job = env.executeAsync("rescale at " + parallelism);
@@ -57,26 +40,27 @@ public final class RescaleTest {
       job.getJobExecutionResult().get();
       return null;
     }
-    while (LAST_ID.get() < stopAfter) {
+    while (KeptIds.LAST_ID.get() < stopAfter) {
       Thread.sleep(5);
     }
     return job.stopWithSavepoint(false, dir.toUri().toString(), SavepointFormatType.CANONICAL).get();
   }
 
   public static void main(String[] args) throws Exception {
-    final Path dir = Files.createDirectories(Path.of(args[1]));
-    final TreeSet<Long> expected = Records.cliKept(args[0], dir);
+    final Path dir = Files.createDirectories(Path.of(args[0]));
+    final TreeSet<Long> expected = Records.libraryKept(Records.SHARDS, true);
     final String first = run(1, null, 6_000, dir.resolve("savepoints"));
-    final long afterFirst = LAST_ID.get();
+    final long afterFirst = KeptIds.LAST_ID.get();
     final String second = run(3, first, 13_000, dir.resolve("savepoints"));
-    final long afterSecond = LAST_ID.get();
+    final long afterSecond = KeptIds.LAST_ID.get();
     run(2, second, -1, dir.resolve("savepoints"));
     Records.check(
         afterFirst < Records.COUNT - 1 && afterSecond < Records.COUNT - 1,
         "a run reached the end of the input before its savepoint (" + afterFirst + ", "
             + afterSecond + "): nothing was rescaled");
-    final TreeSet<Long> kept = new TreeSet<>(KEPT);
-    Records.check(kept.size() == KEPT.size(), "a record was kept twice across the savepoints");
-    Records.checkSame(expected, kept, "parallelism 1 -> 3 -> 2 against the command line");
+    final TreeSet<Long> kept = new TreeSet<>(KeptIds.KEPT);
+    Records.check(
+        kept.size() == KeptIds.KEPT.size(), "a record was kept twice across the savepoints");
+    Records.checkSame(expected, kept, "parallelism 1 -> 3 -> 2 against the library's shards");
   }
 }
