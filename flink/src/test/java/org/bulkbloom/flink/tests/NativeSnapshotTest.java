@@ -28,7 +28,7 @@ public final class NativeSnapshotTest {
   }
 
   private static NativeWindowShards newSet() {
-    return new NativeWindowShards(100, 0, 4, 0.01, 20_000, 7, SHARDS);
+    return new NativeWindowShards(100, 0, 4, 0.01, 20_000, 7, SHARDS, true, 0);
   }
 
   private static byte[][] copyPart(NativeWindowShards window, int shard, Snapshot s, int i) {
