@@ -80,6 +80,18 @@ inline constexpr std::size_t kMinMarkBits = 512;
 // Routed keys run by block range on several threads from this many, on the calling thread below.
 inline constexpr std::size_t kMinParallelRoutedKeys = std::size_t{1} << 12;
 
+// --- The CUDA backend (src/cuda) ---------------------------------------------------------------
+
+// Backend::automatic leaves filters smaller than this on the CPU. Chosen, not yet measured: such
+// a filter fits in one CPU core's L2, where the CPU answers a batch of 10^4 keys in about the
+// time a GPU call spends on its launch and its copies over PCIe. bench/gpu_check.sh's figures
+// are to replace it with a measured bound.
+inline constexpr std::uint64_t kAutomaticMinFilterBytes = std::uint64_t{1} << 20;
+// Host bytes combined into a device filter per step, through one device buffer.
+inline constexpr std::uint64_t kCombineChunkBytes = std::uint64_t{64} << 20;
+// Host copies into pinned memory smaller than this stay on the calling thread.
+inline constexpr std::size_t kParallelCopyBytes = std::size_t{8} << 20;
+
 // --- Chunks and threads elsewhere -------------------------------------------------------------
 
 // A window hashes keys once per chunk this long, then every generation works on the hashes.

@@ -11,6 +11,7 @@
 
 #include "bulkbloom/error.hpp"
 #include "core/splitmix64.hpp"
+#include "core/tuning.hpp"
 #include "cuda/cuda_engine.hpp"
 #include "cuda/exact_insert_if_absent.hpp"
 #include "cuda/kernels.cuh"
@@ -20,12 +21,6 @@ namespace {
 
 using gpu::grid_for;
 using gpu::kThreadsPerBlock;
-
-// Backend::automatic leaves filters smaller than this on the CPU. Chosen, not yet measured: such
-// a filter fits in one CPU core's L2, where the CPU answers a batch of 10^4 keys in about the
-// time a GPU call spends on its launch and its copies over PCIe. bench/gpu_check.sh's figures
-// are to replace it with a measured bound.
-constexpr std::uint64_t kAutomaticMinFilterBytes = std::uint64_t{1} << 20;
 
 // Keys per slice of insert_if_absent's scan: 2^20 patterns of at most 64 bytes, 64 MiB.
 constexpr std::uint32_t kExactSliceKeys = std::uint32_t{1} << 20;
@@ -465,9 +460,9 @@ std::unique_ptr<CudaEngine> make_cuda_engine(const Layout& layout, const std::st
 }
 
 std::unique_ptr<CudaEngine> make_cuda_engine_if_usable(const Layout& layout, std::string* why) {
-  if (layout.size_bytes() < kAutomaticMinFilterBytes) {
+  if (layout.size_bytes() < tuning::kAutomaticMinFilterBytes) {
     *why = "a filter of " + std::to_string(layout.size_bytes()) + " bytes is under the " +
-           mib(kAutomaticMinFilterBytes) + " that Backend::automatic puts on a GPU";
+           mib(tuning::kAutomaticMinFilterBytes) + " that Backend::automatic puts on a GPU";
     return nullptr;
   }
   int device = 0;

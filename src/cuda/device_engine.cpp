@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bulkbloom/error.hpp"
+#include "core/tuning.hpp"
 #include "cuda/cuda_engine.hpp"
 #include "cuda/device_bench.hpp"
 #include "cuda/device_buffer.hpp"
@@ -19,16 +20,11 @@
 namespace bulkbloom::detail {
 namespace {
 
-// Host bytes combined into the filter per step, through one device buffer.
-constexpr std::uint64_t kCombineChunkBytes = std::uint64_t{64} << 20;
-// Host copies into pinned memory smaller than this stay on the calling thread.
-constexpr std::size_t kParallelCopyBytes = std::size_t{8} << 20;
-
 // Copies host memory with several threads: one thread's memcpy into pinned memory is slower than
 // a PCIe 5 link, and the copy sits on the streaming pipeline's critical path.
 void parallel_copy(void* dst, const void* src, std::size_t bytes) {
   const unsigned workers = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-  if (bytes < kParallelCopyBytes || workers == 1) {
+  if (bytes < tuning::kParallelCopyBytes || workers == 1) {
     std::memcpy(dst, src, bytes);
     return;
   }
@@ -238,9 +234,9 @@ class DeviceEngine final : public CudaEngine {
       // Through one bounded device buffer, kept for later calls, so combining never needs a
       // second filter's worth of GPU memory.
       if (combine_staging_.get() == nullptr) {
-        combine_staging_ = RuntimeBuffer(*rt_, RuntimeBuffer::Kind::device,
-                                         std::min<std::uint64_t>(other.size(), kCombineChunkBytes),
-                                         "merging filters");
+        combine_staging_ = RuntimeBuffer(
+            *rt_, RuntimeBuffer::Kind::device,
+            std::min<std::uint64_t>(other.size(), tuning::kCombineChunkBytes), "merging filters");
       }
       const std::uint64_t chunk = combine_staging_.bytes();
       for (std::uint64_t offset = 0; offset < other.size(); offset += chunk) {
