@@ -338,8 +338,8 @@ void check_same_window(const ShardSet& set, const WindowShard& loaded, std::uint
                          "): restore it with BloomDedup.fixedSizeShards(), which keeps the "
                          "state's layout and routing"
                    : "shards sized per period (" + got.describe() +
-                         "), but this operator keeps fixed-size shards (" +
-                         set.config.describe() + "): restore it without fixedSizeShards()"));
+                         "), but this operator keeps fixed-size shards (" + set.config.describe() +
+                         "): restore it without fixedSizeShards()"));
   }
   if (got.clock != set.config.clock || got.window != set.config.window ||
       got.generations != set.config.generations || got.lateness != set.config.lateness ||
@@ -351,6 +351,16 @@ void check_same_window(const ShardSet& set, const WindowShard& loaded, std::uint
                                 std::to_string(set.num_shards) + " of " + set.config.describe() +
                                 ": restore with the configuration the state was made with");
   }
+}
+
+// Holds `shard`, restored from state (a file image or a snapshot's parts), as shard `index` of
+// `set`: the same window as the operator's, under the operator's sizing. Every restore path
+// goes through here, so none can skip a step.
+void hold_restored(ShardSet& set, std::uint32_t index, WindowShard shard,
+                   const std::string& source) {
+  check_same_window(set, shard, index, source);
+  apply_sizing(set, shard);
+  set.shards.insert_or_assign(index, std::move(shard));
 }
 
 std::size_t chunk_size(jint chunk_bytes) {
@@ -459,10 +469,8 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_load(JNIEnv* en
     const std::uint32_t index = shard_number(set, shard);
     const std::vector<std::byte> image = copy_of(env, bytes);
     const std::string source = "the checkpointed state of shard " + std::to_string(index);
-    WindowShard loaded = bulkbloom::load_window_shard(image, nullptr, cpu_options(), source);
-    check_same_window(set, loaded, index, source);
-    apply_sizing(set, loaded);
-    set.shards.insert_or_assign(index, std::move(loaded));
+    hold_restored(set, index, bulkbloom::load_window_shard(image, nullptr, cpu_options(), source),
+                  source);
     return 0;
   });
 }
@@ -793,11 +801,8 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv*
         env->DeleteLocalRef(piece);
       }
     };
-    WindowShard restored =
-        bulkbloom::restore_window_shard(meta, fill, nullptr, cpu_options(), what);
-    check_same_window(set, restored, index, what);
-    apply_sizing(set, restored);
-    set.shards.insert_or_assign(index, std::move(restored));
+    hold_restored(set, index,
+                  bulkbloom::restore_window_shard(meta, fill, nullptr, cpu_options(), what), what);
     return 0;
   });
 }
