@@ -9,8 +9,9 @@
 #   bash scripts/install-deps.sh --spark    what --python installs, and a Java 17 runtime for
 #                                           bulkbloom.spark on a local Spark (README, "Scale out
 #                                           with Spark")
-#   bash scripts/install-deps.sh --flink    also a Java 17 JDK and Apache Flink's jars from PyPI
-#                                           (scripts/fetch-flink.sh), for the Flink operator (flink/)
+#   bash scripts/install-deps.sh --flink    also a Java 17 JDK, JUnit 5 (its tests) and Apache
+#                                           Flink's jars from PyPI (scripts/fetch-flink.sh), for
+#                                           the Flink operator (flink/)
 #   The options combine: --python --flink.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,8 +39,9 @@ packages=(cmake ninja-build g++ ccache python3 python3-pip libhwy-dev libxxhash-
 ((with_python)) && packages+=(python3-dev python3-venv)
 # Spark runs in a JVM. (The JDK of --flink contains this runtime.)
 ((with_spark && !with_flink)) && packages+=(openjdk-17-jre-headless)
-# javac, jar and jni.h for the Flink operator's jars and JNI library.
-((with_flink)) && packages+=(openjdk-17-jdk-headless)
+# javac, jar and jni.h for the Flink operator's jars and JNI library; JUnit 5's console launcher
+# (junit-platform-console-standalone.jar) runs its tests.
+((with_flink)) && packages+=(openjdk-17-jdk-headless junit5)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

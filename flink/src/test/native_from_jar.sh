@@ -1,15 +1,15 @@
 #!/bin/sh
-# A JVM with only the operator jar, Flink's jars and the tests' classes, no -Dbulkbloom.jni.library,
-# a scrubbed environment (no LD_LIBRARY_PATH) and the system's libhwy hidden loads the library
-# the jar carries and dedups (JarNativeTest). The system's libhwy cannot be removed (the build
+# A JVM with only the operator jar, Flink's jars, the tests' classes and JUnit's console launcher
+# (which runs them), no -Dbulkbloom.jni.library, a scrubbed environment (no LD_LIBRARY_PATH) and
+# the system's libhwy hidden loads the library the jar carries and dedups (JarNativeTest). The system's libhwy cannot be removed (the build
 # needs it), so, in a mount namespace of our own (as root, or mapped to root in a user namespace),
 # each of its files is covered by /dev/null, which the loader cannot load; the rest of the machine
 # sees nothing. Also checks that the JNI library needs no libstdc++ of the system and finds
 # Highway next to itself, and prints the highest glibc version each library needs. Exits 77 (skipped) where no private mount namespace is allowed.
 #
-# Usage: native_from_jar.sh JAVA JAR_TOOL OPERATOR_JAR TESTS_JAR FLINK_LIB_DIR CLI SCRATCH
+# Usage: native_from_jar.sh JAVA JAR_TOOL OPERATOR_JAR TESTS_JAR FLINK_LIB_DIR CLI SCRATCH JUNIT_JAR
 set -eu
-java=$1 jar_tool=$2 operator_jar=$3 tests_jar=$4 flink_lib=$5 cli=$6 scratch=$7
+java=$1 jar_tool=$2 operator_jar=$3 tests_jar=$4 flink_lib=$5 cli=$6 scratch=$7 junit=$8
 
 if ! unshare --mount --map-root-user true 2>/dev/null; then
   echo "this machine allows no private mount namespace: skipped" >&2
@@ -32,9 +32,9 @@ for library in "$jni" "$folder"/libhwy.so.1; do
   echo "$(basename "$library") needs $(objdump -T "$library" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)"
 done
 
-classpath=$tests_jar:$operator_jar
+classpath=$tests_jar:$operator_jar:$junit
 for jar in "$flink_lib"/*.jar; do classpath=$classpath:$jar; done
-"$java" -cp "$classpath" org.bulkbloom.flink.tests.JarNativeTest expect "$cli" "$scratch/run"
+"$java" -cp "$classpath" org.bulkbloom.flink.tests.JarNativeTest "$cli" "$scratch/run"
 # In the namespace: hide each libhwy file, check ldd finds the bundled one, then run the JVM with
 # an environment that holds only PATH and HOME.
 unshare --mount --map-root-user sh -c '
@@ -49,6 +49,7 @@ unshare --mount --map-root-user sh -c '
   esac
   exec env -i PATH=/usr/bin:/bin HOME="$scratch" "$java" -Xmx1g -XX:+UseSerialGC \
     --add-opens=java.base/java.lang=ALL-UNNAMED --add-opens=java.base/java.util=ALL-UNNAMED \
-    -Dbulkbloom.jni.tmpdir="$scratch/tmp" -cp "$classpath" \
-    org.bulkbloom.flink.tests.JarNativeTest run "$scratch/run" "$scratch/tmp"
+    -Dbulkbloom.jni.tmpdir="$scratch/tmp" -Dbulkbloom.test.scratch="$scratch/run" -cp "$classpath" \
+    org.junit.platform.console.ConsoleLauncher --disable-banner --disable-ansi-colors \
+    --details-theme=ascii --fail-if-no-tests --select-class org.bulkbloom.flink.tests.JarNativeTest
 ' sh "$jni" "$java" "$classpath" "$scratch" $hidden

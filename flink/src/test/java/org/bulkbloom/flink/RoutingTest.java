@@ -1,10 +1,13 @@
 package org.bulkbloom.flink;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import org.bulkbloom.jni.NativeWindowShards;
+import org.junit.jupiter.api.Test;
 
 /**
  * The operator routes each record by a Java XXH64 and DESIGN §9's shard formula; the library's
@@ -14,15 +17,8 @@ import org.bulkbloom.jni.NativeWindowShards;
  * chosen beyond 10^8 blocks) against the formula in exact arithmetic.
  */
 public final class RoutingTest {
-  private RoutingTest() {}
-
-  private static void check(boolean condition, String message) {
-    if (!condition) {
-      throw new AssertionError(message);
-    }
-  }
-
-  public static void main(String[] args) {
+  @Test
+  void routingAgreesWithTheLibrary() {
     final SplittableRandom random = new SplittableRandom(22);
     int windows = 0;
     for (long capacity : new long[] {100, 12_345, 1_000_000}) {
@@ -33,8 +29,8 @@ public final class RoutingTest {
          for (boolean sized : new boolean[] {false, true}) {
           final NativeWindowShards.Sizing sizing =
               NativeWindowShards.size(3600, 60, 4, 0.01, capacity, seed, shards, sized);
-          check(sizing.blockIndex == 0, "a small window should use high32: " + sizing.description);
-          check(sized ? sizing.numBlocks % shards == 0 && sizing.numBlocks >= fixedBlocks
+          assertTrue(sizing.blockIndex == 0, "a small window should use high32: " + sizing.description);
+          assertTrue(sized ? sizing.numBlocks % shards == 0 && sizing.numBlocks >= fixedBlocks
                       : sizing.numBlocks == fixedBlocks,
               "blocks " + sizing.numBlocks + " for " + shards + " shards, sized " + sized);
           if (shards > sizing.numBlocks) {
@@ -50,7 +46,7 @@ public final class RoutingTest {
             }
             final int[] expected = window.shardOf(longs);
             for (int i = 0; i < longs.length; ++i) {
-              check(routing.shardOfLong(longs[i]) == expected[i],
+              assertTrue(routing.shardOfLong(longs[i]) == expected[i],
                   "long key " + longs[i] + ": Java shard " + routing.shardOfLong(longs[i])
                       + ", library shard " + expected[i] + " of " + shards + " over " + sizing.description);
             }
@@ -64,7 +60,7 @@ public final class RoutingTest {
             keys[0] = "u12345".getBytes(StandardCharsets.UTF_8);
             final int[] expectedBytes = window.shardOf(keys);
             for (int i = 0; i < keys.length; ++i) {
-              check(routing.shardOfBytes(keys[i]) == expectedBytes[i],
+              assertTrue(routing.shardOfBytes(keys[i]) == expectedBytes[i],
                   "key " + Arrays.toString(keys[i]) + ": Java shard " + routing.shardOfBytes(keys[i])
                       + ", library shard " + expectedBytes[i]);
             }
@@ -94,7 +90,7 @@ public final class RoutingTest {
               new BigInteger(Long.toUnsignedString(h)).multiply(BigInteger.valueOf(blocks)).divide(two64);
           final long shard = block.add(BigInteger.ONE).multiply(BigInteger.valueOf(shards))
               .subtract(BigInteger.ONE).divide(BigInteger.valueOf(blocks)).longValueExact();
-          check(routing.shardOfHash(h) == shard,
+          assertTrue(routing.shardOfHash(h) == shard,
               "full64 hash " + Long.toUnsignedString(h) + " over " + blocks + " blocks, " + shards
                   + " shards: Java " + routing.shardOfHash(h) + ", exact " + shard);
         }

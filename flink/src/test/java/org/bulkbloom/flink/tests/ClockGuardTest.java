@@ -1,5 +1,8 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -18,6 +21,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.bulkbloom.flink.BloomDedup;
 import org.bulkbloom.flink.Refused;
+import org.junit.jupiter.api.Test;
 
 /**
  * The event-time clock's guards. Records' input with one record stamped ten years after the wall
@@ -25,15 +29,13 @@ import org.bulkbloom.flink.Refused;
  * decision is that of the library's window shards on the input without them (the clock did not
  * jump, even with the source's watermark ten years ahead). A source without a timestamp assigner
  * fails the job with a message saying how to fix it, or under refuseMissingTimestamps() has every
- * record refused. No arguments.
+ * record refused.
  */
 public final class ClockGuardTest {
   private static final long FUTURE_AT = 5_000;
   private static final long LATE_AT = 12_000;
   private static final long FUTURE_ID = -1;
   private static final long LATE_ID = -2;
-
-  private ClockGuardTest() {}
 
   /**
    * Records' record i at position i, with a record ten years ahead of {@code nowSeconds} before
@@ -78,7 +80,7 @@ public final class ClockGuardTest {
             .setParallelism(1);
     final SingleOutputStreamOperator<Tuple3<String, Long, Long>> unique = dedup.apply(records);
     final DataStream<Refused<Tuple3<String, Long, Long>>> refused = BloomDedup.refused(unique);
-    Records.check(
+    assertTrue(
         refused.getType() instanceof PojoTypeInfo,
         "the side output's type is " + refused.getType() + ", not a POJO");
     final DataStream<String> all =
@@ -97,11 +99,13 @@ public final class ClockGuardTest {
 
   private static void checkCounter(String name, long expected) {
     final long got = CountingReporter.sum(name);
-    Records.check(got == expected, "counter " + name + " is " + got + ", expected " + expected);
+    assertTrue(got == expected, "counter " + name + " is " + got + ", expected " + expected);
   }
 
   /** A record ten years ahead and one a minute late: refused, counted, the rest as the CLI. */
-  private static void futureAndLateRecords(TreeSet<Long> expected) throws Exception {
+  @Test
+  void futureAndLateRecords() throws Exception {
+    final TreeSet<Long> expected = Records.libraryKept(Records.SHARDS, true);
     final long startMs = System.currentTimeMillis();
     final long nowSeconds = startMs / 1000;
     final List<String> out =
@@ -123,7 +127,7 @@ public final class ClockGuardTest {
     }
     Records.checkSame(expected, kept, "one record 10 years ahead and one late, at parallelism 2");
     refused.sort(null); // FUTURE before LATE, whichever subtask sent it first
-    Records.check(
+    assertTrue(
         refused.size() == 2
             && refused.get(0).startsWith("FUTURE " + FUTURE_ID + " ")
             && refused.get(1).startsWith("LATE " + LATE_ID + " "),
@@ -132,7 +136,7 @@ public final class ClockGuardTest {
     final String[] future = refused.get(0).split(" ");
     final long futureMs = Long.parseLong(future[2]);
     final long latestAccepted = Long.parseLong(future[3]);
-    Records.check(
+    assertTrue(
         futureMs == guardedInput(nowSeconds).map(FUTURE_AT).f1 * 1000
             && latestAccepted >= startMs + Duration.ofDays(1).toMillis()
             && latestAccepted <= System.currentTimeMillis() + Duration.ofDays(1).toMillis(),
@@ -143,7 +147,7 @@ public final class ClockGuardTest {
     final long lateMs = Long.parseLong(late[2]);
     final long earliestAccepted = Long.parseLong(late[3]);
     final long lastTimeMs = Records.record(LATE_AT).f1 * 1000;
-    Records.check(
+    assertTrue(
         lateMs == lastTimeMs - 60_000
             && earliestAccepted > lastTimeMs - 10_000
             && earliestAccepted <= lastTimeMs,
@@ -158,7 +162,8 @@ public final class ClockGuardTest {
   }
 
   /** Without a timestamp assigner, the source stamps Long.MIN_VALUE: the job fails, saying so. */
-  private static void missingTimestampsFail() throws Exception {
+  @Test
+  void missingTimestampsFail() throws Exception {
     try {
       final List<String> out =
           run(
@@ -167,26 +172,27 @@ public final class ClockGuardTest {
               Records.COUNT,
               WatermarkStrategy.noWatermarks(),
               Records.dedup());
-      throw new AssertionError(
+      fail(
           "a source without timestamps did not fail the job: " + out.size() + " of "
               + Records.COUNT + " records came out");
     } catch (Exception e) {
       for (Throwable cause = e; cause != null; cause = cause.getCause()) {
         final String message = String.valueOf(cause.getMessage());
         if (message.startsWith("bulkbloom: a record has no timestamp")) {
-          Records.check(
+          assertTrue(
               message.contains("WatermarkStrategy") && message.contains("processingTime()"),
               "the message does not say how to fix it: " + message);
           System.out.println("no timestamps: the job failed with: " + message);
           return;
         }
       }
-      throw new AssertionError("the job failed, but not for its missing timestamps", e);
+      fail("the job failed, but not for its missing timestamps", e);
     }
   }
 
   /** Under refuseMissingTimestamps() every record without a time is refused and counted. */
-  private static void missingTimestampsRefused() throws Exception {
+  @Test
+  void missingTimestampsRefused() throws Exception {
     final List<String> out =
         run(
             "no timestamps, refused",
@@ -195,7 +201,7 @@ public final class ClockGuardTest {
             WatermarkStrategy.noWatermarks(),
             Records.dedup().refuseMissingTimestamps());
     final long missing = out.stream().filter(line -> line.startsWith("MISSING_TIME ")).count();
-    Records.check(
+    assertTrue(
         missing == Records.COUNT && out.size() == Records.COUNT,
         "of " + Records.COUNT + " records without timestamps " + missing + " were refused and "
             + (out.size() - missing) + " decided");
@@ -204,12 +210,5 @@ public final class ClockGuardTest {
     checkCounter("kept", 0);
     checkCounter("dropped", 0);
     System.out.println("no timestamps, refused: all " + missing + " records on the side output");
-  }
-
-  public static void main(String[] args) throws Exception {
-    final TreeSet<Long> expected = Records.libraryKept(Records.SHARDS, true);
-    futureAndLateRecords(expected);
-    missingTimestampsFail();
-    missingTimestampsRefused();
   }
 }

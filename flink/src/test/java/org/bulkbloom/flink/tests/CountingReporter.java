@@ -1,5 +1,7 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -30,7 +32,7 @@ public final class CountingReporter implements MetricReporter, MetricReporterFac
   /** The sum over subtasks of counter {@code name} of the bulkbloom group; fails if none. */
   static long sum(String name) {
     final List<Counter> counters = COUNTERS.get(name);
-    Records.check(counters != null, "no bulkbloom counter " + name + " was registered");
+    assertNotNull(counters, "no bulkbloom counter " + name + " was registered");
     return counters.stream().mapToLong(Counter::getCount).sum();
   }
 

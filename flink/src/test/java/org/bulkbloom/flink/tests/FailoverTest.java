@@ -1,5 +1,7 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.time.Duration;
 import java.util.TreeSet;
 import org.apache.flink.api.common.functions.MapFunction;
@@ -12,6 +14,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.bulkbloom.flink.BloomDedup;
 import org.bulkbloom.jni.NativeWindowShards;
+import org.junit.jupiter.api.Test;
 
 /**
  * Checkpoints, a failure injected after one completed, and the restore from it give exactly the
@@ -20,8 +23,6 @@ import org.bulkbloom.jni.NativeWindowShards;
 public final class FailoverTest {
   private static volatile boolean checkpointed;
   private static volatile boolean failed;
-
-  private FailoverTest() {}
 
   /** Fails once, after a checkpoint completed, when a record past id 8000 comes through. */
   static final class FailOnce
@@ -81,13 +82,14 @@ public final class FailoverTest {
     return kept;
   }
 
-  public static void main(String[] args) throws Exception {
+  @Test
+  void restoresExactly() throws Exception {
     final TreeSet<Long> expected = run(false);
     final TreeSet<Long> kept = run(true);
-    Records.check(failed, "no failure was injected: no checkpoint completed before record 8000");
+    assertTrue(failed, "no failure was injected: no checkpoint completed before record 8000");
     Records.checkSame(expected, kept, "restored after a failure against the uninterrupted run");
     // Every task, finished or cancelled by the failure, closed its window shards.
-    Records.check(
+    assertTrue(
         NativeWindowShards.liveInstances() == 0,
         NativeWindowShards.liveInstances() + " window shard sets still hold native memory");
   }

@@ -1,5 +1,7 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
@@ -8,28 +10,32 @@ import java.util.stream.Stream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.bulkbloom.jni.BulkbloomNative;
+import org.junit.jupiter.api.Test;
 
 /**
  * The native library as the operator jar carries it: with no {@code -Dbulkbloom.jni.library},
  * nothing on java.library.path, a job keeps what the command line keeps, the JNI library and
  * Highway are mapped from the private folder they were extracted into, and that folder is gone.
- * Run by native_from_jar.sh twice: {@code expect CLI DIR} (before the system's libhwy is hidden,
- * which the command line needs) writes the command line's answer to DIR/kept.csv; {@code run DIR
- * TMP}, with the system's libhwy hidden and TMP given as -Dbulkbloom.jni.tmpdir, runs the job.
+ * Run by native_from_jar.sh twice: first {@link #main} with the arguments {@code CLI DIR} (before
+ * the system's libhwy is hidden, which the command line needs) writes the command line's answer to
+ * DIR/kept.csv; then, with the system's libhwy hidden, the test with -Dbulkbloom.test.scratch=DIR
+ * and -Dbulkbloom.jni.tmpdir=TMP runs the job.
  */
 public final class JarNativeTest {
-  private JarNativeTest() {}
-
+  /** Writes the command line's answer: arguments CLI DIR. */
   public static void main(String[] args) throws Exception {
-    if (args[0].equals("expect")) {
-      Records.cliKept(args[1], Files.createDirectories(Path.of(args[2])));
-      return;
-    }
-    Records.check(
+    Records.cliKept(args[0], Files.createDirectories(Path.of(args[1])));
+  }
+
+  @Test
+  void libraryFromTheOperatorJar() throws Exception {
+    assertTrue(
         System.getProperty(BulkbloomNative.LIBRARY_PROPERTY) == null,
         "run without -D" + BulkbloomNative.LIBRARY_PROPERTY);
-    final TreeSet<Long> expected = Records.readKept(Path.of(args[1]).resolve("kept.csv"));
-    final Path extractedUnder = Path.of(args[2]).toRealPath();
+    final TreeSet<Long> expected =
+        Records.readKept(Path.of(Records.property("bulkbloom.test.scratch")).resolve("kept.csv"));
+    final Path extractedUnder =
+        Path.of(Records.property(BulkbloomNative.TMPDIR_PROPERTY)).toRealPath();
 
     final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     env.setParallelism(2);
@@ -53,9 +59,9 @@ public final class JarNativeTest {
               .map(line -> line.substring(line.indexOf('/')))
               .distinct()
               .toList();
-      Records.check(!paths.isEmpty(), library + " is not mapped");
+      assertTrue(!paths.isEmpty(), library + " is not mapped");
       for (String path : paths) {
-        Records.check(
+        assertTrue(
             path.startsWith(extractedUnder + "/bulkbloom-jni-") && path.endsWith(" (deleted)"),
             library + " is mapped from " + path + ", not from a deleted folder under "
                 + extractedUnder);
@@ -64,7 +70,7 @@ public final class JarNativeTest {
     }
     try (Stream<Path> left = Files.list(extractedUnder)) {
       final List<Path> files = left.toList();
-      Records.check(files.isEmpty(), "the extraction left " + files + " behind");
+      assertTrue(files.isEmpty(), "the extraction left " + files + " behind");
     }
   }
 }

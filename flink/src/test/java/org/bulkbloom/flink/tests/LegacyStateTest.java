@@ -1,5 +1,8 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -12,18 +15,17 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.util.ExceptionUtils;
 import org.bulkbloom.flink.BloomDedup;
+import org.junit.jupiter.api.Test;
 
 /**
  * A savepoint written by the operator before sizing per period (fixed-size shards; the fixture of
  * {@link LegacySavepointWriter}, taken at parallelism 2 after record 9227) restores with {@link
  * BloomDedup#fixedSizeShards()}, here at parallelism 3, and the records kept before it and after
  * it are exactly those the command line keeps. Restored into an operator that sizes per period it
- * fails at once, naming the option. Arguments: the bulkbloom executable, a scratch folder, the
- * fixture folder.
+ * fails at once, naming the option. Properties: bulkbloom.test.cli, the bulkbloom executable;
+ * bulkbloom.test.scratch, a scratch folder; bulkbloom.test.fixture, the fixture folder.
  */
 public final class LegacyStateTest {
-
-  private LegacyStateTest() {}
 
   private static void resume(BloomDedup<Tuple3<String, Long, Long>> dedup, Path savepoint)
       throws Exception {
@@ -41,32 +43,37 @@ public final class LegacyStateTest {
     env.execute("legacy state");
   }
 
-  public static void main(String[] args) throws Exception {
-    final Path dir = Files.createDirectories(Path.of(args[1]));
-    final Path fixture = Path.of(args[2]);
-    final TreeSet<Long> expected = Records.cliKept(args[0], dir);
-
+  @Test
+  void refusedBySizedShards() throws Exception {
+    final Path fixture = Path.of(Records.property("bulkbloom.test.fixture"));
     try {
       resume(Records.dedup(), fixture.resolve("savepoint"));
-      throw new AssertionError("fixed-size state restored into shards sized per period");
+      fail("fixed-size state restored into shards sized per period");
     } catch (Exception e) {
       final String message =
           ExceptionUtils.findThrowableWithMessage(e, "fixedSizeShards()")
               .map(Throwable::getMessage)
-              .orElseThrow(() -> new AssertionError("no message naming fixedSizeShards in " + e, e));
+              .orElseGet(() -> fail("no message naming fixedSizeShards in " + e, e));
       System.out.println("refused: " + message);
     }
+  }
+
+  @Test
+  void restoresWithFixedSizeShards() throws Exception {
+    final Path dir = Files.createDirectories(Path.of(Records.property("bulkbloom.test.scratch")));
+    final Path fixture = Path.of(Records.property("bulkbloom.test.fixture"));
+    final TreeSet<Long> expected = Records.cliKept(Records.property("bulkbloom.test.cli"), dir);
 
     KeptIds.KEPT.clear();
     resume(Records.dedup().fixedSizeShards(), fixture.resolve("savepoint"));
     final TreeSet<Long> kept = new TreeSet<>(KeptIds.KEPT);
-    Records.check(kept.size() == KeptIds.KEPT.size(), "a record was kept twice after the restore");
+    assertTrue(kept.size() == KeptIds.KEPT.size(), "a record was kept twice after the restore");
     final TreeSet<Long> before = new TreeSet<>();
     for (String line :
         Files.readAllLines(fixture.resolve("kept-before.txt"), StandardCharsets.UTF_8)) {
       before.add(Long.parseLong(line));
     }
-    Records.check(
+    assertTrue(
         !before.isEmpty() && !kept.isEmpty() && before.last() < kept.first(),
         "the savepoint's records and the restored run's overlap");
     kept.addAll(before);

@@ -1,5 +1,8 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -12,6 +15,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.apache.flink.util.ExceptionUtils;
 import org.bulkbloom.flink.BloomDedup;
+import org.junit.jupiter.api.Test;
 
 /**
  * The window is Flink's managed memory: at parallelism 2 on one TaskManager of two slots, a window
@@ -20,8 +24,6 @@ import org.bulkbloom.flink.BloomDedup;
  * window of the other tests (it makes fewer false drops).
  */
 public final class ManagedMemoryTest {
-  private ManagedMemoryTest() {}
-
   private static TreeSet<Long> run(BloomDedup<Tuple3<String, Long, Long>> dedup, long managed)
       throws Exception {
     final Configuration conf = new Configuration();
@@ -38,33 +40,34 @@ public final class ManagedMemoryTest {
     return kept;
   }
 
-  public static void main(String[] args) throws Exception {
+  @Test
+  void windowIsManagedMemory() throws Exception {
     // About 24 MiB: 50 million records a window at 0.05.
     final BloomDedup<Tuple3<String, Long, Long>> big = Records.dedup().capacity(50_000_000L);
     final long window = big.sizing().memoryBytes;
-    Records.check(window > (16L << 20), "the test's window is only " + window + " bytes");
+    assertTrue(window > (16L << 20), "the test's window is only " + window + " bytes");
 
     // Each slot gets half of the TaskManager's managed memory, each subtask holds half the window.
     try {
       run(big, window / 2);
-      throw new AssertionError("a window of " + window + " bytes ran in " + window / 2);
+      fail("a window of " + window + " bytes ran in " + window / 2);
     } catch (Exception e) {
       final String message =
           ExceptionUtils.findThrowableWithMessage(e, "bytes of managed memory")
               .map(Throwable::getMessage)
-              .orElseThrow(() -> new AssertionError("no managed-memory message in " + e, e));
+              .orElseGet(() -> fail("no managed-memory message in " + e, e));
       System.out.println("refused: " + message);
       final Matcher sizes =
           Pattern.compile(
                   "(\\d+) bytes of managed memory, but its share of the slot's managed memory is"
                       + " (\\d+) bytes")
               .matcher(message);
-      Records.check(sizes.find(), "the message should name both sizes: " + message);
+      assertTrue(sizes.find(), "the message should name both sizes: " + message);
       // Half the shards hold half the blocks, give or take a shard's rounding; a slot's share is
       // at most half the TaskManager's (Flink rounds it down to whole pages).
       final long needed = Long.parseLong(sizes.group(1));
       final long granted = Long.parseLong(sizes.group(2));
-      Records.check(
+      assertTrue(
           Math.abs(needed - window / 2) < window / 100
               && granted <= window / 4
               && granted > window / 4 - (1 << 20),
@@ -74,7 +77,7 @@ public final class ManagedMemoryTest {
 
     final TreeSet<Long> kept = run(big, 2 * window + (64L << 20));
     final TreeSet<Long> small = run(Records.dedup(), 64L << 20);
-    Records.check(
+    assertTrue(
         kept.size() >= small.size() && !small.isEmpty(),
         "the big window dropped records the small one kept: " + kept.size() + " vs "
             + small.size());

@@ -1,7 +1,11 @@
 package org.bulkbloom.flink.tests;
 
+import static org.bulkbloom.flink.tests.Records.expect;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.nio.charset.StandardCharsets;
 import org.bulkbloom.jni.NativeWindowShards;
+import org.junit.jupiter.api.Test;
 
 /**
  * The JNI binding on its own: batches over several shards keep each shard's sequential answers,
@@ -9,25 +13,6 @@ import org.bulkbloom.jni.NativeWindowShards;
  * Java as exceptions carrying the library's message.
  */
 public final class NativeApiTest {
-  private NativeApiTest() {}
-
-  private interface Call {
-    void run();
-  }
-
-  private static void expect(Class<? extends RuntimeException> type, String text, Call call) {
-    try {
-      call.run();
-    } catch (RuntimeException e) {
-      Records.check(
-          type.isInstance(e) && e.getMessage().contains(text),
-          "expected " + type.getSimpleName() + " with '" + text + "', got " + e);
-      System.out.println("rejected: " + e.getMessage());
-      return;
-    }
-    throw new AssertionError("no " + type.getSimpleName() + " with '" + text + "'");
-  }
-
   /** Shard {@code shard}'s bytes of an empty fixed-size window of NativeApiTest's options. */
   private static byte[] fixedBytes(int shards, int shard) {
     try (NativeWindowShards fixed =
@@ -37,7 +22,8 @@ public final class NativeApiTest {
     }
   }
 
-  public static void main(String[] args) {
+  @Test
+  void bindingOnItsOwn() {
     final int shards = 4;
     try (NativeWindowShards window = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards, true, 0)) {
       for (int s = 0; s < shards; ++s) {
@@ -45,8 +31,8 @@ public final class NativeApiTest {
       }
       final double[] empty = window.stats();
       final NativeWindowShards.Sizing sizing = NativeWindowShards.size(100, 0, 4, 0.01, 10_000, 0, shards, true);
-      Records.check(empty[0] == sizing.memoryBytes, "state bytes " + empty[0] + " != " + sizing.memoryBytes);
-      Records.check(empty[2] == 0 && empty[3] == 0, "an empty window has fill and FPR 0");
+      assertTrue(empty[0] == sizing.memoryBytes, "state bytes " + empty[0] + " != " + sizing.memoryBytes);
+      assertTrue(empty[2] == 0 && empty[3] == 0, "an empty window has fill and FPR 0");
 
       // Keys 0..999 then again: every second copy is a repeat, whatever its shard.
       final int n = 2000;
@@ -60,12 +46,12 @@ public final class NativeApiTest {
       final byte[] isNew = new byte[n];
       final int fresh = window.dedup(keys, owners, clocks, n, isNew);
       for (int i = 1000; i < n; ++i) {
-        Records.check(isNew[i] == 0, "the repeat of key " + keys[i] + " was called new");
+        assertTrue(isNew[i] == 0, "the repeat of key " + keys[i] + " was called new");
       }
-      Records.check(fresh > 990 && fresh <= 1000, fresh + " of 1000 distinct keys new");
+      assertTrue(fresh > 990 && fresh <= 1000, fresh + " of 1000 distinct keys new");
       final double[] filled = window.stats();
-      Records.check(filled[3] > 0 && filled[2] > 0, "fill and FPR stay 0 after 1000 keys");
-      Records.check(window.clock() == 19, "clock " + window.clock() + ", expected 19");
+      assertTrue(filled[3] > 0 && filled[2] > 0, "fill and FPR stay 0 after 1000 keys");
+      assertTrue(window.clock() == 19, "clock " + window.clock() + ", expected 19");
 
       // Every shard's bytes load into a fresh set and give the same answers.
       try (NativeWindowShards copy = new NativeWindowShards(100, 0, 4, 0.01, 10_000, 0, shards, true, 0)) {
@@ -76,8 +62,8 @@ public final class NativeApiTest {
         final byte[] againCopy = new byte[n];
         window.dedup(keys, owners, clocks, n, again);
         copy.dedup(keys, owners, clocks, n, againCopy);
-        Records.check(java.util.Arrays.equals(again, againCopy), "a loaded copy answers differently");
-        Records.check(copy.clock() == window.clock(), "a loaded copy has another clock");
+        assertTrue(java.util.Arrays.equals(again, againCopy), "a loaded copy answers differently");
+        assertTrue(copy.clock() == window.clock(), "a loaded copy has another clock");
         expect(IllegalArgumentException.class, "holds shard 1 of 4", () -> copy.load(2, window.bytes(1)));
       }
       // Fixed-size shards (the state of operators before sizing per period) restore into fixed-size

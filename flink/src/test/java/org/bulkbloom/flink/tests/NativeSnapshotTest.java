@@ -1,11 +1,15 @@
 package org.bulkbloom.flink.tests;
 
+import static org.bulkbloom.flink.tests.Records.expect;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Random;
 import org.bulkbloom.jni.NativeWindowShards;
 import org.bulkbloom.jni.NativeWindowShards.Snapshot;
+import org.junit.jupiter.api.Test;
 
 /**
  * The incremental state calls of the JNI binding: over many checkpoints with rotations and jumps,
@@ -17,8 +21,6 @@ public final class NativeSnapshotTest {
   private static final int SHARDS = 4;
   // Small, so that every part comes in several chunks and the last is short.
   private static final int CHUNK = 64;
-
-  private NativeSnapshotTest() {}
 
   /** One shard as a checkpoint store would keep it. */
   private static final class Stored {
@@ -47,7 +49,7 @@ public final class NativeSnapshotTest {
         stored.metadata,
         (index, period, part, blocks, offset, length) -> {
           final byte[] piece = stored.parts.get(index)[(int) (offset / CHUNK)];
-          Records.check(piece == null || piece.length == length, "chunk length " + length);
+          assertTrue(piece == null || piece.length == length, "chunk length " + length);
           return piece;
         },
         CHUNK);
@@ -56,7 +58,8 @@ public final class NativeSnapshotTest {
     }
   }
 
-  public static void main(String[] args) {
+  @Test
+  void restoredShardsEqualTheUninterruptedOnes() {
     final Random random = new Random(35);
     final int[] changes = new int[3];
     int logsTooLong = 0;
@@ -104,12 +107,12 @@ public final class NativeSnapshotTest {
             parts.add(new byte[(int) ((snapshot.bytes(open) + CHUNK - 1) / CHUNK)][]);
             stored.logs.clear();
           } else {
-            Records.check(snapshot.change == Snapshot.SINCE_TAKEN, "change " + snapshot.change);
+            assertTrue(snapshot.change == Snapshot.SINCE_TAKEN, "change " + snapshot.change);
             parts.add(stored.parts.get(stored.parts.size() - 1));
           }
           if (snapshot.log != null) {
             for (byte[] log : snapshot.log) {
-              Records.check(log.length <= CHUNK && log.length % 8 == 0, "log chunk " + log.length);
+              assertTrue(log.length <= CHUNK && log.length % 8 == 0, "log chunk " + log.length);
               stored.logs.add(log);
             }
           }
@@ -120,7 +123,7 @@ public final class NativeSnapshotTest {
           try (NativeWindowShards copy = newSet()) {
             for (int s = 0; s < SHARDS; ++s) {
               restore(copy, s, store[s]);
-              Records.check(
+              assertTrue(
                   Arrays.equals(copy.bytes(s), live.bytes(s)),
                   "checkpoint " + checkpoint + ": shard " + s + " restored from "
                       + store[s].parts.size() + " parts and " + store[s].logs.size()
@@ -129,7 +132,7 @@ public final class NativeSnapshotTest {
           }
         }
       }
-      Records.check(
+      assertTrue(
           changes[Snapshot.SINCE_TAKEN] > 0 && changes[Snapshot.SINCE_EMPTY] > 0 && logsTooLong > 0,
           "the checkpoints never took a log of the same open part, of a new one, or one too long: "
               + Arrays.toString(changes) + ", " + logsTooLong);
@@ -162,18 +165,5 @@ public final class NativeSnapshotTest {
             live.copyPart(0, 0, snapshot.bytes(0), new byte[1]));
       }
     }
-  }
-
-  private static void expect(Class<? extends RuntimeException> type, String text, Runnable call) {
-    try {
-      call.run();
-    } catch (RuntimeException e) {
-      Records.check(
-          type.isInstance(e) && e.getMessage() != null && e.getMessage().contains(text),
-          "expected " + type.getSimpleName() + " with '" + text + "', got " + e);
-      System.out.println("rejected: " + e.getMessage());
-      return;
-    }
-    throw new AssertionError("no " + type.getSimpleName() + " with '" + text + "'");
   }
 }

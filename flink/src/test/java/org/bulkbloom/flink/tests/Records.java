@@ -1,5 +1,10 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
+
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.PrintWriter;
@@ -19,6 +24,7 @@ import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.bulkbloom.flink.BloomDedup;
+import org.junit.jupiter.api.function.Executable;
 
 /**
  * The tests' input: record i is (key, event time in seconds, id = i), ten records a second in time
@@ -77,7 +83,7 @@ final class Records {
     final Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
     final String log = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
     if (process.waitFor() != 0) {
-      throw new AssertionError("the command line failed: " + command + "\n" + log);
+      fail("the command line failed: " + command + "\n" + log);
     }
     return readKept(output);
   }
@@ -148,10 +154,24 @@ final class Records {
         .shards(SHARDS);
   }
 
-  static void check(boolean condition, String message) {
-    if (!condition) {
-      throw new AssertionError(message);
-    }
+  /**
+   * System property {@code name}: the tests' arguments (the command-line tool, a scratch folder, a
+   * fixture), which ctest passes as -D options (flink/src/test/CMakeLists.txt).
+   */
+  static String property(String name) {
+    final String value = System.getProperty(name);
+    assertNotNull(value, "no -D" + name + ": run the test from ctest");
+    return value;
+  }
+
+  /** Fails unless {@code call} throws {@code type} with a message that contains {@code text}. */
+  static void expect(Class<? extends RuntimeException> type, String text, Executable call) {
+    final RuntimeException e =
+        assertThrows(type, call, "no " + type.getSimpleName() + " with '" + text + "'");
+    assertTrue(
+        e.getMessage() != null && e.getMessage().contains(text),
+        "expected " + type.getSimpleName() + " with '" + text + "', got " + e);
+    System.out.println("rejected: " + e.getMessage());
   }
 
   /** Fails naming the first ids where the two sets differ. */
@@ -165,7 +185,7 @@ final class Records {
     missing.removeAll(got);
     final TreeSet<Long> extra = new TreeSet<>(got);
     extra.removeAll(expected);
-    check(
+    assertTrue(
         missing.isEmpty() && extra.isEmpty(),
         what + ": " + got.size() + " records kept, expected " + expected.size() + "; missing ids "
             + first(missing) + ", unexpected ids " + first(extra));

@@ -1,5 +1,7 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.TreeSet;
@@ -9,15 +11,14 @@ import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+import org.junit.jupiter.api.Test;
 
 /**
  * One input run at parallelism 1, stopped with a savepoint, resumed at 3, stopped again, resumed
  * at 2 to its end: together the three runs keep exactly the records the library's 8 window shards
- * sized per period keep on the stream. Argument: a scratch folder.
+ * sized per period keep on the stream. Property bulkbloom.test.scratch: a scratch folder.
  */
 public final class RescaleTest {
-
-  private RescaleTest() {}
 
   /** Runs from `savepoint` (or the start) at `parallelism`; stops with a savepoint once a record
    * past `stopAfter` is kept and returns its path, or runs to the end and returns null. */
@@ -46,20 +47,21 @@ public final class RescaleTest {
     return job.stopWithSavepoint(false, dir.toUri().toString(), SavepointFormatType.CANONICAL).get();
   }
 
-  public static void main(String[] args) throws Exception {
-    final Path dir = Files.createDirectories(Path.of(args[0]));
+  @Test
+  void rescaledRunsKeepWhatTheLibraryKeeps() throws Exception {
+    final Path dir = Files.createDirectories(Path.of(Records.property("bulkbloom.test.scratch")));
     final TreeSet<Long> expected = Records.libraryKept(Records.SHARDS, true);
     final String first = run(1, null, 6_000, dir.resolve("savepoints"));
     final long afterFirst = KeptIds.LAST_ID.get();
     final String second = run(3, first, 13_000, dir.resolve("savepoints"));
     final long afterSecond = KeptIds.LAST_ID.get();
     run(2, second, -1, dir.resolve("savepoints"));
-    Records.check(
+    assertTrue(
         afterFirst < Records.COUNT - 1 && afterSecond < Records.COUNT - 1,
         "a run reached the end of the input before its savepoint (" + afterFirst + ", "
             + afterSecond + "): nothing was rescaled");
     final TreeSet<Long> kept = new TreeSet<>(KeptIds.KEPT);
-    Records.check(
+    assertTrue(
         kept.size() == KeptIds.KEPT.size(), "a record was kept twice across the savepoints");
     Records.checkSame(expected, kept, "parallelism 1 -> 3 -> 2 against the library's shards");
   }

@@ -1,5 +1,7 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -19,6 +21,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.bulkbloom.flink.BloomDedup;
 import org.bulkbloom.jni.NativeWindowShards;
+import org.junit.jupiter.api.Test;
 
 /**
  * The operator's keyed state across failures: checkpoints every 50 ms, a window that rotates every
@@ -28,8 +31,8 @@ import org.bulkbloom.jni.NativeWindowShards;
  * Records' keys, every fourth record's key comes twice, 400 records apart, so that a restore that
  * lost a log lets the second copy through. The records kept
  * equal the command line's. On RocksDB with incremental checkpoints at parallelism 2, and on the
- * hashmap backend at 3. Arguments: the bulkbloom executable, a scratch folder, optionally the
- * random seed.
+ * hashmap backend at 3. Properties: bulkbloom.test.cli, the bulkbloom executable;
+ * bulkbloom.test.scratch, a scratch folder; optionally bulkbloom.test.seed, the random seed.
  */
 public final class StateFailoverTest {
   private static final int FAILURES = 3;
@@ -40,8 +43,6 @@ public final class StateFailoverTest {
   private static final AtomicInteger INJECTED = new AtomicInteger();
   private static volatile long completedAtFailure;
   private static volatile long[] failAt;
-
-  private StateFailoverTest() {}
 
   static String keyOf(long id) {
     return id % 4 != 3 ? Records.record(id).f0 : "p" + (id % 800 < 400 ? id : id - 400);
@@ -97,19 +98,24 @@ public final class StateFailoverTest {
             .executeAndCollect(backend + " with failures")) {
       ids.forEachRemaining(kept::add);
     }
-    Records.check(
+    assertTrue(
         INJECTED.get() == FAILURES,
         backend + ": " + INJECTED.get() + " of " + FAILURES + " failures injected at "
             + Arrays.toString(failAt) + ": too few checkpoints completed");
     return kept;
   }
 
-  public static void main(String[] args) throws Exception {
-    final Path dir = Files.createDirectories(Path.of(args[1]));
-    final long seed = args.length > 2 ? Long.parseLong(args[2]) : new Random().nextLong();
+  @Test
+  void failuresAtRandomRecords() throws Exception {
+    final Path dir = Files.createDirectories(Path.of(Records.property("bulkbloom.test.scratch")));
+    final String seedProperty = System.getProperty("bulkbloom.test.seed");
+    final long seed = seedProperty != null ? Long.parseLong(seedProperty) : new Random().nextLong();
     System.out.println("seed " + seed);
     final Random random = new Random(seed);
-    final TreeSet<Long> expected = Records.cliKept(args[0], dir, StateFailoverTest::keyOf, WINDOW, CAPACITY, FPR);
+    final TreeSet<Long> expected =
+        Records.cliKept(
+            Records.property("bulkbloom.test.cli"), dir, StateFailoverTest::keyOf, WINDOW,
+            CAPACITY, FPR);
     for (String backend : new String[] {"rocksdb", "hashmap"}) {
       final long[] at = new long[FAILURES];
       for (int i = 0; i < FAILURES; ++i) {
@@ -123,7 +129,7 @@ public final class StateFailoverTest {
           expected, kept, backend + ": failures at " + Arrays.toString(at) + " (seed " + seed
               + ") against the command line");
     }
-    Records.check(
+    assertTrue(
         NativeWindowShards.liveInstances() == 0,
         NativeWindowShards.liveInstances() + " window shard sets still hold native memory");
   }

@@ -1,5 +1,7 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 import java.time.Duration;
 import java.util.TreeSet;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -14,6 +16,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
 import org.bulkbloom.flink.BloomDedup;
 import org.bulkbloom.jni.NativeWindowShards;
+import org.junit.jupiter.api.Test;
 
 /**
  * A day that brings ten times the keys of the first keeps the promise (issue 33): day 1 brings
@@ -27,7 +30,7 @@ import org.bulkbloom.jni.NativeWindowShards;
  * <p>Growth stays within the managed memory: the library's shards given a generation budget never
  * hold more than G budgets each, and count the growths they refuse; the operator on a TaskManager
  * with too little managed memory for day 2 runs to the end, counting capped and overfull
- * generations, and still drops every repeat. Argument: none.
+ * generations, and still drops every repeat.
  */
 public final class TenfoldDayTest {
   private static final int DAY1 = 30_000;
@@ -39,8 +42,6 @@ public final class TenfoldDayTest {
   private static final int SHARDS = 16;
   private static final long CAPACITY = DAY1 * 3 / 2;
   private static final double FPR = 0.001;
-
-  private TenfoldDayTest() {}
 
   /** Whether record i repeats the key of a record before it. */
   static boolean isRepeat(long i) {
@@ -65,7 +66,8 @@ public final class TenfoldDayTest {
     return Tuple3.of(key(i), time(i), i);
   }
 
-  public static void main(String[] args) throws Exception {
+  @Test
+  void tenfoldDayKeepsThePromise() throws Exception {
     final long[] keys = new long[COUNT];
     final long[] times = new long[COUNT];
     for (int i = 0; i < COUNT; ++i) {
@@ -85,12 +87,12 @@ public final class TenfoldDayTest {
         "day 2 unique records kept: operator " + keptOfDay2(kept) + ", library's sized shards "
             + keptOfDay2(library) + ", fixed-size shards " + keptOfDay2(fixed) + " of " + DAY2);
     checkRepeatsDropped(kept);
-    Records.check(
+    assertTrue(
         keptOfDay2(kept) >= DAY2 * 997L / 1000,
         "the operator kept " + keptOfDay2(kept) + " of day 2's " + DAY2
             + " unique records, under 99.7 %");
     Records.checkSame(library, kept, "the tenfold day against the library's sized shards", COUNT);
-    Records.check(
+    assertTrue(
         keptOfDay2(fixed) < DAY2 * 99L / 100,
         "fixed-size shards kept " + keptOfDay2(fixed) + " of day 2's " + DAY2
             + ": the stream should overfill them");
@@ -108,10 +110,10 @@ public final class TenfoldDayTest {
         "with " + budget + " bytes a generation and shard: peak " + bounded.peakBytes()
             + " bytes, " + bounded.capped() + " capped and " + bounded.overfull()
             + " overfull generations, day 2 kept " + keptOfDay2(bounded.kept()));
-    Records.check(
+    assertTrue(
         bounded.peakBytes() <= 4 * budget * SHARDS,
         "the shards held " + bounded.peakBytes() + " bytes, over 4 x " + budget + " x " + SHARDS);
-    Records.check(
+    assertTrue(
         bounded.capped() > 0 && bounded.overfull() > 0,
         "a budget of " + budget + " bytes should cap day 2's generations");
     checkRepeatsDropped(bounded.kept());
@@ -127,7 +129,7 @@ public final class TenfoldDayTest {
         "with 1 MiB of managed memory: " + CountingReporter.sum("cappedGenerations") + " capped, "
             + CountingReporter.sum("overfullGenerations") + " overfull generations, day 2 kept "
             + keptOfDay2(keptSmall));
-    Records.check(
+    assertTrue(
         CountingReporter.sum("cappedGenerations") > 0
             && CountingReporter.sum("overfullGenerations") > 0,
         "1 MiB of managed memory should cap day 2's generations");
@@ -136,7 +138,7 @@ public final class TenfoldDayTest {
 
   private static void checkRepeatsDropped(TreeSet<Long> kept) {
     for (long id : kept) {
-      Records.check(!isRepeat(id), "record " + id + " repeats a key 100 records before, but passed");
+      assertTrue(!isRepeat(id), "record " + id + " repeats a key 100 records before, but passed");
     }
   }
 

@@ -1,5 +1,8 @@
 package org.bulkbloom.flink.tests;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -9,19 +12,19 @@ import org.apache.flink.configuration.CoreOptions;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
+import org.junit.jupiter.api.Test;
 
 /**
  * Three jobs in one JVM, each with its own child-first user-code class loader over jars that
  * include the JNI binding (as a fat job jar would): with org.bulkbloom.jni. loaded parent-first,
- * all three share the one loaded library and give the same answers. Arguments: the jars to ship
- * with each job (operator, native binding, tests).
+ * all three share the one loaded library and give the same answers. Property bulkbloom.test.jars:
+ * the jars to ship with each job (operator, native binding, tests), a class path.
  */
 public final class ThreeJobsTest {
-  private ThreeJobsTest() {}
-
-  public static void main(String[] args) throws Exception {
+  @Test
+  void threeJobsShareTheLibrary() throws Exception {
     final List<String> jars = new ArrayList<>();
-    for (String jar : args) {
+    for (String jar : Records.property("bulkbloom.test.jars").split(File.pathSeparator)) {
       jars.add(Path.of(jar).toUri().toString());
     }
     TreeSet<Long> first = null;
@@ -36,7 +39,7 @@ public final class ThreeJobsTest {
           Records.dedup().apply(Records.source(env, 0)).map(r -> r.f2).executeAndCollect("job " + job)) {
         ids.forEachRemaining(kept::add);
       }
-      Records.check(!kept.isEmpty(), "job " + job + " kept nothing");
+      assertTrue(!kept.isEmpty(), "job " + job + " kept nothing");
       if (first == null) {
         first = kept;
       } else {
