@@ -4,13 +4,21 @@ memory of the filter and a batch or two."""
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Iterator, List, Optional, Union
 
 import numpy as np
 
 from . import _keys
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+# A Parquet source is read a batch of about PARQUET_BATCH_BYTES at a time through buffers of
+# PARQUET_BUFFER_BYTES, so that its memory is a few batches and buffers whatever the sizes of its
+# files, row groups and column chunks (pyarrow reads a whole column chunk at once by default, and
+# a dataset scan reads row groups ahead). Batches are a power of two of rows, so that they divide
+# the row groups pyarrow writes (1Mi rows).
+PARQUET_BATCH_BYTES = 32 << 20
+PARQUET_BUFFER_BYTES = 1 << 20
 
 
 def dedup(
@@ -28,11 +36,15 @@ def dedup(
     DuckDB, ``pyarrow.parquet.write_table``... or iterate its batches).
 
     ``source`` is anything with ``__arrow_c_stream__`` that streams record batches: a pyarrow
-    Table or RecordBatchReader (``pyarrow.dataset.dataset(path).scanner().to_reader()`` for a
-    Parquet directory), a DuckDB relation, a polars DataFrame. ``key`` names its key column; its
-    values are hashed as ``Filter.insert_if_absent`` hashes them (a string column as its UTF-8
-    bytes, which is how the command line's ``-f csv:N`` hashes a field: read such keys as
-    strings, not integers, to keep the CLI's rows). A null key is a ``ValueError`` naming its row.
+    Table or RecordBatchReader, a DuckDB relation, a polars DataFrame. Or Parquet: the path of a
+    Parquet file, of a directory (its ``*.parquet`` files, in name order), an open binary
+    Parquet file, or a list of these, read in order a batch of about 32 MB at a time through
+    small buffers (memory: the filter and a few batches, whatever the size of the files and
+    their row groups; a ``pyarrow.dataset`` scan reads whole row groups, some ahead, and holds
+    several times more). ``key`` names its key column; its values are hashed as
+    ``Filter.insert_if_absent`` hashes them (a string column as its UTF-8 bytes, which is how
+    the command line's ``-f csv:N`` hashes a field: read such keys as strings, not integers, to
+    keep the CLI's rows). A null key is a ``ValueError`` naming its row.
 
     ``filter`` is what remembers the keys: a ``Filter``, a ``WindowedFilter`` (its sliding
     window; ``time`` names the column of each row's event time for an event-time window), or
@@ -46,12 +58,16 @@ def dedup(
     false-positive rate, a first sighting taken for one).
     """
     pa = _keys._import_pyarrow("bulkbloom.dedup")
-    if not hasattr(source, "__arrow_c_stream__"):
-        raise TypeError(
-            f"dedup reads an Arrow stream of record batches (__arrow_c_stream__), not a "
-            f"{type(source).__name__}"
-        )
-    reader = pa.RecordBatchReader.from_stream(source)
+    if hasattr(source, "__arrow_c_stream__"):
+        reader = pa.RecordBatchReader.from_stream(source)
+    else:
+        files = _parquet_files(source)
+        if files is None:
+            raise TypeError(
+                f"dedup reads an Arrow stream of record batches (__arrow_c_stream__) or Parquet "
+                f"files, not a {type(source).__name__}"
+            )
+        reader = _parquet_reader(pa, files)
     schema = reader.schema
     key_column = _column_index(schema, key, "key")
     time_column = None if time is None else _column_index(schema, time, "time")
@@ -74,12 +90,77 @@ def dedup(
                 new = target.insert_if_absent(keys)
             rows_before += batch.num_rows
             chosen = ~new if dropped else new
-            if chosen.any():
-                yield batch.filter(pa.array(chosen))
+            kept = batch.filter(pa.array(chosen)) if chosen.any() else None
+            # The input batch is not held while the consumer handles the kept rows.
+            del batch, keys
+            if kept is not None:
+                yield kept
         if save_to is not None:
             target.save(save_to)
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _parquet_files(source: Any) -> Optional[List[Any]]:
+    """The Parquet files ``source`` names, in reading order, or None if it names none."""
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    if not items or not all(_is_parquet_item(item) for item in items):
+        return None
+    files: List[Any] = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)) and os.path.isdir(item):
+            found = sorted(
+                os.path.join(item, name) for name in os.listdir(item) if name.endswith(".parquet")
+            )
+            if not found:
+                raise ValueError(f"no .parquet file in the directory {os.fspath(item)!r}")
+            files += found
+        else:
+            files.append(item)
+    return files
+
+
+def _is_parquet_item(item: Any) -> bool:
+    return isinstance(item, (str, os.PathLike)) or (hasattr(item, "read") and hasattr(item, "seek"))
+
+
+def _parquet_reader(pa: Any, files: List[Any]) -> Any:
+    import pyarrow.parquet as pq
+
+    def open_file(file: Any) -> Any:
+        # Unbuffered (buffer_size=0), pyarrow reads each column chunk whole; pre_buffer reads a
+        # row group's chunks ahead.
+        return pq.ParquetFile(file, buffer_size=PARQUET_BUFFER_BYTES, pre_buffer=False)
+
+    first = open_file(files[0])
+    schema = first.schema_arrow
+
+    def batches() -> Iterator[Any]:
+        opened: Any = first
+        for i, file in enumerate(files):
+            opened = opened if i == 0 else open_file(file)
+            with opened:
+                if not opened.schema_arrow.equals(schema):
+                    raise ValueError(
+                        f"the Parquet file {_name(file)} has the columns {opened.schema_arrow}, "
+                        f"not those of {_name(files[0])}: {schema}"
+                    )
+                yield from opened.iter_batches(batch_size=_batch_rows(opened.metadata))
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def _batch_rows(metadata: Any) -> int:
+    """The power of two of rows closest under PARQUET_BATCH_BYTES of the file's rows in Arrow
+    (their uncompressed size), between 1Ki and 1Mi rows."""
+    groups = [metadata.row_group(i) for i in range(metadata.num_row_groups)]
+    row_bytes = sum(group.total_byte_size for group in groups) / max(1, metadata.num_rows)
+    rows = int(PARQUET_BATCH_BYTES // max(1.0, row_bytes))
+    return 1 << min(20, max(10, rows.bit_length() - 1))
+
+
+def _name(file: Any) -> str:
+    return repr(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else repr(file)
 
 
 def _column_index(schema: Any, name: str, what: str) -> int:

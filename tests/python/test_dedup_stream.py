@@ -1,5 +1,7 @@
-"""bulkbloom.dedup over Arrow record-batch streams: each key's first row in stream order, the
-rows `bulkbloom dedup` keeps (and drops) of the same records, batch by batch."""
+"""bulkbloom.dedup over Arrow record-batch streams and Parquet files: each key's first row in
+stream order, the rows `bulkbloom dedup` keeps (and drops) of the same records, batch by batch."""
+
+import io
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +29,8 @@ def records(tmp_path):
 
 
 def rows(reader):
-    return reader.read_all().column("row").to_pylist()
+    table = reader if isinstance(reader, pa.Table) else reader.read_all()
+    return table.column("row").to_pylist()
 
 
 def test_kept_and_dropped_rows_are_the_clis(cli, tmp_path, records):
@@ -116,3 +119,59 @@ def test_duckdb_to_polars():
     frame = pl.DataFrame({"key": [3, 1, 3, 2, 1], "row": range(5)})
     reader = bulkbloom.dedup(frame, "key", capacity=100)
     assert duckdb.sql("select row from reader").fetchall() == [(0,), (1,), (3,)]
+
+
+class CountingFile(io.FileIO):
+    """A file that counts the bytes read from it, and the most read at once."""
+
+    def __init__(self, path):
+        super().__init__(path, "rb")
+        self.total = self.largest = 0
+
+    def read(self, size=-1):
+        data = super().read(size)
+        self.total += len(data)
+        self.largest = max(self.largest, len(data))
+        return data
+
+
+def test_parquet_is_read_a_batch_at_a_time(tmp_path, monkeypatch):
+    """Parquet sources are read as the output is read, through a small buffer: not the whole
+    file, nor a row group or a column chunk at once (memory independent of the file's size)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    count, group = 100_000, 50_000
+    letters = np.random.default_rng(36).integers(ord("a"), ord("z") + 1, count * 100, np.uint8)
+    payload = pa.StringArray.from_buffers(
+        count, pa.py_buffer(np.arange(count + 1, dtype=np.int32) * 100), pa.py_buffer(letters))
+    table = pa.table({"key": pa.array(np.arange(count) * 7 % 60_000).cast(pa.string()),
+                      "row": np.arange(count), "payload": payload})
+    (tmp_path / "dir").mkdir()
+    path = tmp_path / "dir" / "b.parquet"
+    # 2 row groups whose payload chunks (5 MB each) are larger than the read buffer.
+    pq.write_table(table, path, row_group_size=group, compression="none")
+    row_group = pq.ParquetFile(path).metadata.row_group(0)
+    assert row_group.column(2).total_compressed_size > 4 * bulkbloom._dedup.PARQUET_BUFFER_BYTES
+    expected = rows(bulkbloom.dedup(table, "key", capacity=count))
+    assert expected == list(range(60_000))
+
+    # Batches of 8Ki rows (~1 MB of these ~125-byte rows).
+    monkeypatch.setattr(bulkbloom._dedup, "PARQUET_BATCH_BYTES", 1 << 20)
+    with CountingFile(path) as file:
+        reader = bulkbloom.dedup(file, "key", capacity=count)
+        batches = [reader.read_next_batch()]
+        assert file.total < row_group.total_byte_size
+        batches += list(reader)
+        assert file.largest <= 2 * bulkbloom._dedup.PARQUET_BUFFER_BYTES
+    assert max(batch.num_rows for batch in batches) == 8192
+    assert rows(pa.Table.from_batches(batches)) == expected
+
+    # A directory is its files in name order, as is a list of paths.
+    first = table.slice(0, 30_000)
+    pq.write_table(first, tmp_path / "dir" / "a.parquet", row_group_size=group)
+    both = rows(bulkbloom.dedup(pa.concat_tables([first, table]), "key", capacity=count))
+    assert rows(bulkbloom.dedup(tmp_path / "dir", "key", capacity=count)) == both
+    assert rows(bulkbloom.dedup([str(tmp_path / "dir" / "a.parquet"), path], "key",
+                                capacity=count)) == both
+    pq.write_table(table.drop_columns(["payload"]), tmp_path / "dir" / "c.parquet")
+    with pytest.raises(ValueError, match="c.parquet' has the columns"):
+        bulkbloom.dedup(tmp_path / "dir", "key", capacity=count).read_all()
