@@ -1,0 +1,167 @@
+// Each insert plan forced, side by side in one process: one thread, the plan by size on two
+// threads (block ranges, or partitions from 1 GiB) and atomic key slices on two threads, over the
+// same loaded filter and batches as bench_filter's `insert/.../batch:64Ki` cases. The engine times
+// the two-thread plans against each other call by call (cpu/plan_chooser.hpp), so bench_filter
+// shows only the mix it settled on; this shows each plan alone (#37).
+//
+//   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX2] [--rounds 5] [--calls 256]
+//
+// Rounds alternate the plans' order; each figure is ns a key over `calls` calls of 2^16 keys,
+// starting from the loaded bytes. The load average is printed beside each round.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bulkbloom/layout.hpp"
+#include "core/splitmix64.hpp"
+#include "core/thread_pool.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/partitioned.hpp"
+
+namespace {
+
+using namespace bulkbloom;
+using detail::BulkOp;
+using detail::BulkPlan;
+
+constexpr std::uint64_t kBitsPerKey = 16;  // as bench_filter
+constexpr std::size_t kBatch = std::size_t{1} << 16;
+constexpr std::size_t kBatchPool = 64;
+
+std::uint64_t key_at(std::uint64_t stream, std::uint64_t i) {  // bench_filter's keys
+  return detail::splitmix64_mix(i + (stream << 48) + detail::kSplitMix64Gamma);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
+std::uint64_t parse_size(const std::string& text) {
+  const std::uint64_t n = std::stoull(text);
+  if (text.find("GiB") != std::string::npos) return n << 30;
+  if (text.find("MiB") != std::string::npos) return n << 20;
+  if (text.find("KiB") != std::string::npos) return n << 10;
+  return n;
+}
+
+struct PlanCase {
+  std::string name;
+  BulkPlan plan;
+  detail::ThreadPool* pool;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> sizes = {"2MiB", "32MiB", "512MiB"};
+  std::string impl;
+  int rounds = 5;
+  std::size_t calls = 4 * kBatchPool;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i], value = argv[i + 1];
+    if (arg == "--sizes") {
+      sizes.clear();
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        sizes.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else if (arg == "--impl") {
+      impl = value;
+    } else if (arg == "--rounds") {
+      rounds = std::stoi(value);
+    } else if (arg == "--calls") {
+      calls = std::stoul(value);
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  auto targets = detail::highway_targets();
+  targets.push_back(detail::scalar_target());
+  const detail::CpuKernels* kernels = nullptr;
+  for (const auto& target : targets) {
+    if (impl.empty() || impl == target.kernels->target) {
+      kernels = target.kernels;
+      break;
+    }
+  }
+  if (kernels == nullptr) {
+    std::fprintf(stderr, "no target %s on this CPU\n", impl.c_str());
+    return 2;
+  }
+  detail::ThreadPool one(1), two(2);
+  std::vector<std::uint64_t> keys(kBatch * kBatchPool);
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = key_at(2, i);
+  std::printf("impl cpu/%s, %zu calls of %zu keys a figure\n", kernels->target, calls, kBatch);
+  std::printf(
+      "| filter | plan | ns/key median (range) | speed-up on 1T, per round | load "
+      "|\n|---|---|---|---|---|\n");
+  for (const std::string& size : sizes) {
+    const Layout layout{Shape::sb512, parse_size(size) / 64};
+    const std::uint64_t capacity = layout.size_bytes() * 8 / kBitsPerKey;
+    std::vector<std::byte> loaded(layout.size_bytes()), bits(layout.size_bytes());
+    std::vector<std::uint64_t> chunk;
+    for (std::uint64_t first = 0; first < capacity; first += std::uint64_t{1} << 24) {
+      chunk.resize(std::min<std::uint64_t>(std::uint64_t{1} << 24, capacity - first));
+      for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = key_at(0, first + i);
+      kernels->insert(layout, loaded.data(), chunk.data(), chunk.size(),
+                      detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
+    }
+    const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2, true);
+    const auto atomic = detail::alternative_plan(BulkOp::insert, layout, kBatch, by_size);
+    std::vector<PlanCase> cases = {
+        {"1T", detail::plan_bulk(BulkOp::insert, layout, kBatch, 1, true), &one},
+        {by_size.mode == BulkPlan::Mode::partitioned ? "2T partitioned" : "2T block ranges",
+         by_size, &two}};
+    if (atomic) cases.push_back({"2T atomic key slices", *atomic, &two});
+    std::map<std::string, std::vector<double>> ns;
+    std::vector<double> loads;
+    detail::PartitionScratch scratch;
+    for (int round = 0; round < rounds; ++round) {
+      loads.push_back(load_average());
+      for (std::size_t c = 0; c < cases.size(); ++c) {
+        const PlanCase& pc = cases[(c + round) % cases.size()];
+        std::memcpy(bits.data(), loaded.data(), bits.size());
+        const auto begin = std::chrono::steady_clock::now();
+        for (std::size_t call = 0; call < calls; ++call) {
+          detail::insert_by_plan(pc.plan, *kernels, layout, bits.data(),
+                                 keys.data() + (call % kBatchPool) * kBatch, kBatch,
+                                 detail::KeyMode::hash_with_layout, *pc.pool, scratch);
+        }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        ns[pc.name].push_back(1e9 * seconds / static_cast<double>(calls * kBatch));
+      }
+    }
+    for (const PlanCase& pc : cases) {
+      const auto& v = ns[pc.name];
+      std::vector<double> speedups;  // per round: the machine's load moves between rounds
+      for (int r = 0; r < rounds; ++r) speedups.push_back(ns["1T"][r] / v[r]);
+      std::printf("| %s | %s | %.2f (%.2f–%.2f) | %.2f× (%.2f–%.2f) | %.1f–%.1f |\n", size.c_str(),
+                  pc.name.c_str(), median(v), *std::min_element(v.begin(), v.end()),
+                  *std::max_element(v.begin(), v.end()), median(speedups),
+                  *std::min_element(speedups.begin(), speedups.end()),
+                  *std::max_element(speedups.begin(), speedups.end()),
+                  *std::min_element(loads.begin(), loads.end()),
+                  *std::max_element(loads.begin(), loads.end()));
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
