@@ -7,7 +7,10 @@
 //   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX2] [--rounds 5] [--calls 256]
 //
 // Rounds alternate the plans' order; each figure is ns a key over `calls` calls of 2^16 keys,
-// starting from the loaded bytes. The load average is printed beside each round.
+// starting from the loaded bytes, in wall time and in the process's CPU time (all threads). On a
+// machine shared with other work the wall time counts the waits for a core; the CPU time does not,
+// so the threads times the one-thread CPU time over a plan's is what its threads could gain with
+// the cores free and the memory not the limit. The load average is printed beside each size.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -15,9 +18,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "bulkbloom/layout.hpp"
 #include "core/splitmix64.hpp"
@@ -56,9 +62,15 @@ std::uint64_t parse_size(const std::string& text) {
 
 struct PlanCase {
   std::string name;
-  BulkPlan plan;
   detail::ThreadPool* pool;
+  std::function<void(std::byte* bits, const std::uint64_t* keys)> run;  // one call of kBatch keys
 };
+
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -110,8 +122,8 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = key_at(2, i);
   std::printf("impl cpu/%s, %zu calls of %zu keys a figure\n", kernels->target, calls, kBatch);
   std::printf(
-      "| filter | plan | ns/key median (range) | speed-up on 1T, per round | load "
-      "|\n|---|---|---|---|---|\n");
+      "| filter | plan | wall ns/key | wall speed-up on 1T | CPU ns/key | threads × 1T CPU / CPU | "
+      "load |\n|---|---|---|---|---|---|---|\n");
   for (const std::string& size : sizes) {
     const Layout layout{Shape::sb512, parse_size(size) / 64};
     const std::uint64_t capacity = layout.size_bytes() * 8 / kBitsPerKey;
@@ -123,41 +135,73 @@ int main(int argc, char** argv) {
       kernels->insert(layout, loaded.data(), chunk.data(), chunk.size(),
                       detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
     }
-    const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2, true);
-    const auto atomic = detail::alternative_plan(BulkOp::insert, layout, kBatch, by_size);
-    std::vector<PlanCase> cases = {
-        {"1T", detail::plan_bulk(BulkOp::insert, layout, kBatch, 1, true), &one},
-        {by_size.mode == BulkPlan::Mode::partitioned ? "2T partitioned" : "2T block ranges",
-         by_size, &two}};
-    if (atomic) cases.push_back({"2T atomic key slices", *atomic, &two});
-    std::map<std::string, std::vector<double>> ns;
-    std::vector<double> loads;
     detail::PartitionScratch scratch;
+    const auto by_plan = [&](const BulkPlan& plan, detail::ThreadPool& pool) {
+      return [&, plan](std::byte* bits, const std::uint64_t* batch) {
+        detail::insert_by_plan(plan, *kernels, layout, bits, batch, kBatch,
+                               detail::KeyMode::hash_with_layout, pool, scratch);
+      };
+    };
+    const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2, true);
+    std::vector<PlanCase> cases = {
+        {"1T", &one, by_plan(detail::plan_bulk(BulkOp::insert, layout, kBatch, 1, true), one)},
+        {by_size.mode == BulkPlan::Mode::partitioned ? "2T partitioned" : "2T block ranges", &two,
+         by_plan(by_size, two)}};
+    if (const auto atomic = detail::alternative_plan(BulkOp::insert, layout, kBatch, by_size)) {
+      cases.push_back({"2T atomic key slices", &two, by_plan(*atomic, two)});
+      BulkPlan alone = *atomic;  // the atomic kernel's own cost against the plain one's
+      alone.tasks = 1;
+      cases.push_back({"1T atomic kernel", &one, by_plan(alone, one)});
+    }
+    // Not an insert plan: insert_if_absent's in-place key slices, whose bytes are an insert's
+    // (flags dropped), for what the same scheme would give plain inserts. Where the engine would
+    // time it for insert_if_absent only.
+    detail::InPlaceScratch in_place;
+    std::vector<std::uint8_t> flags(kBatch);
+    if (detail::alternative_plan(
+            BulkOp::insert_if_absent, layout, kBatch,
+            detail::plan_bulk(BulkOp::insert_if_absent, layout, kBatch, 2, true))) {
+      cases.push_back({"2T in place (insert_if_absent's)", &two,
+                       [&](std::byte* bits, const std::uint64_t* batch) {
+                         in_place.run(*kernels, layout, bits, batch, kBatch,
+                                      detail::KeyMode::hash_with_layout, flags.data(), two, 2);
+                       }});
+    }
+    std::map<std::string, std::vector<double>> wall_ns, cpu_ns;
+    std::vector<double> loads;
+    const auto keys_done = static_cast<double>(calls * kBatch);
     for (int round = 0; round < rounds; ++round) {
       loads.push_back(load_average());
       for (std::size_t c = 0; c < cases.size(); ++c) {
         const PlanCase& pc = cases[(c + round) % cases.size()];
         std::memcpy(bits.data(), loaded.data(), bits.size());
         const auto begin = std::chrono::steady_clock::now();
+        const double cpu_begin = process_cpu_seconds();
         for (std::size_t call = 0; call < calls; ++call) {
-          detail::insert_by_plan(pc.plan, *kernels, layout, bits.data(),
-                                 keys.data() + (call % kBatchPool) * kBatch, kBatch,
-                                 detail::KeyMode::hash_with_layout, *pc.pool, scratch);
+          pc.run(bits.data(), keys.data() + (call % kBatchPool) * kBatch);
         }
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-        ns[pc.name].push_back(1e9 * seconds / static_cast<double>(calls * kBatch));
+        cpu_ns[pc.name].push_back(1e9 * (process_cpu_seconds() - cpu_begin) / keys_done);
+        wall_ns[pc.name].push_back(
+            1e9 * std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() /
+            keys_done);
       }
     }
+    // Medians over rounds with their ranges; speed-ups per round, as the load moves between them.
+    const auto cell = [](const std::vector<double>& v, const char* unit) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.2f%s (%.2f–%.2f)", median(v), unit,
+                    *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+      return std::string(text);
+    };
     for (const PlanCase& pc : cases) {
-      const auto& v = ns[pc.name];
-      std::vector<double> speedups;  // per round: the machine's load moves between rounds
-      for (int r = 0; r < rounds; ++r) speedups.push_back(ns["1T"][r] / v[r]);
-      std::printf("| %s | %s | %.2f (%.2f–%.2f) | %.2f× (%.2f–%.2f) | %.1f–%.1f |\n", size.c_str(),
-                  pc.name.c_str(), median(v), *std::min_element(v.begin(), v.end()),
-                  *std::max_element(v.begin(), v.end()), median(speedups),
-                  *std::min_element(speedups.begin(), speedups.end()),
-                  *std::max_element(speedups.begin(), speedups.end()),
+      std::vector<double> wall_gain, cpu_gain;
+      for (int r = 0; r < rounds; ++r) {
+        wall_gain.push_back(wall_ns["1T"][r] / wall_ns[pc.name][r]);
+        cpu_gain.push_back(pc.pool->size() * cpu_ns["1T"][r] / cpu_ns[pc.name][r]);
+      }
+      std::printf("| %s | %s | %s | %s | %s | %s | %.1f–%.1f |\n", size.c_str(), pc.name.c_str(),
+                  cell(wall_ns[pc.name], "").c_str(), cell(wall_gain, "×").c_str(),
+                  cell(cpu_ns[pc.name], "").c_str(), cell(cpu_gain, "×").c_str(),
                   *std::min_element(loads.begin(), loads.end()),
                   *std::max_element(loads.begin(), loads.end()));
     }
