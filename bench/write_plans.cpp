@@ -1,10 +1,13 @@
 // Each insert plan forced, side by side in one process: one thread, the plan by size on two
-// threads (block ranges, or partitions from 1 GiB) and atomic key slices on two threads, over the
-// same loaded filter and batches as bench_filter's `insert/.../batch:64Ki` cases. The engine times
-// the two-thread plans against each other call by call (cpu/plan_chooser.hpp), so bench_filter
-// shows only the mix it settled on; this shows each plan alone (#37).
+// threads (block ranges, or partitions from 1 GiB), atomic key slices on two threads and the
+// atomic kernel alone on one, and insert_if_absent's in-place key slices run as an insert, over
+// the same loaded filter and batches as bench_filter's `insert/.../batch:64Ki` cases. The engine
+// times the two-thread insert plans against each other call by call (cpu/plan_chooser.hpp), so
+// bench_filter shows only the mix it settled on; this shows each plan alone (#37).
 //
-//   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX2] [--rounds 5] [--calls 256]
+//   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
+//
+// --impl: a Highway target this CPU runs, or "scalar"; the best one by default.
 //
 // Rounds alternate the plans' order; each figure is ns a key over `calls` calls of 2^16 keys,
 // starting from the loaded bytes, in wall time and in the process's CPU time (all threads). On a
@@ -15,7 +18,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -23,8 +25,7 @@
 #include <string>
 #include <vector>
 
-#include <time.h>
-
+#include "bench_clock.hpp"
 #include "bulkbloom/layout.hpp"
 #include "core/splitmix64.hpp"
 #include "core/thread_pool.hpp"
@@ -35,6 +36,8 @@
 namespace {
 
 using namespace bulkbloom;
+using bench::median;
+using bench::process_cpu_seconds;
 using detail::BulkOp;
 using detail::BulkPlan;
 
@@ -66,17 +69,6 @@ struct PlanCase {
   detail::ThreadPool* pool;
   std::function<void(std::byte* bits, const std::uint64_t* keys)> run;  // one call of kBatch keys
 };
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 }  // namespace
 
