@@ -14,11 +14,11 @@
 
 #include <chrono>
 #include <cstdint>
-#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "bench_clock.hpp"
 #include "core/splitmix64.hpp"
 #include "probe/memory_probe.hpp"
 
@@ -129,13 +129,7 @@ SizeState& size_state(const SizeCase& size) {
   return *current;
 }
 
-// CPU time of the whole process (all threads): with other work on the machine, wall time also
-// counts the time this process waited for a core, CPU time does not.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
+using bulkbloom::bench::process_cpu_seconds;
 
 // Iterations per benchmark, fixed so that each runs once, without the library's timing loop
 // re-running the (for large filters, seconds long) setup.

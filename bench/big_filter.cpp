@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_clock.hpp"
 #include "probe/memory_probe.hpp"
 
 using Clock = std::chrono::steady_clock;
@@ -63,17 +64,8 @@ void in_batches(std::uint64_t first, std::uint64_t count, std::vector<std::uint6
   }
 }
 
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t m = v.size() / 2;
-  return v.size() % 2 == 1 ? v[m] : (v[m - 1] + v[m]) / 2;
-}
+using bulkbloom::bench::median;
+using bulkbloom::bench::process_cpu_seconds;
 
 // The speed mode (see the top of the file).
 int speed(int argc, char** argv) {

@@ -193,10 +193,30 @@ TEST(PartitionedBulk, CoarsePartitionsMatchTheScalarKernelsOnAdversarialBatches)
   }
 }
 
+// An adversarial batch of the exactness tests below, its keys hashed by the kernels or given as
+// hashes (made to fall into chosen blocks).
+struct NamedBatch {
+  std::string name;
+  std::vector<std::uint64_t> keys;
+  KeyMode mode;
+};
+constexpr KeyMode hashed = KeyMode::hash_with_layout, prehashed = KeyMode::prehashed;
+
+// Pairs of keys in one block but with different bits, the second of each pair half a batch later,
+// so that with two slices every block is shared by both: key i and key i + n/2 (prehashed).
+std::vector<std::uint64_t> pairs_across_the_halves(std::size_t n, std::uint64_t seed) {
+  auto hashes = random_keys(n, seed);
+  // Under either index the block comes from the top bits; the bits set come from the low 32.
+  for (std::size_t i = n / 2; i < n; ++i)
+    hashes[i] = (hashes[i - n / 2] & ~0xFFFFull) | (i & 0xFFFF);
+  return hashes;
+}
+
 // Inserts without routing (Mode::atomic_key_slices): threads set bits in whatever blocks their
 // slice of the keys falls into, with atomic ORs. The bytes must be one scalar insert's for every
 // target and thread count, on empty and tiny batches, 2^k +- 1 keys, all-equal and hot keys (every
-// slice writing the same blocks), every key in one block, and into a filter that holds half the
+// slice writing the same blocks), every key in one block, pairs of keys of one block with different
+// bits in different slices (the bits a lost OR would drop), and into a filter that holds half the
 // keys already (most words then hold their bits: the kernels' read-only path).
 TEST(AtomicInsert, KeySlicesGiveTheScalarBytesForEveryTargetThreadCountShapeAndIndex) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
@@ -207,42 +227,40 @@ TEST(AtomicInsert, KeySlicesGiveTheScalarBytesForEveryTargetThreadCountShapeAndI
   for (Shape shape : kAllShapes) {
     for (BlockIndex index : kBothIndexes) {
       const Layout layout{shape, 1031, KeyHash::xxh64, 0, index};
-      const std::vector<std::pair<std::string, std::vector<std::uint64_t>>> batches = {
-          {"empty", {}},
-          {"one", random_keys(1, 60)},
-          {"six", random_keys(6, 61)},
-          {"2^12-1", batch_with_repeats((1u << 12) - 1)},
-          {"2^12", batch_with_repeats(1u << 12)},
-          {"2^12+1", batch_with_repeats((1u << 12) + 1)},
-          {"2^14+1", batch_with_repeats((1u << 14) + 1)},
-          {"all equal", std::vector<std::uint64_t>(4099, 0x5EED)},
-          {"hot keys", hot_key_batch(5, 3000, 5000, 62)},
+      const std::vector<NamedBatch> batches = {
+          {"empty", {}, hashed},
+          {"one", random_keys(1, 60), hashed},
+          {"six", random_keys(6, 61), hashed},
+          {"2^12-1", batch_with_repeats((1u << 12) - 1), hashed},
+          {"2^12", batch_with_repeats(1u << 12), hashed},
+          {"2^12+1", batch_with_repeats((1u << 12) + 1), hashed},
+          {"2^14+1", batch_with_repeats((1u << 14) + 1), hashed},
+          {"all equal", std::vector<std::uint64_t>(4099, 0x5EED), hashed},
+          {"hot keys", hot_key_batch(5, 3000, 5000, 62), hashed},
+          {"one block, six", hashes_in_one_block(layout, 1030 / 3, 6), prehashed},
+          {"one block, 2^12+1", hashes_in_one_block(layout, 1030 / 3, (1u << 12) + 1), prehashed},
+          {"one block, 2^14-1", hashes_in_one_block(layout, 1030, (1u << 14) - 1), prehashed},
+          {"pairs across the halves", pairs_across_the_halves(1u << 14, 63), prehashed},
+          {"pairs across the halves, odd", pairs_across_the_halves((1u << 14) + 1, 64), prehashed},
       };
-      for (const auto& [name, keys] : batches) {
-        for (KeyMode mode : {KeyMode::hash_with_layout, KeyMode::prehashed}) {
-          const std::vector<std::uint64_t> batch =
-              mode == KeyMode::prehashed && !keys.empty()
-                  ? hashes_in_one_block(layout, 1030 / 3, keys.size())
-                  : keys;
-          std::vector<std::byte> want_bits(layout.size_bytes());
-          scalar.insert(layout, want_bits.data(), batch.data(), batch.size(), mode,
-                        detail::all_blocks(layout));
-          // The filter before the call: empty, or with the first half of the batch in it.
-          std::vector<std::byte> half_loaded(layout.size_bytes());
-          scalar.insert(layout, half_loaded.data(), batch.data(), batch.size() / 2, mode,
-                        detail::all_blocks(layout));
-          for (const CpuKernels* kernels : all_kernel_sets()) {
-            for (const auto& [threads, pool] : pools) {
-              SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
-                           " " + name + (mode == KeyMode::prehashed ? " in one block " : " ") +
-                           kernels->target + " threads " + std::to_string(threads));
-              for (bool loaded : {false, true}) {
-                std::vector<std::byte> bits =
-                    loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
-                detail::insert_in_key_slices(*kernels, layout, bits.data(), batch.data(),
-                                             batch.size(), mode, *pool, threads);
-                ASSERT_TRUE(bits == want_bits) << (loaded ? "half loaded" : "empty");
-              }
+      for (const auto& [name, batch, mode] : batches) {
+        std::vector<std::byte> want_bits(layout.size_bytes());
+        scalar.insert(layout, want_bits.data(), batch.data(), batch.size(), mode,
+                      detail::all_blocks(layout));
+        // The filter before the call: empty, or with the first half of the batch in it.
+        std::vector<std::byte> half_loaded(layout.size_bytes());
+        scalar.insert(layout, half_loaded.data(), batch.data(), batch.size() / 2, mode,
+                      detail::all_blocks(layout));
+        for (const CpuKernels* kernels : all_kernel_sets()) {
+          for (const auto& [threads, pool] : pools) {
+            SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) + " " +
+                         name + " " + kernels->target + " threads " + std::to_string(threads));
+            for (bool loaded : {false, true}) {
+              std::vector<std::byte> bits =
+                  loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
+              detail::insert_in_key_slices(*kernels, layout, bits.data(), batch.data(),
+                                           batch.size(), mode, *pool, threads);
+              ASSERT_TRUE(bits == want_bits) << (loaded ? "half loaded" : "empty");
             }
           }
         }
@@ -299,16 +317,6 @@ TEST(InPlaceInsertIfAbsent, UnmarkedKernelsSkipTheMarkedBlocksForEveryTarget) {
   }
 }
 
-// Pairs of keys in one block but with different bits, the second of each pair half a batch later,
-// so that with two slices every block is shared by both: key i and key i + n/2 (prehashed).
-std::vector<std::uint64_t> pairs_across_the_halves(std::size_t n, std::uint64_t seed) {
-  auto hashes = random_keys(n, seed);
-  // Under either index the block comes from the top bits; the bits set come from the low 32.
-  for (std::size_t i = n / 2; i < n; ++i)
-    hashes[i] = (hashes[i - n / 2] & ~0xFFFFull) | (i & 0xFFFF);
-  return hashes;
-}
-
 // In-place key slices (Mode::in_place_key_slices): bytes, flags and count must be one scalar
 // insert_if_absent's for 1 to 7 threads, every shape, both indexes and every target, on batches
 // made to share blocks between the slices: empty, tiny, 2^16 +- 1 keys around a chunk, repeats far
@@ -327,13 +335,7 @@ TEST(InPlaceInsertIfAbsent, KeySlicesGiveTheScalarAnswersForEveryThreadCountTarg
     for (BlockIndex index : kBothIndexes) {
       for (std::uint64_t num_blocks : {std::uint64_t{1031}, std::uint64_t{40009}}) {
         const Layout layout{shape, num_blocks, KeyHash::xxh64, 0, index};
-        struct Batch {
-          std::string name;
-          std::vector<std::uint64_t> keys;
-          KeyMode mode;
-        };
-        const KeyMode hashed = KeyMode::hash_with_layout, prehashed = KeyMode::prehashed;
-        const std::vector<Batch> batches = {
+        const std::vector<NamedBatch> batches = {
             {"empty", {}, hashed},
             {"one", random_keys(1, 80), hashed},
             {"six", random_keys(6, 81), hashed},

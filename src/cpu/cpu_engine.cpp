@@ -125,24 +125,8 @@ class CpuEngine final : public Engine {
   }
 
   void insert_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode) {
-    switch (plan.mode) {
-      case BulkPlan::Mode::partitioned:
-        scratch_.run(BulkOp::insert, kernels_, layout_, bits_.data(), keys.data(), keys.size(),
-                     mode, nullptr, *pool_, plan.partition_shift);
-        return;
-      case BulkPlan::Mode::block_ranges:
-        pool_->run(plan.tasks, [&](unsigned t) {
-          kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                          task_blocks(layout_, t, plan.tasks));
-        });
-        return;
-      case BulkPlan::Mode::atomic_key_slices:
-        insert_in_key_slices(kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
-                             *pool_, plan.tasks);
-        return;
-      default:
-        kernels_.insert(layout_, bits_.data(), keys.data(), keys.size(), mode, all_blocks(layout_));
-    }
+    insert_by_plan(plan, kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode, *pool_,
+                   scratch_);
   }
 
   void contains_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode,

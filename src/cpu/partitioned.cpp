@@ -106,6 +106,27 @@ void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::
   });
 }
 
+void insert_by_plan(const BulkPlan& plan, const CpuKernels& kernels, const Layout& layout,
+                    std::byte* bits, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                    ThreadPool& pool, PartitionScratch& scratch) {
+  switch (plan.mode) {
+    case BulkPlan::Mode::partitioned:
+      scratch.run(BulkOp::insert, kernels, layout, bits, keys, n, mode, nullptr, pool,
+                  plan.partition_shift);
+      return;
+    case BulkPlan::Mode::block_ranges:
+      pool.run(plan.tasks, [&](unsigned t) {
+        kernels.insert(layout, bits, keys, n, mode, task_blocks(layout, t, plan.tasks));
+      });
+      return;
+    case BulkPlan::Mode::atomic_key_slices:
+      insert_in_key_slices(kernels, layout, bits, keys, n, mode, pool, plan.tasks);
+      return;
+    default:
+      kernels.insert(layout, bits, keys, n, mode, all_blocks(layout));
+  }
+}
+
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks) {
   return {static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t)),
           static_cast<std::uint32_t>(slice_begin(layout.num_blocks, tasks, t + 1))};

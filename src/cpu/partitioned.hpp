@@ -89,6 +89,13 @@ void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::
                           const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
                           unsigned tasks);
 
+/// An insert run by `plan`, plan_bulk's or alternative_plan's for BulkOp::insert (any of them: the
+/// engine's chooser, and bench/write_plans which times each plan forced). `scratch` serves
+/// Mode::partitioned. The bytes are those of one `kernels.insert` over all the keys.
+void insert_by_plan(const BulkPlan& plan, const CpuKernels& kernels, const Layout& layout,
+                    std::byte* bits, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                    ThreadPool& pool, PartitionScratch& scratch);
+
 /// The blocks task `t` of `tasks` owns in Mode::block_ranges.
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);
 

@@ -1,0 +1,206 @@
+// Each insert plan forced, side by side in one process: one thread, the plan by size on two
+// threads (block ranges, or partitions from 1 GiB), atomic key slices on two threads and the
+// atomic kernel alone on one, and insert_if_absent's in-place key slices run as an insert, over
+// the same loaded filter and batches as bench_filter's `insert/.../batch:64Ki` cases. The engine
+// times the two-thread insert plans against each other call by call (cpu/plan_chooser.hpp), so
+// bench_filter shows only the mix it settled on; this shows each plan alone (#37).
+//
+//   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
+//
+// --impl: a Highway target this CPU runs, or "scalar"; the best one by default.
+//
+// Rounds alternate the plans' order; each figure is ns a key over `calls` calls of 2^16 keys,
+// starting from the loaded bytes, in wall time and in the process's CPU time (all threads). On a
+// machine shared with other work the wall time counts the waits for a core; the CPU time does not,
+// so the threads times the one-thread CPU time over a plan's is what its threads could gain with
+// the cores free and the memory not the limit. The load average is printed beside each size.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench_clock.hpp"
+#include "bulkbloom/layout.hpp"
+#include "core/splitmix64.hpp"
+#include "core/thread_pool.hpp"
+#include "cpu/host_buffer.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/partitioned.hpp"
+
+namespace {
+
+using namespace bulkbloom;
+using bench::median;
+using bench::process_cpu_seconds;
+using detail::BulkOp;
+using detail::BulkPlan;
+
+constexpr std::uint64_t kBitsPerKey = 16;  // as bench_filter
+constexpr std::size_t kBatch = std::size_t{1} << 16;
+constexpr std::size_t kBatchPool = 64;
+
+std::uint64_t key_at(std::uint64_t stream, std::uint64_t i) {  // bench_filter's keys
+  return detail::splitmix64_mix(i + (stream << 48) + detail::kSplitMix64Gamma);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  in >> load;
+  return load;
+}
+
+std::uint64_t parse_size(const std::string& text) {
+  const std::uint64_t n = std::stoull(text);
+  if (text.find("GiB") != std::string::npos) return n << 30;
+  if (text.find("MiB") != std::string::npos) return n << 20;
+  if (text.find("KiB") != std::string::npos) return n << 10;
+  return n;
+}
+
+struct PlanCase {
+  std::string name;
+  detail::ThreadPool* pool;
+  std::function<void(std::byte* bits, const std::uint64_t* keys)> run;  // one call of kBatch keys
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> sizes = {"2MiB", "32MiB", "512MiB"};
+  std::string impl;
+  int rounds = 5;
+  std::size_t calls = 4 * kBatchPool;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string arg = argv[i], value = argv[i + 1];
+    if (arg == "--sizes") {
+      sizes.clear();
+      for (std::size_t at = 0; at <= value.size();) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        sizes.push_back(value.substr(at, comma - at));
+        at = comma + 1;
+      }
+    } else if (arg == "--impl") {
+      impl = value;
+    } else if (arg == "--rounds") {
+      rounds = std::stoi(value);
+    } else if (arg == "--calls") {
+      calls = std::stoul(value);
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  auto targets = detail::highway_targets();
+  targets.push_back(detail::scalar_target());
+  const detail::CpuKernels* kernels = nullptr;
+  for (const auto& target : targets) {
+    if (impl.empty() || impl == target.kernels->target) {
+      kernels = target.kernels;
+      break;
+    }
+  }
+  if (kernels == nullptr) {
+    std::fprintf(stderr, "no target %s on this CPU\n", impl.c_str());
+    return 2;
+  }
+  detail::ThreadPool one(1), two(2);
+  std::vector<std::uint64_t> keys(kBatch * kBatchPool);
+  for (std::size_t i = 0; i < keys.size(); ++i) keys[i] = key_at(2, i);
+  std::printf("impl cpu/%s, %zu calls of %zu keys a figure\n", kernels->target, calls, kBatch);
+  std::printf(
+      "| filter | plan | wall ns/key | wall speed-up on 1T | CPU ns/key | threads × 1T CPU / CPU | "
+      "load |\n|---|---|---|---|---|---|---|\n");
+  for (const std::string& size : sizes) {
+    const Layout layout{Shape::sb512, parse_size(size) / 64};
+    const std::uint64_t capacity = layout.size_bytes() * 8 / kBitsPerKey;
+    // The engine's memory (2 MiB pages where the host gives them), not a vector's 4 KiB pages:
+    // a page walk a key would otherwise be part of every figure from 32 MiB up.
+    const detail::HostBuffer loaded(layout.size_bytes()), bits(layout.size_bytes());
+    std::vector<std::uint64_t> chunk;
+    for (std::uint64_t first = 0; first < capacity; first += std::uint64_t{1} << 24) {
+      chunk.resize(std::min<std::uint64_t>(std::uint64_t{1} << 24, capacity - first));
+      for (std::size_t i = 0; i < chunk.size(); ++i) chunk[i] = key_at(0, first + i);
+      kernels->insert(layout, loaded.data(), chunk.data(), chunk.size(),
+                      detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
+    }
+    detail::PartitionScratch scratch;
+    const auto by_plan = [&](const BulkPlan& plan, detail::ThreadPool& pool) {
+      return [&, plan](std::byte* bits, const std::uint64_t* batch) {
+        detail::insert_by_plan(plan, *kernels, layout, bits, batch, kBatch,
+                               detail::KeyMode::hash_with_layout, pool, scratch);
+      };
+    };
+    const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2, true);
+    std::vector<PlanCase> cases = {
+        {"1T", &one, by_plan(detail::plan_bulk(BulkOp::insert, layout, kBatch, 1, true), one)},
+        {by_size.mode == BulkPlan::Mode::partitioned ? "2T partitioned" : "2T block ranges", &two,
+         by_plan(by_size, two)}};
+    if (const auto atomic = detail::alternative_plan(BulkOp::insert, layout, kBatch, by_size)) {
+      cases.push_back({"2T atomic key slices", &two, by_plan(*atomic, two)});
+      BulkPlan alone = *atomic;  // the atomic kernel's own cost against the plain one's
+      alone.tasks = 1;
+      cases.push_back({"1T atomic kernel", &one, by_plan(alone, one)});
+    }
+    // Not an insert plan: insert_if_absent's in-place key slices, whose bytes are an insert's
+    // (flags dropped), for what the same scheme would give plain inserts. Where the engine would
+    // time it for insert_if_absent only.
+    detail::InPlaceScratch in_place;
+    std::vector<std::uint8_t> flags(kBatch);
+    if (detail::alternative_plan(
+            BulkOp::insert_if_absent, layout, kBatch,
+            detail::plan_bulk(BulkOp::insert_if_absent, layout, kBatch, 2, true))) {
+      cases.push_back({"2T in place (insert_if_absent's)", &two,
+                       [&](std::byte* bits, const std::uint64_t* batch) {
+                         in_place.run(*kernels, layout, bits, batch, kBatch,
+                                      detail::KeyMode::hash_with_layout, flags.data(), two, 2);
+                       }});
+    }
+    std::map<std::string, std::vector<double>> wall_ns, cpu_ns;
+    std::vector<double> loads;
+    const auto keys_done = static_cast<double>(calls * kBatch);
+    for (int round = 0; round < rounds; ++round) {
+      loads.push_back(load_average());
+      for (std::size_t c = 0; c < cases.size(); ++c) {
+        const PlanCase& pc = cases[(c + round) % cases.size()];
+        std::memcpy(bits.data(), loaded.data(), bits.size());
+        const auto begin = std::chrono::steady_clock::now();
+        const double cpu_begin = process_cpu_seconds();
+        for (std::size_t call = 0; call < calls; ++call) {
+          pc.run(bits.data(), keys.data() + (call % kBatchPool) * kBatch);
+        }
+        cpu_ns[pc.name].push_back(1e9 * (process_cpu_seconds() - cpu_begin) / keys_done);
+        wall_ns[pc.name].push_back(
+            1e9 * std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() /
+            keys_done);
+      }
+    }
+    // Medians over rounds with their ranges; speed-ups per round, as the load moves between them.
+    const auto cell = [](const std::vector<double>& v, const char* unit) {
+      char text[64];
+      std::snprintf(text, sizeof text, "%.2f%s (%.2f–%.2f)", median(v), unit,
+                    *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+      return std::string(text);
+    };
+    for (const PlanCase& pc : cases) {
+      std::vector<double> wall_gain, cpu_gain;
+      for (int r = 0; r < rounds; ++r) {
+        wall_gain.push_back(wall_ns["1T"][r] / wall_ns[pc.name][r]);
+        cpu_gain.push_back(pc.pool->size() * cpu_ns["1T"][r] / cpu_ns[pc.name][r]);
+      }
+      std::printf("| %s | %s | %s | %s | %s | %s | %.1f–%.1f |\n", size.c_str(), pc.name.c_str(),
+                  cell(wall_ns[pc.name], "").c_str(), cell(wall_gain, "×").c_str(),
+                  cell(cpu_ns[pc.name], "").c_str(), cell(cpu_gain, "×").c_str(),
+                  *std::min_element(loads.begin(), loads.end()),
+                  *std::max_element(loads.begin(), loads.end()));
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
