@@ -24,8 +24,12 @@ What is measured, per run (each run is one Spark job group):
                 twice).
   rows          rows of each output (Parquet footers). dropDuplicates keeps one row per distinct
                 event_id, which the dump's _dump.json gives exactly; bulkbloom's false drops are
-                the distinct keys it dropped, compared with the filter model's expectation
-                sum over n < distinct of expected_fpr(n) of the layout it chose.
+                the distinct keys it dropped, compared with what is expected: a filter's, the
+                model's sum over n < distinct of expected_fpr(n) of the layout it chose; a
+                window's, the library's own (the run's window shards' expected_false_drops,
+                each at its generations' rates as its records came, which the manifest
+                records), not that model: the window's layout is one generation's, sized for a
+                period, not for every key.
 """
 
 from __future__ import annotations
@@ -203,7 +207,17 @@ def missing(values: np.ndarray, sorted_set: np.ndarray) -> int:
     return int(np.count_nonzero(sorted_set[at] != values))
 
 
-def expected_false_drops(layout: bulkbloom.Layout, distinct: int) -> float:
+def expected_false_drops(state, distinct: int) -> float:
+    """The never-seen keys the run that made `state` (a bulkbloom.spark.ShardedFilter) is
+    expected to have dropped, of `distinct` keys: a window's own figure, else the filter model's."""
+    if state.window is not None:
+        if state.expected_false_drops is None:
+            raise ValueError(f"{state.root}: the window's manifest records no expected_false_drops")
+        return state.expected_false_drops
+    return filter_expected_false_drops(state.layout, distinct)
+
+
+def filter_expected_false_drops(layout: bulkbloom.Layout, distinct: int) -> float:
     """Sum over the distinct keys of the model's false-positive rate when each arrives."""
     model = bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed,
                                          layout.hash, layout.index)
@@ -347,8 +361,7 @@ def main() -> None:
                 state = bbspark.open_filter(run_filter)
                 run["num_shards"] = state.num_shards
                 run["layout"] = str(state.layout)
-                run["expected_false_drops"] = expected_false_drops(state.layout,
-                                                                   info["distinct"])
+                run["expected_false_drops"] = expected_false_drops(state, info["distinct"])
                 shutil.rmtree(filter_dir, ignore_errors=True)
             if args.check_keys and round_number == 0 and variant != "copy":
                 keys = np.sort(pq.read_table(out, columns=["event_id"])["event_id"].to_numpy())

@@ -71,7 +71,7 @@ def main() -> None:
     print()
     print("| rows | wall ratio | copy / dropDuplicates | shuffle ratio | JVM heap ratio "
           "| execution memory + Python ratio | JVM heap + Python ratio | bulkbloom routing s "
-          "| shards | filtering | false drops | model | key check |")
+          "| shards | filtering | false drops | expected | key check |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for report in reports:
         runs, summary = report["runs"], report["summary"]

@@ -155,7 +155,9 @@ The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``
     how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``) and how many
     rows were dropped (``"dropped"``), and, written by ``dedup_and_write``, the ``"run"`` that made
     it ("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock, window,
-    generations, lateness) and the event ``time`` of the last run, and its shards are window
+    generations, lateness), the event ``time`` of the last run, the whole window's keys in each
+    filter (``window_keys``) and the run's ``expected_false_drops`` (the sum of its window
+    shards' own, ``ShardedFilter.expected_false_drops``), and its shards are window
     shard files (``shard-00000.bbw``, ``bulkbloom.WindowShard``). Each shard file is a shard file
     of the filter file format (docs/FORMAT.md): its header records the whole layout and which
     shard of S it is, and stores the shard's distinct-key count; ``bulkbloom.FilterShard.load``

@@ -329,6 +329,8 @@ _DECIDED = T.StructType(
         T.StructField("new_keys", T.LongType(), False),
         # A window shard's filter_keys() after the run (an empty list for a filter).
         T.StructField("filter_keys", T.ArrayType(T.LongType(), False), False),
+        # A window shard's own expected_false_drops over the run's records (None for a filter).
+        T.StructField("expected_false_drops", T.DoubleType(), True),
     ]
 )
 
@@ -399,12 +401,14 @@ def _decide_shards(
                 shard = _relaid(shard, key_layout)
         keys = table.column(_KEY)
         filter_keys: List[int] = []
+        expected_false_drops = None
         if window is not None:
             _prepare_window_shard(shard, sizing)
             insert = shard.insert_hashes_if_absent if hashed else shard.insert_if_absent
             fresh = insert(keys, np.full(len(table), time, dtype=np.int64))
             shard.advance_to(time)
             filter_keys = shard.filter_keys()
+            expected_false_drops = shard.expected_false_drops
         elif write_drops:
             fresh = shard.insert_if_absent(keys)
         else:
@@ -436,6 +440,7 @@ def _decide_shards(
                 "keys": pa.array([len(table)], pa.int64()),
                 "new_keys": pa.array([new_keys], pa.int64()),
                 "filter_keys": pa.array([filter_keys], pa.list_(pa.int64())),
+                "expected_false_drops": pa.array([expected_false_drops], pa.float64()),
             }
         )
 

@@ -282,6 +282,16 @@ class ShardedFilter:
         return _layout_from_json(self.manifest["layout"])
 
     @property
+    def expected_false_drops(self) -> Optional[float]:
+        """A window's: the never-seen keys the run that made this generation is expected to have
+        dropped, the sum of its window shards' own ``WindowShard.expected_false_drops`` (each at
+        its generations' rates as its records came). None for a filter, whose rate is its
+        layout's model (``Layout``'s ``expected_fpr``), and for a window committed before
+        bulkbloom recorded it."""
+        value = self.manifest.get("expected_false_drops")
+        return None if value is None else float(value)
+
+    @property
     def window(self) -> Optional[bulkbloom.WindowConfig]:
         """The window's configuration, or None for a filter."""
         values = self.manifest.get("window")
@@ -463,7 +473,8 @@ def _stage(
     of this run went to is the base generation's object, named again. A window's manifest
     records the whole window's keys in each filter (``"window_keys"``, the sum of the shards'
     filter_keys()), which the next run gives its shards (`sizing`: what this run's shards were
-    given). Returns the manifest to commit (``_publish``)."""
+    given), and the run's ``"expected_false_drops"`` (the sum of the shards' own). Returns the
+    manifest to commit (``_publish``)."""
     by_shard = {row["shard"]: row for row in rows}
     if len(by_shard) != len(rows):
         # Each shard's rows must all reach one task; two tasks' halves would each look complete.
@@ -526,7 +537,8 @@ def _stage(
         "layout": _layout_to_json(layout),
         **manifest_extra,
         **({} if window is None else {
-            "window": _window_to_json(window), "time": time, "window_keys": window_keys}),
+            "window": _window_to_json(window), "time": time, "window_keys": window_keys,
+            "expected_false_drops": sum(row["expected_false_drops"] for row in rows)}),
         "shards": shards,
         "drops": named_drops,
         "drops_by": drops_by,
