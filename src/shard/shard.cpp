@@ -9,6 +9,7 @@
 
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
+#include "core/span_checks.hpp"
 #include "persist/file_io.hpp"
 #include "persist/shard_file.hpp"
 #include "registry/backend.hpp"
@@ -28,6 +29,7 @@ struct ShardAccess {
 
 namespace {
 
+using detail::check_size;
 using detail::KeyMode;
 
 void check_shard_count(const Layout& layout, std::uint32_t num_shards) {
@@ -37,13 +39,6 @@ void check_shard_count(const Layout& layout, std::uint32_t num_shards) {
                                 std::to_string(layout.num_blocks) +
                                 "]: every shard holds at least one of the layout's " +
                                 std::to_string(layout.num_blocks) + " blocks");
-  }
-}
-
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
   }
 }
 

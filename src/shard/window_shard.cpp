@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/filter_access.hpp"
+#include "core/span_checks.hpp"
 #include "persist/file_io.hpp"
 #include "registry/backend.hpp"
 #include "shard/shard_keys.hpp"
@@ -21,14 +22,8 @@ namespace bulkbloom {
 
 namespace {
 
+using detail::check_size;
 using detail::WindowAccess;
-
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
-  }
-}
 
 const detail::HostKernels& host_kernels(const WindowedFilter& window) {
   return *detail::FilterAccess::engine(window.generation(0)).host().kernels;
