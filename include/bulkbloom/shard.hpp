@@ -45,6 +45,31 @@ constexpr std::uint32_t shard_of_block(std::uint64_t block, std::uint64_t num_bl
   return static_cast<std::uint32_t>(((block + 1) * num_shards - 1) / num_blocks);
 }
 
+/// Where a shard lies in its whole: shard index() of num_shards(), holding the blocks() that
+/// shard_blocks() gives it. FilterShard and WindowShard are each one (a window shard holds these
+/// blocks of every generation), so that both answer the same questions the same way and check
+/// their keys against the same place.
+class ShardPlacement {
+ public:
+  /// Shard `index` of `num_shards` over `num_blocks` blocks. Throws what shard_blocks() throws.
+  ShardPlacement(std::uint64_t num_blocks, std::uint32_t index, std::uint32_t num_shards)
+      : index_(index),
+        num_shards_(num_shards),
+        blocks_(shard_blocks(num_blocks, index, num_shards)) {}
+
+  /// Which shard this is, in [0, num_shards()).
+  std::uint32_t index() const { return index_; }
+  /// How many shards the whole is cut into.
+  std::uint32_t num_shards() const { return num_shards_; }
+  /// The blocks of the whole layout this shard holds.
+  BlockSpan blocks() const { return blocks_; }
+
+ private:
+  std::uint32_t index_;
+  std::uint32_t num_shards_;
+  BlockSpan blocks_;
+};
+
 /// Writes to `out[i]` the shard of `num_shards` shards of `layout` that owns `keys[i]`.
 /// `out` must be as long as `keys`. Throws std::invalid_argument for a bad layout, a shard count
 /// outside [1, layout.num_blocks] or a wrong output length.
@@ -58,8 +83,9 @@ void shard_of(const Layout& layout, std::span<const std::string_view> keys,
 /// blocks and nothing else. Its bulk calls take only keys it owns (route them with shard_of());
 /// a batch holding another shard's key throws std::invalid_argument naming the key, its shard and
 /// both block ranges, before anything is changed. Answers and bytes are exactly those of the
-/// same blocks of one whole filter given the same keys in the same order. Move-only.
-class FilterShard {
+/// same blocks of one whole filter given the same keys in the same order. Its place (index(),
+/// num_shards(), blocks() of layout()) is its ShardPlacement. Move-only.
+class FilterShard : public ShardPlacement {
  public:
   /// An empty shard. Throws std::invalid_argument for a bad layout or shard numbers (see
   /// shard_blocks), and what the Filter constructor throws for the backend.
@@ -68,12 +94,6 @@ class FilterShard {
 
   /// The layout of the whole filter this shard is part of.
   const Layout& layout() const { return layout_; }
-  /// Which shard this is, in [0, num_shards()).
-  std::uint32_t index() const { return index_; }
-  /// How many shards the whole filter is cut into.
-  std::uint32_t num_shards() const { return num_shards_; }
-  /// The blocks of layout() this shard holds.
-  BlockSpan blocks() const { return blocks_; }
   /// Size of the shard's bits in bytes: blocks().size() blocks.
   std::uint64_t size_bytes() const;
   /// The running implementation, as Filter::implementation() names it.
@@ -116,16 +136,9 @@ class FilterShard {
   void contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const;
   template <typename Key>
   std::uint64_t insert_if_absent_keys(std::span<const Key> keys, std::span<std::uint8_t> is_new);
-  template <typename Key>
-  void check_owned(std::span<const Key> keys) const;
-  template <typename Key, typename Apply>
-  void for_each_local_chunk(std::span<const Key> keys, Apply&& apply) const;
 
   Layout layout_;
-  std::uint32_t index_;
-  std::uint32_t num_shards_;
-  BlockSpan blocks_;
-  // The shard's blocks as a filter of their own (the "local" layout of detail/shard_math.hpp),
+  // The shard's blocks as a filter of their own (the "local" layout of src/shard/shard_math.hpp),
   // fed each key's hash moved into its local block.
   Filter bits_;
 };

@@ -65,8 +65,9 @@ bool shards_size_per_period(const WindowConfig& config, std::uint32_t num_shards
 /// blocks() of config().generation, with the window's clock given by the caller (see the file
 /// comment). Its bulk calls take only keys it owns: a batch holding another shard's key throws
 /// std::invalid_argument naming the key, its shard and both block ranges, before anything is
-/// changed. Move-only.
-class WindowShard {
+/// changed. Its place (index(), num_shards(), blocks() of config().generation, in each
+/// generation) is its ShardPlacement. Move-only.
+class WindowShard : public ShardPlacement {
  public:
   /// An empty shard with an unstarted clock. Throws std::invalid_argument for a bad config or
   /// shard numbers (see shard_blocks), and what the WindowedFilter constructor throws.
@@ -81,18 +82,12 @@ class WindowShard {
 
   /// The configuration of the whole window this shard is part of.
   const WindowConfig& config() const { return config_; }
-  /// Which shard this is, in [0, num_shards()).
-  std::uint32_t index() const { return index_; }
-  /// How many shards the whole window is cut into.
-  std::uint32_t num_shards() const { return num_shards_; }
-  /// The blocks of config().generation this shard holds in each generation.
-  BlockSpan blocks() const { return blocks_; }
   /// Bytes of one generation's blocks of this shard at the configured size.
   std::uint64_t generation_bytes() const;
   /// Bytes of all the shard's generations as they are now.
   std::uint64_t memory_bytes() const { return local_.memory_bytes(); }
   /// Whether this shard sizes its generations per period (shards_size_per_period).
-  bool sizes_per_period() const { return shards_size_per_period(config_, num_shards_); }
+  bool sizes_per_period() const { return shards_size_per_period(config_, num_shards()); }
   /// The running implementation, as WindowedFilter::implementation() names it.
   std::string implementation() const;
 
@@ -184,11 +179,9 @@ class WindowShard {
   void contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const;
 
   WindowConfig config_;
-  std::uint32_t index_;
-  std::uint32_t num_shards_;
-  BlockSpan blocks_;
   // The shard's blocks of every generation as a window of their own (the "local" layout of
-  // src/shard_math.hpp), fed each key's hash moved into its local block and the caller's clock.
+  // src/shard/shard_math.hpp), fed each key's hash moved into its local block and the caller's
+  // clock.
   WindowedFilter local_;
 };
 

@@ -67,6 +67,17 @@ class _ShardPlace:
         shard holds."""
         return self._core.blocks
 
+    def _whole_description(self) -> str:
+        """The description of the whole layout or window configuration."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return (
+            f"<bulkbloom.{type(self).__name__} {self.index} of {self.num_shards}, blocks "
+            f"{_blocks_text(*self.blocks)} of {self._whole_description()} on "
+            f"{self._core.implementation}>"
+        )
+
     def _check_owned(self, layout: Layout, pieces: list) -> None:
         """Raises ValueError, naming the key as the library does, if a key of `pieces` belongs to
         another shard. The library checks each core call before applying it, but a batch of
@@ -156,12 +167,8 @@ class FilterShard(_BulkCalls, _ShardPlace):
         self._check_owned(self.layout, pieces)
         return pieces
 
-    def __repr__(self) -> str:
-        begin, end = self.blocks
-        return (
-            f"<bulkbloom.FilterShard {self.index} of {self.num_shards}, blocks [{begin}, {end}) "
-            f"of {self.layout.description} on {self.implementation}>"
-        )
+    def _whole_description(self) -> str:
+        return self.layout.description
 
     def clear(self) -> None:
         """Clears every bit."""
@@ -276,14 +283,8 @@ class WindowShard(_WindowState, _ShardPlace):
         ``ValueError`` unless there is one count per filter."""
         self._core.set_window_keys([_count(k, "keys") for k in keys])
 
-
-
-    def __repr__(self) -> str:
-        begin, end = self.blocks
-        return (
-            f"<bulkbloom.WindowShard {self.index} of {self.num_shards}, blocks [{begin}, {end}) "
-            f"of {self.config.description} on {self.implementation}>"
-        )
+    def _whole_description(self) -> str:
+        return self.config.description
 
     def insert_if_absent(self, keys: Keys, clocks: Any) -> np.ndarray:
         """Dedups a batch in order: True where no generation held the key; every key goes into

@@ -22,9 +22,11 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -214,6 +216,29 @@ Loaded<Py> load_into(const Options& options, Read&& read) {
     return read(&state);
   }();
   return {new Py(std::move(object), options), state.keys_inserted, to_bytes(state.metadata)};
+}
+
+/// Each of `shards` (what split or reshard made) in a new binding object `Py` made with `options`,
+/// for Python to own.
+template <typename Py, typename Shard>
+std::vector<Py*> wrapped(std::vector<Shard> shards, const Options& options) {
+  std::vector<Py*> result;
+  result.reserve(shards.size());
+  for (Shard& shard : shards) result.push_back(new Py(std::move(shard), options));
+  return result;
+}
+
+/// `op(copies, options)`, the library's concat or reshard, on copies of the Python shards
+/// `shards` that `copy_all(shards, options)` makes with the first shard's options, all without the
+/// GIL: the library takes the shards side by side, and each Python shard owns its own. `what`
+/// names the call in the error for no shards.
+template <typename Py, typename CopyAll, typename Op>
+auto on_shard_copies(const std::vector<Py*>& shards, const char* what, CopyAll&& copy_all,
+                     Op&& op) {
+  if (shards.empty()) throw std::invalid_argument(std::string(what) + ": no shards");
+  const Options options = shards.front()->options;
+  nb::gil_scoped_release release;
+  return op(copy_all(shards, options), options);
 }
 
 /// A host byte array as bytes.

@@ -84,13 +84,6 @@ std::vector<FilterShard> copies_of(const std::vector<PyShard*>& shards, const Op
   return copies;
 }
 
-std::vector<PyShard*> wrapped(std::vector<FilterShard> shards, const Options& options) {
-  std::vector<PyShard*> result;
-  result.reserve(shards.size());
-  for (FilterShard& shard : shards) result.push_back(new PyShard(std::move(shard), options));
-  return result;
-}
-
 }  // namespace
 
 void bind_shard(nb::module_& m) {
@@ -229,32 +222,27 @@ void bind_shard(nb::module_& m) {
       [](PyFilter& filter, std::uint32_t num_shards) {
         auto shards = locked(filter.reading,
                              [&] { return split(filter.filter, num_shards, filter.options); });
-        return wrapped(std::move(shards), filter.options);
+        return wrapped<PyShard>(std::move(shards), filter.options);
       },
       nb::arg("filter"), nb::arg("num_shards"), nb::rv_policy::take_ownership,
       "The filter cut into `num_shards` shards, each a copy of its blocks.");
   m.def(
       "concat",
       [](const std::vector<PyShard*>& shards) {
-        if (shards.empty()) throw std::invalid_argument("concat: no shards");
-        const Options options = shards.front()->options;
-        nb::gil_scoped_release release;
-        const auto copies = copies_of(shards, options);
-        return new PyFilter(concat(copies, options), options);
+        return on_shard_copies(shards, "concat", copies_of,
+                               [](const auto& copies, const Options& options) {
+                                 return new PyFilter(concat(copies, options), options);
+                               });
       },
       nb::arg("shards"), nb::rv_policy::take_ownership,
       "The whole filter from all its shards, in any order.");
   m.def(
       "reshard",
       [](const std::vector<PyShard*>& shards, std::uint32_t num_shards) {
-        if (shards.empty()) throw std::invalid_argument("reshard: no shards");
-        const Options options = shards.front()->options;
-        std::vector<FilterShard> result = [&] {
-          nb::gil_scoped_release release;
-          const auto copies = copies_of(shards, options);
-          return reshard(copies, num_shards, options);
-        }();
-        return wrapped(std::move(result), options);
+        return on_shard_copies(
+            shards, "reshard", copies_of, [&](const auto& copies, const Options& options) {
+              return wrapped<PyShard>(reshard(copies, num_shards, options), options);
+            });
       },
       nb::arg("shards"), nb::arg("num_shards"), nb::rv_policy::take_ownership,
       "The same filter cut into `num_shards` shards: a copy of bytes, no key rehashed.");

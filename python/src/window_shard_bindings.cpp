@@ -107,13 +107,6 @@ WindowConfig config_of(const std::string& clock, std::uint64_t window, std::uint
   return config;
 }
 
-std::vector<PyWindowShard*> wrapped(std::vector<WindowShard> shards, const Options& options) {
-  std::vector<PyWindowShard*> result;
-  result.reserve(shards.size());
-  for (WindowShard& shard : shards) result.push_back(new PyWindowShard(std::move(shard), options));
-  return result;
-}
-
 }  // namespace
 
 void bind_window_shard(nb::module_& m) {
@@ -319,7 +312,7 @@ void bind_window_shard(nb::module_& m) {
         const Options options = make_options(backend, implementation, threads);
         auto shards =
             locked(window.mutex, [&] { return split(window.window, num_shards, options); });
-        return wrapped(std::move(shards), options);
+        return wrapped<PyWindowShard>(std::move(shards), options);
       },
       nb::arg("window"), nb::arg("num_shards"), nb::arg("backend"), nb::arg("implementation"),
       nb::arg("threads"), nb::rv_policy::take_ownership,
@@ -327,25 +320,20 @@ void bind_window_shard(nb::module_& m) {
   m.def(
       "concat_window",
       [](const std::vector<PyWindowShard*>& shards) {
-        if (shards.empty()) throw std::invalid_argument("concat: no shards");
-        const Options options = shards.front()->options;
-        nb::gil_scoped_release release;
-        const auto copies = copies_of(shards, options);
-        return new PyWindow(concat(copies, options));
+        return on_shard_copies(shards, "concat", copies_of,
+                               [](const auto& copies, const Options& options) {
+                                 return new PyWindow(concat(copies, options));
+                               });
       },
       nb::arg("shards"), nb::rv_policy::take_ownership,
       "The whole window from all its shards, in any order.");
   m.def(
       "reshard_window",
       [](const std::vector<PyWindowShard*>& shards, std::uint32_t num_shards) {
-        if (shards.empty()) throw std::invalid_argument("reshard: no shards");
-        const Options options = shards.front()->options;
-        std::vector<WindowShard> result = [&] {
-          nb::gil_scoped_release release;
-          const auto copies = copies_of(shards, options);
-          return reshard(copies, num_shards, options);
-        }();
-        return wrapped(std::move(result), options);
+        return on_shard_copies(
+            shards, "reshard", copies_of, [&](const auto& copies, const Options& options) {
+              return wrapped<PyWindowShard>(reshard(copies, num_shards, options), options);
+            });
       },
       nb::arg("shards"), nb::arg("num_shards"), nb::rv_policy::take_ownership,
       "The same window cut into `num_shards` shards: a copy of bytes and clock.");

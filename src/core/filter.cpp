@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/key_hash.hpp"
+#include "core/span_checks.hpp"
 #include "core/tuning.hpp"
 #include "registry/backend.hpp"
 
@@ -14,14 +15,8 @@ namespace bulkbloom {
 namespace {
 
 using detail::check_byte_keys_allowed;
+using detail::check_size;
 using detail::KeyMode;
-
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
-  }
-}
 
 void check_same_layout(const Layout& a, const Layout& b, const char* operation) {
   if (!(a == b)) {

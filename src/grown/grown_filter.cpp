@@ -14,12 +14,16 @@
 #include "core/host_kernels.hpp"
 #include "core/key_hash.hpp"
 #include "core/key_mode.hpp"
+#include "core/span_checks.hpp"
 #include "grown/grown_access.hpp"
 #include "persist/incremental_detail.hpp"
 #include "registry/backend.hpp"
 
 namespace bulkbloom {
 namespace {
+
+// The span checks Filter makes, made before a generation could be added for a malformed batch.
+using detail::check_size;
 
 // Steps of the midpoint rule per batch when integrating the newest generation's model over the
 // batch's fill: the curve is smooth over one batch.
@@ -31,14 +35,6 @@ double any_claims(const std::vector<double>& rates) {
   double log_none_claims = 0.0;
   for (const double p : rates) log_none_claims += std::log1p(-p);
   return -std::expm1(log_none_claims);
-}
-
-// The span checks Filter makes, made before a generation could be added for a malformed batch.
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
-  }
 }
 
 // Appends to `log` (bulkbloom/incremental.hpp) the hashes with which `filter` placed the keys

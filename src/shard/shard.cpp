@@ -3,16 +3,13 @@
 // (shard_math.hpp). Nothing here touches a bit itself: the engines do, with their own kernels.
 #include "bulkbloom/shard.hpp"
 
-#include <algorithm>
-#include <cstring>
-#include <memory>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
+#include "core/span_checks.hpp"
 #include "persist/file_io.hpp"
 #include "persist/shard_file.hpp"
 #include "registry/backend.hpp"
@@ -32,9 +29,8 @@ struct ShardAccess {
 
 namespace {
 
-using detail::hash_keys;
+using detail::check_size;
 using detail::KeyMode;
-using detail::kShardChunk;
 
 void check_shard_count(const Layout& layout, std::uint32_t num_shards) {
   layout.validate();
@@ -46,44 +42,19 @@ void check_shard_count(const Layout& layout, std::uint32_t num_shards) {
   }
 }
 
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
-  }
-}
-
 template <typename Key>
 void shard_of_impl(const Layout& layout, std::span<const Key> keys, std::uint32_t num_shards,
                    std::span<std::uint32_t> out) {
   check_shard_count(layout, num_shards);
   check_size(keys.size(), out.size(), "shard_of: output span");
-  if constexpr (std::is_same_v<Key, std::string_view>) detail::check_byte_keys_allowed(layout);
   const detail::InvariantDivisor divide_by_blocks(layout.num_blocks);
-  const std::size_t chunk = std::min(keys.size(), kShardChunk);
-  const auto hashes = std::make_unique_for_overwrite<std::uint64_t[]>(chunk);
-  for (std::size_t offset = 0; offset < keys.size(); offset += chunk) {
-    const std::size_t n = std::min(chunk, keys.size() - offset);
-    hash_keys(detail::best_cpu_host_kernels(), layout, keys.subspan(offset, n), hashes.get());
-    for (std::size_t i = 0; i < n; ++i) {
-      out[offset + i] =
-          detail::route_block(layout.block_of(hashes[i]), num_shards, divide_by_blocks);
-    }
-  }
-}
-
-// Hands `work` a filter's bits as writable host memory to fill completely with copies of block
-// ranges: the CPU engine's own memory, or a staging buffer copied to a device afterwards.
-template <typename Work>
-void with_writable_bytes(Filter& filter, Work&& work) {
-  const std::byte* host = detail::FilterAccess::engine(filter).host_bytes();
-  if (host != nullptr) {
-    work(std::span<std::byte>(const_cast<std::byte*>(host), filter.layout().size_bytes()));
-    return;
-  }
-  std::vector<std::byte> staging(filter.layout().size_bytes());
-  work(std::span<std::byte>(staging));
-  filter.copy_bytes_from(staging);
+  detail::for_each_hashed_chunk(detail::best_cpu_host_kernels(), layout, keys,
+                                [&](std::span<std::uint64_t> hashes, std::size_t offset) {
+                                  for (std::size_t i = 0; i < hashes.size(); ++i) {
+                                    out[offset + i] = detail::route_block(
+                                        layout.block_of(hashes[i]), num_shards, divide_by_blocks);
+                                  }
+                                });
 }
 
 // The shards sorted by index, after checking that they are all the shards of one filter.
@@ -135,55 +106,43 @@ FilterShard::FilterShard(const Layout& layout, std::uint32_t index, std::uint32_
 
 FilterShard::FilterShard(const Layout& layout, std::uint32_t index, std::uint32_t num_shards,
                          Filter bits)
-    : layout_(layout),
-      index_(index),
-      num_shards_(num_shards),
-      blocks_(shard_blocks(layout.num_blocks, index, num_shards)),
+    : ShardPlacement(layout.num_blocks, index, num_shards),
+      layout_(layout),
       bits_(std::move(bits)) {}
 
 std::uint64_t FilterShard::size_bytes() const {
   return bits_.layout().size_bytes();
 }
 
-template <typename Key, typename Apply>
-void FilterShard::for_each_local_chunk(std::span<const Key> keys, Apply&& apply) const {
-  detail::for_each_local_chunk(*detail::FilterAccess::engine(bits_).host().kernels,
-                               {layout_, index_, num_shards_, blocks_}, keys, apply);
-}
-
-template <typename Key>
-void FilterShard::check_owned(std::span<const Key> keys) const {
-  detail::check_owned(*detail::FilterAccess::engine(bits_).host().kernels,
-                      {layout_, index_, num_shards_, blocks_}, keys);
-}
-
 template <typename Key>
 void FilterShard::insert_keys(std::span<const Key> keys) {
-  check_owned(keys);
-  for_each_local_chunk(keys, [&](std::span<const std::uint64_t> local, std::size_t) {
-    detail::FilterAccess::engine(bits_).insert(local, KeyMode::prehashed);
-  });
+  detail::Engine& engine = detail::FilterAccess::engine(bits_);
+  detail::for_each_owned_chunk(
+      *engine.host().kernels, layout_, *this, keys,
+      [&](auto local, std::size_t) { engine.insert(local, KeyMode::prehashed); });
 }
 
 template <typename Key>
 void FilterShard::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
   check_size(keys.size(), out.size(), "contains: output span");
-  for_each_local_chunk(keys, [&](std::span<const std::uint64_t> local, std::size_t offset) {
-    detail::FilterAccess::engine(bits_).contains(local, KeyMode::prehashed,
-                                                 out.subspan(offset, local.size()));
-  });
+  detail::Engine& engine = detail::FilterAccess::engine(bits_);
+  detail::for_each_local_chunk(
+      *engine.host().kernels, layout_, *this, keys, [&](auto local, std::size_t offset) {
+        engine.contains(local, KeyMode::prehashed, out.subspan(offset, local.size()));
+      });
 }
 
 template <typename Key>
 std::uint64_t FilterShard::insert_if_absent_keys(std::span<const Key> keys,
                                                  std::span<std::uint8_t> is_new) {
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
-  check_owned(keys);
+  detail::Engine& engine = detail::FilterAccess::engine(bits_);
   std::uint64_t fresh = 0;
-  for_each_local_chunk(keys, [&](std::span<const std::uint64_t> local, std::size_t offset) {
-    fresh += detail::FilterAccess::engine(bits_).insert_if_absent(
-        local, KeyMode::prehashed, is_new.subspan(offset, local.size()));
-  });
+  detail::for_each_owned_chunk(
+      *engine.host().kernels, layout_, *this, keys, [&](auto local, std::size_t offset) {
+        fresh += engine.insert_if_absent(local, KeyMode::prehashed,
+                                         is_new.subspan(offset, local.size()));
+      });
   return fresh;
 }
 
@@ -231,7 +190,7 @@ Filter concat(std::span<const FilterShard> shards, const Options& options) {
   Filter filter(sorted.front()->layout(), options);
   const std::uint64_t block_bytes =
       static_cast<std::uint64_t>(bulkbloom::block_bytes(filter.layout().shape));
-  with_writable_bytes(filter, [&](std::span<std::byte> bytes) {
+  detail::fill_filter_bits(filter, [&](std::span<std::byte> bytes) {
     for (const FilterShard* shard : sorted) {
       shard->copy_bytes_to(bytes.subspan(shard->blocks().begin * block_bytes, shard->size_bytes()));
     }
@@ -255,18 +214,11 @@ std::vector<FilterShard> reshard(std::span<const FilterShard> shards, std::uint3
   result.reserve(num_shards);
   for (std::uint32_t j = 0; j < num_shards; ++j) {
     FilterShard& shard = result.emplace_back(layout, j, num_shards, options);
-    const BlockSpan want = shard.blocks();
-    with_writable_bytes(ShardAccess::bits(shard), [&](std::span<std::byte> bytes) {
-      // The old shards overlapping `want`, from the one holding its first block on.
-      for (std::uint32_t i = shard_of_block(want.begin, layout.num_blocks, old_count);
-           i < old_count && sorted[i]->blocks().begin < want.end; ++i) {
-        const BlockSpan have = sorted[i]->blocks();
-        const std::uint64_t begin = std::max(have.begin, want.begin);
-        const std::uint64_t end = std::min(have.end, want.end);
-        std::memcpy(bytes.data() + (begin - want.begin) * block_bytes,
-                    old_bits[i].bytes().data() + (begin - have.begin) * block_bytes,
-                    (end - begin) * block_bytes);
-      }
+    detail::fill_filter_bits(ShardAccess::bits(shard), [&](std::span<std::byte> bytes) {
+      detail::copy_from_shards(
+          layout.num_blocks, old_count,
+          [&](std::uint32_t i) -> const detail::HostBits& { return old_bits[i]; }, bytes,
+          shard.blocks(), block_bytes);
     });
   }
   return result;

@@ -1,11 +1,13 @@
-// Keys of a shard (DESIGN §9): hashing a batch, checking that every key belongs to the shard, and
-// moving each hash into the shard's local blocks. Shared by filter shards and window shards so
-// that both check and report a foreign key the same way.
+// What filter shards and window shards share (DESIGN §9), so that both do it the same way: the
+// keys of a shard (hashing a batch, checking that every key belongs to the shard and reporting a
+// foreign one, moving each hash into the shard's local blocks), the check that a set of shards is
+// complete, and the copy of block ranges between shards cut differently.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -45,71 +47,83 @@ inline std::string range_text(BlockSpan blocks) {
   return text;
 }
 
-/// Shard `index` of `num_shards` of `layout` (its blocks `blocks`), as seen by its keys.
-struct ShardPlace {
-  Layout layout;
-  std::uint32_t index;
-  std::uint32_t num_shards;
-  BlockSpan blocks;
-};
-
-/// Hashes `keys` chunk by chunk with `host`, moves each hash to its local block of `place` (or,
-/// with kMove false, keeps the whole layout's hash), and hands each chunk to
-/// `apply(hashes, offset)` in order. A chunk holding a key of another shard throws
-/// std::invalid_argument, naming the key, its shard and both block ranges, before it is applied.
-template <bool kMove = true, typename Key, typename Apply>
-void for_each_local_chunk(const HostKernels& host, const ShardPlace& place,
-                          std::span<const Key> keys, Apply&& apply) {
-  const Layout& layout = place.layout;
+/// Hashes `keys` with `host` under `layout`, kShardChunk keys at a time, and hands each chunk's
+/// hashes (writable) to `apply(hashes, offset)` in order. Byte-string keys under a layout that
+/// takes none throw std::invalid_argument first.
+template <typename Key, typename Apply>
+void for_each_hashed_chunk(const HostKernels& host, const Layout& layout, std::span<const Key> keys,
+                           Apply&& apply) {
   if constexpr (std::is_same_v<Key, std::string_view>) check_byte_keys_allowed(layout);
-  const LocalHashes to_local(layout, static_cast<std::uint32_t>(place.blocks.begin),
-                             static_cast<std::uint32_t>(place.blocks.size()));
   const std::size_t chunk = std::min(keys.size(), kShardChunk);
   const auto hashes = std::make_unique_for_overwrite<std::uint64_t[]>(chunk);
   for (std::size_t offset = 0; offset < keys.size(); offset += chunk) {
     const std::size_t n = std::min(chunk, keys.size() - offset);
     hash_keys(host, layout, keys.subspan(offset, n), hashes.get());
-    std::uint32_t outside = 0;
-    if constexpr (kMove) {
-      for (std::size_t i = 0; i < n; ++i) hashes[i] = to_local(hashes[i], outside);
-    } else {
-      for (std::size_t i = 0; i < n; ++i) static_cast<void>(to_local(hashes[i], outside));
-    }
-    if (outside != 0) {
-      for (std::size_t i = offset; i < offset + n; ++i) {
-        std::uint64_t h = 0;
-        hash_keys(best_cpu_host_kernels(), layout, keys.subspan(i, 1), &h);
-        const std::uint32_t block = layout.block_of(h);
-        if (block >= place.blocks.begin && block < place.blocks.end) continue;
-        const std::uint32_t owner = shard_of_block(block, layout.num_blocks, place.num_shards);
-        std::string key;
-        if constexpr (std::is_same_v<Key, std::string_view>) {
-          key = "the byte key at position " + std::to_string(i) + " (" +
-                std::to_string(keys[i].size()) + " bytes)";
-        } else {
-          key = "key " + std::to_string(keys[i]) + " at position " + std::to_string(i);
-        }
-        throw std::invalid_argument(
-            key + " belongs to shard " + std::to_string(owner) + " of " +
-            std::to_string(place.num_shards) + " (blocks " +
-            range_text(shard_blocks(layout.num_blocks, owner, place.num_shards)) +
-            "), not to shard " + std::to_string(place.index) + " (blocks " +
-            range_text(place.blocks) + ") of " + layout.describe() +
-            "; route keys with shard_of()");
-      }
-    }
-    apply(std::span<const std::uint64_t>(hashes.get(), n), offset);
+    apply(std::span<std::uint64_t>(hashes.get(), n), offset);
   }
 }
 
-/// Throws as for_each_local_chunk() does if any key belongs to another shard. Batches of more than
-/// one chunk are checked in a pass of their own, so that a wrong key changes nothing; a batch of
-/// one chunk is checked by the pass that applies it.
+/// Throws std::invalid_argument for the first of keys[begin, end) that belongs to another shard
+/// than `place` of `layout`, naming the key, its shard and both block ranges.
 template <typename Key>
-void check_owned(const HostKernels& host, const ShardPlace& place, std::span<const Key> keys) {
-  if (keys.size() > kShardChunk) {
-    for_each_local_chunk(host, place, keys, [](std::span<const std::uint64_t>, std::size_t) {});
+void throw_foreign_key(const Layout& layout, const ShardPlacement& place, std::span<const Key> keys,
+                       std::size_t begin, std::size_t end) {
+  const BlockSpan blocks = place.blocks();
+  for (std::size_t i = begin; i < end; ++i) {
+    std::uint64_t h = 0;
+    hash_keys(best_cpu_host_kernels(), layout, keys.subspan(i, 1), &h);
+    const std::uint32_t block = layout.block_of(h);
+    if (block >= blocks.begin && block < blocks.end) continue;
+    const std::uint32_t owner = shard_of_block(block, layout.num_blocks, place.num_shards());
+    std::string key;
+    if constexpr (std::is_same_v<Key, std::string_view>) {
+      key = "the byte key at position " + std::to_string(i) + " (" +
+            std::to_string(keys[i].size()) + " bytes)";
+    } else {
+      key = "key " + std::to_string(keys[i]) + " at position " + std::to_string(i);
+    }
+    throw std::invalid_argument(
+        key + " belongs to shard " + std::to_string(owner) + " of " +
+        std::to_string(place.num_shards()) + " (blocks " +
+        range_text(shard_blocks(layout.num_blocks, owner, place.num_shards())) +
+        "), not to shard " + std::to_string(place.index()) + " (blocks " + range_text(blocks) +
+        ") of " + layout.describe() + "; route keys with shard_of()");
   }
+}
+
+/// Hashes `keys` chunk by chunk with `host` under `layout` (the whole layout the keys are routed
+/// by), moves each hash to its local block of shard `place` (or, with kMove false, keeps the whole
+/// layout's hash), and hands each chunk to `apply(hashes, offset)` in order. A chunk holding a key
+/// of another shard throws as throw_foreign_key() does, before it is applied.
+template <bool kMove = true, typename Key, typename Apply>
+void for_each_local_chunk(const HostKernels& host, const Layout& layout,
+                          const ShardPlacement& place, std::span<const Key> keys, Apply&& apply) {
+  const LocalHashes to_local(layout, static_cast<std::uint32_t>(place.blocks().begin),
+                             static_cast<std::uint32_t>(place.blocks().size()));
+  auto move_and_apply = [&](std::span<std::uint64_t> hashes, std::size_t offset) {
+    std::uint32_t outside = 0;
+    if constexpr (kMove) {
+      for (std::uint64_t& h : hashes) h = to_local(h, outside);
+    } else {
+      for (const std::uint64_t h : hashes) static_cast<void>(to_local(h, outside));
+    }
+    if (outside != 0) throw_foreign_key(layout, place, keys, offset, offset + hashes.size());
+    apply(std::span<const std::uint64_t>(hashes), offset);
+  };
+  for_each_hashed_chunk(host, layout, keys, move_and_apply);
+}
+
+/// for_each_local_chunk() for a write: a batch holding a key of another shard throws before any
+/// chunk is applied, so that a wrong key changes nothing. Batches of more than one chunk are
+/// checked in a pass of their own; a batch of one chunk is checked by the pass that applies it.
+template <bool kMove = true, typename Key, typename Apply>
+void for_each_owned_chunk(const HostKernels& host, const Layout& layout,
+                          const ShardPlacement& place, std::span<const Key> keys, Apply&& apply) {
+  if (keys.size() > kShardChunk) {
+    for_each_local_chunk(host, layout, place, keys,
+                         [](std::span<const std::uint64_t>, std::size_t) {});
+  }
+  for_each_local_chunk<kMove>(host, layout, place, keys, apply);
 }
 
 /// The shards (FilterShard or WindowShard) sorted by index, after checking that they are all the
@@ -142,6 +156,26 @@ std::vector<const Shard*> complete_set(std::span<const Shard> shards, const char
     sorted[shard.index()] = &shard;
   }
   return sorted;
+}
+
+/// Fills `to`, the bytes of the blocks `want` of a whole of `num_blocks` blocks, from the
+/// `have_shards` shards of that whole which hold them: `from(i)` gives an object whose bytes()
+/// are shard i's blocks, each `block_bytes` long. Only the shards overlapping `want` are asked.
+template <typename From>
+void copy_from_shards(std::uint64_t num_blocks, std::uint32_t have_shards, From&& from,
+                      std::span<std::byte> to, BlockSpan want, std::uint64_t block_bytes) {
+  // From the shard holding want's first block on, up to the first that begins after it.
+  for (std::uint32_t i = shard_of_block(want.begin, num_blocks, have_shards); i < have_shards;
+       ++i) {
+    const BlockSpan have = shard_blocks(num_blocks, i, have_shards);
+    if (have.begin >= want.end) break;
+    const auto& source = from(i);
+    const std::uint64_t begin = std::max(have.begin, want.begin);
+    const std::uint64_t end = std::min(have.end, want.end);
+    std::memcpy(to.data() + (begin - want.begin) * block_bytes,
+                source.bytes().data() + (begin - have.begin) * block_bytes,
+                (end - begin) * block_bytes);
+  }
 }
 
 }  // namespace bulkbloom::detail

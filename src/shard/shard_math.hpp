@@ -110,14 +110,14 @@ namespace bulkbloom::detail {
 /// it is left out so that both indexes take one path.
 class ShardHashes {
  public:
-  ShardHashes(const Layout& whole, std::uint32_t index, std::uint32_t num_shards,
-              BlockSpan configured)
+  /// `place` is the shard's place in a generation of the configured layout `whole`.
+  ShardHashes(const Layout& whole, const ShardPlacement& place)
       : whole_(whole),
-        index_(index),
-        num_shards_(num_shards),
-        configured_count_(configured.end - configured.begin),
-        configured_(whole, static_cast<std::uint32_t>(configured.begin),
-                    static_cast<std::uint32_t>(configured.end - configured.begin)) {}
+        index_(place.index()),
+        num_shards_(place.num_shards()),
+        configured_count_(place.blocks().size()),
+        configured_(whole, static_cast<std::uint32_t>(place.blocks().begin),
+                    static_cast<std::uint32_t>(place.blocks().size())) {}
 
   /// The whole window's block count of a generation whose shard holds `count` blocks.
   std::uint64_t whole_blocks(std::uint64_t count) const {

@@ -5,13 +5,13 @@
 #include "bulkbloom/window_shard.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "core/filter_access.hpp"
+#include "core/span_checks.hpp"
 #include "persist/file_io.hpp"
 #include "registry/backend.hpp"
 #include "shard/shard_keys.hpp"
@@ -22,14 +22,8 @@ namespace bulkbloom {
 
 namespace {
 
+using detail::check_size;
 using detail::WindowAccess;
-
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
-  }
-}
 
 const detail::HostKernels& host_kernels(const WindowedFilter& window) {
   return *detail::FilterAccess::engine(window.generation(0)).host().kernels;
@@ -154,19 +148,12 @@ void copy_blocks(const WindowConfig& config, std::span<const WindowedFilter* con
   }
   const std::vector<Filter*> filters = WindowAccess::restore_oldest_first(target, records);
   for (std::size_t p = 0; p < whole.size(); ++p) {
-    const BlockSpan want = shard_blocks(whole[p].num_blocks, want_index, want_shards);
-    std::vector<std::byte> staging(want.size() * block_bytes);
-    for (std::uint32_t i = 0; i < have_shards; ++i) {
-      const BlockSpan have = shard_blocks(whole[p].num_blocks, i, have_shards);
-      const std::uint64_t begin = std::max(have.begin, want.begin);
-      const std::uint64_t end = std::min(have.end, want.end);
-      if (begin >= end) continue;
-      const detail::HostBits bits(*source_filters[i][p]);
-      std::memcpy(staging.data() + (begin - want.begin) * block_bytes,
-                  bits.bytes().data() + (begin - have.begin) * block_bytes,
-                  (end - begin) * block_bytes);
-    }
-    filters[p]->copy_bytes_from(staging);
+    detail::fill_filter_bits(*filters[p], [&](std::span<std::byte> bytes) {
+      detail::copy_from_shards(
+          whole[p].num_blocks, have_shards,
+          [&](std::uint32_t i) { return detail::HostBits(*source_filters[i][p]); }, bytes,
+          shard_blocks(whole[p].num_blocks, want_index, want_shards), block_bytes);
+    });
   }
 }
 
@@ -216,16 +203,15 @@ bool shards_size_per_period(const WindowConfig& config, std::uint32_t num_shards
 WindowedFilter WindowShardAccess::empty_local(const WindowConfig& config, std::uint32_t index,
                                               std::uint32_t num_shards, const Options& options) {
   config.validate();
-  const BlockSpan blocks = shard_blocks(config.generation.num_blocks, index, num_shards);
+  const ShardPlacement place(config.generation.num_blocks, index, num_shards);
   const bool sized = shards_size_per_period(config, num_shards);
   WindowConfig local = config;
   local.fpr = sized ? config.fpr : 0.0;
   local.block_multiple = sized ? config.block_multiple / num_shards : 1;
-  local.generation = detail::local_layout(config.generation, blocks.size());
+  local.generation = detail::local_layout(config.generation, place.blocks().size());
   WindowedFilter window(local, options);
-  WindowAccess::make_part(
-      window, config.generation, num_shards,
-      std::make_shared<const detail::ShardHashes>(config.generation, index, num_shards, blocks));
+  WindowAccess::make_part(window, config.generation, num_shards,
+                          std::make_shared<const detail::ShardHashes>(config.generation, place));
   return window;
 }
 
@@ -236,10 +222,8 @@ WindowShard::WindowShard(const WindowConfig& config, std::uint32_t index, std::u
 
 WindowShard::WindowShard(const WindowConfig& config, std::uint32_t index, std::uint32_t num_shards,
                          WindowedFilter local)
-    : config_(config),
-      index_(index),
-      num_shards_(num_shards),
-      blocks_(shard_blocks(config.generation.num_blocks, index, num_shards)),
+    : ShardPlacement(config.generation.num_blocks, index, num_shards),
+      config_(config),
       local_(std::move(local)) {}
 
 WindowShard::WindowShard(WindowShard&&) noexcept = default;
@@ -273,24 +257,22 @@ std::uint64_t WindowShard::dedup_keys(std::span<const Key> keys,
       next = static_cast<std::uint64_t>(clocks[i]) + 1;
     }
   }
-  const detail::ShardPlace place{key_layout, index_, num_shards_, blocks_};
   const detail::HostKernels& host = host_kernels(local_);
-  detail::check_owned(host, place, keys);
   std::uint64_t fresh = 0;
   // The window of the shard's blocks moves each hash into its blocks of each generation.
-  detail::for_each_local_chunk<false>(host, place, keys, [&](auto hashes, std::size_t offset) {
-    fresh += WindowAccess::dedup_at(local_, hashes, clocks.subspan(offset, hashes.size()),
-                                    is_new.data() + offset);
-  });
+  detail::for_each_owned_chunk<false>(
+      host, key_layout, *this, keys, [&](auto hashes, std::size_t offset) {
+        fresh += WindowAccess::dedup_at(local_, hashes, clocks.subspan(offset, hashes.size()),
+                                        is_new.data() + offset);
+      });
   return fresh;
 }
 
 template <typename Key>
 void WindowShard::contains_keys(std::span<const Key> keys, std::span<std::uint8_t> out) const {
   check_size(keys.size(), out.size(), "contains: output span");
-  const detail::ShardPlace place{config_.generation, index_, num_shards_, blocks_};
   detail::for_each_local_chunk<false>(
-      host_kernels(local_), place, keys, [&](auto hashes, std::size_t offset) {
+      host_kernels(local_), config_.generation, *this, keys, [&](auto hashes, std::size_t offset) {
         WindowAccess::contains_hashes(local_, hashes, out.data() + offset);
       });
 }
@@ -375,10 +357,10 @@ std::vector<std::uint64_t> WindowShard::filter_blocks() const {
 void WindowShard::set_window_keys(std::span<const std::uint64_t> keys) {
   const std::size_t filters = WindowAccess::records_oldest_first(local_).size();
   if (keys.size() != filters) {
-    throw std::invalid_argument("set_window_keys: " + std::to_string(keys.size()) +
-                                " key counts for the " + std::to_string(filters) +
-                                " filters of window shard " + std::to_string(index_) + " of " +
-                                std::to_string(num_shards_) + ": give one per filter_keys() entry");
+    throw std::invalid_argument(
+        "set_window_keys: " + std::to_string(keys.size()) + " key counts for the " +
+        std::to_string(filters) + " filters of window shard " + std::to_string(index()) + " of " +
+        std::to_string(num_shards()) + ": give one per filter_keys() entry");
   }
   WindowAccess::set_window_keys(local_, keys);
 }

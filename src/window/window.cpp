@@ -12,6 +12,7 @@
 
 #include "core/filter_access.hpp"
 #include "core/key_hash.hpp"
+#include "core/span_checks.hpp"
 #include "core/tuning.hpp"
 #include "persist/incremental_detail.hpp"
 #include "registry/backend.hpp"
@@ -22,6 +23,7 @@
 namespace bulkbloom {
 namespace {
 
+using detail::check_size;
 using detail::FilterAccess;
 using detail::KeyMode;
 using detail::tuning::kMinParallelKeys;
@@ -82,13 +84,6 @@ void for_each_hashed_chunk(std::span<const Key> keys, const Layout& layout,
 // options, so any one of them answers for all.
 const detail::HostSide& host_of(const std::vector<Filter>& ring) {
   return FilterAccess::engine(ring.front()).host();
-}
-
-void check_size(std::size_t expected, std::size_t actual, const char* what) {
-  if (expected != actual) {
-    throw std::invalid_argument(std::string(what) + " has " + std::to_string(actual) +
-                                " entries; expected " + std::to_string(expected));
-  }
 }
 
 // For each i with absent[i] == 1, looks the hash up in `filters` in order and sets absent[i] = 0
