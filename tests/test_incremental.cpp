@@ -96,18 +96,23 @@ void checkpoint(State& state, Saved& saved, StateSnapshot snapshot, bool materia
   saved.parts = std::move(snapshot.parts);
 }
 
+// Fills `bits` with `base`, all zero for none.
+void fill_base(const std::optional<std::vector<std::byte>>& base, std::span<std::byte> bits) {
+  if (!base) {
+    std::fill(bits.begin(), bits.end(), std::byte{0});
+    return;
+  }
+  ASSERT_EQ(base->size(), bits.size());
+  std::copy(base->begin(), base->end(), bits.begin());
+}
+
 // The fill of restore_*() from `saved`.
 PartFill fill_from(const Saved& saved) {
   return [&saved](std::size_t index, const PartId& id, std::span<std::byte> bits) {
     ASSERT_LT(index, saved.parts.size());
     EXPECT_EQ(id, saved.parts[index]);
     if (index + 1 == saved.parts.size()) {
-      if (!saved.base) {
-        std::fill(bits.begin(), bits.end(), std::byte{0});
-        return;
-      }
-      ASSERT_EQ(saved.base->size(), bits.size());
-      std::copy(saved.base->begin(), saved.base->end(), bits.begin());
+      fill_base(saved.base, bits);
       return;
     }
     const std::vector<std::byte>& kept = saved.sealed.at(id.name());
@@ -212,13 +217,7 @@ PartFill fill_from(const HeldParts& held) {
   return [&held](std::size_t index, const PartId& id, std::span<std::byte> bits) {
     ASSERT_LT(index, held.order.size());
     EXPECT_EQ(id, held.order[index]);
-    const HeldPart& part = held.parts.at(id.name());
-    if (!part.base) {
-      std::fill(bits.begin(), bits.end(), std::byte{0});
-      return;
-    }
-    ASSERT_EQ(part.base->size(), bits.size());
-    std::copy(part.base->begin(), part.base->end(), bits.begin());
+    fill_base(held.parts.at(id.name()).base, bits);
   };
 }
 
