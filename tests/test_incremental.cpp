@@ -2,7 +2,8 @@
 // keeps each sealed part once and the open part as base + logs restores, at every checkpoint,
 // the bytes of the uninterrupted state (the oracle) — windows of every shape, both block indices,
 // both clocks, with rotations, jumps and per-period growth inside the logged intervals; window
-// shards; grown filters that grow and merge.
+// shards; grown filters that grow and merge. A caller that also holds the parts that closed as
+// base + logs (StateSnapshot::closed) restores the same bytes without writing them again.
 #include <bulkbloom/incremental.hpp>
 
 #include <algorithm>
@@ -95,18 +96,23 @@ void checkpoint(State& state, Saved& saved, StateSnapshot snapshot, bool materia
   saved.parts = std::move(snapshot.parts);
 }
 
+// Fills `bits` with `base`, all zero for none.
+void fill_base(const std::optional<std::vector<std::byte>>& base, std::span<std::byte> bits) {
+  if (!base) {
+    std::fill(bits.begin(), bits.end(), std::byte{0});
+    return;
+  }
+  ASSERT_EQ(base->size(), bits.size());
+  std::copy(base->begin(), base->end(), bits.begin());
+}
+
 // The fill of restore_*() from `saved`.
 PartFill fill_from(const Saved& saved) {
   return [&saved](std::size_t index, const PartId& id, std::span<std::byte> bits) {
     ASSERT_LT(index, saved.parts.size());
     EXPECT_EQ(id, saved.parts[index]);
     if (index + 1 == saved.parts.size()) {
-      if (!saved.base) {
-        std::fill(bits.begin(), bits.end(), std::byte{0});
-        return;
-      }
-      ASSERT_EQ(saved.base->size(), bits.size());
-      std::copy(saved.base->begin(), saved.base->end(), bits.begin());
+      fill_base(saved.base, bits);
       return;
     }
     const std::vector<std::byte>& kept = saved.sealed.at(id.name());
@@ -118,6 +124,108 @@ PartFill fill_from(const Saved& saved) {
 template <typename State>
 void replay_all(State& state, const Saved& saved) {
   for (const auto& log : saved.logs) replay_log(state, log);
+}
+
+// A caller that also keeps the parts that closed as base + logs (StateSnapshot::closed),
+// completing each with its final log: it writes a part's bits only when no log tells them (a part
+// it never held, a dropped log) or when it chooses to fold a base.
+
+// Each part by identity: its base (nullopt: all zero) and the logs taken since.
+struct HeldPart {
+  std::optional<std::vector<std::byte>> base;
+  std::vector<std::vector<std::uint64_t>> logs;
+};
+
+struct HeldParts {
+  std::map<std::string, HeldPart> parts;
+  std::optional<PartId> open;
+  std::vector<std::byte> metadata;
+  std::vector<PartId> order;
+  std::size_t closed = 0;        // closed parts completed by their log
+  std::size_t closed_taken = 0;  // of which held as base + logs before they closed
+};
+
+template <typename State>
+std::vector<std::byte> bits_of(const State& state, std::size_t index) {
+  std::vector<std::byte> bits;
+  with_part_bits(state, index, [&](std::span<const std::byte> b) { bits = copy_of(b); });
+  return bits;
+}
+
+// Takes `change` and `log` of part `id` into `held`; false when the caller must write its bits.
+bool take_log_of(HeldParts& held, const PartId& id, OpenChange change,
+                 std::vector<std::uint64_t> log) {
+  switch (change) {
+    case OpenChange::since_taken:
+      EXPECT_TRUE(held.open && *held.open == id)
+          << "a log continues part " << id.name() << ", which was not the open part";
+      if (!held.open || *held.open != id) return false;
+      held.parts.at(id.name()).logs.push_back(std::move(log));
+      return true;
+    case OpenChange::since_empty:
+      held.parts[id.name()] = HeldPart{std::nullopt, {std::move(log)}};
+      return true;
+    case OpenChange::rewritten:
+      EXPECT_TRUE(log.empty());
+      return false;
+  }
+  return false;
+}
+
+// One checkpoint: the closed parts completed by their logs, the open part's log appended, the
+// bits of what no log tells, and when `fold` a base folded for one part (chosen by `pick`).
+template <typename State>
+void checkpoint_held(State& state, HeldParts& held, StateSnapshot snapshot, bool fold,
+                     std::uint64_t pick) {
+  ASSERT_FALSE(snapshot.parts.empty());
+  const std::size_t open = snapshot.parts.size() - 1;
+  const PartId& open_id = snapshot.parts[open];
+  for (ClosedPart& closed : snapshot.closed) {
+    ASSERT_NE(closed.id, open_id) << "the open part is listed as closed";
+    const bool was_open = held.open && *held.open == closed.id;
+    if (take_log_of(held, closed.id, closed.change, std::move(closed.log))) {
+      ++held.closed;
+      held.closed_taken += was_open ? 1 : 0;
+    } else {
+      held.parts.erase(closed.id.name());  // its bits, below
+    }
+  }
+  if (!take_log_of(held, open_id, snapshot.change, std::move(snapshot.log))) {
+    held.parts[open_id.name()] = HeldPart{bits_of(state, open), {}};
+  }
+  std::map<std::string, HeldPart> kept;
+  for (std::size_t i = 0; i < snapshot.parts.size(); ++i) {
+    const std::string name = snapshot.parts[i].name();
+    auto it = held.parts.find(name);
+    if (it == held.parts.end()) {  // never held: a part from before logging, or a dropped log
+      kept[name] = HeldPart{bits_of(state, i), {}};
+      continue;
+    }
+    kept[name] = std::move(it->second);
+  }
+  if (fold) {
+    const std::size_t i = pick % snapshot.parts.size();
+    kept[snapshot.parts[i].name()] = HeldPart{bits_of(state, i), {}};
+  }
+  held.parts = std::move(kept);
+  held.open = open_id;
+  held.metadata = std::move(snapshot.metadata);
+  held.order = std::move(snapshot.parts);
+}
+
+PartFill fill_from(const HeldParts& held) {
+  return [&held](std::size_t index, const PartId& id, std::span<std::byte> bits) {
+    ASSERT_LT(index, held.order.size());
+    EXPECT_EQ(id, held.order[index]);
+    fill_base(held.parts.at(id.name()).base, bits);
+  };
+}
+
+template <typename State>
+void replay_all(State& state, const HeldParts& held) {
+  for (std::size_t i = 0; i < held.order.size(); ++i) {
+    for (const auto& log : held.parts.at(held.order[i].name()).logs) replay_log(state, i, log);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -206,7 +314,10 @@ TEST_P(WindowIncremental, RestoresTheUninterruptedBytesAtEveryCheckpoint) {
   WindowedFilter live(config);
   enable_change_log(live);
   Saved saved;
-  checkpoint(live, saved, take_snapshot(live), false);
+  HeldParts held;
+  StateSnapshot first = take_snapshot(live);
+  checkpoint_held(live, held, first, false, 0);
+  checkpoint(live, saved, std::move(first), false);
   test::SplitMix64 rng(5);
   std::size_t next_checkpoint = 1;
   std::size_t checkpoints = 0;
@@ -228,8 +339,13 @@ TEST_P(WindowIncremental, RestoresTheUninterruptedBytesAtEveryCheckpoint) {
     if (b + 1 != next_checkpoint) continue;
     next_checkpoint += 1 + rng.next() % 9;
     const FileState state{b, {std::byte{1}, std::byte(b)}};
-    ASSERT_NO_FATAL_FAILURE(
-        checkpoint(live, saved, take_snapshot(live, state), rng.next() % 4 == 0));
+    StateSnapshot snapshot = take_snapshot(live, state);
+    ASSERT_NO_FATAL_FAILURE(checkpoint_held(live, held, snapshot, rng.next() % 5 == 0, rng.next()));
+    ASSERT_NO_FATAL_FAILURE(checkpoint(live, saved, std::move(snapshot), rng.next() % 4 == 0));
+    WindowedFilter from_held = restore_window(held.metadata, fill_from(held));
+    replay_all(from_held, held);
+    ASSERT_EQ(to_file_bytes(from_held, state), to_file_bytes(oracle, state))
+        << "bases and logs, checkpoint after batch " << b;
     FileState restored_state;
     WindowedFilter restored = restore_window(saved.metadata, fill_from(saved), &restored_state);
     replay_all(restored, saved);
@@ -246,6 +362,7 @@ TEST_P(WindowIncremental, RestoresTheUninterruptedBytesAtEveryCheckpoint) {
   }
   EXPECT_GT(checkpoints, 10u);
   EXPECT_GT(saved.logged_hashes, 0u);
+  EXPECT_GT(held.closed_taken, 0u) << "no part held as base + logs closed; closed " << held.closed;
   if (sized) {
     EXPECT_GT(oracle.memory_bytes(), config.memory_bytes()) << "the stream never grew the window";
   }
@@ -388,6 +505,43 @@ TEST(PartIdName, IsFileNameSafeAndTellsPeriodsApart) {
 // of a shardable window with a promise, whose generations grow per period (each filter takes the
 // hashes moved into its own blocks, so the log must hold them as moved).
 
+// Feeds batches to the shards of a whole window `wide`, an oracle's and a live set, with the
+// whole window's clock (records: each record's position; event time: the largest time so far),
+// and checks that they answer alike.
+struct ShardFeed {
+  WindowConfig wide;
+  std::uint32_t shards;
+  std::int64_t position = 0;
+  std::optional<std::int64_t> max_time;
+
+  void batch(const Batch& batch, std::vector<WindowShard>& oracle, std::vector<WindowShard>& live) {
+    const bool records = wide.clock == WindowClock::records;
+    std::vector<std::uint32_t> owner(batch.keys.size());
+    shard_of(wide.generation, batch.keys, shards, owner);
+    std::vector<std::vector<std::uint64_t>> keys(shards);
+    std::vector<std::vector<std::int64_t>> clocks(shards);
+    for (std::size_t i = 0; i < batch.keys.size(); ++i) {
+      max_time = max_time ? std::max(*max_time, batch.times[i]) : batch.times[i];
+      keys[owner[i]].push_back(batch.keys[i]);
+      clocks[owner[i]].push_back(records ? position++ : *max_time);
+    }
+    std::vector<std::uint8_t> expected, got;
+    for (std::uint32_t s = 0; s < shards; ++s) {
+      expected.assign(keys[s].size(), 0);
+      got.assign(keys[s].size(), 0);
+      oracle[s].insert_if_absent(keys[s], clocks[s], expected);
+      live[s].insert_if_absent(keys[s], clocks[s], got);
+      ASSERT_EQ(expected, got);
+      const std::optional<std::int64_t> now =
+          records ? std::optional<std::int64_t>(position) : max_time;
+      if (now) {
+        oracle[s].advance_to(*now);
+        live[s].advance_to(*now);
+      }
+    }
+  }
+};
+
 class ShardIncremental
     : public ::testing::TestWithParam<std::tuple<WindowClock, BlockIndex, bool>> {};
 
@@ -400,38 +554,21 @@ TEST_P(ShardIncremental, EachShardRestoresItsUninterruptedBytes) {
   std::vector<WindowShard> oracle = split(WindowedFilter(wide), kShards);
   std::vector<WindowShard> live = split(WindowedFilter(wide), kShards);
   std::vector<Saved> saved(kShards);
+  std::vector<HeldParts> held(kShards);
   for (WindowShard& shard : live) enable_change_log(shard);
   const auto stream = window_stream(wide.period(), wide.lateness, 23);
-  std::int64_t position = 0;
-  std::optional<std::int64_t> max_time;
-  std::vector<std::uint8_t> expected, got;
+  ShardFeed feed{wide, kShards};
   for (std::size_t b = 0; b < stream.size(); ++b) {
-    const Batch& batch = stream[b];
-    std::vector<std::uint32_t> owner(batch.keys.size());
-    shard_of(wide.generation, batch.keys, kShards, owner);
-    std::vector<std::vector<std::uint64_t>> keys(kShards);
-    std::vector<std::vector<std::int64_t>> clocks(kShards);
-    for (std::size_t i = 0; i < batch.keys.size(); ++i) {
-      max_time = max_time ? std::max(*max_time, batch.times[i]) : batch.times[i];
-      keys[owner[i]].push_back(batch.keys[i]);
-      clocks[owner[i]].push_back(clock == WindowClock::records ? position++ : *max_time);
-    }
+    ASSERT_NO_FATAL_FAILURE(feed.batch(stream[b], oracle, live));
+    if (b % 2 != 1) continue;
     for (std::uint32_t s = 0; s < kShards; ++s) {
-      expected.assign(keys[s].size(), 0);
-      got.assign(keys[s].size(), 0);
-      oracle[s].insert_if_absent(keys[s], clocks[s], expected);
-      live[s].insert_if_absent(keys[s], clocks[s], got);
-      ASSERT_EQ(expected, got);
-      const std::optional<std::int64_t> now =
-          clock == WindowClock::records ? std::optional<std::int64_t>(position) : max_time;
-      if (now) {
-        oracle[s].advance_to(*now);
-        live[s].advance_to(*now);
-      }
-    }
-    if (b % 7 != 6) continue;
-    for (std::uint32_t s = 0; s < kShards; ++s) {
-      ASSERT_NO_FATAL_FAILURE(checkpoint(live[s], saved[s], take_snapshot(live[s]), b % 21 == 20));
+      StateSnapshot snapshot = take_snapshot(live[s]);
+      ASSERT_NO_FATAL_FAILURE(checkpoint_held(live[s], held[s], snapshot, b % 9 == 7, b));
+      ASSERT_NO_FATAL_FAILURE(checkpoint(live[s], saved[s], std::move(snapshot), b % 21 == 19));
+      WindowShard from_held = restore_window_shard(held[s].metadata, fill_from(held[s]));
+      replay_all(from_held, held[s]);
+      ASSERT_EQ(to_file_bytes(from_held), to_file_bytes(oracle[s]))
+          << "bases and logs, shard " << s << " after batch " << b;
       WindowShard restored = restore_window_shard(saved[s].metadata, fill_from(saved[s]));
       replay_all(restored, saved[s]);
       EXPECT_EQ(restored.index(), s);
@@ -439,6 +576,7 @@ TEST_P(ShardIncremental, EachShardRestoresItsUninterruptedBytes) {
           << "shard " << s << " after batch " << b;
     }
   }
+  for (const HeldParts& shard : held) EXPECT_GT(shard.closed_taken, 1u) << shard.closed;
   // A shard's snapshot is not a whole window's.
   EXPECT_THROW(restore_window(saved[1].metadata, fill_from(saved[1])), FormatError);
 }
@@ -507,6 +645,38 @@ TEST(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
   GrownFilter restored = restore_grown(after_merge.metadata, fill_from(after_merge));
   EXPECT_EQ(restored.to_file_bytes(), one.to_file_bytes());
   EXPECT_EQ(take_snapshot(one).change, OpenChange::since_taken);  // logging goes on
+}
+
+// ---------------------------------------------------------------------------------------------
+// Closed parts (StateSnapshot::closed): a caller that holds every part as a base plus logs,
+// completing a part that stopped being open with its final log, restores the uninterrupted bytes
+// and writes a part's bits only when a log cannot tell them (a part it never held, a dropped log)
+// or when it chooses to fold a base.
+
+// A part whose log passed its bytes before it closed comes without a log: the caller writes its
+// bits. A caller that ignores `closed` sees what it saw before.
+TEST(WindowClosedPartsLog, ADroppedLogClosesRewritten) {
+  WindowedFilter window(WindowConfig::for_records(1'000'000, 0.01));  // periods of 333,334
+  enable_change_log(window);
+  std::vector<std::uint8_t> flags;
+  const auto insert = [&](std::size_t n, std::uint64_t seed) {
+    const auto keys = random_keys(n, seed);
+    flags.assign(keys.size(), 0);
+    window.insert_if_absent(keys, flags);
+  };
+  insert(100, 1);
+  EXPECT_TRUE(take_snapshot(window).closed.empty());
+  insert(100, 2);  // the open part keeps its log across the period's end
+  insert(333'334 - 200 + 50, 3);
+  StateSnapshot rotated = take_snapshot(window);
+  ASSERT_EQ(rotated.closed.size(), 1u);
+  EXPECT_EQ(rotated.closed[0].id, rotated.parts[rotated.parts.size() - 2]);
+  EXPECT_EQ(rotated.closed[0].change, OpenChange::rewritten) << "a log past the part's bytes";
+  EXPECT_TRUE(rotated.closed[0].log.empty());
+  EXPECT_EQ(rotated.change, OpenChange::since_empty);
+  EXPECT_EQ(rotated.log.size(), 50u);
+  insert(100, 4);
+  EXPECT_TRUE(take_snapshot(window).closed.empty()) << "a closed part is handed over once";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -394,6 +394,33 @@ void check_routing_layout(const bulkbloom::Layout& layout, jint num_shards) {
   }
 }
 
+// A log as little-endian hashes in Java arrays of at most `chunk` bytes; null (a Java exception
+// pending) when out of memory.
+jobjectArray log_chunks(JNIEnv* env, std::span<const std::uint64_t> hashes, std::size_t chunk) {
+  const std::span<const std::byte> log = std::as_bytes(hashes);
+  const jclass byte_array = env->FindClass("[B");
+  if (byte_array == nullptr) return nullptr;
+  const std::size_t count = (log.size() + chunk - 1) / chunk;
+  const jobjectArray chunks = env->NewObjectArray(static_cast<jsize>(count), byte_array, nullptr);
+  if (chunks == nullptr) return nullptr;
+  for (std::size_t i = 0; i < count; ++i) {
+    const jbyteArray piece =
+        new_byte_array(env, log.subspan(i * chunk, std::min(chunk, log.size() - i * chunk)));
+    if (piece == nullptr) return nullptr;
+    env->SetObjectArrayElement(chunks, static_cast<jsize>(i), piece);
+    env->DeleteLocalRef(piece);
+  }
+  return chunks;
+}
+
+jlongArray new_long_array(JNIEnv* env, const std::vector<jlong>& values) {
+  const jlongArray array = env->NewLongArray(static_cast<jsize>(values.size()));
+  if (array != nullptr) {
+    env->SetLongArrayRegion(array, 0, static_cast<jsize>(values.size()), values.data());
+  }
+  return array;
+}
+
 }  // namespace
 
 extern "C" {
@@ -685,8 +712,9 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_enableChangeLog
 }
 
 // A NativeWindowShards.Snapshot: the metadata, {period, part, blocks, bytes} of each part, the
-// OpenChange, and the log as little-endian hashes in arrays of at most `chunk_bytes` (null when it
-// is rewritten or longer than `max_log_bytes`: the caller writes the open part whole then).
+// OpenChange, the log as little-endian hashes in arrays of at most `chunk_bytes` (null when it is
+// rewritten or longer than `max_log_bytes`: the caller writes the open part whole then), and the
+// closed parts: {period, part, blocks, OpenChange} of each and its final log (null: rewritten).
 JNIEXPORT jobject JNICALL Java_org_bulkbloom_jni_NativeWindowShards_takeSnapshot(
     JNIEnv* env, jclass, jlong handle, jint shard, jlong max_log_bytes, jint chunk_bytes) {
   return guarded<jobject>(env, nullptr, [&]() -> jobject {
@@ -703,32 +731,40 @@ JNIEXPORT jobject JNICALL Java_org_bulkbloom_jni_NativeWindowShards_takeSnapshot
       parts.insert(parts.end(), {static_cast<jlong>(id.period), static_cast<jlong>(id.part),
                                  static_cast<jlong>(id.num_blocks), static_cast<jlong>(bytes)});
     }
-    const std::span<const std::byte> log = std::as_bytes(std::span(snapshot.log));
-    jobjectArray log_chunks = nullptr;
+    jobjectArray open_log = nullptr;
     if (snapshot.change != bulkbloom::OpenChange::rewritten &&
-        log.size() <= static_cast<std::uint64_t>(std::max<jlong>(max_log_bytes, 0))) {
-      const jclass byte_array = env->FindClass("[B");
-      if (byte_array == nullptr) return nullptr;
-      const std::size_t count = (log.size() + chunk - 1) / chunk;
-      log_chunks = env->NewObjectArray(static_cast<jsize>(count), byte_array, nullptr);
-      if (log_chunks == nullptr) return nullptr;
-      for (std::size_t i = 0; i < count; ++i) {
-        const jbyteArray piece =
-            new_byte_array(env, log.subspan(i * chunk, std::min(chunk, log.size() - i * chunk)));
-        env->SetObjectArrayElement(log_chunks, static_cast<jsize>(i), piece);
-        env->DeleteLocalRef(piece);
-      }
+        snapshot.log.size() * sizeof(std::uint64_t) <=
+            static_cast<std::uint64_t>(std::max<jlong>(max_log_bytes, 0))) {
+      open_log = log_chunks(env, snapshot.log, chunk);
+      if (open_log == nullptr) return nullptr;
+    }
+    const jclass chunks_array = env->FindClass("[[B");
+    if (chunks_array == nullptr) return nullptr;
+    const jobjectArray closed_logs =
+        env->NewObjectArray(static_cast<jsize>(snapshot.closed.size()), chunks_array, nullptr);
+    if (closed_logs == nullptr) return nullptr;
+    std::vector<jlong> closed;
+    for (std::size_t i = 0; i < snapshot.closed.size(); ++i) {
+      const bulkbloom::ClosedPart& part = snapshot.closed[i];
+      closed.insert(closed.end(),
+                    {static_cast<jlong>(part.id.period), static_cast<jlong>(part.id.part),
+                     static_cast<jlong>(part.id.num_blocks), static_cast<jlong>(part.change)});
+      if (part.change == bulkbloom::OpenChange::rewritten) continue;
+      const jobjectArray log = log_chunks(env, part.log, chunk);
+      if (log == nullptr) return nullptr;
+      env->SetObjectArrayElement(closed_logs, static_cast<jsize>(i), log);
+      env->DeleteLocalRef(log);
     }
     const jbyteArray metadata = new_byte_array(env, snapshot.metadata);
-    const jlongArray part_array = env->NewLongArray(static_cast<jsize>(parts.size()));
-    if (part_array == nullptr) return nullptr;
-    env->SetLongArrayRegion(part_array, 0, static_cast<jsize>(parts.size()), parts.data());
+    const jlongArray part_array = new_long_array(env, parts);
+    const jlongArray closed_array = new_long_array(env, closed);
+    if (metadata == nullptr || part_array == nullptr || closed_array == nullptr) return nullptr;
     const jclass type = env->FindClass("org/bulkbloom/jni/NativeWindowShards$Snapshot");
     if (type == nullptr) return nullptr;
-    const jmethodID make = env->GetMethodID(type, "<init>", "([B[JI[[B)V");
+    const jmethodID make = env->GetMethodID(type, "<init>", "([B[JI[[B[J[[[B)V");
     if (make == nullptr) return nullptr;
     return env->NewObject(type, make, metadata, part_array, static_cast<jint>(snapshot.change),
-                          log_chunks);
+                          open_log, closed_array, closed_logs);
   });
 }
 
@@ -807,10 +843,12 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv*
   });
 }
 
-// Sets the bits of `log` (little-endian hashes, as takeSnapshot gave them) in the open part of
-// held shard `shard`.
+// Sets the bits of `log` (little-endian hashes, as takeSnapshot gave them) in part `index` of
+// held shard `shard` (in the order of its snapshot's parts), or in its open part when `index` is
+// negative.
 JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_replay(JNIEnv* env, jclass,
                                                                         jlong handle, jint shard,
+                                                                        jint index,
                                                                         jbyteArray log) {
   guarded<int>(env, 0, [&] {
     ShardSet& set = shard_set(handle);
@@ -824,7 +862,11 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_replay(JNIEnv* 
     std::vector<std::uint64_t> hashes(bytes / 8);
     env->GetByteArrayRegion(log, 0, static_cast<jsize>(bytes),
                             reinterpret_cast<jbyte*>(hashes.data()));
-    bulkbloom::replay_log(held, hashes);
+    if (index < 0) {
+      bulkbloom::replay_log(held, hashes);
+    } else {
+      bulkbloom::replay_log(held, static_cast<std::size_t>(index), hashes);
+    }
     return 0;
   });
 }

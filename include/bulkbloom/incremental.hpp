@@ -10,11 +10,13 @@
 ///
 /// Taking a state apart: enable_change_log() once, then at each checkpoint take_snapshot() (the
 /// metadata, the parts, the log since the last take) and with_part_bits() for the parts the
-/// caller does not hold yet. Putting it together: restore_window() (restore_window_shard(),
-/// restore_grown()) from the metadata and each part's bits (the open part's base), then
-/// replay_log() of every log taken since that base. The result's file bytes (to_file_bytes(),
-/// GrownFilter::to_bytes()) equal those of the state that was taken apart. StateDirectory does
-/// all of this into a directory of files.
+/// caller does not hold yet; a window's parts that stopped being open come with their final log
+/// (StateSnapshot::closed), so that a part held as base + logs never needs its bits written.
+/// Putting it together: restore_window() (restore_window_shard(), restore_grown()) from the
+/// metadata and each part's bits (the open part's base), then replay_log() of every log taken
+/// since that base (into a part held as base + logs by its index). The result's file bytes
+/// (to_file_bytes(), GrownFilter::to_bytes()) equal those of the state that was taken apart.
+/// StateDirectory does all of this into a directory of files.
 #pragma once
 
 #include <cstddef>
@@ -67,6 +69,19 @@ enum class OpenChange : std::uint8_t {
   rewritten = 2,
 };
 
+/// The final log of a part that stopped being open since the previous take_snapshot() (a window
+/// rotated, or a larger filter took over the period) and that the state still holds.
+struct ClosedPart {
+  PartId id;
+  /// since_taken: the part was open at the previous take; its bits are its bits then plus `log`.
+  /// since_empty: it was started empty since then; its bits are all-zero bits plus `log`.
+  /// rewritten: its log was dropped (past StateDirectory::kBaseFraction of its bytes) or not
+  /// kept: only its bits (with_part_bits) give it.
+  OpenChange change = OpenChange::rewritten;
+  /// Hashes to replay_log() into the part, in the order they went in; empty when rewritten.
+  std::vector<std::uint64_t> log;
+};
+
 /// A state taken apart by take_snapshot().
 struct StateSnapshot {
   /// Everything of the state's file but the bits (configuration, clock, counters, each part's
@@ -79,6 +94,11 @@ struct StateSnapshot {
   /// Hashes to replay_log() into the open part, in the order they went in; empty when `change`
   /// is rewritten.
   std::vector<std::uint64_t> log;
+  /// Each part of `parts` but the open one that stopped being open since the previous take, in
+  /// the order they closed (windows; a grown filter's list stays empty). A caller that held such
+  /// a part as a base plus logs completes it with this log instead of writing its bits; a caller
+  /// that ignores it writes every part it does not hold yet, as before.
+  std::vector<ClosedPart> closed;
 };
 
 /// Fills `bits` (exactly the part's bytes) with the saved bits of part `index` of the metadata,
@@ -135,6 +155,11 @@ std::vector<PartId> snapshot_parts(std::span<const std::byte> metadata,
 void replay_log(WindowedFilter& window, std::span<const std::uint64_t> log);
 void replay_log(WindowShard& shard, std::span<const std::uint64_t> log);
 void replay_log(GrownFilter& filter, std::span<const std::uint64_t> log);
+/// Sets the bits of `log` (a ClosedPart::log, or a StateSnapshot::log for the last index) in part
+/// `index` (in StateSnapshot::parts order) of a window just restored. Throws std::out_of_range
+/// for an index past the parts.
+void replay_log(WindowedFilter& window, std::size_t index, std::span<const std::uint64_t> log);
+void replay_log(WindowShard& shard, std::size_t index, std::span<const std::uint64_t> log);
 
 /// A state directory (docs/FORMAT.md "State directories"): a state saved so that each save
 /// writes what changed since the last one. Every part is a file written once and never rewritten;

@@ -276,6 +276,20 @@ class WindowedFilter {
   bool logging_ = false;
   bool log_from_empty_ = false;
   bool log_dropped_ = false;
+  // The final logs of the filters that stopped being open since the log was last taken (sealed
+  // by a rotation or by a larger filter taking over the period), so that a caller holding such a
+  // filter as base + logs completes it without its bits: the period and index of the filter in
+  // it, its blocks, and the log's state as above when it closed.
+  struct ClosedLog {
+    std::int64_t period;
+    std::uint32_t part;
+    std::uint64_t num_blocks;
+    bool from_empty;
+    bool dropped;
+    std::vector<std::uint64_t> hashes;
+  };
+  std::vector<ClosedLog> closed_logs_;
+  void close_log(const Filter& closed, std::int64_t period, std::uint32_t part);
   void restart_log();
 };
 

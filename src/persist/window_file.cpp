@@ -649,6 +649,18 @@ StateSnapshot take_window_snapshot(const WindowConfig& config, ShardFields place
     snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
     snapshot.log = std::move(taken.hashes);
   }
+  // Only the closed parts the state still holds (a jump of several periods closes generations
+  // that it clears again).
+  const auto held = std::span(snapshot.parts).first(snapshot.parts.size() - 1);
+  for (WindowAccess::ClosedLog& log : taken.closed) {
+    const PartId id{log.period, log.part, log.num_blocks};
+    if (std::find(held.begin(), held.end(), id) == held.end()) continue;
+    ClosedPart& closed = snapshot.closed.emplace_back(ClosedPart{id, OpenChange::rewritten, {}});
+    if (!log.dropped) {
+      closed.change = log.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+      closed.log = std::move(log.hashes);
+    }
+  }
   return snapshot;
 }
 
@@ -692,6 +704,16 @@ void replay_window_log(WindowedFilter& window, std::span<const std::uint64_t> lo
   window.implementation();  // throws for a moved-from window
   detail::FilterAccess::engine(WindowAccess::open_filter(window))
       .insert(log, detail::KeyMode::prehashed);
+}
+
+void replay_window_part_log(WindowedFilter& window, std::size_t index,
+                            std::span<const std::uint64_t> log) {
+  const std::vector<const Filter*> filters = WindowAccess::oldest_first(window);
+  if (index >= filters.size()) {
+    throw std::out_of_range("part " + std::to_string(index) + " of a window of " +
+                            std::to_string(filters.size()) + " parts");
+  }
+  detail::FilterAccess::engine(*filters[index]).insert(log, detail::KeyMode::prehashed);
 }
 
 }  // namespace
@@ -738,6 +760,14 @@ void replay_log(WindowedFilter& window, std::span<const std::uint64_t> log) {
 
 void replay_log(WindowShard& shard, std::span<const std::uint64_t> log) {
   replay_window_log(WindowShardAccess::local(shard), log);
+}
+
+void replay_log(WindowedFilter& window, std::size_t index, std::span<const std::uint64_t> log) {
+  replay_window_part_log(window, index, log);
+}
+
+void replay_log(WindowShard& shard, std::size_t index, std::span<const std::uint64_t> log) {
+  replay_window_part_log(WindowShardAccess::local(shard), index, log);
 }
 
 namespace detail {

@@ -528,6 +528,8 @@ void WindowedFilter::grow_newest(std::uint64_t keys) {
       sealed_[newest_].pop_back();
       return;
     }
+    close_log(sealed_[newest_].back().filter, newest_epoch_,
+              static_cast<std::uint32_t>(sealed_[newest_].size() - 1));
     ring_[newest_] = Filter(layout_for(keys, rate), options_);
     keys_[newest_] = 0;
     window_keys_[newest_] = 0;
@@ -607,8 +609,19 @@ void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) 
   restart_log();
 }
 
+// `closed`, which covers part `part` of period `period`, stops being open: its log is kept for
+// the next take (closed_logs_), without the logs of filters the window no longer holds.
+void WindowedFilter::close_log(const Filter& closed, std::int64_t period, std::uint32_t part) {
+  if (!logging_) return;
+  const std::int64_t oldest_held = period - static_cast<std::int64_t>(config_.generations) + 1;
+  std::erase_if(closed_logs_, [&](const ClosedLog& log) { return log.period < oldest_held; });
+  closed_logs_.push_back({period, part, closed.layout().num_blocks, log_from_empty_, log_dropped_,
+                          std::move(change_log_)});
+}
+
 // The open filter changed (a new period, or a larger filter for this one): what was logged went
-// into a filter that is no longer open, and the new one starts empty.
+// into a filter that is no longer open (close_log() kept it when that filter stays), and the new
+// one starts empty.
 void WindowedFilter::restart_log() {
   if (!logging_) return;
   change_log_.clear();
@@ -747,6 +760,11 @@ void WindowedFilter::rotate_to_epoch(std::int64_t epoch) {
   const std::uint64_t clears = std::min<std::uint64_t>(steps, config_.generations);
   const Layout layout = next_generation_layout();  // from the periods before the new ones
   for (std::uint64_t c = 0; c < clears; ++c) {
+    // The filter closing: the newest before the rotation, then each generation this jump started
+    // (the last `clears` periods up to `epoch`, in order).
+    const std::int64_t closing =
+        c == 0 ? newest_epoch_ : epoch - static_cast<std::int64_t>(clears - c);
+    close_log(ring_[newest_], closing, static_cast<std::uint32_t>(sealed_[newest_].size()));
     newest_ = (newest_ + 1) % config_.generations;
     start_generation(newest_, layout);
   }

@@ -95,17 +95,23 @@ struct WindowAccess {
     w.change_log_.clear();
     w.log_from_empty_ = w.ring_[w.newest_].popcount() == 0;
     w.log_dropped_ = false;
+    w.closed_logs_.clear();
   }
+  using ClosedLog = WindowedFilter::ClosedLog;
   /// What take_snapshot() takes of the log; the log starts again empty.
   struct TakenLog {
     bool logging;     ///< whether the log was enabled (else `hashes` tells nothing)
     bool from_empty;  ///< the open filter started empty since the last take
     bool dropped;     ///< the log passed the open filter's bytes: only its bits tell
     std::vector<std::uint64_t> hashes;
+    /// The final logs of the filters that stopped being open since the last take, in order.
+    std::vector<ClosedLog> closed;
   };
   static TakenLog take_log(WindowedFilter& w) {
-    TakenLog taken{w.logging_, w.log_from_empty_, w.log_dropped_, std::move(w.change_log_)};
+    TakenLog taken{w.logging_, w.log_from_empty_, w.log_dropped_, std::move(w.change_log_),
+                   std::move(w.closed_logs_)};
     w.change_log_.clear();
+    w.closed_logs_.clear();
     w.log_from_empty_ = false;
     w.log_dropped_ = false;
     return taken;

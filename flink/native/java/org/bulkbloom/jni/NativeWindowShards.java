@@ -71,12 +71,24 @@ public final class NativeWindowShards implements AutoCloseable {
      * when the change is REWRITTEN or the log is longer than asked for.
      */
     public final byte[][] log;
+    /** Per closed part: period, part, blocks, change. */
+    private final long[] closed;
+    /** Per closed part: its final log as {@link #log} holds one; null when REWRITTEN. */
+    private final byte[][][] closedLogs;
 
-    Snapshot(byte[] metadata, long[] parts, int change, byte[][] log) {
+    Snapshot(
+        byte[] metadata,
+        long[] parts,
+        int change,
+        byte[][] log,
+        long[] closed,
+        byte[][][] closedLogs) {
       this.metadata = metadata;
       this.parts = parts;
       this.change = change;
       this.log = log;
+      this.closed = closed;
+      this.closedLogs = closedLogs;
     }
 
     public int numParts() {
@@ -101,6 +113,32 @@ public final class NativeWindowShards implements AutoCloseable {
     /** The bytes of part {@code i}'s bits. */
     public long bytes(int i) {
       return parts[4 * i + 3];
+    }
+
+    /**
+     * How many parts stopped being open since the previous snapshot (a rotation, or a larger
+     * filter taking over the period) and are still held: each comes with its final log, so that a
+     * caller that held it as a base plus logs completes it without writing its bits.
+     */
+    public int numClosed() {
+      return closed.length / 4;
+    }
+
+    /** Whether closed part {@code j} is part {@code i} of this snapshot. */
+    public boolean closedIs(int j, int i) {
+      return closed[4 * j] == period(i)
+          && closed[4 * j + 1] == part(i)
+          && closed[4 * j + 2] == blocks(i);
+    }
+
+    /** SINCE_TAKEN, SINCE_EMPTY or REWRITTEN: what closed part {@code j}'s log says of its bits. */
+    public int closedChange(int j) {
+      return (int) closed[4 * j + 3];
+    }
+
+    /** Closed part {@code j}'s final log, in arrays as {@link #log}; null when REWRITTEN. */
+    public byte[][] closedLog(int j) {
+      return closedLogs[j];
     }
   }
 
@@ -236,7 +274,18 @@ public final class NativeWindowShards implements AutoCloseable {
 
   /** Sets the bits of a {@link Snapshot#log} array in held shard {@code shard}'s open part. */
   public void replay(int shard, byte[] log) {
-    replay(address(), shard, log);
+    replay(address(), shard, -1, log);
+  }
+
+  /**
+   * Sets the bits of a log array ({@link Snapshot#log}, {@link Snapshot#closedLog}) in part {@code
+   * index} (in its snapshot's order) of held shard {@code shard}, just restored.
+   */
+  public void replay(int shard, int index, byte[] log) {
+    if (index < 0) {
+      throw new IllegalArgumentException("bulkbloom: part index " + index + " is negative");
+    }
+    replay(address(), shard, index, log);
   }
 
   /** The window file bytes of held shard {@code shard}: generations, clock and configuration. */
@@ -366,7 +415,7 @@ public final class NativeWindowShards implements AutoCloseable {
   private static native void restore(
       long handle, int shard, byte[] metadata, PartSource source, int chunkBytes);
 
-  private static native void replay(long handle, int shard, byte[] log);
+  private static native void replay(long handle, int shard, int index, byte[] log);
 
   private static native int dedupLongs(
       long handle, long[] keys, int[] shards, long[] clocks, int n, byte[] isNew);

@@ -32,7 +32,8 @@ import org.bulkbloom.jni.NativeWindowShards;
  * <p>A batch is flushed when full, on a processing-time timer, before each watermark is passed
  * on, before each checkpoint barrier and at the end of input, so a checkpoint never holds a
  * record in flight. Its state is in Flink's keyed state, shard s under the key of key group s
- * ({@link ShardStates}: parts written once, the open part as a base plus a log per checkpoint);
+ * ({@link ShardStates}: each part a base plus the logs of the checkpoints since, bases folded a few
+ * chunks a checkpoint);
  * checkpoints of earlier versions, each shard's window file as raw keyed state, still restore.
  *
  * <p>On event time, records without a timestamp, too far in the future or too late are refused
@@ -177,6 +178,9 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
       }
       if (periodic) {
         window.enableChangeLog(shard);
+        if (!restored[shard]) {
+          states.startedEmpty(shard);
+        }
       }
     }
     // Every held shard was moved to its subtask's clock before the checkpoint (see flush()).
@@ -543,6 +547,7 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     for (int shard = held.getStartKeyGroup(); shard <= held.getEndKeyGroup(); ++shard) {
       written += states.snapshot(shard);
     }
+    written += states.fold(held.getStartKeyGroup(), held.getEndKeyGroup());
     LOG.debug(
         "bulkbloom: checkpoint {} moved {} bytes into keyed state in {} ms",
         context.getCheckpointId(),

@@ -7,6 +7,7 @@ import java.io.DataOutputStream;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.BitSet;
+import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -25,10 +26,13 @@ import org.bulkbloom.jni.NativeWindowShards.Snapshot;
  * The held window shards in the operator's keyed state, so that a checkpoint writes what changed
  * (docs/FORMAT.md "Flink keyed state"). Shard s lives under the key whose key group is s: a
  * manifest (a {@code ValueState<byte[]>}: the shard's snapshot metadata and where its parts are)
- * and chunks of at most {@link #CHUNK_BYTES} (a {@code MapState<Long, byte[]>}). A sealed part is
- * written once, when it is first seen, and removed when the window drops it; the open part is a
- * base plus the logs taken at each checkpoint since, folded into a new base once the logs pass a
- * fraction of its bytes. All-zero chunks are not stored.
+ * and chunks of at most {@link #CHUNK_BYTES} (a {@code MapState<Long, byte[]>}). Every part is a
+ * base image plus the logs taken since: the open part gets the log of each checkpoint, and when it
+ * stops being open (a rotation, or a larger filter taking over its period) its final log, so that
+ * no part's bits are ever written at a rotation. Bases are folded (the part's bits written over
+ * its base) once its logs pass a fraction of its bytes, a few chunks a checkpoint across all held
+ * shards ({@link #FOLD_BYTES_PER_CHECKPOINT}), so that no checkpoint's work is large. Parts leave
+ * when the window drops them. All-zero chunks are not stored.
  *
  * <p>Everything here runs on the task thread and only moves bytes into the keyed state backend;
  * the backend makes them durable asynchronously (RocksDB and ForSt with incremental checkpoints
@@ -38,27 +42,85 @@ final class ShardStates {
   /** The most bytes of one stored chunk, a multiple of 8 (a log chunk holds whole hashes). */
   static final int CHUNK_BYTES = 1 << 20;
 
-  private static final int MANIFEST_VERSION = 1;
+  /**
+   * The bytes of part bits that one checkpoint reads to fold bases across all held shards, beyond
+   * twice the logs it wrote (one chunk more at most): a few milliseconds on the task thread. A
+   * fold writes about a byte of bits per byte of log it covers, so twice the logs keeps up with
+   * any rate, and the constant with a slow one.
+   */
+  static final long FOLD_BYTES_PER_CHECKPOINT = 4L << 20;
+
+  // An open part whose logs pass this many times its bytes (inserts outrunning the folds) is
+  // written whole at once: it bounds the state and the replay at restore.
+  private static final double MAX_LOG_FRACTION = 4.0;
+
+  // 1: each sealed part's bits, the open part's base and logs. 2: each part a base and logs,
+  // with a fold in progress.
+  private static final int MANIFEST_VERSION = 2;
   // A chunk's key: its storage's number times 2^24 plus its index (a part of up to 16 TiB).
   private static final int CHUNK_INDEX_BITS = 24;
 
-  /** One stored image: a part's bits or a log, in chunks under storage number {@code id}. */
-  private static final class Stored {
+  private static int chunksOf(long bytes) {
+    return (int) ((bytes + CHUNK_BYTES - 1) / CHUNK_BYTES);
+  }
+
+  /** A log: its chunks, every one stored, under storage number {@code id}. */
+  private static final class Log {
+    final long id;
+    final long bytes;
+
+    Log(long id, long bytes) {
+      this.id = id;
+      this.bytes = bytes;
+    }
+  }
+
+  /**
+   * One part: its base (the chunks stored under storage number {@code baseId}; the others all
+   * zero) and the logs to replay into it, oldest first. A fold rewrites the base chunk by chunk
+   * from the part's bits, over as many checkpoints as it takes: each chunk written holds at least
+   * what the base and the first {@code covered} logs held, so once chunks [0, folded) are all of
+   * them those logs go. Until then a restore replays every log over the mixed base, which gives
+   * the same bits (bits are only ever set).
+   */
+  private static final class Part {
     final long period;
     final int part;
     final long blocks;
     final long bytes;
-    final long id;
-    // The chunks that are stored; the others are all zero. Every chunk of a log is stored.
+    final long baseId;
     final BitSet present;
+    final List<Log> logs;
+    // The fold in progress: chunks rewritten, or -1 for none; the logs it covers.
+    int folded = -1;
+    int covered;
 
-    Stored(long period, int part, long blocks, long bytes, long id, BitSet present) {
+    Part(long period, int part, long blocks, long bytes, long baseId, BitSet present) {
       this.period = period;
       this.part = part;
       this.blocks = blocks;
       this.bytes = bytes;
-      this.id = id;
+      this.baseId = baseId;
       this.present = present;
+      this.logs = new ArrayList<>();
+    }
+
+    Part(Snapshot snapshot, int i, long baseId, BitSet present) {
+      this(
+          snapshot.period(i),
+          snapshot.part(i),
+          snapshot.blocks(i),
+          snapshot.bytes(i),
+          baseId,
+          present);
+    }
+
+    Part copy() {
+      final Part p = new Part(period, part, blocks, bytes, baseId, (BitSet) present.clone());
+      p.logs.addAll(logs);
+      p.folded = folded;
+      p.covered = covered;
+      return p;
     }
 
     boolean isPart(Snapshot snapshot, int i) {
@@ -68,8 +130,12 @@ final class ShardStates {
           && bytes == snapshot.bytes(i);
     }
 
-    int chunks() {
-      return (int) ((bytes + CHUNK_BYTES - 1) / CHUNK_BYTES);
+    long logBytes() {
+      long total = 0;
+      for (Log log : logs) {
+        total += log.bytes;
+      }
+      return total;
     }
 
     long storedBytes() {
@@ -85,17 +151,20 @@ final class ShardStates {
   private static final class Manifest {
     long nextId = 1;
     byte[] metadata;
-    // Every part, oldest first; the last is the open part's base.
-    final List<Stored> parts = new ArrayList<>();
-    // The open part's logs since its base, in order (period, part, blocks: the open part's).
-    final List<Stored> logs = new ArrayList<>();
+    // Every part, oldest first (the snapshot's order); the last is the open part.
+    final List<Part> parts = new ArrayList<>();
 
-    long logBytes() {
-      long total = 0;
-      for (Stored log : logs) {
-        total += log.bytes;
+    Part find(Snapshot snapshot, int i) {
+      for (Part p : parts) {
+        if (p.isPart(snapshot, i)) {
+          return p;
+        }
       }
-      return total;
+      return null;
+    }
+
+    Part open() {
+      return parts.get(parts.size() - 1);
     }
 
     byte[] encode() throws IOException {
@@ -105,17 +174,22 @@ final class ShardStates {
       out.writeLong(nextId);
       out.writeInt(metadata.length);
       out.write(metadata);
-      for (List<Stored> list : List.of(parts, logs)) {
-        out.writeInt(list.size());
-        for (Stored s : list) {
-          out.writeLong(s.period);
-          out.writeInt(s.part);
-          out.writeLong(s.blocks);
-          out.writeLong(s.bytes);
-          out.writeLong(s.id);
-          final byte[] present = s.present.toByteArray();
-          out.writeInt(present.length);
-          out.write(present);
+      out.writeInt(parts.size());
+      for (Part p : parts) {
+        out.writeLong(p.period);
+        out.writeInt(p.part);
+        out.writeLong(p.blocks);
+        out.writeLong(p.bytes);
+        out.writeLong(p.baseId);
+        final byte[] present = p.present.toByteArray();
+        out.writeInt(present.length);
+        out.write(present);
+        out.writeInt(p.folded);
+        out.writeInt(p.covered);
+        out.writeInt(p.logs.size());
+        for (Log log : p.logs) {
+          out.writeLong(log.id);
+          out.writeLong(log.bytes);
         }
       }
       out.flush();
@@ -125,26 +199,46 @@ final class ShardStates {
     static Manifest decode(byte[] encoded, int shard) throws IOException {
       final DataInputStream in = new DataInputStream(new ByteArrayInputStream(encoded));
       final int version = in.readInt();
-      if (version != MANIFEST_VERSION) {
+      if (version != 1 && version != MANIFEST_VERSION) {
         throw new IllegalStateException(
             "bulkbloom: the keyed state of shard " + shard + " has manifest version " + version
-                + "; this bulkbloom reads version " + MANIFEST_VERSION);
+                + "; this bulkbloom reads versions 1 and " + MANIFEST_VERSION);
       }
       final Manifest m = new Manifest();
       m.nextId = in.readLong();
       m.metadata = new byte[in.readInt()];
       in.readFully(m.metadata);
-      for (List<Stored> list : List.of(m.parts, m.logs)) {
-        final int count = in.readInt();
-        for (int i = 0; i < count; ++i) {
-          final long period = in.readLong();
-          final int part = in.readInt();
-          final long blocks = in.readLong();
+      final int count = in.readInt();
+      for (int i = 0; i < count; ++i) {
+        final long period = in.readLong();
+        final int part = in.readInt();
+        final long blocks = in.readLong();
+        final long bytes = in.readLong();
+        final long id = in.readLong();
+        final byte[] present = new byte[in.readInt()];
+        in.readFully(present);
+        final Part p = new Part(period, part, blocks, bytes, id, BitSet.valueOf(present));
+        if (version >= 2) {
+          p.folded = in.readInt();
+          p.covered = in.readInt();
+          final int logs = in.readInt();
+          for (int j = 0; j < logs; ++j) {
+            p.logs.add(new Log(in.readLong(), in.readLong()));
+          }
+        }
+        m.parts.add(p);
+      }
+      if (version == 1) {
+        // Version 1 lists the open part's logs after the parts, each as a part is listed.
+        final int logs = in.readInt();
+        for (int j = 0; j < logs; ++j) {
+          in.readLong(); // period, part, blocks and bytes: the open part's
+          in.readInt();
+          in.readLong();
           final long bytes = in.readLong();
           final long id = in.readLong();
-          final byte[] present = new byte[in.readInt()];
-          in.readFully(present);
-          list.add(new Stored(period, part, blocks, bytes, id, BitSet.valueOf(present)));
+          in.readFully(new byte[in.readInt()]);
+          m.open().logs.add(new Log(id, bytes));
         }
       }
       return m;
@@ -160,6 +254,11 @@ final class ShardStates {
   // shard's change log runs from exactly that state (so that the next log continues it).
   private final Manifest[] manifests;
   private final boolean[] synced;
+  // Per shard: made empty with its change log running, and not snapshotted since: every part
+  // that was not open since is all zero (parts open since come with their logs).
+  private final boolean[] startedEmpty;
+  // Log bytes written since the last fold().
+  private long loggedSinceFold;
 
   ShardStates(
       AbstractStreamOperator<?> operator, NativeWindowShards window, ShardRouting routing)
@@ -183,6 +282,16 @@ final class ShardStates {
                     BytePrimitiveArraySerializer.INSTANCE));
     manifests = new Manifest[routing.numShards()];
     synced = new boolean[routing.numShards()];
+    startedEmpty = new boolean[routing.numShards()];
+  }
+
+  /**
+   * Says that shard {@code shard} was just made empty with its change log running, so that its
+   * first snapshot writes no bits of the parts that were never open (a fresh window's 1.5 GB of
+   * zeros would otherwise be read on the task thread).
+   */
+  void startedEmpty(int shard) {
+    startedEmpty[shard] = true;
   }
 
   private static long chunkKey(long id, int chunk) {
@@ -190,9 +299,10 @@ final class ShardStates {
   }
 
   /**
-   * The fraction of its open part's bytes that shard {@code shard}'s logs may reach before they
-   * are folded into a new base: 3/4 to 5/4, spread over the shards by the golden ratio, so that
-   * shards filling at the same rate fold at different checkpoints instead of all in one.
+   * The fraction of its bytes that a part's logs of shard {@code shard} may reach before its base
+   * is folded: 3/4 to 5/4 (past its bytes the base is smaller to store and quicker to restore
+   * than the logs), spread over the shards by the golden ratio, so that shards filling at the same
+   * rate fold at different checkpoints.
    */
   static double foldFraction(int shard) {
     final double spread = shard * 0.6180339887498949;
@@ -214,7 +324,7 @@ final class ShardStates {
         shard,
         m.metadata,
         (index, period, part, blocks, offset, length) -> {
-          final Stored stored = index < m.parts.size() ? m.parts.get(index) : null;
+          final Part stored = index < m.parts.size() ? m.parts.get(index) : null;
           if (stored == null
               || stored.period != period
               || stored.part != part
@@ -224,12 +334,15 @@ final class ShardStates {
                     + " (period " + period + ", part " + part + ", " + blocks + " blocks)");
           }
           final int chunk = (int) (offset / CHUNK_BYTES);
-          return stored.present.get(chunk) ? chunk(shard, stored, chunk) : null;
+          return stored.present.get(chunk) ? chunk(shard, stored, stored.baseId, chunk) : null;
         },
         CHUNK_BYTES);
-    for (Stored log : m.logs) {
-      for (int chunk = 0; chunk < log.chunks(); ++chunk) {
-        window.replay(shard, chunk(shard, log, chunk));
+    for (int i = 0; i < m.parts.size(); ++i) {
+      final Part p = m.parts.get(i);
+      for (Log log : p.logs) {
+        for (int chunk = 0; chunk < chunksOf(log.bytes); ++chunk) {
+          window.replay(shard, i, chunk(shard, p, log.id, chunk));
+        }
       }
     }
     window.enableChangeLog(shard);
@@ -238,105 +351,94 @@ final class ShardStates {
     return true;
   }
 
-  private byte[] chunk(int shard, Stored stored, int chunk) throws Exception {
-    final byte[] bytes = chunkState.get(chunkKey(stored.id, chunk));
+  private byte[] chunk(int shard, Part p, long id, int chunk) throws Exception {
+    final byte[] bytes = chunkState.get(chunkKey(id, chunk));
     if (bytes == null) {
       throw new IllegalStateException(
           "bulkbloom: the keyed state of shard " + shard + " lacks chunk " + chunk + " of image "
-              + stored.id + " (period " + stored.period + ", part " + stored.part + ")");
+              + id + " (period " + p.period + ", part " + p.part + ")");
     }
     return bytes;
   }
 
   /**
-   * Brings shard {@code shard}'s keyed state up to the shard as it is now: writes the parts it
-   * does not hold yet and the open part's new log (or a new base), removes what the shard no
-   * longer needs. Returns the bytes written.
+   * Brings shard {@code shard}'s keyed state up to the shard as it is now: the logs of its open
+   * part and of the parts that closed, the bits of the parts no log tells, without what the shard
+   * no longer holds. Returns the bytes written. Every held shard takes its snapshot before {@link
+   * #fold} in one checkpoint.
    */
   long snapshot(int shard) throws Exception {
     keys.setCurrentKey(routing.keyOfShard(shard));
     final Manifest before = manifests[shard];
-    final boolean continues = synced[shard];
+    final boolean continues = synced[shard] && before != null;
+    final boolean zeroUnlogged = startedEmpty[shard] && before == null;
     // Until this state is written, the next log would not continue a stored one.
     synced[shard] = false;
+    startedEmpty[shard] = false;
     window.enableChangeLog(shard);
-    final double fraction = foldFraction(shard);
-    final long maxLog =
-        before == null
-            ? Long.MAX_VALUE
-            : (long) (fraction * before.parts.get(before.parts.size() - 1).bytes);
-    final Snapshot snapshot = window.takeSnapshot(shard, maxLog, CHUNK_BYTES);
+    final Snapshot snapshot = window.takeSnapshot(shard, Long.MAX_VALUE, CHUNK_BYTES);
     final Manifest next = new Manifest();
     next.nextId = before == null ? 1 : before.nextId;
     next.metadata = snapshot.metadata;
+    final Part wasOpen = continues ? before.open() : null;
     long written = 0;
     final int open = snapshot.numParts() - 1;
-    for (int i = 0; i < open; ++i) {
-      Stored kept = null;
-      if (before != null) {
-        for (int j = 0; j + 1 < before.parts.size() && kept == null; ++j) {
-          kept = before.parts.get(j).isPart(snapshot, i) ? before.parts.get(j) : null;
+    for (int i = 0; i <= open; ++i) {
+      final Part held = before == null ? null : before.find(snapshot, i);
+      int change = Snapshot.REWRITTEN;
+      byte[][] log = null;
+      boolean closed = i == open;
+      if (i == open) {
+        change = snapshot.change;
+        log = snapshot.log;
+      }
+      for (int j = 0; j < snapshot.numClosed() && !closed; ++j) {
+        if (snapshot.closedIs(j, i)) {
+          closed = true;
+          change = snapshot.closedChange(j);
+          log = snapshot.closedLog(j);
         }
       }
-      if (kept == null) {
-        kept = writePart(shard, snapshot, i, next.nextId++);
-        written += kept.storedBytes();
+      Part part = null;
+      if (!closed && zeroUnlogged) {
+        part = new Part(snapshot, i, next.nextId++, new BitSet());
+      } else if (!closed) {
+        // Sealed when stored: unchanged since (a part open then is listed as closed, if logged).
+        part = held != null && held != before.open() ? held.copy() : null;
+      } else if (log != null && change == Snapshot.SINCE_TAKEN) {
+        if (held != null
+            && held == wasOpen
+            && (i < open || held.logBytes() + logBytes(log) <= MAX_LOG_FRACTION * held.bytes)) {
+          part = held.copy();
+        }
+      } else if (log != null && change == Snapshot.SINCE_EMPTY) {
+        part = new Part(snapshot, i, next.nextId++, new BitSet());
       }
-      next.parts.add(kept);
-    }
-    final long openBytes = snapshot.bytes(open);
-    final long logBytes = snapshot.log == null ? Long.MAX_VALUE : logBytes(snapshot.log);
-    final Stored base = before == null ? null : before.parts.get(before.parts.size() - 1);
-    // The open part: the stored base and logs plus this log when they are its bits before this
-    // log; a zero base plus this log when it started empty since; else (or once the logs would
-    // pass the fold fraction) its bits as a new base.
-    final boolean logged;
-    if (continues
-        && snapshot.log != null
-        && base != null
-        && base.isPart(snapshot, open)
-        && snapshot.change == Snapshot.SINCE_TAKEN
-        && before.logBytes() + logBytes <= fraction * openBytes) {
-      next.parts.add(base);
-      next.logs.addAll(before.logs);
-      logged = true;
-    } else if (snapshot.change == Snapshot.SINCE_EMPTY
-        && snapshot.log != null
-        && logBytes <= fraction * openBytes) {
-      next.parts.add(
-          new Stored(
-              snapshot.period(open),
-              snapshot.part(open),
-              snapshot.blocks(open),
-              openBytes,
-              next.nextId++,
-              new BitSet()));
-      logged = true;
-    } else {
-      final Stored bits = writePart(shard, snapshot, open, next.nextId++);
-      written += bits.storedBytes();
-      next.parts.add(bits);
-      logged = false;
-    }
-    if (logged && logBytes > 0) {
-      final long id = next.nextId++;
-      final BitSet all = new BitSet();
-      for (int chunk = 0; chunk < snapshot.log.length; ++chunk) {
-        chunkState.put(chunkKey(id, chunk), snapshot.log[chunk]);
-        all.set(chunk);
+      if (part == null) {
+        part = writePart(shard, snapshot, i, next.nextId++);
+        written += part.storedBytes();
+      } else if (log != null && log.length > 0) {
+        final long id = next.nextId++;
+        for (int chunk = 0; chunk < log.length; ++chunk) {
+          chunkState.put(chunkKey(id, chunk), log[chunk]);
+        }
+        part.logs.add(new Log(id, logBytes(log)));
+        written += logBytes(log);
+        loggedSinceFold += logBytes(log);
       }
-      next.logs.add(
-          new Stored(
-              snapshot.period(open), snapshot.part(open), snapshot.blocks(open), logBytes, id, all));
-      written += logBytes;
+      next.parts.add(part);
     }
     removeUnlisted(before, next);
-    final byte[] encoded = next.encode();
-    manifestState.update(encoded);
-    written += encoded.length;
-    manifests[shard] = next;
+    written += store(shard, next);
     synced[shard] = true;
     return written;
+  }
+
+  private long store(int shard, Manifest m) throws Exception {
+    final byte[] encoded = m.encode();
+    manifestState.update(encoded);
+    manifests[shard] = m;
+    return encoded.length;
   }
 
   private static long logBytes(byte[][] log) {
@@ -347,8 +449,73 @@ final class ShardStates {
     return total;
   }
 
-  /** Writes the non-zero chunks of part {@code i} of the snapshot under storage number id. */
-  private Stored writePart(int shard, Snapshot snapshot, int i, long id) throws Exception {
+  /**
+   * Folds bases of the held shards {@code first} to {@code last}, just snapshotted: reads at most
+   * {@link #FOLD_BYTES_PER_CHECKPOINT} plus twice the logs written since the last fold (one chunk
+   * more) of the bits of the parts whose logs passed
+   * their fold fraction and of folds in progress, the largest logs for their bytes first. Returns
+   * the bytes written.
+   */
+  long fold(int first, int last) throws Exception {
+    final List<Due> due = new ArrayList<>();
+    for (int shard = first; shard <= last; ++shard) {
+      final Manifest m = manifests[shard];
+      for (int i = 0; m != null && i < m.parts.size(); ++i) {
+        final Part p = m.parts.get(i);
+        final double ratio = (double) p.logBytes() / p.bytes;
+        if (p.folded >= 0 || (!p.logs.isEmpty() && ratio > foldFraction(shard))) {
+          due.add(new Due(shard, i, ratio));
+        }
+      }
+    }
+    due.sort(Comparator.comparingDouble(Due::ratio).reversed());
+    long budget = FOLD_BYTES_PER_CHECKPOINT + 2 * loggedSinceFold;
+    loggedSinceFold = 0;
+    long written = 0;
+    for (int k = 0; k < due.size() && budget > 0; ++k) {
+      final int shard = due.get(k).shard();
+      final int index = due.get(k).index();
+      keys.setCurrentKey(routing.keyOfShard(shard));
+      final Part p = manifests[shard].parts.get(index);
+      if (p.folded < 0) {
+        p.folded = 0;
+        p.covered = p.logs.size();
+      }
+      byte[] buffer = null;
+      while (p.folded < chunksOf(p.bytes) && budget > 0) {
+        final long offset = (long) p.folded * CHUNK_BYTES;
+        final int length = (int) Math.min(CHUNK_BYTES, p.bytes - offset);
+        if (buffer == null || buffer.length != length) {
+          buffer = new byte[length];
+        }
+        if (window.copyPart(shard, index, offset, buffer)) {
+          chunkState.put(chunkKey(p.baseId, p.folded), buffer);
+          p.present.set(p.folded);
+          written += length;
+          // The hashmap backend keeps the array itself.
+          buffer = null;
+        }
+        budget -= length;
+        ++p.folded;
+      }
+      if (p.folded == chunksOf(p.bytes)) {
+        final List<Log> covered = p.logs.subList(0, p.covered);
+        for (Log log : covered) {
+          removeChunks(log.id, chunksOf(log.bytes));
+        }
+        covered.clear();
+        p.folded = -1;
+        p.covered = 0;
+      }
+      written += store(shard, manifests[shard]);
+    }
+    return written;
+  }
+
+  private record Due(int shard, int index, double ratio) {}
+
+  /** Writes the non-zero chunks of part {@code i} of the snapshot as a base with no logs. */
+  private Part writePart(int shard, Snapshot snapshot, int i, long id) throws Exception {
     final long bytes = snapshot.bytes(i);
     final BitSet present = new BitSet();
     byte[] buffer = null;
@@ -365,27 +532,36 @@ final class ShardStates {
         buffer = null;
       }
     }
-    return new Stored(
-        snapshot.period(i), snapshot.part(i), snapshot.blocks(i), bytes, id, present);
+    return new Part(snapshot, i, id, present);
   }
 
-  /** Removes the chunks of the images {@code before} lists and {@code next} does not. */
+  private void removeChunks(long id, int chunks) throws Exception {
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      chunkState.remove(chunkKey(id, chunk));
+    }
+  }
+
+  /** Removes the chunks of the bases and logs {@code before} lists and {@code next} does not. */
   private void removeUnlisted(Manifest before, Manifest next) throws Exception {
     if (before == null) {
       return;
     }
     final Set<Long> kept = new HashSet<>();
-    for (List<Stored> list : List.of(next.parts, next.logs)) {
-      for (Stored s : list) {
-        kept.add(s.id);
+    for (Part p : next.parts) {
+      kept.add(p.baseId);
+      for (Log log : p.logs) {
+        kept.add(log.id);
       }
     }
-    for (List<Stored> list : List.of(before.parts, before.logs)) {
-      for (Stored s : list) {
-        if (!kept.contains(s.id)) {
-          for (int chunk = s.present.nextSetBit(0); chunk >= 0; chunk = s.present.nextSetBit(chunk + 1)) {
-            chunkState.remove(chunkKey(s.id, chunk));
-          }
+    for (Part p : before.parts) {
+      if (!kept.contains(p.baseId)) {
+        for (int chunk = p.present.nextSetBit(0); chunk >= 0; chunk = p.present.nextSetBit(chunk + 1)) {
+          chunkState.remove(chunkKey(p.baseId, chunk));
+        }
+      }
+      for (Log log : p.logs) {
+        if (!kept.contains(log.id)) {
+          removeChunks(log.id, chunksOf(log.bytes));
         }
       }
     }
