@@ -3,16 +3,19 @@ package org.bulkbloom.flink.bench;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URI;
+import java.nio.file.FileVisitResult;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.SimpleFileVisitor;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.HashSet;
 import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
@@ -396,22 +399,42 @@ public final class FlinkDedupBench {
     return runtime.totalMemory() - runtime.freeMemory();
   }
 
+  // Flink removes subsumed checkpoints while this walks the folder: a file or folder gone between
+  // listing and reading is counted as gone, not an error.
   private static long bytesUnder(Path root) {
-    if (!Files.exists(root)) {
-      return 0;
-    }
-    try (Stream<Path> files = Files.walk(root)) {
-      return files.filter(Files::isRegularFile).mapToLong(FlinkDedupBench::sizeOf).sum();
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
-    }
-  }
-
-  private static long sizeOf(Path file) {
+    final long[] total = {0};
     try {
-      return Files.size(file);
+      Files.walkFileTree(
+          root,
+          new SimpleFileVisitor<Path>() {
+            @Override
+            public FileVisitResult visitFile(Path file, BasicFileAttributes attributes) {
+              if (attributes.isRegularFile()) {
+                total[0] += attributes.size();
+              }
+              return FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public FileVisitResult visitFileFailed(Path file, IOException e) throws IOException {
+              return skipGone(e);
+            }
+
+            @Override
+            public FileVisitResult postVisitDirectory(Path dir, IOException e) throws IOException {
+              return e == null ? FileVisitResult.CONTINUE : skipGone(e);
+            }
+
+            private FileVisitResult skipGone(IOException e) throws IOException {
+              if (e instanceof NoSuchFileException) {
+                return FileVisitResult.CONTINUE;
+              }
+              throw e;
+            }
+          });
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    return total[0];
   }
 }
