@@ -497,6 +497,9 @@ TEST(PartIdName, IsFileNameSafeAndTellsPeriodsApart) {
   EXPECT_EQ((PartId{-3, 1, 5}.name()), "pm3-1-b5");
   EXPECT_EQ((PartId{INT64_MIN, 0, 1}.name()), "pm9223372036854775808-0-b1");
   EXPECT_NE((PartId{-3, 0, 5}.name()), (PartId{3, 0, 5}.name()));
+  EXPECT_EQ((PartId{-3, 1, 5, true}.name()), "upm3-1-b5");
+  EXPECT_NE((PartId{0, 0, 5, true}.name()), (PartId{0, 0, 5}.name()));
+  EXPECT_NE((PartId{0, 0, 5, true}), (PartId{0, 0, 5}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -586,6 +589,157 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::Values(WindowClock::records, WindowClock::event_time),
                        ::testing::Values(BlockIndex::high32, BlockIndex::full64),
                        ::testing::Bool()));
+
+// ---------------------------------------------------------------------------------------------
+// Parts named before the clock starts (#35). An event-time window taken apart before its first
+// record has no period yet; its first records may fall in any period, those just before 0 too, so
+// that the parts it seals afterwards have periods near 0. Two different parts must never share an
+// identity while a caller can hold both: one that keeps sealed parts once by identity would
+// restore the empty part of the earlier save in place of the keys of the later one.
+
+// Only the parts of an event-time window that has seen no record are marked before_clock; a
+// records clock runs from the start.
+TEST(PartsBeforeTheClock, OnlyAWindowWithoutAClockMarksItsParts) {
+  const auto marked = [](const StateSnapshot& snapshot) {
+    EXPECT_EQ(snapshot_parts(snapshot.metadata), snapshot.parts);
+    std::size_t n = 0;
+    for (const PartId& id : snapshot.parts) n += id.before_clock ? 1 : 0;
+    return n;
+  };
+  WindowedFilter records(
+      test_window(WindowClock::records, Shape::sb256, BlockIndex::high32, false));
+  EXPECT_EQ(marked(take_snapshot(records)), 0u);
+  WindowedFilter window(
+      test_window(WindowClock::event_time, Shape::sb256, BlockIndex::high32, false));
+  const StateSnapshot before = take_snapshot(window);
+  EXPECT_EQ(marked(before), window.config().generations);
+  EXPECT_EQ(before.parts.back(), (PartId{0, 0, 5, true}));
+  window.advance_to(-1);
+  const StateSnapshot after = take_snapshot(window);
+  EXPECT_EQ(marked(after), 0u);
+  EXPECT_EQ(after.parts.back(), (PartId{-1, 0, 5}));
+}
+
+// Batches of new keys two to a period from period `first` on, so that the parts sealed after a
+// few of them hold keys (and, for a sized window, a period with several filters).
+std::vector<Batch> periods_from(std::int64_t first, std::uint64_t period, std::size_t batches,
+                                std::uint64_t seed) {
+  std::vector<Batch> stream;
+  const auto p = static_cast<std::int64_t>(period);
+  for (std::size_t b = 0; b < batches; ++b) {
+    Batch batch{random_keys(30, seed + b), {}};
+    for (std::size_t i = 0; i < batch.keys.size(); ++i) {
+      batch.times.push_back(first * p + static_cast<std::int64_t>(b) * p / 2 +
+                            static_cast<std::int64_t>(i % 3));
+    }
+    stream.push_back(std::move(batch));
+  }
+  return stream;
+}
+
+// The first periods of the records, and how many batches come between the save before the clock
+// and the next one (the parts sealed in between are never seen open by a caller).
+constexpr std::int64_t kFirstPeriods[] = {-7, -4, -3, -2, -1, 0, 1, 2};
+constexpr std::size_t kFirstGaps[] = {1, 3, 6};
+constexpr std::size_t kNearZeroBatches = 14;
+
+TEST(PartsBeforeTheClock, NoLaterPartTakesTheIdentityOfOneSavedBeforeTheClock) {
+  for (const bool sized : {false, true}) {
+    const WindowConfig config =
+        test_window(WindowClock::event_time, Shape::sb256, BlockIndex::high32, sized);
+    for (const std::int64_t first : kFirstPeriods) {
+      for (const std::size_t gap : kFirstGaps) {
+        SCOPED_TRACE("first period " + std::to_string(first) + ", first save after " +
+                     std::to_string(gap) + " batches" + (sized ? ", sized" : ""));
+        WindowedFilter oracle(config);
+        WindowedFilter live(config);
+        enable_change_log(live);
+        Saved saved;
+        HeldParts held;
+        StateSnapshot before = take_snapshot(live);
+        ASSERT_NO_FATAL_FAILURE(checkpoint_held(live, held, before, false, 0));
+        ASSERT_NO_FATAL_FAILURE(checkpoint(live, saved, std::move(before), false));
+        const auto stream = periods_from(first, config.period(), kNearZeroBatches, 70);
+        std::vector<std::uint8_t> expected, got;
+        for (std::size_t b = 0; b < stream.size(); ++b) {
+          if (sized && b == 1) {  // the open part is sealed and a larger one takes its period
+            oracle.set_sizing({500, 0});
+            live.set_sizing({500, 0});
+          }
+          dedup(oracle, stream[b], expected);
+          dedup(live, stream[b], got);
+          ASSERT_EQ(expected, got) << "batch " << b;
+          if (b + 1 < gap) continue;
+          StateSnapshot snapshot = take_snapshot(live);
+          ASSERT_NO_FATAL_FAILURE(checkpoint_held(live, held, snapshot, false, 0));
+          ASSERT_NO_FATAL_FAILURE(checkpoint(live, saved, std::move(snapshot), false));
+          WindowedFilter from_held = restore_window(held.metadata, fill_from(held));
+          replay_all(from_held, held);
+          ASSERT_EQ(to_file_bytes(from_held), to_file_bytes(oracle))
+              << "bases and logs, checkpoint after batch " << b;
+          WindowedFilter restored = restore_window(saved.metadata, fill_from(saved));
+          replay_all(restored, saved);
+          ASSERT_EQ(to_file_bytes(restored), to_file_bytes(oracle))
+              << "checkpoint after batch " << b;
+        }
+        if (sized) EXPECT_GT(oracle.memory_bytes(), config.memory_bytes());
+      }
+    }
+  }
+}
+
+// The same through state directories (the command line's and Python's carried windows), for a
+// window and for its shards, each loaded by a new reader after each save (the first after the
+// clock started, then every third batch: a directory keeps only what its last commit named).
+TEST(PartsBeforeTheClock, StateDirectoriesLoadTheUninterruptedBytes) {
+  constexpr std::uint32_t kShards = 2;
+  WindowConfig config =
+      test_window(WindowClock::event_time, Shape::sb256, BlockIndex::high32, true);
+  config.generation.num_blocks = 61;
+  config = config.shardable_by(kShards);
+  // A directory forgets what its last commit did not name: only the periods a save before the
+  // clock names (0 and the G - 1 before it) can meet again.
+  for (const std::int64_t first : {-4, -2, -1, 0, 1}) {
+    for (const std::size_t gap : kFirstGaps) {
+      SCOPED_TRACE("first period " + std::to_string(first) + ", first save after " +
+                   std::to_string(gap) + " batches");
+      test::TempDir tmp;
+      WindowedFilter oracle(config);
+      WindowedFilter live(config);
+      std::vector<WindowShard> shard_oracle = split(WindowedFilter(config), kShards);
+      std::vector<WindowShard> shard_live = split(WindowedFilter(config), kShards);
+      StateDirectory directory(tmp.path() / "window");
+      std::vector<StateDirectory> shard_directories;
+      for (std::uint32_t s = 0; s < kShards; ++s) {
+        shard_directories.emplace_back(tmp.path() / ("shard" + std::to_string(s)));
+      }
+      const auto save_all = [&] {
+        directory.save(live);
+        for (std::uint32_t s = 0; s < kShards; ++s) shard_directories[s].save(shard_live[s]);
+      };
+      save_all();
+      ShardFeed feed{config, kShards};
+      const auto stream = periods_from(first, config.period(), kNearZeroBatches, 90);
+      std::vector<std::uint8_t> expected, got;
+      for (std::size_t b = 0; b < stream.size(); ++b) {
+        dedup(oracle, stream[b], expected);
+        dedup(live, stream[b], got);
+        ASSERT_EQ(expected, got) << "batch " << b;
+        ASSERT_NO_FATAL_FAILURE(feed.batch(stream[b], shard_oracle, shard_live));
+        if (b + 1 < gap || (b + 1 - gap) % 3 != 0) continue;
+        save_all();
+        ASSERT_EQ(to_file_bytes(StateDirectory(directory.path()).load_window()),
+                  to_file_bytes(oracle))
+            << "window saved after batch " << b;
+        for (std::uint32_t s = 0; s < kShards; ++s) {
+          ASSERT_EQ(to_file_bytes(StateDirectory(shard_directories[s].path()).load_window_shard()),
+                    to_file_bytes(shard_oracle[s]))
+              << "shard " << s << " saved after batch " << b;
+        }
+      }
+    }
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Grown filters: growth (a new generation, or an empty one resized) inside the logged interval,

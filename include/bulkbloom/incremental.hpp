@@ -43,16 +43,23 @@ struct StateManifest;
 /// hold the same bits, except the open part, which takes keys until it stops being open (a
 /// rotation, or a larger filter taking over its period).
 struct PartId {
-  /// Window: the period the generation covers (clock / period()). Grown filter: the
-  /// generation's index, 0 the oldest.
+  /// Window: the period the generation covers (clock / period()); before the clock started,
+  /// minus the generation's age (0 the newest). Grown filter: the generation's index, 0 the
+  /// oldest.
   std::int64_t period = 0;
   /// Which of the period's filters, 0 the first (a window's generation grows by sealing its
   /// filter and starting a larger one); always 0 for a grown filter.
   std::uint32_t part = 0;
   /// Its block count.
   std::uint64_t num_blocks = 0;
+  /// A part of an event-time window whose clock has not started (no record yet). Its first
+  /// record may fall in any period, 0 and those just before it too, and the periods after it
+  /// take keys: without this flag a part named before the clock would share its identity with
+  /// a later part of another period's keys (docs/FORMAT.md "Incremental state").
+  bool before_clock = false;
 
-  /// A name fit for a file name, e.g. "p42-0-b65536" (period -3: "pm3-0-b65536").
+  /// A name fit for a file name, e.g. "p42-0-b65536" (period -3: "pm3-0-b65536"; before the
+  /// clock, the same name behind "u": "upm3-0-b65536").
   std::string name() const;
   friend bool operator==(const PartId&, const PartId&) = default;
 };

@@ -13,7 +13,8 @@ std::string PartId::name() const {
   const std::string number =
       period < 0 ? "m" + std::to_string(static_cast<std::uint64_t>(-(period + 1)) + 1)
                  : std::to_string(period);
-  return "p" + number + "-" + std::to_string(part) + "-b" + std::to_string(num_blocks);
+  return (before_clock ? "up" : "p") + number + "-" + std::to_string(part) + "-b" +
+         std::to_string(num_blocks);
 }
 
 std::vector<PartId> snapshot_parts(std::span<const std::byte> metadata, const std::string& source) {

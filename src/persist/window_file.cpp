@@ -610,17 +610,18 @@ std::vector<std::byte> snapshot_metadata(const WindowConfig& config, ShardFields
 }
 
 // Each filter's identity, oldest first: generation g (0 the oldest) covers the period G - 1 - g
-// before the newest's; its filters are numbered from 0 in their order. `blocks` gives a filter's
-// blocks in the payload from its record.
+// before the newest's; its filters are numbered from 0 in their order. Before the clock started
+// the newest's period is 0 and every identity is marked before_clock, as no period is yet. `blocks`
+// gives a filter's blocks in the payload from its record.
 template <typename Blocks>
-std::vector<PartId> part_ids(std::uint32_t generations, std::int64_t newest_epoch,
+std::vector<PartId> part_ids(std::uint32_t generations, const WindowAccess::Clock& clock,
                              std::span<const PartRecord> parts, Blocks&& blocks) {
   std::vector<PartId> ids;
   std::uint32_t part = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     part = i > 0 && parts[i].generation == parts[i - 1].generation ? part + 1 : 0;
     const auto age = static_cast<std::int64_t>(generations - 1 - parts[i].generation);
-    ids.push_back({newest_epoch - age, part, blocks(parts[i])});
+    ids.push_back({clock.newest_epoch - age, part, blocks(parts[i]), !clock.started});
   }
   return ids;
 }
@@ -630,7 +631,7 @@ std::vector<PartId> part_ids(std::uint32_t generations, std::int64_t newest_epoc
 std::vector<PartId> part_ids(const Prefix& prefix) {
   const Header& header = prefix.header;
   return part_ids(
-      header.config.generations, header.clock.newest_epoch, prefix.table.parts,
+      header.config.generations, header.clock, prefix.table.parts,
       [&](const PartRecord& g) -> std::uint64_t {
         if (header.place.num_shards == 0) return g.num_blocks;
         return shard_blocks(g.num_blocks, header.place.shard, header.place.num_shards).size();
@@ -641,7 +642,7 @@ StateSnapshot take_window_snapshot(const WindowConfig& config, ShardFields place
                                    WindowedFilter& window, const FileState& state) {
   StateSnapshot snapshot;
   snapshot.metadata = snapshot_metadata(config, place, window, state);
-  snapshot.parts = part_ids(window.config().generations, WindowAccess::clock(window).newest_epoch,
+  snapshot.parts = part_ids(window.config().generations, WindowAccess::clock(window),
                             WindowAccess::records_oldest_first(window),
                             [](const PartRecord& g) { return g.num_blocks; });
   WindowAccess::TakenLog taken = WindowAccess::take_log(window);
