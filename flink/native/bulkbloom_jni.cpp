@@ -711,7 +711,8 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_enableChangeLog
   });
 }
 
-// A NativeWindowShards.Snapshot: the metadata, {period, part, blocks, bytes} of each part, the
+// A NativeWindowShards.Snapshot: the metadata, {period, part, blocks, bytes, before_clock (0 or
+// 1)} of each part, the
 // OpenChange, the log as little-endian hashes in arrays of at most `chunk_bytes` (null when it is
 // rewritten or longer than `max_log_bytes`: the caller writes the open part whole then), and the
 // closed parts: {period, part, blocks, OpenChange} of each and its final log (null: rewritten).
@@ -729,7 +730,8 @@ JNIEXPORT jobject JNICALL Java_org_bulkbloom_jni_NativeWindowShards_takeSnapshot
       bulkbloom::with_part_bits(held, i,
                                 [&](std::span<const std::byte> bits) { bytes = bits.size(); });
       parts.insert(parts.end(), {static_cast<jlong>(id.period), static_cast<jlong>(id.part),
-                                 static_cast<jlong>(id.num_blocks), static_cast<jlong>(bytes)});
+                                 static_cast<jlong>(id.num_blocks), static_cast<jlong>(bytes),
+                                 static_cast<jlong>(id.before_clock ? 1 : 0)});
     }
     jobjectArray open_log = nullptr;
     if (snapshot.change != bulkbloom::OpenChange::rewritten &&
@@ -793,6 +795,18 @@ JNIEXPORT jboolean JNICALL Java_org_bulkbloom_jni_NativeWindowShards_copyPart(
                                   reinterpret_cast<const jbyte*>(piece.data()));
         });
     return non_zero ? JNI_TRUE : JNI_FALSE;
+  });
+}
+
+// Whether the parts `metadata` (a Snapshot's) describes were taken before the shard's clock
+// started (PartId::before_clock, the same for all of them): for manifests stored before the
+// Snapshot said so.
+JNIEXPORT jboolean JNICALL Java_org_bulkbloom_jni_NativeWindowShards_metadataBeforeClock(
+    JNIEnv* env, jclass, jbyteArray metadata) {
+  return guarded<jboolean>(env, JNI_FALSE, [&] {
+    const std::vector<bulkbloom::PartId> parts =
+        bulkbloom::snapshot_parts(copy_of(env, metadata), "a shard's snapshot metadata");
+    return !parts.empty() && parts.front().before_clock ? JNI_TRUE : JNI_FALSE;
   });
 }
 

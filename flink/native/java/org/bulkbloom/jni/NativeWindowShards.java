@@ -60,9 +60,11 @@ public final class NativeWindowShards implements AutoCloseable {
     /** No log tells how the open part changed: only its bits do. */
     public static final int REWRITTEN = 2;
 
+    private static final int PART_FIELDS = 5;
+
     /** Everything of the shard's window file but the bits, checksummed. */
     public final byte[] metadata;
-    /** Per part, oldest first: period, part, blocks, bytes. */
+    /** Per part, oldest first: period, part, blocks, bytes, before the clock (0 or 1). */
     private final long[] parts;
     /** SINCE_TAKEN, SINCE_EMPTY or REWRITTEN. */
     public final int change;
@@ -92,27 +94,36 @@ public final class NativeWindowShards implements AutoCloseable {
     }
 
     public int numParts() {
-      return parts.length / 4;
+      return parts.length / PART_FIELDS;
     }
 
     /** The period (clock / period) part {@code i} covers. */
     public long period(int i) {
-      return parts[4 * i];
+      return parts[PART_FIELDS * i];
     }
 
     /** Which of its period's filters part {@code i} is, 0 the first. */
     public int part(int i) {
-      return (int) parts[4 * i + 1];
+      return (int) parts[PART_FIELDS * i + 1];
     }
 
     /** The blocks of part {@code i}. */
     public long blocks(int i) {
-      return parts[4 * i + 2];
+      return parts[PART_FIELDS * i + 2];
     }
 
     /** The bytes of part {@code i}'s bits. */
     public long bytes(int i) {
-      return parts[4 * i + 3];
+      return parts[PART_FIELDS * i + 3];
+    }
+
+    /**
+     * Whether part {@code i} was taken before the shard's clock started (no record yet): its
+     * period is then minus its generation's age, and it is not the part of that period once the
+     * clock runs (bulkbloom/incremental.hpp's PartId::before_clock). The same for every part.
+     */
+    public boolean beforeClock(int i) {
+      return parts[PART_FIELDS * i + 4] != 0;
     }
 
     /**
@@ -126,7 +137,8 @@ public final class NativeWindowShards implements AutoCloseable {
 
     /** Whether closed part {@code j} is part {@code i} of this snapshot. */
     public boolean closedIs(int j, int i) {
-      return closed[4 * j] == period(i)
+      return !beforeClock(i)
+          && closed[4 * j] == period(i)
           && closed[4 * j + 1] == part(i)
           && closed[4 * j + 2] == blocks(i);
     }
@@ -272,6 +284,15 @@ public final class NativeWindowShards implements AutoCloseable {
     restore(address(), shard, metadata, source, chunkBytes);
   }
 
+  /**
+   * Whether the parts {@code metadata} (a {@link Snapshot}'s) describes were taken before the
+   * shard's clock started ({@link Snapshot#beforeClock}), for state stored without that flag.
+   * Throws IllegalArgumentException if the metadata is damaged.
+   */
+  public static boolean partsBeforeClock(byte[] metadata) {
+    return metadataBeforeClock(metadata);
+  }
+
   /** Sets the bits of a {@link Snapshot#log} array in held shard {@code shard}'s open part. */
   public void replay(int shard, byte[] log) {
     replay(address(), shard, -1, log);
@@ -414,6 +435,8 @@ public final class NativeWindowShards implements AutoCloseable {
 
   private static native void restore(
       long handle, int shard, byte[] metadata, PartSource source, int chunkBytes);
+
+  private static native boolean metadataBeforeClock(byte[] metadata);
 
   private static native void replay(long handle, int shard, int index, byte[] log);
 

@@ -55,8 +55,9 @@ final class ShardStates {
   private static final double MAX_LOG_FRACTION = 4.0;
 
   // 1: each sealed part's bits, the open part's base and logs. 2: each part a base and logs,
-  // with a fold in progress.
-  private static final int MANIFEST_VERSION = 2;
+  // with a fold in progress. 3: and whether it was taken before the clock started (versions 1
+  // and 2 tell it by their metadata).
+  private static final int MANIFEST_VERSION = 3;
   // A chunk's key: its storage's number times 2^24 plus its index (a part of up to 16 TiB).
   private static final int CHUNK_INDEX_BITS = 24;
 
@@ -83,10 +84,12 @@ final class ShardStates {
    * them those logs go. Until then a restore replays every log over the mixed base, which gives
    * the same bits (bits are only ever set).
    */
-  private static final class Part {
+  static final class Part {
     final long period;
     final int part;
     final long blocks;
+    // Taken before the shard's clock started: not the part of `period` once the clock runs.
+    final boolean beforeClock;
     final long bytes;
     final long baseId;
     final BitSet present;
@@ -95,10 +98,18 @@ final class ShardStates {
     int folded = -1;
     int covered;
 
-    Part(long period, int part, long blocks, long bytes, long baseId, BitSet present) {
+    Part(
+        long period,
+        int part,
+        long blocks,
+        boolean beforeClock,
+        long bytes,
+        long baseId,
+        BitSet present) {
       this.period = period;
       this.part = part;
       this.blocks = blocks;
+      this.beforeClock = beforeClock;
       this.bytes = bytes;
       this.baseId = baseId;
       this.present = present;
@@ -110,13 +121,15 @@ final class ShardStates {
           snapshot.period(i),
           snapshot.part(i),
           snapshot.blocks(i),
+          snapshot.beforeClock(i),
           snapshot.bytes(i),
           baseId,
           present);
     }
 
     Part copy() {
-      final Part p = new Part(period, part, blocks, bytes, baseId, (BitSet) present.clone());
+      final Part p =
+          new Part(period, part, blocks, beforeClock, bytes, baseId, (BitSet) present.clone());
       p.logs.addAll(logs);
       p.folded = folded;
       p.covered = covered;
@@ -127,6 +140,7 @@ final class ShardStates {
       return period == snapshot.period(i)
           && part == snapshot.part(i)
           && blocks == snapshot.blocks(i)
+          && beforeClock == snapshot.beforeClock(i)
           && bytes == snapshot.bytes(i);
     }
 
@@ -148,7 +162,7 @@ final class ShardStates {
   }
 
   /** What a shard's keyed state holds: the decoded manifest. */
-  private static final class Manifest {
+  static final class Manifest {
     long nextId = 1;
     byte[] metadata;
     // Every part, oldest first (the snapshot's order); the last is the open part.
@@ -179,6 +193,7 @@ final class ShardStates {
         out.writeLong(p.period);
         out.writeInt(p.part);
         out.writeLong(p.blocks);
+        out.writeBoolean(p.beforeClock);
         out.writeLong(p.bytes);
         out.writeLong(p.baseId);
         final byte[] present = p.present.toByteArray();
@@ -199,25 +214,30 @@ final class ShardStates {
     static Manifest decode(byte[] encoded, int shard) throws IOException {
       final DataInputStream in = new DataInputStream(new ByteArrayInputStream(encoded));
       final int version = in.readInt();
-      if (version != 1 && version != MANIFEST_VERSION) {
+      if (version < 1 || version > MANIFEST_VERSION) {
         throw new IllegalStateException(
             "bulkbloom: the keyed state of shard " + shard + " has manifest version " + version
-                + "; this bulkbloom reads versions 1 and " + MANIFEST_VERSION);
+                + "; this bulkbloom reads versions 1 to " + MANIFEST_VERSION);
       }
       final Manifest m = new Manifest();
       m.nextId = in.readLong();
       m.metadata = new byte[in.readInt()];
       in.readFully(m.metadata);
+      // All parts of a snapshot share their clock, which the metadata holds.
+      final boolean metadataBeforeClock =
+          version < 3 && NativeWindowShards.partsBeforeClock(m.metadata);
       final int count = in.readInt();
       for (int i = 0; i < count; ++i) {
         final long period = in.readLong();
         final int part = in.readInt();
         final long blocks = in.readLong();
+        final boolean beforeClock = version >= 3 ? in.readBoolean() : metadataBeforeClock;
         final long bytes = in.readLong();
         final long id = in.readLong();
         final byte[] present = new byte[in.readInt()];
         in.readFully(present);
-        final Part p = new Part(period, part, blocks, bytes, id, BitSet.valueOf(present));
+        final Part p =
+            new Part(period, part, blocks, beforeClock, bytes, id, BitSet.valueOf(present));
         if (version >= 2) {
           p.folded = in.readInt();
           p.covered = in.readInt();

@@ -58,6 +58,47 @@ public final class NativeSnapshotTest {
     }
   }
 
+  /**
+   * A shard taken apart before its clock started marks its parts so, and its metadata tells it:
+   * part 0 of period -1 then is not the part of period -1 with keys after the clock starts there.
+   */
+  @Test
+  void partsBeforeTheClockAreMarked() {
+    try (NativeWindowShards live = newSet()) {
+      for (int s = 0; s < SHARDS; ++s) {
+        live.addEmpty(s);
+        live.enableChangeLog(s);
+      }
+      final Snapshot before = live.takeSnapshot(0, Long.MAX_VALUE, CHUNK);
+      assertTrue(NativeWindowShards.partsBeforeClock(before.metadata));
+      final int open = before.numParts() - 1;
+      for (int i = 0; i <= open; ++i) {
+        assertTrue(before.beforeClock(i), "part " + i + " of a shard without a clock");
+      }
+      final long[] keys = new long[200];
+      for (int i = 0; i < keys.length; ++i) {
+        keys[i] = i;
+      }
+      // Periods are 34 units: the clock starts in period -1, then moves to period 0.
+      final long[] clocks = new long[keys.length];
+      Arrays.fill(clocks, -1);
+      live.dedup(keys, live.shardOf(keys), clocks, keys.length, new byte[keys.length]);
+      live.advanceTo(0);
+      final Snapshot after = live.takeSnapshot(0, Long.MAX_VALUE, CHUNK);
+      assertTrue(!NativeWindowShards.partsBeforeClock(after.metadata));
+      final int sealed = after.numParts() - 2;
+      assertTrue(after.period(sealed) == -1 && before.period(open - 1) == -1,
+          "period " + after.period(sealed) + " and " + before.period(open - 1));
+      assertTrue(after.part(sealed) == before.part(open - 1)
+          && after.blocks(sealed) == before.blocks(open - 1));
+      assertTrue(!after.beforeClock(sealed), "a part of period -1 after the clock started");
+      final byte[] damaged = after.metadata.clone();
+      damaged[damaged.length / 2] ^= 1;
+      expect(IllegalArgumentException.class, "snapshot metadata",
+          () -> NativeWindowShards.partsBeforeClock(damaged));
+    }
+  }
+
   @Test
   void restoredShardsEqualTheUninterruptedOnes() {
     final Random random = new Random(35);
