@@ -741,6 +741,40 @@ TEST(PartsBeforeTheClock, StateDirectoriesLoadTheUninterruptedBytes) {
   }
 }
 
+// A state directory committed before the clock started by bulkbloom before the mark
+// (tests/golden/window-before-clock, written at commit a92c672: test_window(event_time, sb256,
+// high32, unsized), caller metadata "b", nothing else). Today's save of that window writes the
+// same manifest (the mark is not stored), and the directory loads and goes on through periods
+// -2 to 0 with the uninterrupted bytes.
+TEST(PartsBeforeTheClock, ADirectorySavedBeforeTheMarkLoadsAndGoesOn) {
+  const WindowConfig config =
+      test_window(WindowClock::event_time, Shape::sb256, BlockIndex::high32, false);
+  const std::filesystem::path golden =
+      std::filesystem::path(BULKBLOOM_GOLDEN_DIR) / "window-before-clock";
+  const FileState state{0, {std::byte{'b'}}};
+  test::TempDir tmp;
+  WindowedFilter oracle(config);
+  StateDirectory(tmp.path() / "today").save(oracle, state);
+  EXPECT_EQ(test::read_file(tmp.path() / "today" / "MANIFEST"),
+            test::read_file(golden / "MANIFEST"));
+  std::filesystem::copy(golden, tmp.path() / "old");
+  StateDirectory directory(tmp.path() / "old");
+  FileState loaded;
+  WindowedFilter live = directory.load_window(&loaded);
+  EXPECT_EQ(loaded.metadata, state.metadata);
+  ASSERT_EQ(to_file_bytes(live, state), to_file_bytes(oracle, state));
+  const auto stream = periods_from(-2, config.period(), 6, 110);
+  std::vector<std::uint8_t> expected, got;
+  for (const Batch& batch : stream) {
+    dedup(oracle, batch, expected);
+    dedup(live, batch, got);
+    ASSERT_EQ(expected, got);
+  }
+  directory.save(live, state);
+  EXPECT_EQ(to_file_bytes(StateDirectory(tmp.path() / "old").load_window(), state),
+            to_file_bytes(oracle, state));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Grown filters: growth (a new generation, or an empty one resized) inside the logged interval,
 // integer and byte-string keys, and a merge, which the log cannot tell.
