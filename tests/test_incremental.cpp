@@ -7,6 +7,7 @@
 #include <bulkbloom/incremental.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -19,6 +20,9 @@
 #include <vector>
 
 #include "test_support.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace bulkbloom {
 namespace {
@@ -893,6 +897,61 @@ TEST(StateDirectoryGrown, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
   }
   EXPECT_GE(growths, 3u);
   EXPECT_GE(final_logs, 1u) << "no generation sealed with a final log to complete it";
+}
+
+// The manifest of `dir` rewritten as version 1 (bulkbloom before per-part logs) wrote it: no bits
+// checksums, no part index before each log (every log was the open part's).
+void rewrite_manifest_as_version_1(const std::filesystem::path& dir) {
+  const std::vector<std::byte> v2 = test::read_file(dir / "MANIFEST");
+  const auto u64 = [&](std::size_t at) {
+    std::uint64_t value;
+    std::memcpy(&value, v2.data() + at, 8);
+    return value;
+  };
+  const auto u32 = [&](std::size_t at) { return static_cast<std::uint32_t>(u64(at)); };
+  std::vector<std::byte> v1(v2.begin(), v2.begin() + 40 + static_cast<std::ptrdiff_t>(u64(24)));
+  const std::uint32_t version = 1;
+  std::memcpy(v1.data() + 8, &version, 4);
+  std::size_t at = v1.size();
+  const auto copy_entry = [&](std::size_t skip) {
+    at += skip;
+    std::uint16_t name_bytes;
+    std::memcpy(&name_bytes, v2.data() + at + 16, 2);
+    v1.insert(v1.end(), v2.begin() + static_cast<std::ptrdiff_t>(at),
+              v2.begin() + static_cast<std::ptrdiff_t>(at + 18 + name_bytes));
+    at += 18 + name_bytes;
+  };
+  for (std::uint32_t i = 0; i < u32(32); ++i) copy_entry(8);
+  for (std::uint32_t i = 0; i < u32(36); ++i) {
+    ASSERT_EQ(u32(at), u32(32) - 1) << "version 1 holds the open part's logs only";
+    copy_entry(4);
+  }
+  ASSERT_EQ(at + 8, v2.size());
+  const std::uint64_t checksum = XXH3_64bits(v1.data(), v1.size());
+  const auto* bytes = reinterpret_cast<const std::byte*>(&checksum);
+  v1.insert(v1.end(), bytes, bytes + 8);
+  test::write_file(dir / "MANIFEST", v1);
+}
+
+// A directory that an older bulkbloom committed (manifest version 1) loads, and a save into it
+// goes on from it: the open part's base and logs kept, a log added.
+TEST(StateDirectoryGrown, AVersion1ManifestStillLoads) {
+  test::TempDir tmp;
+  GrownFilter filter = GrownFilter::for_capacity(100'000, 0.01, "u64");
+  insert_random(filter, 300, 1);
+  StateDirectory(tmp.path()).save(filter);
+  StateDirectory writer(tmp.path());
+  filter = writer.load_grown();
+  insert_random(filter, 100, 2);
+  writer.save(filter);  // the open part's base and a log
+  ASSERT_NO_FATAL_FAILURE(rewrite_manifest_as_version_1(tmp.path()));
+  StateDirectory directory(tmp.path());
+  GrownFilter loaded = directory.load_grown();
+  ASSERT_EQ(loaded.to_file_bytes(), filter.to_file_bytes());
+  insert_random(loaded, 100, 3);
+  insert_random(filter, 100, 3);
+  EXPECT_LT(directory.save(loaded), filter.newest().layout().size_bytes()) << "only a log";
+  EXPECT_EQ(StateDirectory(tmp.path()).load_grown().to_file_bytes(), filter.to_file_bytes());
 }
 
 }  // namespace
