@@ -7,17 +7,22 @@
 #include <bulkbloom/incremental.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "test_support.hpp"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace bulkbloom {
 namespace {
@@ -777,16 +782,25 @@ TEST(PartsBeforeTheClock, ADirectorySavedBeforeTheMarkLoadsAndGoesOn) {
 
 // ---------------------------------------------------------------------------------------------
 // Grown filters: growth (a new generation, or an empty one resized) inside the logged interval,
-// integer and byte-string keys, and a merge, which the log cannot tell.
+// integer and byte-string keys, resumed runs, and a merge, which the log cannot tell. The first
+// generation has each shape and block index; later ones have the layout growth gives them.
 
-TEST(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
-  GrownFilter oracle = GrownFilter::for_capacity(200, 0.01, "u64");
-  GrownFilter live = GrownFilter::for_capacity(200, 0.01, "u64");
+class GrownIncremental : public ::testing::TestWithParam<std::tuple<Shape, BlockIndex>> {};
+
+TEST_P(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
+  const auto [shape, index] = GetParam();
+  const Layout first{shape, 5, KeyHash::xxh64, 7, index};
+  GrownFilter oracle(first, 200, 0.01, "u64");
+  GrownFilter live(first, 200, 0.01, "u64");
   enable_change_log(live);
   Saved saved;
-  checkpoint(live, saved, take_snapshot(live), false);
+  HeldParts held;
+  StateSnapshot start = take_snapshot(live);
+  checkpoint_held(live, held, start, false, 0);
+  checkpoint(live, saved, std::move(start), false);
   const std::vector<std::byte> caller = {std::byte{'x'}};
   test::SplitMix64 rng(9);
+  std::size_t checkpoints = 0;
   std::vector<std::uint8_t> expected, got;
   for (std::size_t b = 0; b < 60; ++b) {
     const auto keys = b % 5 == 2 ? test::hot_key_batch(3, 30, 20, b)
@@ -804,19 +818,43 @@ TEST(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
       live.insert_if_absent(views, got);
     }
     ASSERT_EQ(expected, got);
-    if (b % 4 != 3) continue;
-    ASSERT_NO_FATAL_FAILURE(
-        checkpoint(live, saved, take_snapshot(live, caller), rng.next() % 4 == 0));
+    if (b % 4 != 3 && b % 7 != 5) continue;  // some intervals hold no growth, some several
+    StateSnapshot snapshot = take_snapshot(live, caller);
+    ASSERT_NO_FATAL_FAILURE(checkpoint_held(live, held, snapshot, rng.next() % 6 == 0, b));
+    ASSERT_NO_FATAL_FAILURE(checkpoint(live, saved, std::move(snapshot), rng.next() % 4 == 0));
+    GrownFilter from_held = restore_grown(held.metadata, fill_from(held));
+    replay_all(from_held, held);
+    ASSERT_EQ(from_held.to_file_bytes(caller), oracle.to_file_bytes(caller))
+        << "bases and logs, after batch " << b;
     std::vector<std::byte> restored_caller;
     GrownFilter restored = restore_grown(saved.metadata, fill_from(saved), &restored_caller);
     replay_all(restored, saved);
     EXPECT_EQ(restored_caller, caller);
     ASSERT_EQ(restored.to_file_bytes(caller), oracle.to_file_bytes(caller)) << "after batch " << b;
     EXPECT_EQ(snapshot_parts(saved.metadata), saved.parts);
+    if (++checkpoints % 3 == 0) {  // a resumed run, from either caller's state
+      live = std::move(checkpoints % 2 == 0 ? from_held : restored);
+      enable_change_log(live);
+    }
   }
   EXPECT_GT(oracle.generation_count(), 3u) << "the filter never grew";
   EXPECT_GT(saved.logged_hashes, 0u);
+  EXPECT_GT(held.closed_taken, 1u)
+      << "no generation held as base + logs was sealed; sealed " << held.closed;
+}
 
+std::string grown_case_name(const testing::TestParamInfo<std::tuple<Shape, BlockIndex>>& info) {
+  const auto [shape, index] = info.param;
+  return test::shape_name(shape) + "_" + (index == BlockIndex::high32 ? "high32" : "full64");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllShapes, GrownIncremental,
+                         ::testing::Combine(::testing::ValuesIn(test::kAllShapes),
+                                            ::testing::Values(BlockIndex::high32,
+                                                              BlockIndex::full64)),
+                         grown_case_name);
+
+TEST(GrownIncrementalMerge, AMergedOpenPartIsRewritten) {
   // A merged filter's open part is written whole.
   GrownFilter one = GrownFilter::for_capacity(1000, 0.01);
   GrownFilter other = GrownFilter::for_capacity(1000, 0.01);
@@ -843,15 +881,18 @@ TEST(GrownIncremental, RestoresTheUninterruptedBytesThroughGrowthAndMerge) {
 
 // A part whose log passed its bytes before it closed comes without a log: the caller writes its
 // bits. A caller that ignores `closed` sees what it saw before.
+// Inserts `n` random keys of seed `seed` into `state`.
+template <typename State>
+void insert_random(State& state, std::size_t n, std::uint64_t seed) {
+  const auto keys = random_keys(n, seed);
+  std::vector<std::uint8_t> flags(keys.size());
+  state.insert_if_absent(keys, flags);
+}
+
 TEST(WindowClosedPartsLog, ADroppedLogClosesRewritten) {
   WindowedFilter window(WindowConfig::for_records(1'000'000, 0.01));  // periods of 333,334
   enable_change_log(window);
-  std::vector<std::uint8_t> flags;
-  const auto insert = [&](std::size_t n, std::uint64_t seed) {
-    const auto keys = random_keys(n, seed);
-    flags.assign(keys.size(), 0);
-    window.insert_if_absent(keys, flags);
-  };
+  const auto insert = [&](std::size_t n, std::uint64_t seed) { insert_random(window, n, seed); };
   insert(100, 1);
   EXPECT_TRUE(take_snapshot(window).closed.empty());
   insert(100, 2);  // the open part keeps its log across the period's end
@@ -865,6 +906,53 @@ TEST(WindowClosedPartsLog, ADroppedLogClosesRewritten) {
   EXPECT_EQ(rotated.log.size(), 50u);
   insert(100, 4);
   EXPECT_TRUE(take_snapshot(window).closed.empty()) << "a closed part is handed over once";
+}
+
+// A grown filter's generation sealed by growth comes with its final log; one whose log passed its
+// bytes, or whose bits a merge changed, without.
+TEST(GrownClosedPartsLog, ASealedGenerationComesWithItsLogUnlessDroppedOrMerged) {
+  // Logs 100 keys, takes, runs `between`, logs `logged` more keys, then a batch that grows.
+  const auto grow_and_take = [](GrownFilter& filter, std::size_t logged,
+                                const std::function<void()>& between) {
+    enable_change_log(filter);
+    filter.expect_keys(5'000'000, 0);  // the next generation's log stays under its bytes
+    const auto insert = [&](std::size_t n, std::uint64_t seed) { insert_random(filter, n, seed); };
+    insert(100, 1);
+    EXPECT_TRUE(take_snapshot(filter).closed.empty());
+    between();
+    insert(logged, 2);  // logged across the growth
+    insert(200'000, 3);
+    EXPECT_EQ(filter.generation_count(), 2u);
+    return take_snapshot(filter);
+  };
+  GrownFilter logged = GrownFilter::for_capacity(200'000, 0.01, "u64");
+  StateSnapshot grown = grow_and_take(logged, 100, [] {});
+  ASSERT_EQ(grown.closed.size(), 1u);
+  EXPECT_EQ(grown.closed[0].id, grown.parts[0]);
+  EXPECT_EQ(grown.closed[0].change, OpenChange::since_taken);
+  EXPECT_EQ(grown.closed[0].log.size(), 100u);
+  EXPECT_EQ(grown.change, OpenChange::since_empty);
+  EXPECT_EQ(grown.log.size(), 200'000u);
+  EXPECT_TRUE(take_snapshot(logged).closed.empty()) << "a sealed part is handed over once";
+
+  GrownFilter dropped = GrownFilter::for_capacity(200'000, 0.01, "u64");
+  grown = grow_and_take(dropped, dropped.newest().layout().size_bytes() / 8 + 100, [] {});
+  ASSERT_EQ(grown.closed.size(), 1u);
+  EXPECT_EQ(grown.closed[0].change, OpenChange::rewritten) << "a log past the part's bytes";
+  EXPECT_TRUE(grown.closed[0].log.empty());
+
+  GrownFilter merged = GrownFilter::for_capacity(200'000, 0.01, "u64");
+  GrownFilter other = GrownFilter::for_capacity(200'000, 0.01, "u64");
+  insert_random(other, 100, 77);
+  grown = grow_and_take(merged, 100, [&] { merged.merge(other); });
+  ASSERT_EQ(grown.closed.size(), 1u);
+  EXPECT_EQ(grown.closed[0].change, OpenChange::rewritten) << "the merge is not in the log";
+
+  GrownFilter unlogged = GrownFilter::for_capacity(1000, 0.01, "u64");
+  for (std::uint64_t seed = 0; unlogged.generation_count() < 3; ++seed) {
+    insert_random(unlogged, 1000, 100 + seed);
+  }
+  EXPECT_TRUE(take_snapshot(unlogged).closed.empty()) << "a filter that keeps no log";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -898,6 +986,11 @@ TEST(StateDirectoryWindow, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
     const FileState state{b, {std::byte(b)}};
     written += directory->save(*live, state);
     ++saves;
+    // A generation that a rotation or a growth sealed keeps its base and logs, completed by its
+    // final log: no part's bits are written as a sealed part's file.
+    for (const auto& entry : std::filesystem::directory_iterator(tmp.path() / "state")) {
+      EXPECT_FALSE(entry.path().extension() == ".part") << entry.path() << ", batch " << b;
+    }
     if (b % 7 == 6) {  // a restart: a new object loads what was committed and goes on
       directory = std::make_unique<StateDirectory>(tmp.path() / "state");
       FileState loaded_state;
@@ -939,27 +1032,119 @@ TEST(StateDirectoryWindow, DamagedFilesAreFormatErrorsNamingThem) {
   ADD_FAILURE() << "the save wrote no file besides its manifest";
 }
 
+std::set<std::string> file_names(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    names.insert(entry.path().filename().string());
+  }
+  return names;
+}
+
+// Saves through several growths, the saving object sometimes replaced by one that loads what was
+// committed, once by one that saves without loading: a sealed generation is never written again
+// (its base and logs stay, completed by its final log), and every load has the uninterrupted
+// bytes.
 TEST(StateDirectoryGrown, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
   test::TempDir tmp;
-  GrownFilter oracle = GrownFilter::for_capacity(2000, 0.01, "u64");
-  GrownFilter live = GrownFilter::for_capacity(2000, 0.01, "u64");
-  StateDirectory directory(tmp.path());
+  GrownFilter oracle = GrownFilter::for_capacity(1000, 0.01, "u64");
+  GrownFilter live = GrownFilter::for_capacity(1000, 0.01, "u64");
+  auto directory = std::make_unique<StateDirectory>(tmp.path());
   const std::vector<std::byte> caller = {std::byte{'c'}};
   std::vector<std::uint8_t> expected, got;
-  for (std::size_t b = 0; b < 30; ++b) {
-    const auto keys = random_keys(300, 900 + b);
-    expected.assign(keys.size(), 0);
-    got.assign(keys.size(), 0);
-    oracle.insert_if_absent(keys, expected);
-    live.insert_if_absent(keys, got);
-    ASSERT_EQ(expected, got);
-    directory.save(live, caller);
+  std::size_t growths = 0;
+  std::size_t final_logs = 0;
+  for (std::size_t b = 0; b < 60; ++b) {
+    const std::size_t generations = live.generation_count();
+    for (std::uint64_t half = 0; half < 2; ++half) {  // a growth in the second leaves a final log
+      const auto keys = random_keys(150, 900 + 2 * b + half);
+      expected.assign(keys.size(), 0);
+      got.assign(keys.size(), 0);
+      oracle.insert_if_absent(keys, expected);
+      live.insert_if_absent(keys, got);
+      ASSERT_EQ(expected, got);
+    }
+    const std::set<std::string> before = file_names(tmp.path());
+    if (b == 23) directory = std::make_unique<StateDirectory>(tmp.path());  // saves, no load
+    directory->save(live, caller);
+    // What the save wrote: the manifest, the open part's base or log, the final log of the part
+    // open before; never the bits of a sealed generation.
+    const std::string open = PartId{static_cast<std::int64_t>(live.generation_count() - 1), 0,
+                                    live.newest().layout().num_blocks}
+                                 .name();
+    for (const std::string& name : file_names(tmp.path())) {
+      if (before.contains(name) || name == "MANIFEST" || name.find(open) != std::string::npos) {
+        continue;
+      }
+      EXPECT_TRUE(name.ends_with(".log")) << name << " written by the save after batch " << b;
+      ++final_logs;
+    }
+    growths += live.generation_count() - generations;
     std::vector<std::byte> loaded_caller;
     GrownFilter loaded = StateDirectory(tmp.path()).load_grown(&loaded_caller);
     EXPECT_EQ(loaded_caller, caller);
     ASSERT_EQ(loaded.to_file_bytes(caller), oracle.to_file_bytes(caller)) << "after batch " << b;
+    if (b % 9 == 8) {  // a restart: a new object loads what was committed and goes on
+      directory = std::make_unique<StateDirectory>(tmp.path());
+      live = directory->load_grown();
+    }
   }
-  EXPECT_GT(oracle.generation_count(), 2u);
+  EXPECT_GE(growths, 3u);
+  EXPECT_GE(final_logs, 1u) << "no generation sealed with a final log to complete it";
+}
+
+// The manifest of `dir` rewritten as version 1 (bulkbloom before per-part logs) wrote it: no bits
+// checksums, no part index before each log (every log was the open part's).
+void rewrite_manifest_as_version_1(const std::filesystem::path& dir) {
+  const std::vector<std::byte> v2 = test::read_file(dir / "MANIFEST");
+  const auto u64 = [&](std::size_t at) {
+    std::uint64_t value;
+    std::memcpy(&value, v2.data() + at, 8);
+    return value;
+  };
+  const auto u32 = [&](std::size_t at) { return static_cast<std::uint32_t>(u64(at)); };
+  std::vector<std::byte> v1(v2.begin(), v2.begin() + 40 + static_cast<std::ptrdiff_t>(u64(24)));
+  const std::uint32_t version = 1;
+  std::memcpy(v1.data() + 8, &version, 4);
+  std::size_t at = v1.size();
+  const auto copy_entry = [&](std::size_t skip) {
+    at += skip;
+    std::uint16_t name_bytes;
+    std::memcpy(&name_bytes, v2.data() + at + 16, 2);
+    v1.insert(v1.end(), v2.begin() + static_cast<std::ptrdiff_t>(at),
+              v2.begin() + static_cast<std::ptrdiff_t>(at + 18 + name_bytes));
+    at += 18 + name_bytes;
+  };
+  for (std::uint32_t i = 0; i < u32(32); ++i) copy_entry(8);
+  for (std::uint32_t i = 0; i < u32(36); ++i) {
+    ASSERT_EQ(u32(at), u32(32) - 1) << "version 1 holds the open part's logs only";
+    copy_entry(4);
+  }
+  ASSERT_EQ(at + 8, v2.size());
+  const std::uint64_t checksum = XXH3_64bits(v1.data(), v1.size());
+  const auto* bytes = reinterpret_cast<const std::byte*>(&checksum);
+  v1.insert(v1.end(), bytes, bytes + 8);
+  test::write_file(dir / "MANIFEST", v1);
+}
+
+// A directory that an older bulkbloom committed (manifest version 1) loads, and a save into it
+// goes on from it: the open part's base and logs kept, a log added.
+TEST(StateDirectoryGrown, AVersion1ManifestStillLoads) {
+  test::TempDir tmp;
+  GrownFilter filter = GrownFilter::for_capacity(100'000, 0.01, "u64");
+  insert_random(filter, 300, 1);
+  StateDirectory(tmp.path()).save(filter);
+  StateDirectory writer(tmp.path());
+  filter = writer.load_grown();
+  insert_random(filter, 100, 2);
+  writer.save(filter);  // the open part's base and a log
+  ASSERT_NO_FATAL_FAILURE(rewrite_manifest_as_version_1(tmp.path()));
+  StateDirectory directory(tmp.path());
+  GrownFilter loaded = directory.load_grown();
+  ASSERT_EQ(loaded.to_file_bytes(), filter.to_file_bytes());
+  insert_random(loaded, 100, 3);
+  insert_random(filter, 100, 3);
+  EXPECT_LT(directory.save(loaded), filter.newest().layout().size_bytes()) << "only a log";
+  EXPECT_EQ(StateDirectory(tmp.path()).load_grown().to_file_bytes(), filter.to_file_bytes());
 }
 
 }  // namespace

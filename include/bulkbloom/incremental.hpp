@@ -10,7 +10,8 @@
 ///
 /// Taking a state apart: enable_change_log() once, then at each checkpoint take_snapshot() (the
 /// metadata, the parts, the log since the last take) and with_part_bits() for the parts the
-/// caller does not hold yet; a window's parts that stopped being open come with their final log
+/// caller does not hold yet; the parts that stopped being open (a window's rotated or sealed
+/// filter, a grown filter's sealed generation) come with their final log
 /// (StateSnapshot::closed), so that a part held as base + logs never needs its bits written.
 /// Putting it together: restore_window() (restore_window_shard(), restore_grown()) from the
 /// metadata and each part's bits (the open part's base), then replay_log() of every log taken
@@ -77,13 +78,15 @@ enum class OpenChange : std::uint8_t {
 };
 
 /// The final log of a part that stopped being open since the previous take_snapshot() (a window
-/// rotated, or a larger filter took over the period) and that the state still holds.
+/// rotated, a larger filter took over the period, or a grown filter added a generation after it)
+/// and that the state still holds.
 struct ClosedPart {
   PartId id;
   /// since_taken: the part was open at the previous take; its bits are its bits then plus `log`.
   /// since_empty: it was started empty since then; its bits are all-zero bits plus `log`.
-  /// rewritten: its log was dropped (past StateDirectory::kBaseFraction of its bytes) or not
-  /// kept: only its bits (with_part_bits) give it.
+  /// rewritten: its log was dropped (past StateDirectory::kBaseFraction of its bytes), not
+  /// kept, or cannot tell (a grown filter merged before it grew): only its bits
+  /// (with_part_bits) give it.
   OpenChange change = OpenChange::rewritten;
   /// Hashes to replay_log() into the part, in the order they went in; empty when rewritten.
   std::vector<std::uint64_t> log;
@@ -102,7 +105,7 @@ struct StateSnapshot {
   /// is rewritten.
   std::vector<std::uint64_t> log;
   /// Each part of `parts` but the open one that stopped being open since the previous take, in
-  /// the order they closed (windows; a grown filter's list stays empty). A caller that held such
+  /// the order they closed (none while logging is off). A caller that held such
   /// a part as a base plus logs completes it with this log instead of writing its bits; a caller
   /// that ignores it writes every part it does not hold yet, as before.
   std::vector<ClosedPart> closed;
@@ -163,16 +166,19 @@ void replay_log(WindowedFilter& window, std::span<const std::uint64_t> log);
 void replay_log(WindowShard& shard, std::span<const std::uint64_t> log);
 void replay_log(GrownFilter& filter, std::span<const std::uint64_t> log);
 /// Sets the bits of `log` (a ClosedPart::log, or a StateSnapshot::log for the last index) in part
-/// `index` (in StateSnapshot::parts order) of a window just restored. Throws std::out_of_range
+/// `index` (in StateSnapshot::parts order) of a state just restored. Throws std::out_of_range
 /// for an index past the parts.
 void replay_log(WindowedFilter& window, std::size_t index, std::span<const std::uint64_t> log);
 void replay_log(WindowShard& shard, std::size_t index, std::span<const std::uint64_t> log);
+void replay_log(GrownFilter& filter, std::size_t index, std::span<const std::uint64_t> log);
 
 /// A state directory (docs/FORMAT.md "State directories"): a state saved so that each save
-/// writes what changed since the last one. Every part is a file written once and never rewritten;
-/// the open part is a base file plus log files; a manifest, replaced atomically last, names the
-/// files of the committed state, and files no committed manifest names are removed after each
-/// commit. A crash at any moment leaves the last committed state.
+/// writes what changed since the last one. Every file is written once and never rewritten: the
+/// open part is a base file plus log files, and a part that stops being open keeps them, completed
+/// by its final log (StateSnapshot::closed), so that its bits are written only when no log tells
+/// them; a manifest, replaced atomically last, names the files of the committed state, and files
+/// no committed manifest names are removed after each commit. A crash at any moment leaves the
+/// last committed state.
 ///
 /// A directory has one writer at a time (the caller's lock, as for any state file). One object
 /// carries one state: save() the state that load_*() returned, or the same state each time;

@@ -26,23 +26,31 @@ struct GrownAccess {
     f.change_log_.clear();
     f.log_from_empty_ = f.generations_.back().filter.popcount() == 0;
     f.log_rewritten_ = false;
+    f.closed_logs_.clear();
   }
+  using ClosedLog = GrownFilter::ClosedLog;
   /// What take_snapshot() takes of the log; the log starts again empty.
   struct TakenLog {
     bool logging;     ///< whether the log was enabled (else `hashes` tells nothing)
     bool from_empty;  ///< the newest generation started empty since the last take
-    bool rewritten;   ///< its bits changed in a way the log does not tell (a merge)
+    bool rewritten;   ///< its bits changed in a way the log does not tell (a merge, a long log)
     std::vector<std::uint64_t> hashes;
+    /// The final logs of the generations sealed since the last take, oldest first.
+    std::vector<ClosedLog> closed;
   };
   static TakenLog take_log(GrownFilter& f) {
-    TakenLog taken{f.logging_, f.log_from_empty_, f.log_rewritten_, std::move(f.change_log_)};
+    TakenLog taken{f.logging_, f.log_from_empty_, f.log_rewritten_, std::move(f.change_log_),
+                   std::move(f.closed_logs_)};
     f.change_log_.clear();
+    f.closed_logs_.clear();
     f.log_from_empty_ = false;
     f.log_rewritten_ = false;
     return taken;
   }
-  /// The newest generation's filter, writable.
-  static Filter& newest(GrownFilter& f) { return f.generations_.back().filter; }
+  /// Generation `index`'s filter, writable.
+  static Filter& generation(GrownFilter& f, std::size_t index) {
+    return f.generations_[index].filter;
+  }
 };
 
 /// The most keys `layout` holds with its modelled rate at or under `fpr` (at least 1).

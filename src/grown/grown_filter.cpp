@@ -189,7 +189,11 @@ void GrownFilter::make_room(std::uint64_t batch_keys,
   Generation next{Filter(Layout::for_capacity(capacity, target, first.hash, first.seed), options_),
                   capacity, target, 0};
   ++growths_;
-  if (logging_) {  // the newest generation starts empty: what was logged went into another
+  if (logging_) {    // the newest generation starts empty: what was logged went into another
+    if (!replace) {  // which stays, sealed: its final log is handed over at the next take
+      closed_logs_.push_back({generations_.size() - 1, newest.filter.layout().num_blocks,
+                              log_from_empty_, log_rewritten_, std::move(change_log_)});
+    }
     change_log_.clear();
     log_from_empty_ = true;
     log_rewritten_ = false;

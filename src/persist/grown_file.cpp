@@ -450,14 +450,31 @@ StateSnapshot take_snapshot(GrownFilter& filter, std::span<const std::byte> call
     snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
     snapshot.log = std::move(taken.hashes);
   }
+  for (detail::GrownAccess::ClosedLog& log : taken.closed) {
+    ClosedPart& closed = snapshot.closed.emplace_back(ClosedPart{
+        {static_cast<std::int64_t>(log.generation), 0, log.num_blocks}, OpenChange::rewritten, {}});
+    if (!log.rewritten) {
+      closed.change = log.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+      closed.log = std::move(log.hashes);
+    }
+  }
   return snapshot;
 }
 
-void with_part_bits(const GrownFilter& filter, std::size_t index, const PartSink& sink) {
+namespace {
+
+// Part `index` of `filter` is one of its generations: std::out_of_range otherwise.
+void check_part(const GrownFilter& filter, std::size_t index) {
   if (index >= filter.generation_count()) {
     throw std::out_of_range("part " + std::to_string(index) + " of a grown filter of " +
                             std::to_string(filter.generation_count()) + " parts");
   }
+}
+
+}  // namespace
+
+void with_part_bits(const GrownFilter& filter, std::size_t index, const PartSink& sink) {
+  check_part(filter, index);
   const detail::HostBits bits(filter.generations()[index].filter);
   sink(bits.bytes());
 }
@@ -481,7 +498,12 @@ GrownFilter restore_grown(std::span<const std::byte> metadata, const PartFill& f
 }
 
 void replay_log(GrownFilter& filter, std::span<const std::uint64_t> log) {
-  detail::FilterAccess::engine(detail::GrownAccess::newest(filter))
+  replay_log(filter, filter.generation_count() - 1, log);
+}
+
+void replay_log(GrownFilter& filter, std::size_t index, std::span<const std::uint64_t> log) {
+  check_part(filter, index);
+  detail::FilterAccess::engine(detail::GrownAccess::generation(filter, index))
       .insert(log, detail::KeyMode::prehashed);
 }
 

@@ -23,7 +23,7 @@ constexpr const char* kManifestFile = "MANIFEST";
 constexpr std::byte kManifestMagic[8] = {std::byte{0x89}, std::byte{'B'}, std::byte{'B'},
                                          std::byte{'S'},  std::byte{'T'}, std::byte{'A'},
                                          std::byte{'T'},  std::byte{'\n'}};
-constexpr std::uint32_t kManifestVersion = 1;
+constexpr std::uint32_t kManifestVersion = 2;
 constexpr std::uint64_t kManifestHeadBytes = 40;
 
 // What a state directory holds, as its manifest stores it.
@@ -73,13 +73,11 @@ struct StateManifest {
   std::uint64_t sequence = 0;
   std::vector<std::byte> metadata;
   std::vector<PartId> parts;     // from the metadata
-  std::vector<StateFile> files;  // one per part; the open part's is its base
-  std::vector<StateFile> logs;   // the open part's logs since its base, in order
-  std::uint64_t log_bytes() const {
-    std::uint64_t total = 0;
-    for (const StateFile& log : logs) total += log.bytes;
-    return total;
-  }
+  std::vector<StateFile> files;  // one per part: its bits, or its base when it has logs
+  // One per part: the XXH3-64 of the bits of a sealed part kept as a base and logs (so that a
+  // save whose log does not continue this state can tell it did not change), else 0.
+  std::vector<std::uint64_t> bits_checksums;
+  std::vector<std::vector<StateFile>> logs;  // one list per part: its logs since its base, in order
 };
 
 }  // namespace detail
@@ -91,12 +89,15 @@ using Manifest = detail::StateManifest;
 
 constexpr std::uint64_t kEntryBytes = 18;  // bytes, checksum, name length; then the name
 
-// The manifest's bytes: magic, version, kind, sequence, the snapshot's metadata, the file of
-// each part, the logs, and the XXH3-64 of all before it.
+// The manifest's bytes: magic, version, kind, sequence, the snapshot's metadata, each part's
+// bits checksum and file, each log with the index of its part, and the XXH3-64 of all before it.
 std::vector<std::byte> encode_manifest(const Manifest& m) {
   std::uint64_t size = kManifestHeadBytes + m.metadata.size() + 8;
-  for (const auto* list : {&m.files, &m.logs}) {
-    for (const StateFile& file : *list) size += kEntryBytes + file.name.size();
+  std::uint32_t log_count = 0;
+  for (const StateFile& file : m.files) size += 8 + kEntryBytes + file.name.size();
+  for (const std::vector<StateFile>& logs : m.logs) {
+    for (const StateFile& log : logs) size += 4 + kEntryBytes + log.name.size();
+    log_count += static_cast<std::uint32_t>(logs.size());
   }
   std::vector<std::byte> out(size);
   std::byte* p = out.data();
@@ -106,17 +107,27 @@ std::vector<std::byte> encode_manifest(const Manifest& m) {
   put(p, 16, m.sequence);
   put(p, 24, static_cast<std::uint64_t>(m.metadata.size()));
   put(p, 32, static_cast<std::uint32_t>(m.files.size()));
-  put(p, 36, static_cast<std::uint32_t>(m.logs.size()));
+  put(p, 36, log_count);
   std::uint64_t at = kManifestHeadBytes;
   std::copy(m.metadata.begin(), m.metadata.end(), p + at);
   at += m.metadata.size();
-  for (const auto* list : {&m.files, &m.logs}) {
-    for (const StateFile& file : *list) {
-      put(p, at, file.bytes);
-      put(p, at + 8, file.checksum);
-      put(p, at + 16, static_cast<std::uint16_t>(file.name.size()));
-      std::memcpy(p + at + kEntryBytes, file.name.data(), file.name.size());
-      at += kEntryBytes + file.name.size();
+  const auto put_file = [&](const StateFile& file) {
+    put(p, at, file.bytes);
+    put(p, at + 8, file.checksum);
+    put(p, at + 16, static_cast<std::uint16_t>(file.name.size()));
+    std::memcpy(p + at + kEntryBytes, file.name.data(), file.name.size());
+    at += kEntryBytes + file.name.size();
+  };
+  for (std::size_t i = 0; i < m.files.size(); ++i) {
+    put(p, at, m.bits_checksums[i]);
+    at += 8;
+    put_file(m.files[i]);
+  }
+  for (std::size_t i = 0; i < m.logs.size(); ++i) {
+    for (const StateFile& log : m.logs[i]) {
+      put(p, at, static_cast<std::uint32_t>(i));
+      at += 4;
+      put_file(log);
     }
   }
   put(p, at, checksum_of(std::span(out).first(at)));
@@ -134,9 +145,10 @@ Manifest decode_manifest(std::span<const std::byte> bytes, const std::string& so
       get<std::uint64_t>(bytes.data(), bytes.size() - 8)) {
     throw fail("checksum mismatch: the manifest is corrupt");
   }
-  if (const auto version = get<std::uint32_t>(bytes.data(), 8); version != kManifestVersion) {
+  const auto version = get<std::uint32_t>(bytes.data(), 8);
+  if (version != 1 && version != kManifestVersion) {
     throw fail("state manifest version " + std::to_string(version) +
-               " is not supported: this bulkbloom reads version 1");
+               " is not supported: this bulkbloom reads versions 1 and 2");
   }
   Manifest m;
   m.kind = get<std::uint32_t>(bytes.data(), 12);
@@ -164,17 +176,42 @@ Manifest decode_manifest(std::span<const std::byte> bytes, const std::string& so
     }
     return file;
   };
-  for (std::uint32_t i = 0; i < files; ++i) m.files.push_back(read_file());
-  for (std::uint32_t i = 0; i < logs; ++i) m.logs.push_back(read_file());
+  // Version 1: no bits checksums, and every log is the open part's.
+  const auto read_u64 = [&] {
+    if (end - at < 8) throw fail("truncated file list");
+    at += 8;
+    return get<std::uint64_t>(bytes.data(), at - 8);
+  };
+  const auto read_part_index = [&] {
+    if (end - at < 4) throw fail("truncated file list");
+    at += 4;
+    const auto index = get<std::uint32_t>(bytes.data(), at - 4);
+    if (index >= files) {
+      throw fail("a log of part " + std::to_string(index) + " of " + std::to_string(files));
+    }
+    return index;
+  };
+  for (std::uint32_t i = 0; i < files; ++i) {
+    m.bits_checksums.push_back(version == 1 ? 0 : read_u64());
+    m.files.push_back(read_file());
+  }
+  m.logs.resize(files);
+  for (std::uint32_t i = 0; i < logs; ++i) {
+    if (files == 0) throw fail("logs but no part");
+    const std::uint32_t part = version == 1 ? files - 1 : read_part_index();
+    m.logs[part].push_back(read_file());
+  }
   if (at != end) throw fail(std::to_string(end - at) + " unexpected bytes after the file list");
   m.parts = snapshot_parts(m.metadata, source);
   if (m.parts.size() != m.files.size()) {
     throw fail("its metadata describes " + std::to_string(m.parts.size()) + " parts, it names " +
                std::to_string(m.files.size()) + " files");
   }
-  for (const StateFile& log : m.logs) {
-    if (log.bytes % 8 != 0 || log.name.empty())
-      throw fail("log file " + log.name + " is malformed");
+  for (const std::vector<StateFile>& part_logs : m.logs) {
+    for (const StateFile& log : part_logs) {
+      if (log.bytes % 8 != 0 || log.name.empty())
+        throw fail("log file " + log.name + " is malformed");
+    }
   }
   return m;
 }
@@ -241,7 +278,9 @@ void remove_unnamed(const std::filesystem::path& dir, const Manifest* committed)
   std::vector<std::string> named;
   if (committed != nullptr) {
     for (const StateFile& f : committed->files) named.push_back(f.name);
-    for (const StateFile& f : committed->logs) named.push_back(f.name);
+    for (const std::vector<StateFile>& logs : committed->logs) {
+      for (const StateFile& f : logs) named.push_back(f.name);
+    }
   }
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
@@ -330,57 +369,87 @@ std::uint64_t StateDirectory::commit(
   const std::string prefix = std::to_string(next.sequence) + "-";
   std::uint64_t written = 0;
 
-  // The sealed parts: a part the committed state held sealed is the same file (checked by its
-  // checksum when this object's log does not descend from the commit).
-  std::map<std::string, const StateFile*> kept;
-  if (before != nullptr) {
-    for (std::size_t i = 0; i + 1 < before->parts.size(); ++i) {
-      kept[before->parts[i].name()] = &before->files[i];
-    }
-  }
+  next.logs.resize(next.parts.size());
   const std::size_t open = next.parts.size() - 1;
+
+  // Part `i` as the committed base and logs plus `log`, when they describe it (the part was the
+  // committed open part and the log continues from that commit), or as a zero base and `log`
+  // when it started empty since; false when only its bits tell it, or when its logs would pass
+  // kBaseFraction of its `part_bytes`.
+  const auto continue_part = [&](std::size_t i, OpenChange change,
+                                 std::span<const std::uint64_t> log, std::uint64_t part_bytes) {
+    std::optional<StateFile> base;
+    std::vector<StateFile> logs;
+    if (synced && before != nullptr && before->parts.back() == next.parts[i] &&
+        change == OpenChange::since_taken) {
+      base = before->files.back();
+      logs = before->logs.back();
+    } else if (change == OpenChange::since_empty) {
+      base = StateFile{{}, part_bytes, 0};
+    }
+    std::uint64_t log_bytes = log.size() * sizeof(std::uint64_t);
+    for (const StateFile& file : logs) log_bytes += file.bytes;
+    if (!base || static_cast<double>(log_bytes) > kBaseFraction * static_cast<double>(part_bytes)) {
+      return false;
+    }
+    if (!log.empty()) {
+      logs.push_back(
+          write_state_file(dir_, prefix + next.parts[i].name() + ".log", std::as_bytes(log)));
+      written += logs.back().bytes;
+    }
+    next.files.push_back(*base);
+    next.logs[i] = std::move(logs);
+    return true;
+  };
+
+  // The sealed parts: one that the committed state held sealed is the same files (checked by
+  // the checksum of its bits when this object's log does not descend from the commit); one that
+  // closed since is completed by its final log (StateSnapshot::closed); the others are written.
+  std::map<std::string, std::size_t> kept;
+  if (before != nullptr) {
+    for (std::size_t i = 0; i + 1 < before->parts.size(); ++i) kept[before->parts[i].name()] = i;
+  }
+  std::map<std::string, const ClosedPart*> closed;
+  for (const ClosedPart& part : snapshot.closed) closed[part.id.name()] = &part;
   for (std::size_t i = 0; i < open; ++i) {
     const std::string name = next.parts[i].name();
-    const auto found = kept.find(name);
-    bits_of(i, [&](std::span<const std::byte> bits) {
-      if (found != kept.end() && (synced || holds(*found->second, bits))) {
-        next.files.push_back(*found->second);
-        return;
+    bool done = false;
+    if (const auto found = closed.find(name); found != closed.end()) {
+      bits_of(i, [&](std::span<const std::byte> bits) {
+        const ClosedPart& part = *found->second;
+        done = continue_part(i, part.change, part.log, bits.size());
+        if (done) next.bits_checksums.push_back(checksum_of(bits));
+      });
+    } else if (const auto held = kept.find(name); held != kept.end()) {
+      const std::size_t k = held->second;
+      bits_of(i, [&](std::span<const std::byte> bits) {
+        done = synced || (before->logs[k].empty() ? holds(before->files[k], bits)
+                                                  : before->bits_checksums[k] == checksum_of(bits));
+      });
+      if (done) {
+        next.files.push_back(before->files[k]);
+        next.bits_checksums.push_back(before->bits_checksums[k]);
+        next.logs[i] = before->logs[k];
       }
+    }
+    if (done) continue;
+    bits_of(i, [&](std::span<const std::byte> bits) {
       next.files.push_back(part_file(dir_, prefix + name + ".part", bits));
+      next.bits_checksums.push_back(0);
       written += next.files.back().name.empty() ? 0 : bits.size();
     });
   }
 
-  // The open part: the committed base and logs, plus this log, when they describe it; a zero
-  // base and this log when it started empty since; else, or once the logs pass kBaseFraction of
-  // its bytes, its bits as a new base.
-  const PartId& id = next.parts[open];
+  // The open part: its base and logs when its log tells it; else its bits as a new base.
   std::uint64_t part_bytes = 0;
   bits_of(open, [&](std::span<const std::byte> bits) { part_bytes = bits.size(); });
-  std::optional<StateFile> base;
-  if (synced && before != nullptr && before->parts.back() == id &&
-      snapshot.change == OpenChange::since_taken) {
-    base = before->files.back();
-    next.logs = before->logs;
-  } else if (snapshot.change == OpenChange::since_empty) {
-    base = StateFile{{}, part_bytes, 0};
-  }
-  const std::uint64_t log_bytes = next.log_bytes() + snapshot.log.size() * sizeof(std::uint64_t);
-  if (base && static_cast<double>(log_bytes) <= kBaseFraction * static_cast<double>(part_bytes)) {
-    next.files.push_back(*base);
-    if (!snapshot.log.empty()) {
-      next.logs.push_back(write_state_file(dir_, prefix + id.name() + ".log",
-                                           std::as_bytes(std::span(snapshot.log))));
-      written += next.logs.back().bytes;
-    }
-  } else {
-    next.logs.clear();
+  if (!continue_part(open, snapshot.change, snapshot.log, part_bytes)) {
     bits_of(open, [&](std::span<const std::byte> bits) {
-      next.files.push_back(part_file(dir_, prefix + id.name() + ".base", bits));
+      next.files.push_back(part_file(dir_, prefix + next.parts[open].name() + ".base", bits));
       written += next.files.back().name.empty() ? 0 : bits.size();
     });
   }
+  next.bits_checksums.push_back(0);
 
   const std::vector<std::byte> manifest = encode_manifest(next);
   detail::write_file_atomically(dir_ / kManifestFile, [&](File& out) { out.write_all(manifest); });
@@ -413,10 +482,9 @@ std::uint64_t StateDirectory::save(GrownFilter& filter,
 namespace {
 
 // Restores the state `manifest` names with `restore` (given the metadata and the fill), then
-// replays its logs into it with `replay`.
-template <typename Restore, typename Replay>
-auto load_state(const std::filesystem::path& dir, const Manifest& manifest, Restore&& restore,
-                Replay&& replay) {
+// replays each part's logs into it.
+template <typename Restore>
+auto load_state(const std::filesystem::path& dir, const Manifest& manifest, Restore&& restore) {
   const std::string source = (dir / kManifestFile).string();
   auto state = restore(
       manifest.metadata,
@@ -425,10 +493,12 @@ auto load_state(const std::filesystem::path& dir, const Manifest& manifest, Rest
       },
       source);
   std::vector<std::uint64_t> log;
-  for (const StateFile& file : manifest.logs) {
-    log.resize(file.bytes / 8);
-    read_state_file(dir, file, std::as_writable_bytes(std::span(log)));
-    replay(state, log);
+  for (std::size_t i = 0; i < manifest.logs.size(); ++i) {
+    for (const StateFile& file : manifest.logs[i]) {
+      log.resize(file.bytes / 8);
+      read_state_file(dir, file, std::as_writable_bytes(std::span(log)));
+      replay_log(state, i, log);
+    }
   }
   enable_change_log(state);
   return state;
@@ -459,12 +529,10 @@ WindowedFilter StateDirectory::load_window(FileState* state, const Options& opti
   auto window = load_committed(
       [&] { return read_manifest(kWindow); },
       [&](const Manifest& m) {
-        return load_state(
-            dir_, m,
-            [&](auto metadata, const PartFill& fill, const std::string& source) {
-              return restore_window(metadata, fill, state, options, source);
-            },
-            [](WindowedFilter& w, std::span<const std::uint64_t> log) { replay_log(w, log); });
+        return load_state(dir_, m,
+                          [&](auto metadata, const PartFill& fill, const std::string& source) {
+                            return restore_window(metadata, fill, state, options, source);
+                          });
       },
       committed_);
   synced_ = true;
@@ -475,12 +543,10 @@ WindowShard StateDirectory::load_window_shard(FileState* state, const Options& o
   auto shard = load_committed(
       [&] { return read_manifest(kWindowShard); },
       [&](const Manifest& m) {
-        return load_state(
-            dir_, m,
-            [&](auto metadata, const PartFill& fill, const std::string& source) {
-              return restore_window_shard(metadata, fill, state, options, source);
-            },
-            [](WindowShard& s, std::span<const std::uint64_t> log) { replay_log(s, log); });
+        return load_state(dir_, m,
+                          [&](auto metadata, const PartFill& fill, const std::string& source) {
+                            return restore_window_shard(metadata, fill, state, options, source);
+                          });
       },
       committed_);
   synced_ = true;
@@ -492,12 +558,10 @@ GrownFilter StateDirectory::load_grown(std::vector<std::byte>* caller_metadata,
   auto filter = load_committed(
       [&] { return read_manifest(kGrown); },
       [&](const Manifest& m) {
-        return load_state(
-            dir_, m,
-            [&](auto metadata, const PartFill& fill, const std::string& source) {
-              return restore_grown(metadata, fill, caller_metadata, options, source);
-            },
-            [](GrownFilter& f, std::span<const std::uint64_t> log) { replay_log(f, log); });
+        return load_state(dir_, m,
+                          [&](auto metadata, const PartFill& fill, const std::string& source) {
+                            return restore_grown(metadata, fill, caller_metadata, options, source);
+                          });
       },
       committed_);
   synced_ = true;

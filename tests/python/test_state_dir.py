@@ -130,3 +130,20 @@ def test_a_damaged_directory_is_named(tmp_path):
         bulkbloom.GrownFilter.load_dir(directory)
     with pytest.raises(FileNotFoundError):
         bulkbloom.WindowedFilter.load_dir(tmp_path / "missing")
+
+
+def test_a_sealed_generation_is_not_written_again(tmp_path):
+    """A grown filter saved after every batch through its growths: each generation it seals keeps
+    the base and logs the directory held, completed by its final log, so no save writes a sealed
+    generation's bits (a `.part` file), and every save loads as the filter."""
+    state = bulkbloom.GrownFilter(1_000, 0.01)
+    directory = tmp_path / "state"
+    for step, keys in enumerate(batches(11, 60, 1_000)):
+        feed(state, keys, step)
+        state.save_dir(directory)
+        written = sorted(name for name in os.listdir(directory) if name.endswith(".part"))
+        assert not written, (step, written)
+        if step % 10 == 9:  # a loop restarted from the directory
+            state = bulkbloom.GrownFilter.load_dir(directory)
+    assert len(state.generations) >= 4, "fewer than three generations sealed"
+    assert bulkbloom.GrownFilter.load_dir(directory).to_bytes() == state.to_bytes()
