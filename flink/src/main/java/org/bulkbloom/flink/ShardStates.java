@@ -263,23 +263,39 @@ final class ShardStates {
   ShardStates(
       AbstractStreamOperator<?> operator, NativeWindowShards window, ShardRouting routing)
       throws Exception {
-    this.window = window;
-    this.routing = routing;
-    this.keys = operator;
-    manifestState =
+    this(
+        operator,
         operator
             .getKeyedStateStore()
             .getState(
                 new ValueStateDescriptor<>(
-                    "bulkbloom-shard", BytePrimitiveArraySerializer.INSTANCE));
-    chunkState =
+                    "bulkbloom-shard", BytePrimitiveArraySerializer.INSTANCE)),
         operator
             .getKeyedStateStore()
             .getMapState(
                 new MapStateDescriptor<>(
                     "bulkbloom-chunks",
                     LongSerializer.INSTANCE,
-                    BytePrimitiveArraySerializer.INSTANCE));
+                    BytePrimitiveArraySerializer.INSTANCE)),
+        window,
+        routing);
+  }
+
+  /**
+   * The shards of {@code window} in the states {@code manifestState} and {@code chunkState}, which
+   * hold the value of the key {@code keys} sets: the operator's keyed state above, or a test's.
+   */
+  ShardStates(
+      KeyContext keys,
+      ValueState<byte[]> manifestState,
+      MapState<Long, byte[]> chunkState,
+      NativeWindowShards window,
+      ShardRouting routing) {
+    this.window = window;
+    this.routing = routing;
+    this.keys = keys;
+    this.manifestState = manifestState;
+    this.chunkState = chunkState;
     manifests = new Manifest[routing.numShards()];
     synced = new boolean[routing.numShards()];
     startedEmpty = new boolean[routing.numShards()];
