@@ -31,8 +31,10 @@ import org.bulkbloom.jni.NativeWindowShards.Snapshot;
  * stops being open (a rotation, or a larger filter taking over its period) its final log, so that
  * no part's bits are ever written at a rotation. Bases are folded (the part's bits written over
  * its base) once its logs pass a fraction of its bytes, a few chunks a checkpoint across all held
- * shards ({@link #FOLD_BYTES_PER_CHECKPOINT}), so that no checkpoint's work is large. Parts leave
- * when the window drops them. All-zero chunks are not stored.
+ * shards ({@link #FOLD_BYTES_PER_CHECKPOINT}), so that no checkpoint's work is large; a part whose
+ * bits no stored state plus log tells is written whole, as the fold of a new zero base with no
+ * limit ({@link #refold}, the one way bases are written). Parts leave when the window drops them.
+ * All-zero chunks are not stored.
  *
  * <p>Everything here runs on the task thread and only moves bytes into the keyed state backend;
  * the backend makes them durable asynchronously (RocksDB and ForSt with incremental checkpoints
@@ -148,14 +150,6 @@ final class ShardStates {
       long total = 0;
       for (Log log : logs) {
         total += log.bytes;
-      }
-      return total;
-    }
-
-    long storedBytes() {
-      long total = 0;
-      for (int chunk = present.nextSetBit(0); chunk >= 0; chunk = present.nextSetBit(chunk + 1)) {
-        total += Math.min(CHUNK_BYTES, bytes - (long) chunk * CHUNK_BYTES);
       }
       return total;
     }
@@ -283,23 +277,39 @@ final class ShardStates {
   ShardStates(
       AbstractStreamOperator<?> operator, NativeWindowShards window, ShardRouting routing)
       throws Exception {
-    this.window = window;
-    this.routing = routing;
-    this.keys = operator;
-    manifestState =
+    this(
+        operator,
         operator
             .getKeyedStateStore()
             .getState(
                 new ValueStateDescriptor<>(
-                    "bulkbloom-shard", BytePrimitiveArraySerializer.INSTANCE));
-    chunkState =
+                    "bulkbloom-shard", BytePrimitiveArraySerializer.INSTANCE)),
         operator
             .getKeyedStateStore()
             .getMapState(
                 new MapStateDescriptor<>(
                     "bulkbloom-chunks",
                     LongSerializer.INSTANCE,
-                    BytePrimitiveArraySerializer.INSTANCE));
+                    BytePrimitiveArraySerializer.INSTANCE)),
+        window,
+        routing);
+  }
+
+  /**
+   * The shards of {@code window} in the states {@code manifestState} and {@code chunkState}, which
+   * hold the value of the key {@code keys} sets: the operator's keyed state above, or a test's.
+   */
+  ShardStates(
+      KeyContext keys,
+      ValueState<byte[]> manifestState,
+      MapState<Long, byte[]> chunkState,
+      NativeWindowShards window,
+      ShardRouting routing) {
+    this.window = window;
+    this.routing = routing;
+    this.keys = keys;
+    this.manifestState = manifestState;
+    this.chunkState = chunkState;
     manifests = new Manifest[routing.numShards()];
     synced = new boolean[routing.numShards()];
     startedEmpty = new boolean[routing.numShards()];
@@ -435,8 +445,10 @@ final class ShardStates {
         part = new Part(snapshot, i, next.nextId++, new BitSet());
       }
       if (part == null) {
-        part = writePart(shard, snapshot, i, next.nextId++);
-        written += part.storedBytes();
+        // Its bits as a new base with no logs: a fold of a zero base with an unlimited budget.
+        part = new Part(snapshot, i, next.nextId++, new BitSet());
+        part.folded = 0;
+        written += refold(shard, i, part, Long.MAX_VALUE).written();
       } else if (log != null && log.length > 0) {
         final long id = next.nextId++;
         for (int chunk = 0; chunk < log.length; ++chunk) {
@@ -501,58 +513,55 @@ final class ShardStates {
         p.folded = 0;
         p.covered = p.logs.size();
       }
-      byte[] buffer = null;
-      while (p.folded < chunksOf(p.bytes) && budget > 0) {
-        final long offset = (long) p.folded * CHUNK_BYTES;
-        final int length = (int) Math.min(CHUNK_BYTES, p.bytes - offset);
-        if (buffer == null || buffer.length != length) {
-          buffer = new byte[length];
-        }
-        if (window.copyPart(shard, index, offset, buffer)) {
-          chunkState.put(chunkKey(p.baseId, p.folded), buffer);
-          p.present.set(p.folded);
-          written += length;
-          // The hashmap backend keeps the array itself.
-          buffer = null;
-        }
-        budget -= length;
-        ++p.folded;
-      }
-      if (p.folded == chunksOf(p.bytes)) {
-        final List<Log> covered = p.logs.subList(0, p.covered);
-        for (Log log : covered) {
-          removeChunks(log.id, chunksOf(log.bytes));
-        }
-        covered.clear();
-        p.folded = -1;
-        p.covered = 0;
-      }
-      written += store(shard, manifests[shard]);
+      final Refolded r = refold(shard, index, p, budget);
+      budget -= r.read();
+      written += r.written() + store(shard, manifests[shard]);
     }
     return written;
   }
 
   private record Due(int shard, int index, double ratio) {}
 
-  /** Writes the non-zero chunks of part {@code i} of the snapshot as a base with no logs. */
-  private Part writePart(int shard, Snapshot snapshot, int i, long id) throws Exception {
-    final long bytes = snapshot.bytes(i);
-    final BitSet present = new BitSet();
+  /** What {@link #refold} did: the bytes of part bits it read, and of chunks it wrote. */
+  private record Refolded(long read, long written) {}
+
+  /**
+   * Rewrites part {@code p}'s base from the bits of part {@code index} of shard {@code shard}'s
+   * last snapshot, from chunk {@code p.folded} on, while fewer than {@code budget} bytes of bits
+   * were read; all-zero chunks are not stored. When the last chunk is rewritten, the first {@code
+   * p.covered} logs go and the fold ends. The one way bases are written: a fold a few chunks a
+   * checkpoint, a part written whole (no log kept) with an unlimited budget.
+   */
+  private Refolded refold(int shard, int index, Part p, long budget) throws Exception {
+    long read = 0;
+    long written = 0;
     byte[] buffer = null;
-    for (long offset = 0; offset < bytes; offset += CHUNK_BYTES) {
-      final int length = (int) Math.min(CHUNK_BYTES, bytes - offset);
+    while (p.folded < chunksOf(p.bytes) && read < budget) {
+      final long offset = (long) p.folded * CHUNK_BYTES;
+      final int length = (int) Math.min(CHUNK_BYTES, p.bytes - offset);
       if (buffer == null || buffer.length != length) {
         buffer = new byte[length];
       }
-      if (window.copyPart(shard, i, offset, buffer)) {
-        final int chunk = (int) (offset / CHUNK_BYTES);
-        chunkState.put(chunkKey(id, chunk), buffer);
-        present.set(chunk);
+      if (window.copyPart(shard, index, offset, buffer)) {
+        chunkState.put(chunkKey(p.baseId, p.folded), buffer);
+        p.present.set(p.folded);
+        written += length;
         // The hashmap backend keeps the array itself.
         buffer = null;
       }
+      read += length;
+      ++p.folded;
     }
-    return new Part(snapshot, i, id, present);
+    if (p.folded == chunksOf(p.bytes)) {
+      final List<Log> covered = p.logs.subList(0, p.covered);
+      for (Log log : covered) {
+        removeChunks(log.id, chunksOf(log.bytes));
+      }
+      covered.clear();
+      p.folded = -1;
+      p.covered = 0;
+    }
+    return new Refolded(read, written);
   }
 
   private void removeChunks(long id, int chunks) throws Exception {

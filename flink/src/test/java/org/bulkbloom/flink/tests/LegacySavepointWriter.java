@@ -4,7 +4,10 @@ import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.TreeSet;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -15,8 +18,12 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * {@link Records#dedup()}, stopped with a canonical savepoint once a record past id 6000 is kept,
  * into `DIR/savepoint`, and the ids kept before it into `DIR/kept-before.txt`. The committed
  * fixture (flink/src/test/data/legacy-savepoint) was written by the operator of commit e717201,
- * whose shards kept the configured size; run with that commit's jars to write it again. Argument:
- * DIR.
+ * whose shards kept the configured size; run with that commit's jars to write it again. Arguments:
+ * DIR, and optionally a checkpoint interval in milliseconds: then the job checkpoints that often,
+ * the records come at 200 a second (a period of the window every 2 s) and the savepoint is taken
+ * once a record past id 6050 is kept, so that its open parts hold logs of checkpoints before it. The fixture of {@link
+ * ManifestV1Test} (flink/src/test/data/manifest-v1-savepoint) was written so, with 100 ms, by the
+ * operator of commit a4daa07 (keyed state, manifest version 1).
  */
 public final class LegacySavepointWriter {
 
@@ -24,16 +31,24 @@ public final class LegacySavepointWriter {
 
   public static void main(String[] args) throws Exception {
     final Path dir = Files.createDirectories(Path.of(args[0]));
-    final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
+    final boolean checkpointing = args.length > 1;
+    final Configuration conf = new Configuration();
+    if (checkpointing) {
+      conf.set(
+          CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(Long.parseLong(args[1])));
+    }
+    final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(2);
     Records.dedup()
-        .apply(Records.source(env, 5_000).uid("records"))
+        .apply(Records.source(env, checkpointing ? 200 : 5_000).uid("records"))
         .uid("dedup")
         .map(new KeptIds())
         .uid("collect")
         .sinkTo(new DiscardingSink<>());
     final JobClient job = env.executeAsync("legacy savepoint");
-    while (KeptIds.LAST_ID.get() < 6_000) {
+    // With checkpoints, a few of them into the window's period that starts at record 6000.
+    final long last = checkpointing ? 6_050 : 6_000;
+    while (KeptIds.LAST_ID.get() < last) {
       Thread.sleep(5);
     }
     final Path savepoints = dir.resolve("savepoints");
