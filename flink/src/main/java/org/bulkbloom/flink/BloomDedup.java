@@ -67,7 +67,8 @@ import org.bulkbloom.jni.NativeWindowShards;
  * is past its promise) and {@code cappedGenerations} (generations that could not grow as their
  * period asked, for the max capacity or the managed memory); the gauges {@code stateBytes}, {@code
  * fill} and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of
- * the task's time, {@code promisedFpr} (the configured rate, the promise {@code currentFpr} is
+ * the task's time (read a few shards a batch, so that no batch waits for the whole window),
+ * {@code promisedFpr} (the configured rate, the promise {@code currentFpr} is
  * measured against) and {@code reservedBytes} (managed memory held).
  *
  * <p>Memory: the window's bytes are declared as the operator's managed memory (Flink's {@code
