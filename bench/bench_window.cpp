@@ -15,6 +15,7 @@
 
 #include "core/splitmix64.hpp"
 #include "probe/memory_probe.hpp"
+#include "window/window_access.hpp"
 
 namespace {
 
@@ -142,6 +143,65 @@ void BM_WindowRotation(benchmark::State& state) {
   sizing_counters(state, window);
 }
 BENCHMARK(BM_WindowRotation)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(8);
+
+// What a rotation and the Flink operator's gauges cost the thread that calls them (thread CPU
+// time, firm under load), on a window of 4 generations of 256 MiB each. BM_RotatingThread arg 0:
+// a generation cleared in place, as every rotation did before spares, on memory the window has
+// written; 1: the same on memory never touched (a window younger than G periods drops a
+// generation that never took a key, and clearing it faults in every page); 2: a rotation that
+// finds its spare ready and swaps it in. BM_GaugeRead reads what the Flink operator's stats()
+// reads: each generation's popcount and the window's current FPR.
+WindowConfig gibibyte_config() {
+  WindowConfig config = WindowConfig::for_event_time(1.0, 1'000'000, kFpr, kGenerations);
+  config.generation.num_blocks =
+      (std::uint64_t{256} << 20) / config.generation.size_bytes() * config.generation.num_blocks;
+  return config;
+}
+
+void BM_RotatingThread(benchmark::State& state) {
+  const auto mode = state.range(0);
+  const WindowConfig config = gibibyte_config();
+  WindowedFilter window(config);
+  std::int64_t now = fault_in(window);
+  for (auto _ : state) {
+    if (mode == 2) {
+      state.PauseTiming();
+      bulkbloom::detail::WindowAccess::wait_for_spare(window);
+      state.ResumeTiming();
+      now += std::int64_t(config.period());
+      window.advance_to(now);
+      continue;
+    }
+    state.PauseTiming();
+    bulkbloom::Filter generation(config.generation);
+    if (mode == 0) generation.clear();
+    state.ResumeTiming();
+    generation.clear();
+  }
+  state.counters["generation_MiB"] = double(config.generation.size_bytes()) / double(1 << 20);
+  state.SetLabel(mode == 0 ? "cleared in place" : mode == 1 ? "cleared, never touched" : "spare");
+}
+BENCHMARK(BM_RotatingThread)
+    ->ArgName("mode")
+    ->DenseRange(0, 2)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(8);
+
+void BM_GaugeRead(benchmark::State& state) {
+  const WindowConfig config = gibibyte_config();
+  WindowedFilter window(config);
+  fault_in(window);
+  double sink = 0;
+  for (auto _ : state) {
+    sink += window.current_fpr();
+    for (std::uint32_t age = 0; age < config.generations; ++age) {
+      sink += double(window.generation(age).popcount());
+    }
+  }
+  benchmark::DoNotOptimize(sink);
+  state.counters["window_GiB"] = double(window.memory_bytes()) / double(1 << 30);
+}
+BENCHMARK(BM_GaugeRead)->Unit(benchmark::kMillisecond)->Iterations(4);
 
 // Lookups of absent keys (each checked in every generation) on a window of 4 generations small
 // enough for the caches, so that the cost per key and filter shows: arg 0, the whole window;

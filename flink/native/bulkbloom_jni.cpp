@@ -138,6 +138,11 @@ std::uint64_t growth_check_interval(std::uint64_t min_keys, std::uint32_t num_sh
 }
 
 // The window shards of one subtask.
+// Sums over shards behind the metrics' stats (Java_..._stats).
+struct StatsSums {
+  double bytes = 0, blocks = 0, fpr = 0, set_bits = 0, bits = 0;
+};
+
 struct ShardSet {
   WindowConfig config;
   std::uint32_t num_shards = 1;
@@ -154,6 +159,10 @@ struct ShardSet {
   std::uint64_t capped = 0;
   std::map<std::uint32_t, std::int64_t> capped_period;
   std::map<std::uint32_t, WindowShard> shards;
+  // The reading that statsStep calls take a few shards at a time: the first shard the next step
+  // reads, and the sums of the shards before it.
+  std::uint32_t stats_next = 0;
+  StatsSums stats_sums;
 
   WindowShard& owned(std::uint32_t shard) {
     const auto it = shards.find(shard);
@@ -586,29 +595,64 @@ JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_clock(JNIEnv* 
   });
 }
 
+// Adds `shard` to `sums`; returns the bytes read.
+std::uint64_t add_stats(const ShardSet& set, const WindowShard& shard, StatsSums& sums) {
+  const auto n = static_cast<double>(shard.blocks().size());
+  sums.bytes += static_cast<double>(shard.memory_bytes());
+  sums.blocks += n;
+  sums.fpr += n * shard.current_fpr();
+  for (std::uint32_t age = 0; age < set.config.generations; ++age) {
+    const bulkbloom::Filter& generation = shard.generation(age);
+    sums.set_bits += static_cast<double>(generation.popcount());
+    sums.bits += 8.0 * static_cast<double>(generation.layout().size_bytes());
+  }
+  return shard.memory_bytes();
+}
+
 // {bytes of all held shards, blocks held, block-weighted current FPR, block-weighted fraction of
 // set bits}: a random absent key falls into a shard in proportion to its blocks.
+void write_stats(JNIEnv* env, const StatsSums& sums, jdoubleArray out) {
+  const double stats[] = {sums.bytes, sums.blocks, sums.blocks > 0 ? sums.fpr / sums.blocks : 0.0,
+                          sums.bits > 0 ? sums.set_bits / sums.bits : 0.0};
+  env->SetDoubleArrayRegion(out, 0, 4, stats);
+}
+
 JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_stats(JNIEnv* env, jclass,
                                                                        jlong handle,
                                                                        jdoubleArray out) {
   guarded<int>(env, 0, [&] {
     const ShardSet& set = shard_set(handle);
-    double bytes = 0, blocks = 0, fpr = 0, set_bits = 0, bits = 0;
-    for (const auto& [index, shard] : set.shards) {
-      const auto n = static_cast<double>(shard.blocks().size());
-      bytes += static_cast<double>(shard.memory_bytes());
-      blocks += n;
-      fpr += n * shard.current_fpr();
-      for (std::uint32_t age = 0; age < set.config.generations; ++age) {
-        const bulkbloom::Filter& generation = shard.generation(age);
-        set_bits += static_cast<double>(generation.popcount());
-        bits += 8.0 * static_cast<double>(generation.layout().size_bytes());
-      }
-    }
-    const double stats[] = {bytes, blocks, blocks > 0 ? fpr / blocks : 0.0,
-                            bits > 0 ? set_bits / bits : 0.0};
-    env->SetDoubleArrayRegion(out, 0, 4, stats);
+    StatsSums sums;
+    for (const auto& [index, shard] : set.shards) add_stats(set, shard, sums);
+    write_stats(env, sums, out);
     return 0;
+  });
+}
+
+// The same sums, taken in steps of whole shards that read at least `bytes` (one shard at least)
+// and resume where the last step stopped, so that no call reads the whole window. Each shard is
+// read at one instant, the whole at the instants of its steps. When a step reaches the last held
+// shard it writes the stats to `out`, starts the next reading over and returns true.
+JNIEXPORT jboolean JNICALL Java_org_bulkbloom_jni_NativeWindowShards_statsStep(JNIEnv* env, jclass,
+                                                                               jlong handle,
+                                                                               jlong bytes,
+                                                                               jdoubleArray out) {
+  return guarded<jboolean>(env, JNI_FALSE, [&]() -> jboolean {
+    ShardSet& set = shard_set(handle);
+    std::uint64_t read = 0;
+    auto it = set.shards.lower_bound(set.stats_next);
+    for (; it != set.shards.end() && (read == 0 || read < static_cast<std::uint64_t>(bytes));
+         ++it) {
+      read += add_stats(set, it->second, set.stats_sums);
+    }
+    if (it != set.shards.end()) {
+      set.stats_next = it->first;
+      return JNI_FALSE;
+    }
+    write_stats(env, set.stats_sums, out);
+    set.stats_sums = {};
+    set.stats_next = 0;
+    return JNI_TRUE;
   });
 }
 

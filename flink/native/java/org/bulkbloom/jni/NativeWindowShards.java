@@ -349,6 +349,16 @@ public final class NativeWindowShards implements AutoCloseable {
   }
 
   /**
+   * One step of {@link #stats()} taken a few shards at a time: reads whole held shards, at least
+   * one and at least {@code bytes} of them, from where the last step stopped. When it reaches the
+   * last held shard it writes the stats of all of them (each read at its step) to {@code out}
+   * (length 4), starts the next reading over and returns true; otherwise it returns false.
+   */
+  public boolean statsStep(long bytes, double[] out) {
+    return statsStep(address(), bytes, out);
+  }
+
+  /**
    * Bounds each generation of each held shard (all its filters together) to {@code bytes}, so
    * that the held shards never take more than G times that; 0 lifts the bound. Sized shards only.
    * Throws IllegalArgumentException when the bound does not hold the capacity's keys.
@@ -451,6 +461,8 @@ public final class NativeWindowShards implements AutoCloseable {
   private static native long clock(long handle);
 
   private static native void stats(long handle, double[] out);
+
+  private static native boolean statsStep(long handle, long bytes, double[] out);
 
   private static native void generationBudget(long handle, long bytes);
 

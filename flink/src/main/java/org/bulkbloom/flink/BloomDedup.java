@@ -67,8 +67,9 @@ import org.bulkbloom.jni.NativeWindowShards;
  * is past its promise) and {@code cappedGenerations} (generations that could not grow as their
  * period asked, for the max capacity or the managed memory); the gauges {@code stateBytes}, {@code
  * fill} and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of
- * the task's time, {@code promisedFpr} (the configured rate, the promise {@code currentFpr} is
- * measured against) and {@code reservedBytes} (managed memory held).
+ * the task's time (read a few shards a batch, so that no batch waits for the whole window),
+ * {@code promisedFpr} (the configured rate, the promise {@code currentFpr} is measured against)
+ * and {@code reservedBytes} (managed memory held).
  *
  * <p>Memory: the window's bytes are declared as the operator's managed memory (Flink's {@code
  * OPERATOR} use case), and each subtask reserves its shards' bytes from its slot when it starts,
@@ -77,7 +78,10 @@ import org.bulkbloom.jni.NativeWindowShards;
  * G-th of the shard's part of it, all its filters together, so the held shards never take more
  * than the share; the reservation follows their bytes. A generation that would grow past that is
  * held at it and counted in {@code cappedGenerations}, with a warning in the log the first time:
- * the rate is then past its promise while its period brings more keys.
+ * the rate is then past its promise while its period brings more keys. Besides these bytes, each
+ * held shard whose generation is 1 MiB or more keeps a spare generation, zeroed off the task
+ * thread for the next rotation (docs/WINDOW.md, "Rotation cost"): up to a G-th more native
+ * memory than is reserved, which the TaskManager's off-heap headroom has to hold.
  *
  * <p>The JNI library comes inside the operator jar: see {@link
  * org.bulkbloom.jni.BulkbloomNative}.

@@ -45,9 +45,12 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   private static final long serialVersionUID = 1L;
   // How often at most the metrics read every bit of the held shards, on the task thread: every
   // 10 s, and no sooner than STATS_COST_FACTOR times the last reading took, so that the gauges
-  // cost at most 1 % of the task's time (a 1.4 GiB window takes seconds to read).
+  // cost at most 1 % of the task's time (a 1.4 GiB window takes over a second to read). A reading
+  // is taken STATS_STEP_BYTES of shards (one shard at least) a flush, so that no flush stalls the
+  // sink for the whole window's read (840 ms of CPU a GiB, bench/RESULTS.md "Flink").
   private static final long STATS_INTERVAL_MS = 10_000;
   private static final long STATS_COST_FACTOR = 100;
+  private static final long STATS_STEP_BYTES = 4L << 20;
 
   private final BloomDedup<T> spec;
   private final ShardRouting routing;
@@ -78,6 +81,9 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   private transient StreamRecord<T> reuse;
   private transient long nextStatsMs;
   private transient volatile double[] stats;
+  // The reading under way (statsStep) and the task time its steps took so far.
+  private transient double[] statsReading;
+  private transient long statsReadingNanos;
   private transient Counter kept;
   private transient Counter dropped;
   private transient Counter refused;
@@ -494,17 +500,37 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     trackSizing();
     final long now = getProcessingTimeService().getCurrentProcessingTime();
     if (now >= nextStatsMs) {
-      refreshStats();
+      stepStats();
     }
   }
 
+  /** Reads every held shard at once: when the operator opens, before any record waits. */
   private void refreshStats() {
     final long start = System.nanoTime();
     stats = window.stats();
-    final long tookMs = (System.nanoTime() - start) / 1_000_000;
+    scheduleStats(System.nanoTime() - start);
+  }
+
+  /** Reads the next few held shards; publishes the stats when the reading is complete. */
+  private void stepStats() {
+    if (statsReading == null) {
+      statsReading = new double[4];
+      statsReadingNanos = 0;
+    }
+    final long start = System.nanoTime();
+    final boolean complete = window.statsStep(STATS_STEP_BYTES, statsReading);
+    statsReadingNanos += System.nanoTime() - start;
+    if (complete) {
+      stats = statsReading;
+      statsReading = null;
+      scheduleStats(statsReadingNanos);
+    }
+  }
+
+  private void scheduleStats(long tookNanos) {
     nextStatsMs =
         getProcessingTimeService().getCurrentProcessingTime()
-            + Math.max(STATS_INTERVAL_MS, STATS_COST_FACTOR * tookMs);
+            + Math.max(STATS_INTERVAL_MS, STATS_COST_FACTOR * (tookNanos / 1_000_000));
   }
 
   @Override

@@ -9,8 +9,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The JNI binding on its own: batches over several shards keep each shard's sequential answers,
- * state bytes survive a round trip, the statistics behind the metrics move, and misuse reaches
- * Java as exceptions carrying the library's message.
+ * state bytes survive a round trip, the statistics behind the metrics move (read at once or a few
+ * shards a step), and misuse reaches Java as exceptions carrying the library's message.
  */
 public final class NativeApiTest {
   /** Shard {@code shard}'s bytes of an empty fixed-size window of NativeApiTest's options. */
@@ -51,6 +51,19 @@ public final class NativeApiTest {
       assertTrue(fresh > 990 && fresh <= 1000, fresh + " of 1000 distinct keys new");
       final double[] filled = window.stats();
       assertTrue(filled[3] > 0 && filled[2] > 0, "fill and FPR stay 0 after 1000 keys");
+      // The metrics' reading a shard a step (the least a step reads) gives the same stats once
+      // it has read every held shard, twice in a row: each reading starts over.
+      for (int reading = 0; reading < 2; ++reading) {
+        final double[] stepped = new double[4];
+        int steps = 1;
+        while (!window.statsStep(1, stepped)) {
+          ++steps;
+        }
+        assertTrue(steps == shards, "a reading of " + shards + " shards took " + steps + " steps");
+        assertTrue(java.util.Arrays.equals(stepped, filled),
+            "stepped stats " + java.util.Arrays.toString(stepped) + " != "
+                + java.util.Arrays.toString(filled));
+      }
       assertTrue(window.clock() == 19, "clock " + window.clock() + ", expected 19");
 
       // Every shard's bytes load into a fresh set and give the same answers.
