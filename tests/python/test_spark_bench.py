@@ -99,6 +99,7 @@ def test_a_runs_false_drops_spread_about_the_model_by_the_root_of_it():
         sigmas.append(run_bench.false_drops_sigmas(drops, expected))
     assert 60 < expected < 90
     # Each bound is 5 of its own spreads away: 1/sqrt(200) for the mean, 0.05 for the deviation.
-    print(f"expected {expected:.1f}: sigmas' mean {np.mean(sigmas):+.3f}, deviation {np.std(sigmas):.3f}")
+    print(f"expected {expected:.1f}: sigmas' mean {np.mean(sigmas):+.3f}, "
+          f"deviation {np.std(sigmas):.3f}")
     assert abs(np.mean(sigmas)) < 0.36
     assert 0.7 < np.std(sigmas) < 1.25
