@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "bulkbloom/detail/fpr_model.hpp"
+#include "core/own_rate.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom::test {
@@ -16,16 +17,21 @@ struct FprCase {
   double target;  // design FPR at capacity
 };
 
-// Hits among `probes` of a filter holding `keys`.
-std::uint64_t false_positives(const Layout& layout, const std::vector<std::uint64_t>& keys,
-                              const std::vector<std::uint64_t>& probes) {
-  Filter filter(layout);
-  filter.insert(keys);
+// Hits of `filter` among `probes`.
+std::uint64_t false_positives_of(const Filter& filter, const std::vector<std::uint64_t>& probes) {
   std::vector<std::uint8_t> flags(probes.size());
   filter.contains(probes, flags);
   std::uint64_t hits = 0;
   for (auto f : flags) hits += f;
   return hits;
+}
+
+// Hits among `probes` of a filter holding `keys`.
+std::uint64_t false_positives(const Layout& layout, const std::vector<std::uint64_t>& keys,
+                              const std::vector<std::uint64_t>& probes) {
+  Filter filter(layout);
+  filter.insert(keys);
+  return false_positives_of(filter, probes);
 }
 
 // How many binomial standard deviations `hits` of `probes` lie from the modelled rate.
@@ -74,6 +80,37 @@ TEST(FalsePositiveRate, MatchesTheModelAtHalfFullAndDoubleLoad) {
       }
     }
   }
+}
+
+// The model to within 2.5 %, tighter than the checks above, at a layout sized as the Spark module
+// sizes one (1M rows at 1 %, seed 42) and filled to 90 % as its benchmark's dumps fill theirs
+// (#34: the Spark runs' false drops were read as a 5 % excess over the model). Four filters of
+// 900,000 keys, 4M probes each: about 94,000 false positives. The spread counted is the probes'
+// binomial one around each filter's own rate plus that rate's own spread between filters (from
+// its blocks), summed over the filters: about 0.45 %, so the 5-sigma bound is about 2.3 %.
+TEST(FalsePositiveRate, PooledCountsMatchTheModelToFiveSigmaAtASparkLayout) {
+  Layout layout = Layout::for_capacity(1'000'000, 0.01);
+  layout.seed = 42;
+  constexpr std::uint64_t kKeys = 900'000;
+  constexpr std::size_t kFilterProbes = 4'000'000;
+  const double model = layout.expected_fpr(kKeys);
+  double hits = 0.0, expected = 0.0, variance = 0.0;
+  for (std::uint64_t f = 0; f < 4; ++f) {
+    Filter filter(layout);
+    filter.insert(random_keys(kKeys, 3400 + f));
+    const std::uint64_t found = false_positives_of(filter, random_keys(kFilterProbes, 3500 + f));
+    const detail::OwnRate own = detail::own_rate(filter.layout(), bytes_of(filter));
+    const double probes = static_cast<double>(kFilterProbes);
+    hits += static_cast<double>(found);
+    expected += model * probes;
+    variance += probes * model * (1.0 - model) + probes * probes * own.sigma * own.sigma;
+  }
+  const double deviation = (hits - expected) / std::sqrt(variance);
+  std::printf("%s at %llu keys: %.0f false positives, model %.1f (%+.2f %%, %+.2f sigmas)\n",
+              layout.describe().c_str(), static_cast<unsigned long long>(kKeys), hits, expected,
+              100.0 * (hits / expected - 1.0), deviation);
+  EXPECT_LE(std::abs(deviation), 5.0);
+  EXPECT_LE(5.0 * std::sqrt(variance) / expected, 0.025) << "the check lost its resolution";
 }
 
 // full64 places a key by its whole hash, so a block's keys share a contiguous hash range rather

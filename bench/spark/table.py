@@ -41,6 +41,13 @@ def scaling(reports: list) -> None:
               f"| {walls['dropDuplicates'] * cores / rows * 1e6:.2f} | {cpu} |")
 
 
+def sigmas(summary: dict) -> str:
+    """" (+2.3σ)": the false drops' distance from the expected count in its spreads (run_bench's
+    false_drops_sigmas), or nothing for a summary written before run_bench gave it."""
+    value = summary.get("false_drops_sigmas")
+    return "" if value is None else f" ({value:+.1f}σ)"
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--scaling"]:
         scaling([json.load(open(path)) for path in sys.argv[2:]])
@@ -96,7 +103,8 @@ def main() -> None:
               f"| {summary['shuffle_bytes']['ratio']:.3f} | {summary['jvm_heap_peak']['ratio']:.2f} "
               f"| {ratio(execution):.2f} | {ratio(heap):.2f} | {summary['routing_s']:.1f} "
               f"| {summary['num_shards']} | {', '.join(filtering)} "
-              f"| {summary['false_drops']:,.0f} | {summary['expected_false_drops']:,.1f} "
+              f"| {summary['false_drops']:,.0f} | {summary['expected_false_drops']:,.1f}"
+              f"{sigmas(summary)} "
               f"| {check.get('bulkbloom_keys_not_in_exact', '-')} extra, "
               f"{check.get('exact_keys_not_in_bulkbloom', '-')} missing |")
 

@@ -1,6 +1,6 @@
 """bench/spark/run_bench.py's expected false drops, without Spark: a window run's is the library's
 own figure, which the manifest records, never the one-filter model of the window's layout (#34:
-32,072 expected where 83 were measured)."""
+32,072 expected where 83 were measured); and the spread a run's false drops have about it."""
 
 import importlib.util
 from pathlib import Path
@@ -81,3 +81,25 @@ def test_a_filter_runs_expected_false_drops_are_the_model(tmp_path):
     assert state.expected_false_drops is None
     assert run_bench.expected_false_drops(state, DISTINCT) == pytest.approx(
         run_bench.filter_expected_false_drops(layout, DISTINCT))
+
+
+def test_a_runs_false_drops_spread_about_the_model_by_the_root_of_it():
+    # 200 runs of DISTINCT keys each, as many dumps: the counts centre on the model's integral
+    # and spread by about sqrt(expected), so the sigmas run_bench reports have mean 0 and a
+    # deviation a little under 1 (0.88 here; a Poisson count's would be 1).
+    layout = bulkbloom.Layout.for_capacity(ROWS, 0.02)
+    expected = run_bench.filter_expected_false_drops(layout, DISTINCT)
+    rng = np.random.default_rng(340)
+    sigmas = []
+    for _ in range(200):
+        firsts = rng.integers(0, 2**63, size=DISTINCT, dtype=np.uint64)
+        dedup = bulkbloom.Filter.from_layout(layout.shape, layout.num_blocks, layout.seed,
+                                             layout.hash, layout.index)
+        drops = DISTINCT - int(np.count_nonzero(dedup.insert_if_absent(firsts)))
+        sigmas.append(run_bench.false_drops_sigmas(drops, expected))
+    assert 60 < expected < 90
+    # Each bound is 5 of its own spreads away: 1/sqrt(200) for the mean, 0.05 for the deviation.
+    print(f"expected {expected:.1f}: sigmas' mean {np.mean(sigmas):+.3f}, "
+          f"deviation {np.std(sigmas):.3f}")
+    assert abs(np.mean(sigmas)) < 0.36
+    assert 0.7 < np.std(sigmas) < 1.25
