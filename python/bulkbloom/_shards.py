@@ -134,6 +134,7 @@ class FilterShard(_BulkCalls, _ShardPlace):
     """
 
     __slots__ = ()
+    _core_type = _core.FilterShard
 
     def __init__(
         self,
@@ -198,19 +199,6 @@ class FilterShard(_BulkCalls, _ShardPlace):
         options = _map_options(verify, implementation, threads)
         return cls._wrap(*_core.FilterShard.map(os.fspath(path), *options))
 
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
-
-    @classmethod
-    def from_bytes(
-        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "FilterShard":
-        """A shard from the bytes of a shard file (any buffer: bytes, memoryview, numpy); a whole
-        filter's bytes read as shard 0 of 1."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.FilterShard.from_file_bytes(_byte_buffer(data), *options))
-
     @classmethod
     def _from_bits(
         cls, layout: tuple, index: int, num_shards: int, bits: bytes, keys_inserted: int,
@@ -222,10 +210,6 @@ class FilterShard(_BulkCalls, _ShardPlace):
         shard.keys_inserted = keys_inserted
         shard.metadata = metadata
         return shard
-
-    def __reduce__(self) -> tuple:
-        # Through the file format, as every kind pickles.
-        return (FilterShard.from_bytes, (self.to_bytes(),))
 
 
 class WindowShard(_WindowState, _ShardPlace):
@@ -239,6 +223,7 @@ class WindowShard(_WindowState, _ShardPlace):
     window's (docs/WINDOW.md, "Shards"). Pickles through its file bytes."""
 
     __slots__ = ()
+    _core_type = _core.WindowShard
 
     def __init__(
         self,
@@ -327,21 +312,6 @@ class WindowShard(_WindowState, _ShardPlace):
         options = _options(backend, implementation, threads)
         return cls._wrap(*_core.WindowShard.load_dir(os.fspath(directory), *options))
 
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
-
-    @classmethod
-    def from_bytes(
-        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowShard":
-        """A window shard from the bytes of its file (any buffer)."""
-        image = _byte_buffer(data)
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.WindowShard.from_file_bytes(image, *options))
-
-    def __reduce__(self) -> tuple:
-        return (WindowShard.from_bytes, (self.to_bytes(),))
 
 
 Shards = Union[list[FilterShard], list[WindowShard]]

@@ -124,3 +124,16 @@ def test_the_pickle_rebuilds_through_the_class_from_bytes(kind):
     data = pickle.dumps(obj, protocol=4)
     assert b"\x8c\tbulkbloom" in data and b"\x8c\nfrom_bytes" in data
     assert bytes([0x8C, len(kind)]) + kind.encode() in data  # SHORT_BINUNICODE of the name
+
+
+class CallersFilter(bulkbloom.Filter):
+    __slots__ = ()
+
+
+def test_a_callers_subclass_pickles_as_the_package_class_as_before():
+    # Its pickle names bulkbloom.Filter.from_bytes, which loads where the subclass is unknown.
+    f = CallersFilter(1000, 0.01)
+    f.insert(KEYS)
+    assert f.__reduce__()[0] == bulkbloom.Filter.from_bytes
+    copy = pickle.loads(pickle.dumps(f))
+    assert type(copy) is bulkbloom.Filter and copy.to_bytes() == f.to_bytes()
