@@ -149,6 +149,16 @@ class _Saved:
         format, atomically: a crash leaves the old file or the new one."""
         self._core.save(os.fspath(path), *self._file_state())
 
+    @classmethod
+    def load(
+        cls: Type[_SavedT], path: PathLike, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> _SavedT:
+        """Reads and fully verifies the file ``save()`` wrote (``FormatError`` if it is damaged);
+        a shard class reads a whole filter's or window's file as its shard 0 of 1."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*cls._core_type.load(os.fspath(path), *options))  # type: ignore[no-any-return]
+
     def to_bytes(self) -> bytes:
         """The bytes ``save()`` would write."""
         return self._core.to_file_bytes(*self._file_state())

@@ -217,14 +217,6 @@ class Filter(_BulkCalls):
     # -- persistence --------------------------------------------------------------------------
 
     @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "Filter":
-        """Reads and fully verifies a filter file (``FormatError`` if it is damaged)."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.Filter.load(os.fspath(path), *options))
-
-    @classmethod
     def map(
         cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
     ) -> "Filter":

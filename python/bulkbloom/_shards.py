@@ -184,14 +184,6 @@ class FilterShard(_BulkCalls, _ShardPlace):
         return self._core.bits()
 
     @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "FilterShard":
-        """Reads and fully verifies a shard file (``FormatError`` if it is damaged)."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.FilterShard.load(os.fspath(path), *options))
-
-    @classmethod
     def map(
         cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
     ) -> "FilterShard":
@@ -293,14 +285,6 @@ class WindowShard(_WindowState, _ShardPlace):
         self._check_owned(Layout.of(generation.shape, generation.num_blocks, generation.seed,
                                     "identity", generation.index), pieces)
         return _timed_dedup(self._core, pieces, clocks, "clocks", hashes=True)
-
-    @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowShard":
-        """Reads and fully verifies a window shard file (a whole window's is shard 0 of 1)."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.WindowShard.load(os.fspath(path), *options))
 
     @classmethod
     def load_dir(

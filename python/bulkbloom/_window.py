@@ -316,15 +316,6 @@ class WindowedFilter(_WindowState):
         return self._core.expected_fpr(_count(keys_per_generation, "keys_per_generation"))
 
     @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowedFilter":
-        """Reads and fully verifies a window file."""
-        return cls._wrap(
-            *_core.WindowedFilter.load(os.fspath(path), *_options(backend, implementation, threads))
-        )
-
-    @classmethod
     def load_dir(
         cls, directory: PathLike, *, backend: str = "auto", implementation: str = "",
         threads: int = 0,
