@@ -63,8 +63,9 @@ def dedup(
     are not read. ``output=`` writes the rows to that Parquet file instead of returning them
     (and returns None), as the command line's ``-o`` does: under a temporary name beside it
     (``.NAME.bulkbloom-PID-XXXXXX``), flushed, then renamed over ``output`` (an ``output`` that
-    exists stays as it was until then; a run that fails removes its temporary file), and only
-    then is a ``filter`` file saved. Before reading anything it refuses (``ValueError`` naming
+    exists stays as it was until then; a run that fails removes its temporary file, and one
+    killed leaves it for the next run to that output, or the CLI's, to remove), and only then
+    is a ``filter`` file saved. Before reading anything it refuses (``ValueError`` naming
     the paths) an ``output`` or ``filter`` file that is one of the input files under any name (a
     symbolic or hard link too), and an ``output`` ending in ``.parquet`` in a directory it reads,
     where the next run over that directory would read it as input.
@@ -204,8 +205,10 @@ def _write_parquet(reader: Any, output: PathLike) -> None:
 
     path = os.path.abspath(output)
     directory, name = os.path.split(path)
-    while True:  # the CLI's temporary names, created as creat() would (mode 0666 less the umask)
-        staged = os.path.join(directory, f".{name}.bulkbloom-{os.getpid()}-{secrets.token_hex(3)}")
+    prefix = f".{name}.bulkbloom-"  # the CLI's temporary names: each of the two removes the other's
+    _remove_dead_temporaries(directory, prefix)
+    while True:  # created as creat() would create the file: mode 0666 less the umask
+        staged = os.path.join(directory, f"{prefix}{os.getpid()}-{secrets.token_hex(3)}")
         try:
             fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
             break
@@ -270,6 +273,26 @@ def _batch_rows(metadata: Any) -> int:
 
 def _name(file: Any) -> str:
     return repr(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else repr(file)
+
+
+def _remove_dead_temporaries(directory: str, prefix: str) -> None:
+    """Removes the temporary outputs ``prefix<pid>-XXXXXX`` in ``directory`` whose process is gone
+    (killed with SIGKILL, or by a power loss), as the CLI does: the pid in the name says whose."""
+    for entry in os.listdir(directory):
+        if not entry.startswith(prefix):
+            continue
+        pid, dash, _ = entry[len(prefix):].partition("-")
+        if not dash or not pid.isdigit() or int(pid) <= 0:
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(directory, entry))
+            except FileNotFoundError:  # another run removed it first
+                pass
+        except OSError:  # alive under another user (EPERM)
+            pass
 
 
 def _column_index(schema: Any, name: str, what: str) -> int:

@@ -5,6 +5,7 @@ before stays as it was when a run fails) and a carried filter saved only after i
 
 import os
 import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -160,3 +161,17 @@ def test_the_cli_refuses_and_keeps_the_same(cli, tmp_path):
     run_cli(cli, "dedup", "-f", "csv:1", str(tmp_path / "in.csv"), str(tmp_path / "in.csv"),
             "-o", str(tmp_path / "out.csv"), "--capacity", "100", "--stats", "none")
     assert (tmp_path / "out.csv").read_text() == "a,1\nb,2\n"
+
+
+def test_temporary_outputs_of_dead_runs_are_removed_as_the_cli_removes_them(tmp_path, inputs):
+    """A run killed with SIGKILL leaves its temporary file; the next run for the same output
+    removes those whose process is gone (the CLI's names, so either removes the other's)."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    dead = tmp_path / f".out.parquet.bulkbloom-{gone.stdout.strip()}-abc123"
+    alive = tmp_path / f".out.parquet.bulkbloom-{os.getpid()}-abc123"
+    other = tmp_path / f".other.parquet.bulkbloom-{gone.stdout.strip()}-abc123"
+    for path in (dead, alive, other):
+        path.write_bytes(b"half")
+    bulkbloom.dedup(inputs, "key", capacity=10_000, output=tmp_path / "out.parquet")
+    assert listing(tmp_path) == sorted(["in", "out.parquet", alive.name, other.name])
