@@ -4,7 +4,7 @@ counters and metadata, and the bulk calls over a batch's pieces."""
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, ClassVar, NamedTuple, Optional, Type, TypeVar, Union
 
 import numpy as np
 
@@ -88,13 +88,19 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
     return total
 
 
+_SavedT = TypeVar("_SavedT", bound="_Saved")
+
+
 class _Saved:
-    """What filters and windows share: the C++ object, and the caller's ``keys_inserted`` counter
-    and ``metadata`` bytes that files store beside the bits."""
+    """What filters and windows share: the C++ object, the caller's ``keys_inserted`` counter
+    and ``metadata`` bytes that files store beside the bits, and saving, file bytes and pickling
+    through the file format. Each public class names its C++ binding class in ``_core_type``,
+    whose ``from_file_bytes`` reads what its objects' ``to_file_bytes`` writes."""
 
     __slots__ = ("_core", "_keys_inserted", "_metadata", "__weakref__")
 
     _core: Any
+    _core_type: ClassVar[Any]
 
     # Both are checked when set, not first at save(), where the mistake would be far from its cause.
     @property
@@ -133,10 +139,48 @@ class _Saved:
         """The running implementation, e.g. ``"cpu/AVX3_ZEN4"``, ``"cpu/scalar"``, ``"cuda/sm_90"``."""
         return self._core.implementation
 
+    def _file_state(self) -> tuple[Any, ...]:
+        """What the file stores beside the bits: the arguments of the core's save and
+        to_file_bytes after the path."""
+        return (self.keys_inserted, self.metadata)
+
     def save(self, path: PathLike) -> None:
         """Writes it (with ``keys_inserted`` and ``metadata``) to ``path`` in the project's file
         format, atomically: a crash leaves the old file or the new one."""
-        self._core.save(os.fspath(path), self.keys_inserted, self.metadata)
+        self._core.save(os.fspath(path), *self._file_state())
+
+    @classmethod
+    def load(
+        cls: Type[_SavedT], path: PathLike, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> _SavedT:
+        """Reads and fully verifies the file ``save()`` wrote (``FormatError`` if it is damaged);
+        a shard class reads a whole filter's or window's file as its shard 0 of 1."""
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*cls._core_type.load(os.fspath(path), *options))  # type: ignore[no-any-return]
+
+    def to_bytes(self) -> bytes:
+        """The bytes ``save()`` would write."""
+        return self._core.to_file_bytes(*self._file_state())
+
+    @classmethod
+    def from_bytes(
+        cls: Type[_SavedT], data: Any, *, backend: str = "auto", implementation: str = "",
+        threads: int = 0,
+    ) -> _SavedT:
+        """An object from the bytes of its file, as ``save()`` or ``to_bytes()`` wrote them (any
+        buffer: bytes, memoryview, numpy); a shard class reads a whole filter's or window's bytes
+        as its shard 0 of 1."""
+        image = _byte_buffer(data)
+        options = _options(backend, implementation, threads)
+        return cls._wrap(*cls._core_type.from_file_bytes(image, *options))  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Through the file format: a pickled object answers identically in any process. The
+        # target is the package's class (bulkbloom.NAME.from_bytes), also for a caller's
+        # subclass, as pickles have named it from the start: they load wherever the package does.
+        owner: Any = next(kind for kind in type(self).__mro__ if "_core_type" in vars(kind))
+        return (owner.from_bytes, (self.to_bytes(),))
 
 
 class _BulkCalls(_Saved):

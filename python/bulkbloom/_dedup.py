@@ -4,7 +4,8 @@ memory of the filter and a batch or two."""
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, List, Optional, Union
+import secrets
+from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -30,6 +31,7 @@ def dedup(
     fpr: float = 0.001,
     time: Optional[str] = None,
     dropped: bool = False,
+    output: Optional[PathLike] = None,
 ) -> Any:
     """The rows of ``source`` whose ``key`` no earlier row had, in stream order, as a
     ``pyarrow.RecordBatchReader`` that reads ``source`` as it is read (pass it to polars,
@@ -56,18 +58,32 @@ def dedup(
 
     ``dropped=True`` gives the other rows instead: each key's repeats (and, at the filter's
     false-positive rate, a first sighting taken for one).
+
+    The Parquet files a directory holds are listed once, at the call: files written there later
+    are not read. ``output=`` writes the rows to that Parquet file instead of returning them
+    (and returns None), as the command line's ``-o`` does: under a temporary name beside it
+    (``.NAME.bulkbloom-PID-XXXXXX``), flushed, then renamed over ``output`` (an ``output`` that
+    exists stays as it was until then; a run that fails removes its temporary file, and one
+    killed leaves it for the next run to that output, or the CLI's, to remove), and only then
+    is a ``filter`` file saved. Before reading anything it refuses (``ValueError`` naming
+    the paths) an ``output`` or ``filter`` file that is one of the input files under any name (a
+    symbolic or hard link too), and an ``output`` ending in ``.parquet`` in a directory it reads,
+    where the next run over that directory would read it as input.
     """
     pa = _keys._import_pyarrow("bulkbloom.dedup")
-    if hasattr(source, "__arrow_c_stream__"):
-        reader = pa.RecordBatchReader.from_stream(source)
-    else:
-        files = _parquet_files(source)
-        if files is None:
+    files: List[Any] = []
+    directories: List[PathLike] = []
+    is_stream = hasattr(source, "__arrow_c_stream__")
+    if not is_stream:
+        listed = _parquet_files(source)
+        if listed is None:
             raise TypeError(
                 f"dedup reads an Arrow stream of record batches (__arrow_c_stream__) or Parquet "
                 f"files, not a {type(source).__name__}"
             )
-        reader = _parquet_reader(pa, files)
+        files, directories = listed
+    _check_written_paths(files, directories, output, filter)  # before any file is opened
+    reader = pa.RecordBatchReader.from_stream(source) if is_stream else _parquet_reader(pa, files)
     schema = reader.schema
     key_column = _column_index(schema, key, "key")
     time_column = None if time is None else _column_index(schema, time, "time")
@@ -95,18 +111,27 @@ def dedup(
             del batch, keys
             if kept is not None:
                 yield kept
-        if save_to is not None:
+        # Written to output, the rows are committed first and the filter after them.
+        if save_to is not None and output is None:
             target.save(save_to)
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    result = pa.RecordBatchReader.from_batches(schema, batches())
+    if output is None:
+        return result
+    _write_parquet(result, output)
+    if save_to is not None:
+        target.save(save_to)
+    return None
 
 
-def _parquet_files(source: Any) -> Optional[List[Any]]:
-    """The Parquet files ``source`` names, in reading order, or None if it names none."""
+def _parquet_files(source: Any) -> Optional[Tuple[List[Any], List[PathLike]]]:
+    """The Parquet files ``source`` names, in reading order, and the directories it names; None
+    if it names no Parquet."""
     items = list(source) if isinstance(source, (list, tuple)) else [source]
     if not items or not all(_is_parquet_item(item) for item in items):
         return None
     files: List[Any] = []
+    directories: List[PathLike] = []
     for item in items:
         if isinstance(item, (str, os.PathLike)) and os.path.isdir(item):
             found = sorted(
@@ -115,9 +140,96 @@ def _parquet_files(source: Any) -> Optional[List[Any]]:
             if not found:
                 raise ValueError(f"no .parquet file in the directory {os.fspath(item)!r}")
             files += found
+            directories.append(item)
         else:
             files.append(item)
-    return files
+    return files, directories
+
+
+def _identity(item: Any) -> Optional[Tuple[Any, ...]]:
+    """What makes two names, or an open file and a name, the same file: its device and inode
+    if it exists, else its absolute path with links resolved (the CLI's rule)."""
+    try:
+        if isinstance(item, (str, os.PathLike)):
+            st = os.stat(item)
+        else:
+            st = os.fstat(item.fileno())
+    except (OSError, AttributeError, ValueError):  # not there yet, or a file without a descriptor
+        if isinstance(item, (str, os.PathLike)):
+            return ("path", os.path.realpath(item))
+        return None
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def _check_written_paths(
+    files: List[Any], directories: List[PathLike], output: Optional[PathLike], filter: Any
+) -> None:
+    """Raises ValueError when what dedup writes would replace an input or be read as one."""
+    written = [("output", output)] if output is not None else []
+    if isinstance(filter, (str, os.PathLike)):
+        written.append(("filter file", filter))
+    inputs = [(file, _identity(file)) for file in files]
+    for role, path in written:
+        same = _identity(path)
+        for file, identity in inputs:
+            if identity is not None and identity == same:
+                raise ValueError(
+                    f"{os.fspath(path)!r} is both the input {_name(file)} and the {role}: "
+                    f"writing one would destroy the other"
+                )
+    if output is not None:
+        if os.path.isdir(output):
+            raise ValueError(f"the output {os.fspath(output)!r} is a directory: name a file")
+        if os.fspath(output).endswith(".parquet"):
+            parent = os.path.realpath(os.path.dirname(os.path.abspath(output)))
+            for directory in directories:
+                if os.path.realpath(directory) == parent:
+                    raise ValueError(
+                        f"the output {os.fspath(output)!r} is in the input directory "
+                        f"{os.fspath(directory)!r}, whose .parquet files dedup reads: a run over "
+                        f"it would read this output as input; write it elsewhere"
+                    )
+        for role, path in written[1:]:
+            if _identity(path) == _identity(output):
+                raise ValueError(
+                    f"{os.fspath(path)!r} is both the output and the {role}: writing one would "
+                    f"destroy the other"
+                )
+
+
+def _write_parquet(reader: Any, output: PathLike) -> None:
+    """Writes the batches of ``reader`` to the Parquet file ``output``, atomically: under a
+    temporary name in its directory, flushed, renamed into place, the directory flushed; a
+    failure removes the temporary file and leaves ``output`` as it was."""
+    import pyarrow.parquet as pq
+
+    path = os.path.abspath(output)
+    directory, name = os.path.split(path)
+    prefix = f".{name}.bulkbloom-"  # the CLI's temporary names: each of the two removes the other's
+    _remove_dead_temporaries(directory, prefix)
+    while True:  # created as creat() would create the file: mode 0666 less the umask
+        staged = os.path.join(directory, f"{prefix}{os.getpid()}-{secrets.token_hex(3)}")
+        try:
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with open(fd, "wb") as file:
+            with pq.ParquetWriter(file, reader.schema) as writer:
+                for batch in reader:
+                    writer.write_batch(batch)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(staged, path)
+    except BaseException:
+        os.unlink(staged)
+        raise
+    directory_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(directory_fd)
+    finally:
+        os.close(directory_fd)
 
 
 def _is_parquet_item(item: Any) -> bool:
@@ -161,6 +273,26 @@ def _batch_rows(metadata: Any) -> int:
 
 def _name(file: Any) -> str:
     return repr(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else repr(file)
+
+
+def _remove_dead_temporaries(directory: str, prefix: str) -> None:
+    """Removes the temporary outputs ``prefix<pid>-XXXXXX`` in ``directory`` whose process is gone
+    (killed with SIGKILL, or by a power loss), as the CLI does: the pid in the name says whose."""
+    for entry in os.listdir(directory):
+        if not entry.startswith(prefix):
+            continue
+        pid, dash, _ = entry[len(prefix):].partition("-")
+        if not dash or not pid.isdigit() or int(pid) <= 0:
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(directory, entry))
+            except FileNotFoundError:  # another run removed it first
+                pass
+        except OSError:  # alive under another user (EPERM)
+            pass
 
 
 def _column_index(schema: Any, name: str, what: str) -> int:

@@ -39,6 +39,7 @@ class Filter(_BulkCalls):
     """
 
     __slots__ = ()
+    _core_type = _core.Filter
 
     def __init__(
         self,
@@ -216,14 +217,6 @@ class Filter(_BulkCalls):
     # -- persistence --------------------------------------------------------------------------
 
     @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "Filter":
-        """Reads and fully verifies a filter file (``FormatError`` if it is damaged)."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.Filter.load(os.fspath(path), *options))
-
-    @classmethod
     def map(
         cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
     ) -> "Filter":
@@ -236,23 +229,6 @@ class Filter(_BulkCalls):
         by writing another and renaming it over the path: the mapping keeps the old bytes."""
         options = _map_options(verify, implementation, threads)
         return cls._wrap(*_core.Filter.map(os.fspath(path), *options))
-
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
-
-    @classmethod
-    def from_bytes(
-        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "Filter":
-        """A filter from the bytes of a filter file (any buffer: bytes, memoryview, numpy)."""
-        image = _byte_buffer(data)
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.Filter.from_file_bytes(image, *options))
-
-    def __reduce__(self) -> tuple:
-        # Through the file format: a pickled filter answers identically in any process.
-        return (Filter.from_bytes, (self.to_bytes(),))
 
     def to_parquet_bytes(self) -> bytes:
         """The Parquet split-block Bloom filter of this filter (Thrift header + bitset), for an
@@ -284,6 +260,7 @@ class GrownFilter(_BulkCalls):
     """
 
     __slots__ = ()
+    _core_type = _core.GrownFilter
 
     def __init__(
         self,
@@ -362,9 +339,9 @@ class GrownFilter(_BulkCalls):
         options = _options(backend, implementation, threads)
         return cls._wrap(*_core.GrownFilter.load(os.fspath(path), float(default_fpr), *options))
 
-    def save(self, path: PathLike) -> None:
-        """Writes it (with ``metadata``) to ``path`` atomically, as the command line does."""
-        self._core.save(os.fspath(path), self.metadata)
+    def _file_state(self) -> tuple[Any, ...]:
+        # Its generations count their keys: the file keeps the caller's metadata only.
+        return (self.metadata,)
 
     @classmethod
     def load_dir(
@@ -385,10 +362,6 @@ class GrownFilter(_BulkCalls):
         last commit. Returns the bytes written. One writer per directory, as for ``save``."""
         return self._core.save_dir(os.fspath(directory), self.metadata)
 
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.metadata)
-
     @classmethod
     def from_bytes(
         cls, data: Any, *, default_fpr: float = 0.001, backend: str = "auto",
@@ -398,9 +371,6 @@ class GrownFilter(_BulkCalls):
         options = _options(backend, implementation, threads)
         image = _byte_buffer(data)
         return cls._wrap(*_core.GrownFilter.from_file_bytes(image, float(default_fpr), *options))
-
-    def __reduce__(self) -> tuple:
-        return (GrownFilter.from_bytes, (self.to_bytes(),))
 
 
 def _same_kind(other: Any, operation: str) -> Any:

@@ -134,6 +134,7 @@ class FilterShard(_BulkCalls, _ShardPlace):
     """
 
     __slots__ = ()
+    _core_type = _core.FilterShard
 
     def __init__(
         self,
@@ -183,33 +184,12 @@ class FilterShard(_BulkCalls, _ShardPlace):
         return self._core.bits()
 
     @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "FilterShard":
-        """Reads and fully verifies a shard file (``FormatError`` if it is damaged)."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.FilterShard.load(os.fspath(path), *options))
-
-    @classmethod
     def map(
         cls, path: PathLike, *, verify: bool = True, implementation: str = "", threads: int = 0
     ) -> "FilterShard":
         """Maps a shard file without copying it, as ``Filter.map`` does."""
         options = _map_options(verify, implementation, threads)
         return cls._wrap(*_core.FilterShard.map(os.fspath(path), *options))
-
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
-
-    @classmethod
-    def from_bytes(
-        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "FilterShard":
-        """A shard from the bytes of a shard file (any buffer: bytes, memoryview, numpy); a whole
-        filter's bytes read as shard 0 of 1."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.FilterShard.from_file_bytes(_byte_buffer(data), *options))
 
     @classmethod
     def _from_bits(
@@ -223,10 +203,6 @@ class FilterShard(_BulkCalls, _ShardPlace):
         shard.metadata = metadata
         return shard
 
-    def __reduce__(self) -> tuple:
-        # Through the file format, as every kind pickles.
-        return (FilterShard.from_bytes, (self.to_bytes(),))
-
 
 class WindowShard(_WindowState, _ShardPlace):
     """Shard ``index`` of ``num_shards`` of a sliding window (``WindowedFilter``): its block
@@ -239,6 +215,7 @@ class WindowShard(_WindowState, _ShardPlace):
     window's (docs/WINDOW.md, "Shards"). Pickles through its file bytes."""
 
     __slots__ = ()
+    _core_type = _core.WindowShard
 
     def __init__(
         self,
@@ -310,14 +287,6 @@ class WindowShard(_WindowState, _ShardPlace):
         return _timed_dedup(self._core, pieces, clocks, "clocks", hashes=True)
 
     @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowShard":
-        """Reads and fully verifies a window shard file (a whole window's is shard 0 of 1)."""
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.WindowShard.load(os.fspath(path), *options))
-
-    @classmethod
     def load_dir(
         cls, directory: PathLike, *, backend: str = "auto", implementation: str = "",
         threads: int = 0,
@@ -327,21 +296,6 @@ class WindowShard(_WindowState, _ShardPlace):
         options = _options(backend, implementation, threads)
         return cls._wrap(*_core.WindowShard.load_dir(os.fspath(directory), *options))
 
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return self._core.to_file_bytes(self.keys_inserted, self.metadata)
-
-    @classmethod
-    def from_bytes(
-        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowShard":
-        """A window shard from the bytes of its file (any buffer)."""
-        image = _byte_buffer(data)
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.WindowShard.from_file_bytes(image, *options))
-
-    def __reduce__(self) -> tuple:
-        return (WindowShard.from_bytes, (self.to_bytes(),))
 
 
 Shards = Union[list[FilterShard], list[WindowShard]]

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _core, _keys
 from ._common import (
-    Keys, Layout, PathLike, _Saved, _byte_buffer, _count, _flags, _layout_args, _options,
+    Keys, Layout, PathLike, _Saved, _count, _flags, _layout_args, _options,
     _run_pieces, _shard_count,
 )
 
@@ -205,6 +205,7 @@ class WindowedFilter(_WindowState):
     """
 
     __slots__ = ()
+    _core_type = _core.WindowedFilter
 
     def __init__(
         self,
@@ -313,32 +314,6 @@ class WindowedFilter(_WindowState):
     def expected_fpr(self, keys_per_generation: int) -> float:
         """The modelled false-positive rate when each generation holds this many keys."""
         return self._core.expected_fpr(_count(keys_per_generation, "keys_per_generation"))
-
-    @classmethod
-    def load(
-        cls, path: PathLike, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowedFilter":
-        """Reads and fully verifies a window file."""
-        return cls._wrap(
-            *_core.WindowedFilter.load(os.fspath(path), *_options(backend, implementation, threads))
-        )
-
-    def to_bytes(self) -> bytes:
-        """The bytes ``save()`` would write."""
-        return _core.window_to_file_bytes(self._core, self.keys_inserted, self.metadata)
-
-    @classmethod
-    def from_bytes(
-        cls, data: Any, *, backend: str = "auto", implementation: str = "", threads: int = 0
-    ) -> "WindowedFilter":
-        """A window from the bytes of a window file (any buffer)."""
-        image = _byte_buffer(data)
-        options = _options(backend, implementation, threads)
-        return cls._wrap(*_core.window_from_file_bytes(image, *options))
-
-    def __reduce__(self) -> tuple:
-        # Through the file format, clock and all: a pickled window answers identically anywhere.
-        return (WindowedFilter.from_bytes, (self.to_bytes(),))
 
     @classmethod
     def load_dir(

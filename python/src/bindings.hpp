@@ -26,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -207,7 +208,7 @@ template <typename Py>
 using Loaded = std::tuple<Py*, std::uint64_t, nb::bytes>;
 
 /// Runs `read(&state)` (a load of a file or byte image) without the GIL, and wraps what it read
-/// in a new `Py` made with `options`.
+/// in a new `Py` made with `options` (a window keeps its options itself: made without them).
 template <typename Py, typename Read>
 Loaded<Py> load_into(const Options& options, Read&& read) {
   FileState state;
@@ -215,7 +216,13 @@ Loaded<Py> load_into(const Options& options, Read&& read) {
     nb::gil_scoped_release release;
     return read(&state);
   }();
-  return {new Py(std::move(object), options), state.keys_inserted, to_bytes(state.metadata)};
+  Py* py = nullptr;
+  if constexpr (std::is_constructible_v<Py, decltype(object), const Options&>) {
+    py = new Py(std::move(object), options);
+  } else {
+    py = new Py(std::move(object));
+  }
+  return {py, state.keys_inserted, to_bytes(state.metadata)};
 }
 
 /// Each of `shards` (what split or reshard made) in a new binding object `Py` made with `options`,
@@ -244,6 +251,57 @@ auto on_shard_copies(const std::vector<Py*>& shards, const char* what, CopyAll&&
 /// A host byte array as bytes.
 inline std::span<const std::byte> as_bytes(const ByteArray& image) {
   return {reinterpret_cast<const std::byte*>(image.data()), image.shape(0)};
+}
+
+/// Binds the calls every kind that saves with keys_inserted and metadata has alike, on `cls`, the
+/// class of `Py` whose `member` is the library's object: static `load(path, backend,
+/// implementation, threads)` and `from_file_bytes(image, ...)`, both returning (object,
+/// keys_inserted, metadata) and reading with `read(source, &state, options)` (source a path or a
+/// byte span), and `save(path, keys_inserted, metadata)` and `to_file_bytes(keys_inserted,
+/// metadata)`, which write under the object's read lock. `kind` names the file ("filter", ...).
+/// Python pickles every kind through from_file_bytes and to_file_bytes.
+template <typename Py, typename Object, typename Read>
+void def_file_calls(nb::class_<Py>& cls, Object Py::*member, Read read, const std::string& kind) {
+  cls.def_static(
+         "load",
+         [read](const std::filesystem::path& path, const std::string& backend,
+                const std::string& implementation, unsigned threads) {
+           const Options options = make_options(backend, implementation, threads);
+           return load_into<Py>(options,
+                                [&](FileState* state) { return read(path, state, options); });
+         },
+         nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+         nb::rv_policy::take_ownership,
+         ("Reads and verifies a " + kind + " file: (object, keys_inserted, metadata).").c_str())
+      .def_static(
+          "from_file_bytes",
+          [read](const ByteArray& image, const std::string& backend,
+                 const std::string& implementation, unsigned threads) {
+            const Options options = make_options(backend, implementation, threads);
+            return load_into<Py>(
+                options, [&](FileState* state) { return read(as_bytes(image), state, options); });
+          },
+          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
+          nb::rv_policy::take_ownership,
+          ("Reads the bytes of a " + kind + " file: (object, keys_inserted, metadata).").c_str())
+      .def(
+          "save",
+          [member](Py& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
+                   const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            locked(self.reading, [&] { save(self.*member, path, state); });
+          },
+          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
+          ("Writes the " + kind + " file atomically (temporary file, fsync, rename).").c_str())
+      .def(
+          "to_file_bytes",
+          [member](Py& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
+            const FileState state = file_state(keys_inserted, metadata);
+            const auto image =
+                locked(self.reading, [&] { return to_file_bytes(self.*member, state); });
+            return to_bytes(image);
+          },
+          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.");
 }
 
 /// Runs `body(begin, end)` on consecutive chunks of [0, count) with the GIL released and `mutex`

@@ -82,6 +82,12 @@ PyFilter* copy_of(PyFilter& self) {
 
 void bind_filter(nb::module_& m) {
   nb::class_<PyFilter> cls(m, "Filter", "A blocked Bloom filter (see bulkbloom.Filter).");
+  def_file_calls(
+      cls, &PyFilter::filter,
+      [](const auto& source, FileState* state, const Options& options) {
+        return load(source, state, options);
+      },
+      "filter");
   BulkCalls<&PyFilter::filter>::bind(cls);
   cls.def(
          "__init__",
@@ -106,17 +112,6 @@ void bind_filter(nb::module_& m) {
           nb::arg("threads"), nb::rv_policy::take_ownership,
           "The smallest filter whose modelled FPR at `capacity` keys is at most `fpr`.")
       .def_static(
-          "load",
-          [](const std::filesystem::path& path, const std::string& backend,
-             const std::string& implementation, unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            return load_into<PyFilter>(
-                options, [&](FileState* state) { return load(path, state, options); });
-          },
-          nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "Reads and verifies a filter file: (filter, keys_inserted, metadata).")
-      .def_static(
           "map",
           [](const std::filesystem::path& path, bool verify, const std::string& implementation,
              unsigned threads) {
@@ -129,17 +124,6 @@ void bind_filter(nb::module_& m) {
           nb::rv_policy::take_ownership,
           "Maps a filter file without copying (private mapping): (filter, keys_inserted, "
           "metadata).")
-      .def_static(
-          "from_file_bytes",
-          [](const ByteArray& image, const std::string& backend, const std::string& implementation,
-             unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            return load_into<PyFilter>(
-                options, [&](FileState* state) { return load(as_bytes(image), state, options); });
-          },
-          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "Reads a byte image of a filter file: (filter, keys_inserted, metadata).")
       .def_static(
           "from_parquet",
           [](const ByteArray& bytes, const std::string& backend, const std::string& implementation,
@@ -230,24 +214,6 @@ void bind_filter(nb::module_& m) {
           "expected_fpr",
           [](PyFilter& self, std::uint64_t n) { return self.filter.expected_fpr(n); }, nb::arg("n"),
           "Modelled false-positive rate after n distinct keys.")
-      .def(
-          "save",
-          [](PyFilter& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
-             const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            locked(self.reading, [&] { save(self.filter, path, state); });
-          },
-          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
-          "Writes the filter file atomically (temporary file, fsync, rename).")
-      .def(
-          "to_file_bytes",
-          [](PyFilter& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            const auto image =
-                locked(self.reading, [&] { return to_file_bytes(self.filter, state); });
-            return to_bytes(image);
-          },
-          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.")
       .def(
           "to_parquet",
           [](PyFilter& self) {

@@ -112,6 +112,12 @@ void bind_shard(nb::module_& m) {
         "shard_of() for byte-string keys (as insert_bytes() takes them).");
 
   nb::class_<PyShard> cls(m, "FilterShard", "One shard of a filter (see bulkbloom.FilterShard).");
+  def_file_calls(
+      cls, &PyShard::shard,
+      [](const auto& source, FileState* state, const Options& options) {
+        return load_shard(source, state, options);
+      },
+      "shard");
   BulkCalls<&PyShard::shard>::bind(cls);
   bind_shard_place<&PyShard::shard>(cls);
   cls.def(
@@ -128,31 +134,6 @@ void bind_shard(nb::module_& m) {
          nb::arg("index"), nb::arg("shard"), nb::arg("num_shards"), nb::arg("backend"),
          nb::arg("implementation"), nb::arg("threads"),
          "Empty shard `shard` of `num_shards` of an explicit layout.")
-      .def_static(
-          "load",
-          [](const std::filesystem::path& path, const std::string& backend,
-             const std::string& implementation, unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            return load_into<PyShard>(
-                options, [&](FileState* state) { return load_shard(path, state, options); });
-          },
-          nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "Reads and verifies a shard file (a whole filter's reads as shard 0 of 1): (shard, "
-          "keys_inserted, metadata).")
-      .def_static(
-          "from_file_bytes",
-          [](const ByteArray& image, const std::string& backend, const std::string& implementation,
-             unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            return load_into<PyShard>(options, [&](FileState* state) {
-              return load_shard(as_bytes(image), state, options);
-            });
-          },
-          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "Reads the bytes of a shard file (a whole filter's read as shard 0 of 1): (shard, "
-          "keys_inserted, metadata).")
       .def_static(
           "map",
           [](const std::filesystem::path& path, bool verify, const std::string& implementation,
@@ -197,25 +178,7 @@ void bind_shard(nb::module_& m) {
               self.shard.copy_bytes_from(in);
             });
           },
-          nb::arg("bytes").noconvert(), "Replaces the shard's bytes (size_bytes long).")
-      .def(
-          "save",
-          [](PyShard& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
-             const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            locked(self.reading, [&] { save(self.shard, path, state); });
-          },
-          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
-          "Writes the shard file atomically (temporary file, fsync, rename).")
-      .def(
-          "to_file_bytes",
-          [](PyShard& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            const auto image =
-                locked(self.reading, [&] { return to_file_bytes(self.shard, state); });
-            return to_bytes(image);
-          },
-          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.");
+          nb::arg("bytes").noconvert(), "Replaces the shard's bytes (size_bytes long).");
 
   m.def(
       "split",

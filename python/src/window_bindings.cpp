@@ -102,6 +102,12 @@ nb::dict window_config_dict(const WindowConfig& config) {
 
 void bind_window(nb::module_& m) {
   nb::class_<PyWindow> cls(m, "WindowedFilter", "A sliding-window dedup filter (see bulkbloom).");
+  def_file_calls(
+      cls, &PyWindow::window,
+      [](const auto& source, FileState* state, const Options& options) {
+        return load_window(source, state, options);
+      },
+      "window");
   bind_window_clock<&PyWindow::window>(cls);
   BulkCalls<&PyWindow::window>::bind_reads(cls);
   cls.def(
@@ -144,21 +150,6 @@ void bind_window(nb::module_& m) {
           nb::arg("records_per_unit"), nb::arg("window"), nb::arg("fpr"), nb::arg("generations"),
           nb::arg("lateness"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
           nb::rv_policy::take_ownership, "An event-time window.")
-      .def_static(
-          "load",
-          [](const std::filesystem::path& path, const std::string& backend,
-             const std::string& implementation, unsigned threads) -> Loaded<PyWindow> {
-            const Options options = make_options(backend, implementation, threads);
-            FileState state;
-            WindowedFilter window = [&] {
-              nb::gil_scoped_release release;
-              return load_window(path, &state, options);
-            }();
-            return {new PyWindow(std::move(window)), state.keys_inserted, to_bytes(state.metadata)};
-          },
-          nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "Reads and verifies a window file: (window, keys_inserted, metadata).")
       .def_static(
           "load_dir",
           [](const std::filesystem::path& dir, const std::string& backend,
@@ -213,15 +204,6 @@ void bind_window(nb::module_& m) {
           },
           nb::arg("keys_per_generation"),
           "Modelled FPR when each generation holds this many distinct keys.")
-      .def(
-          "save",
-          [](PyWindow& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
-             const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            locked(self.mutex, [&] { save(self.window, path, state); });
-          },
-          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
-          "Writes the whole window as one window file, atomically.")
       .def(
           "save_dir",
           [](PyWindow& self, const std::filesystem::path& dir, std::uint64_t keys_inserted,

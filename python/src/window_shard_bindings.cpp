@@ -152,6 +152,12 @@ void bind_window_shard(nb::module_& m) {
       nb::arg("lateness"),
       "The configuration WindowedFilter.for_event_time would have, without making the window.");
   nb::class_<PyWindowShard> cls(m, "WindowShard", "One shard of a sliding window (see bulkbloom).");
+  def_file_calls(
+      cls, &PyWindowShard::shard,
+      [](const auto& source, FileState* state, const Options& options) {
+        return load_window_shard(source, state, options);
+      },
+      "window shard");
   bind_shard_place<&PyWindowShard::shard>(cls);
   bind_window_clock<&PyWindowShard::shard>(cls);
   BulkCalls<&PyWindowShard::shard>::bind_reads(cls);
@@ -175,18 +181,6 @@ void bind_window_shard(nb::module_& m) {
          nb::arg("implementation"), nb::arg("threads"), nb::arg("fpr"), nb::arg("block_multiple"),
          "Empty shard `shard` of `num_shards` of a window, its clock not started.")
       .def_static(
-          "load",
-          [](const std::filesystem::path& path, const std::string& backend,
-             const std::string& implementation, unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            return load_into<PyWindowShard>(
-                options, [&](FileState* state) { return load_window_shard(path, state, options); });
-          },
-          nb::arg("path"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "Reads and verifies a window shard file (a whole window's reads as shard 0 of 1): "
-          "(shard, keys_inserted, metadata).")
-      .def_static(
           "load_dir",
           [](const std::filesystem::path& dir, const std::string& backend,
              const std::string& implementation, unsigned threads) -> Loaded<PyWindowShard> {
@@ -204,18 +198,6 @@ void bind_window_shard(nb::module_& m) {
           nb::rv_policy::take_ownership,
           "Reads and verifies the window shard in state directory dir: (shard, keys_inserted, "
           "metadata).")
-      .def_static(
-          "from_file_bytes",
-          [](const ByteArray& image, const std::string& backend, const std::string& implementation,
-             unsigned threads) {
-            const Options options = make_options(backend, implementation, threads);
-            return load_into<PyWindowShard>(options, [&](FileState* state) {
-              return load_window_shard(as_bytes(image), state, options);
-            });
-          },
-          nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-          nb::rv_policy::take_ownership,
-          "A window shard from the bytes of its file: (shard, keys_inserted, metadata).")
       .def_prop_ro(
           "config", [](PyWindowShard& self) { return window_config_dict(self.shard.config()); },
           "The whole window's configuration as a dict.")
@@ -251,15 +233,6 @@ void bind_window_shard(nb::module_& m) {
            nb::arg("data").noconvert().none(), nb::arg("clocks").noconvert(),
            nb::arg("out").noconvert(), "insert_if_absent() for byte-string keys.")
       .def(
-          "save",
-          [](PyWindowShard& self, const std::filesystem::path& path, std::uint64_t keys_inserted,
-             const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            locked(self.mutex, [&] { save(self.shard, path, state); });
-          },
-          nb::arg("path"), nb::arg("keys_inserted"), nb::arg("metadata"),
-          "Writes the shard as a window shard file, atomically.")
-      .def(
           "save_dir",
           [](PyWindowShard& self, const std::filesystem::path& dir, std::uint64_t keys_inserted,
              const nb::bytes& metadata) {
@@ -269,42 +242,8 @@ void bind_window_shard(nb::module_& m) {
           },
           nb::arg("dir"), nb::arg("keys_inserted"), nb::arg("metadata"),
           "Commits the shard into state directory dir, writing what changed since its last "
-          "save there; returns the bytes written.")
-      .def(
-          "to_file_bytes",
-          [](PyWindowShard& self, std::uint64_t keys_inserted, const nb::bytes& metadata) {
-            const FileState state = file_state(keys_inserted, metadata);
-            const auto image = locked(self.mutex, [&] { return to_file_bytes(self.shard, state); });
-            return to_bytes(image);
-          },
-          nb::arg("keys_inserted"), nb::arg("metadata"), "The bytes of the file save() writes.");
+          "save there; returns the bytes written.");
 
-  m.def(
-      "window_to_file_bytes",
-      [](PyWindow& window, std::uint64_t keys_inserted, const nb::bytes& metadata) {
-        const FileState state = file_state(keys_inserted, metadata);
-        const auto image =
-            locked(window.mutex, [&] { return to_file_bytes(window.window, state); });
-        return to_bytes(image);
-      },
-      nb::arg("window"), nb::arg("keys_inserted"), nb::arg("metadata"),
-      "The bytes of the window file save() writes.");
-  m.def(
-      "window_from_file_bytes",
-      [](const ByteArray& image, const std::string& backend, const std::string& implementation,
-         unsigned threads) {
-        const Options options = make_options(backend, implementation, threads);
-        FileState state;
-        WindowedFilter window = [&] {
-          nb::gil_scoped_release release;
-          return load_window(as_bytes(image), &state, options);
-        }();
-        return std::make_tuple(new PyWindow(std::move(window)), state.keys_inserted,
-                               to_bytes(state.metadata));
-      },
-      nb::arg("image"), nb::arg("backend"), nb::arg("implementation"), nb::arg("threads"),
-      nb::rv_policy::take_ownership,
-      "A window from the bytes of its file: (window, keys_inserted, metadata).");
   m.def(
       "split_window",
       [](PyWindow& window, std::uint32_t num_shards, const std::string& backend,
