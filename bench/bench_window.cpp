@@ -15,7 +15,6 @@
 
 #include "core/splitmix64.hpp"
 #include "probe/memory_probe.hpp"
-#include "window/window_access.hpp"
 
 namespace {
 
@@ -146,11 +145,10 @@ BENCHMARK(BM_WindowRotation)->Unit(benchmark::kMillisecond)->UseRealTime()->Iter
 
 // What a rotation and the Flink operator's gauges cost the thread that calls them (thread CPU
 // time, firm under load), on a window of 4 generations of 256 MiB each. BM_RotatingThread arg 0:
-// a generation cleared in place, as every rotation did before spares, on memory the window has
-// written; 1: the same on memory never touched (a window younger than G periods drops a
-// generation that never took a key, and clearing it faults in every page); 2: a rotation that
-// finds its spare ready and swaps it in. BM_GaugeRead reads what the Flink operator's stats()
-// reads: each generation's popcount and the window's current FPR.
+// a generation cleared in place, as every rotation does, on memory the window has written; 1: the
+// same on memory never touched (a window younger than G periods drops a generation that never
+// took a key, and clearing it faults in every page). BM_GaugeRead reads what the Flink operator's
+// stats() reads: each generation's popcount and the window's current FPR.
 WindowConfig gibibyte_config() {
   WindowConfig config = WindowConfig::for_event_time(1.0, 1'000'000, kFpr, kGenerations);
   config.generation.num_blocks =
@@ -161,17 +159,7 @@ WindowConfig gibibyte_config() {
 void BM_RotatingThread(benchmark::State& state) {
   const auto mode = state.range(0);
   const WindowConfig config = gibibyte_config();
-  WindowedFilter window(config);
-  std::int64_t now = fault_in(window);
   for (auto _ : state) {
-    if (mode == 2) {
-      state.PauseTiming();
-      bulkbloom::detail::WindowAccess::wait_for_spare(window);
-      state.ResumeTiming();
-      now += std::int64_t(config.period());
-      window.advance_to(now);
-      continue;
-    }
     state.PauseTiming();
     bulkbloom::Filter generation(config.generation);
     if (mode == 0) generation.clear();
@@ -179,11 +167,11 @@ void BM_RotatingThread(benchmark::State& state) {
     generation.clear();
   }
   state.counters["generation_MiB"] = double(config.generation.size_bytes()) / double(1 << 20);
-  state.SetLabel(mode == 0 ? "cleared in place" : mode == 1 ? "cleared, never touched" : "spare");
+  state.SetLabel(mode == 0 ? "cleared in place" : "cleared, never touched");
 }
 BENCHMARK(BM_RotatingThread)
     ->ArgName("mode")
-    ->DenseRange(0, 2)
+    ->DenseRange(0, 1)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(8);
 

@@ -19,7 +19,6 @@
 #include <xxhash.h>
 
 #include "test_support.hpp"
-#include "window/window_access.hpp"
 #include "window_stream.hpp"
 
 extern char** environ;
@@ -179,44 +178,6 @@ TEST_P(WindowContract, MatchesTheSequentialReferenceForAnyBatchSplit) {
       EXPECT_EQ(window.records_seen(), stream.keys.size());
     }
   }
-}
-
-// Generations of 1 MiB or more take, at a rotation, a spare zeroed on a background thread in
-// place of the dropped generation's memory, which that thread then zeroes for the next rotation.
-// Given time to make each spare ready, every rotation swaps one in (the newest generation's
-// memory changes) and the flags and bytes stay the sequential reference's.
-TEST_P(WindowContract, RotationsThatSwapInASpareMatchTheReference) {
-  const WindowConfig config = small_config(clock(), Shape::sb256, 32768);
-  ASSERT_GE(config.generation.size_bytes(), std::uint64_t{1} << 20);
-  const WindowStream stream = make_window_stream(400, 5, kDistances, config.lateness);
-  ReferenceWindow reference(config);
-  WindowedFilter window(config, options());
-  std::uint64_t steps = 0, swaps = 0;  // rotations by one period, and those that took the spare
-  for (std::size_t i = 0; i < stream.keys.size(); ++i) {
-    detail::WindowAccess::wait_for_spare(window);
-    EXPECT_EQ(detail::WindowAccess::spare_bytes(window), config.generation.size_bytes());
-    const std::uint64_t rotations = window.rotations();
-    const std::byte* newest = window.generation(0).view().data();
-    const std::byte* oldest = window.generation(config.generations - 1).view().data();
-    std::uint8_t flag = 0;
-    const auto key = std::span(stream.keys).subspan(i, 1);
-    if (clock() == WindowClock::records) {
-      window.insert_if_absent(key, {&flag, 1});
-    } else {
-      window.insert_if_absent(key, std::span(stream.times).subspan(i, 1), {&flag, 1});
-    }
-    ASSERT_EQ(flag, reference.insert_if_absent(stream.keys[i], stream.times[i]) ? 1 : 0)
-        << "record " << i;
-    if (window.rotations() == rotations + 1) {
-      const std::byte* now = window.generation(0).view().data();
-      EXPECT_NE(now, newest);
-      ++steps;
-      swaps += now != oldest ? 1 : 0;
-    }
-  }
-  EXPECT_GT(steps, 20u);
-  EXPECT_EQ(swaps, steps);
-  expect_same_generations(window, reference);
 }
 
 // Segments of tens of thousands of records, whose lookups in the older generations are cut into

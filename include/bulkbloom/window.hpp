@@ -23,7 +23,6 @@ namespace bulkbloom {
 namespace detail {
 struct WindowAccess;
 class ShardHashes;
-class SpareGeneration;
 }  // namespace detail
 
 /// What moves a window forward.
@@ -249,8 +248,6 @@ class WindowedFilter {
   std::vector<std::uint64_t> capacity_;
   std::vector<bool> overfull_;
   std::vector<std::vector<SealedPart>> sealed_;
-  // The next generation, zeroed on a background thread (src/window/spare_generation.hpp).
-  std::unique_ptr<detail::SpareGeneration> spare_;
   WindowSizing sizing_;
   std::uint64_t configured_capacity_ = 0;  // keys config_.generation holds at the promise
   // A window shard's window of its blocks (src/shard/window_shard.cpp) holds 1/parts_ of each

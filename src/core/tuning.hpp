@@ -96,10 +96,6 @@ inline constexpr std::size_t kParallelCopyBytes = std::size_t{8} << 20;
 
 // A window hashes keys once per chunk this long, then every generation works on the hashes.
 inline constexpr std::size_t kWindowHashChunk = std::size_t{1} << 16;
-// A window's generations this large get a spare zeroed on a background thread for the next
-// rotation (src/window/spare_generation.hpp); clearing a smaller one in place takes at most about
-// 0.15 ms (never-touched memory), not worth a spare's memory (bench/RESULTS.md, "Flink").
-inline constexpr std::uint64_t kMinSpareGenerationBytes = std::uint64_t{1} << 20;
 // Byte-string keys are hashed into a stack buffer this many at a time, then passed on as hashes.
 inline constexpr std::size_t kByteKeyHashChunk = 4096;
 // Bytes the command line reads per chunk of input: one chunk is one bulk filter call. Per-chunk

@@ -17,7 +17,6 @@
 #include "persist/incremental_detail.hpp"
 #include "registry/backend.hpp"
 #include "shard/shard_math.hpp"
-#include "window/spare_generation.hpp"
 #include "window/window_access.hpp"
 #include "window/window_clock.hpp"
 
@@ -329,8 +328,6 @@ WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& option
   capacity_.assign(config_.generations, configured_capacity_);
   overfull_.assign(config_.generations, false);
   sealed_.resize(config_.generations);
-  spare_ = std::make_unique<detail::SpareGeneration>();
-  spare_->prepare(config_.generation, options_);
   started_ = config_.clock == WindowClock::records;
 }
 
@@ -598,7 +595,7 @@ Layout WindowedFilter::next_generation_layout() const {
 // Clears slot `slot` for a new period, with `layout` (a new filter if the size changes).
 void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) {
   if (ring_[slot].layout() == layout) {
-    if (!spare_->swap_into(ring_[slot], options_)) ring_[slot].clear();
+    ring_[slot].clear();
   } else {
     ring_[slot] = Filter(layout, options_);
   }
@@ -807,14 +804,6 @@ std::uint64_t detail::WindowAccess::dedup_at(WindowedFilter& w,
     }
   }
   return fresh;
-}
-
-void detail::WindowAccess::wait_for_spare(const WindowedFilter& w) {
-  w.spare_->wait();
-}
-
-std::uint64_t detail::WindowAccess::spare_bytes(const WindowedFilter& w) {
-  return w.spare_->memory_bytes();
 }
 
 std::vector<const Filter*> detail::WindowAccess::oldest_first(const WindowedFilter& w) {

@@ -13,11 +13,6 @@
 namespace bulkbloom::detail {
 
 struct WindowAccess {
-  /// Waits until no zeroing of the window's spare generation is under way; for tests and
-  /// benchmarks, which would otherwise rotate faster than a spare is made.
-  static void wait_for_spare(const WindowedFilter& w);
-  /// Bytes of the window's spare generation (0: none).
-  static std::uint64_t spare_bytes(const WindowedFilter& w);
   /// Every filter of the window: generations oldest first, each its sealed filters (oldest
   /// first) and then the one taking its keys.
   static std::vector<const Filter*> oldest_first(const WindowedFilter& w);

@@ -78,10 +78,7 @@ import org.bulkbloom.jni.NativeWindowShards;
  * G-th of the shard's part of it, all its filters together, so the held shards never take more
  * than the share; the reservation follows their bytes. A generation that would grow past that is
  * held at it and counted in {@code cappedGenerations}, with a warning in the log the first time:
- * the rate is then past its promise while its period brings more keys. Besides these bytes, each
- * held shard whose generation is 1 MiB or more keeps a spare generation, zeroed off the task
- * thread for the next rotation (docs/WINDOW.md, "Rotation cost"): up to a G-th more native
- * memory than is reserved, which the TaskManager's off-heap headroom has to hold.
+ * the rate is then past its promise while its period brings more keys.
  *
  * <p>The JNI library comes inside the operator jar: see {@link
  * org.bulkbloom.jni.BulkbloomNative}.
