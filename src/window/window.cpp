@@ -321,7 +321,11 @@ WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& option
   configured_capacity_ = capacity_at(config_.generation, config_.generation_fpr());
   ring_.reserve(config_.generations);
   for (std::uint32_t g = 0; g < config_.generations; ++g) {
-    ring_.emplace_back(config_.generation, options);
+    // Written once here so that its pages are faulted in now: a generation whose first write
+    // were the clear of a rotation would fault them in on the call that crosses the boundary, many
+    // times slower than clearing memory in place, and the window holds what memory_bytes() says
+    // from the start.
+    ring_.emplace_back(config_.generation, options).clear();
   }
   keys_.assign(config_.generations, 0);
   window_keys_.assign(config_.generations, 0);
