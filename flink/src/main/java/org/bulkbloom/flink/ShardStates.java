@@ -38,7 +38,11 @@ import org.bulkbloom.jni.NativeWindowShards.Snapshot;
  *
  * <p>Everything here runs on the task thread and only moves bytes into the keyed state backend;
  * the backend makes them durable asynchronously (RocksDB and ForSt with incremental checkpoints
- * upload what changed; the hashmap backend copies all of it, as it does for any state).
+ * upload what changed; the hashmap backend copies all of it, as it does for any state). Nothing
+ * waits for a checkpoint's outcome: when a checkpoint fails after its snapshot (declined, expired,
+ * aborted), what the snapshot moved (the logs the take handed over, sealed parts' final logs, fold
+ * progress) stays in the keyed state and the next snapshot builds on it, so no checkpoint
+ * notification is needed, and none missing loses anything.
  */
 final class ShardStates {
   /** The most bytes of one stored chunk, a multiple of 8 (a log chunk holds whole hashes). */

@@ -14,12 +14,17 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Random;
 import java.util.TreeSet;
 import java.util.function.LongFunction;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.configuration.CheckpointingOptions;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.RestartStrategyOptions;
+import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -154,6 +159,38 @@ final class Records {
         .shards(SHARDS);
   }
 
+  /** As above with the key {@code key}, another window length, capacity and fpr. */
+  static BloomDedup<Tuple3<String, Long, Long>> dedup(
+      BloomDedup.StringKeySelector<Tuple3<String, Long, Long>> key,
+      Duration window,
+      long capacity,
+      double fpr) {
+    return BloomDedup.byString(key)
+        .window(window)
+        .clockUnit(Duration.ofSeconds(1))
+        .generations(GENERATIONS)
+        .capacity(capacity)
+        .fpr(fpr)
+        .shards(SHARDS);
+  }
+
+  /**
+   * A job's configuration for failures injected between checkpoints: state backend {@code backend}
+   * (RocksDB with incremental checkpoints), checkpoints every 50 ms into {@code checkpoints}, and
+   * {@code restarts} restarts 10 ms apart.
+   */
+  static Configuration failoverConfig(String backend, Path checkpoints, int restarts) {
+    final Configuration conf = new Configuration();
+    conf.set(StateBackendOptions.STATE_BACKEND, backend);
+    conf.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
+    conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpoints.toUri().toString());
+    conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(50));
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, restarts);
+    conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(10));
+    return conf;
+  }
+
   /**
    * System property {@code name}: the tests' arguments (the command-line tool, a scratch folder, a
    * fixture), which ctest passes as -D options (flink/src/test/CMakeLists.txt).
@@ -162,6 +199,17 @@ final class Records {
     final String value = System.getProperty(name);
     assertNotNull(value, "no -D" + name + ": run the test from ctest");
     return value;
+  }
+
+  /**
+   * A test's random seed: property {@code bulkbloom.test.seed} if set, else a new one; printed, so
+   * that a failure can be run again with it.
+   */
+  static long seed() {
+    final String property = System.getProperty("bulkbloom.test.seed");
+    final long seed = property != null ? Long.parseLong(property) : new Random().nextLong();
+    System.out.println("seed " + seed);
+    return seed;
   }
 
   /** Fails unless {@code call} throws {@code type} with a message that contains {@code text}. */

@@ -13,13 +13,9 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.state.CheckpointListener;
 import org.apache.flink.api.java.tuple.Tuple3;
-import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.RestartStrategyOptions;
-import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.util.CloseableIterator;
-import org.bulkbloom.flink.BloomDedup;
 import org.bulkbloom.jni.NativeWindowShards;
 import org.junit.jupiter.api.Test;
 
@@ -74,25 +70,12 @@ public final class StateFailoverTest {
       throws Exception {
     INJECTED.set(0);
     completedAtFailure = COMPLETED.get();
-    final Configuration conf = new Configuration();
-    conf.set(StateBackendOptions.STATE_BACKEND, backend);
-    conf.set(CheckpointingOptions.INCREMENTAL_CHECKPOINTS, backend.equals("rocksdb"));
-    conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, checkpoints.toUri().toString());
-    conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(50));
-    conf.set(RestartStrategyOptions.RESTART_STRATEGY, "fixed-delay");
-    conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_ATTEMPTS, FAILURES + 1);
-    conf.set(RestartStrategyOptions.RESTART_STRATEGY_FIXED_DELAY_DELAY, Duration.ofMillis(10));
+    final Configuration conf = Records.failoverConfig(backend, checkpoints, FAILURES + 1);
     final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(parallelism);
     final TreeSet<Long> kept = new TreeSet<>();
     try (CloseableIterator<Long> ids =
-        BloomDedup.<Tuple3<String, Long, Long>>byString(r -> keyOf(r.f2))
-            .window(WINDOW)
-            .clockUnit(Duration.ofSeconds(1))
-            .generations(Records.GENERATIONS)
-            .shards(Records.SHARDS)
-            .capacity(CAPACITY)
-            .fpr(FPR)
+        Records.dedup(r -> keyOf(r.f2), WINDOW, CAPACITY, FPR)
             .apply(Records.source(env, 2_500))
             .map(new FailAt())
             .executeAndCollect(backend + " with failures")) {
@@ -108,9 +91,7 @@ public final class StateFailoverTest {
   @Test
   void failuresAtRandomRecords() throws Exception {
     final Path dir = Files.createDirectories(Path.of(Records.property("bulkbloom.test.scratch")));
-    final String seedProperty = System.getProperty("bulkbloom.test.seed");
-    final long seed = seedProperty != null ? Long.parseLong(seedProperty) : new Random().nextLong();
-    System.out.println("seed " + seed);
+    final long seed = Records.seed();
     final Random random = new Random(seed);
     final TreeSet<Long> expected =
         Records.cliKept(
