@@ -136,6 +136,7 @@ class InPlaceScratch {
   std::vector<std::uint64_t> hashes_;      // the chunk's, in input order
   std::vector<std::uint64_t> mark_words_;  // tasks' bitmaps, then the merged one; + alignment
   std::vector<std::vector<std::uint32_t>> routed_;  // [task]: positions in the chunk to route
+  std::vector<std::size_t> routed_count_;           // [task]: how many of routed_[task] are
   std::vector<std::uint64_t> routed_hashes_;
   std::vector<std::uint8_t> routed_flags_;
   std::vector<std::uint64_t> task_fresh_;
