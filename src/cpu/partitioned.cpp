@@ -214,19 +214,26 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
   });
   // 2. The bits two tasks or more marked: a key's own task marked its bit, so the key shares its
   // block (or a block folded onto the same bit) with another slice's key exactly when it is set.
-  pool.run(tasks, [&](unsigned t) {
-    for (std::size_t w = slice_begin(mark_words, tasks, t);
-         w < slice_begin(mark_words, tasks, t + 1); ++w) {
-      std::uint64_t once = 0, twice = 0;
-      for (unsigned u = 0; u < tasks; ++u) {
-        const std::uint64_t m = marks[u * mark_words + w];
-        twice |= once & m;
-        once |= m;
+  // Two tasks need no merge: a key's bit is set twice exactly when the other task's bitmap has
+  // it, so each task tests the other's, the same answer for one run() fewer a chunk (each cost
+  // ~100 µs of CPU on a loaded host: bench/DECISIONS.md #37).
+  if (tasks != 2) {
+    pool.run(tasks, [&](unsigned t) {
+      for (std::size_t w = slice_begin(mark_words, tasks, t);
+           w < slice_begin(mark_words, tasks, t + 1); ++w) {
+        std::uint64_t once = 0, twice = 0;
+        for (unsigned u = 0; u < tasks; ++u) {
+          const std::uint64_t m = marks[u * mark_words + w];
+          twice |= once & m;
+          once |= m;
+        }
+        shared[w] = twice;
       }
-      shared[w] = twice;
-    }
-  });
-  const BlockMarks shared_blocks{shared, mask};
+    });
+  }
+  const auto shared_blocks = [&](unsigned t) {
+    return BlockMarks{tasks == 2 ? marks + (1 - t) * mark_words : shared, mask};
+  };
   // 3. Keys of unshared blocks in place, by the task whose slice alone has keys there; the others
   // listed for step 4. The kernel leaves a marked key's flag as it was, so the flags are set to a
   // value it never writes first, and the keys still holding it afterwards are the marked ones: a
@@ -237,7 +244,7 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
     std::fill(is_new + begin, is_new + end, kRoutedFlag);
     task_fresh_[t] =
         kernels.insert_if_absent_unmarked(layout, bits, hashes + begin, end - begin,
-                                          KeyMode::prehashed, shared_blocks, is_new + begin);
+                                          KeyMode::prehashed, shared_blocks(t), is_new + begin);
     std::vector<std::uint32_t>& routed = routed_[t];
     routed.resize(std::max(routed.size(), end - begin));  // grown once, not cleared
     std::uint32_t* const list = routed.data();
