@@ -3,11 +3,16 @@
 // atomic kernel alone on one, and insert_if_absent's in-place key slices run as an insert, over
 // the same loaded filter and batches as bench_filter's `insert/.../batch:64Ki` cases. The engine
 // times the two-thread insert plans against each other call by call (cpu/plan_chooser.hpp), so
-// bench_filter shows only the mix it settled on; this shows each plan alone (#37).
+// bench_filter shows only the mix it settled on; this shows each plan alone (#37). Two cases that
+// are no plan of the library sit beside them: block ranges over keys hashed once (a second run()
+// a call), and four run()s of the pool that do nothing, the in-place plan's joins alone.
 //
 //   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
+//               [--plans "1T,2T in place"]
 //
 // --impl: a Highway target this CPU runs, or "scalar"; the best one by default.
+// --plans: only the plans whose names start with one of these (the 1T plan is always run: the
+// speed-ups are on it), so that a profiler sees one plan's code alone.
 //
 // Rounds alternate the plans' order; each figure is ns a key over `calls` calls of 2^16 keys,
 // starting from the loaded bytes, in wall time and in the process's CPU time (all threads). On a
@@ -56,6 +61,16 @@ double load_average() {
   return load;
 }
 
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
+  for (std::size_t at = 0; at <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    items.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return items;
+}
+
 std::uint64_t parse_size(const std::string& text) {
   const std::uint64_t n = std::stoull(text);
   if (text.find("GiB") != std::string::npos) return n << 30;
@@ -74,18 +89,16 @@ struct PlanCase {
 
 int main(int argc, char** argv) {
   std::vector<std::string> sizes = {"2MiB", "32MiB", "512MiB"};
+  std::vector<std::string> plans;  // empty: all
   std::string impl;
   int rounds = 5;
   std::size_t calls = 4 * kBatchPool;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string arg = argv[i], value = argv[i + 1];
     if (arg == "--sizes") {
-      sizes.clear();
-      for (std::size_t at = 0; at <= value.size();) {
-        const std::size_t comma = std::min(value.find(',', at), value.size());
-        sizes.push_back(value.substr(at, comma - at));
-        at = comma + 1;
-      }
+      sizes = split_commas(value);
+    } else if (arg == "--plans") {
+      plans = split_commas(value);
     } else if (arg == "--impl") {
       impl = value;
     } else if (arg == "--rounds") {
@@ -148,6 +161,30 @@ int main(int argc, char** argv) {
       alone.tasks = 1;
       cases.push_back({"1T atomic kernel", &one, by_plan(alone, one)});
     }
+    // Not a plan of the library: block ranges over keys hashed once, each task hashing half of
+    // them into a shared buffer first (a second run() a call), against block ranges' hashing of
+    // every key by every task.
+    std::vector<std::uint64_t> hashed(kBatch);
+    if (by_size.mode == BulkPlan::Mode::block_ranges) {
+      cases.push_back(
+          {"2T block ranges, hashed once", &two, [&](std::byte* bits, const std::uint64_t* batch) {
+             two.run(2, [&](unsigned t) {
+               const std::size_t begin = kBatch * t / 2, end = kBatch * (t + 1) / 2;
+               kernels->hash(layout, batch + begin, end - begin, detail::KeyMode::hash_with_layout,
+                             hashed.data() + begin);
+             });
+             two.run(2, [&](unsigned t) {
+               kernels->insert(layout, bits, hashed.data(), kBatch, detail::KeyMode::prehashed,
+                               detail::task_blocks(layout, t, 2));
+             });
+           }});
+    }
+    // Nothing but the pool: four run()s of two tasks that do nothing, in-place key slices' joins
+    // for one call of kBatch keys (the figure times kBatch / 4 is the cost of one run()).
+    cases.push_back(
+        {"2T four empty run()s (in place's joins)", &two, [&](std::byte*, const std::uint64_t*) {
+           for (int step = 0; step < 4; ++step) two.run(2, [](unsigned) {});
+         }});
     // Not an insert plan: insert_if_absent's in-place key slices, whose bytes are an insert's
     // (flags dropped), for what the same scheme would give plain inserts. Where the engine would
     // time it for insert_if_absent only.
@@ -162,6 +199,12 @@ int main(int argc, char** argv) {
                                       detail::KeyMode::hash_with_layout, flags.data(), two, 2);
                        }});
     }
+    const auto unwanted = [&](const PlanCase& pc) {
+      return pc.name != "1T" && !plans.empty() &&
+             std::none_of(plans.begin(), plans.end(),
+                          [&](const std::string& p) { return pc.name.rfind(p, 0) == 0; });
+    };
+    cases.erase(std::remove_if(cases.begin(), cases.end(), unwanted), cases.end());
     std::map<std::string, std::vector<double>> wall_ns, cpu_ns;
     std::vector<double> loads;
     const auto keys_done = static_cast<double>(calls * kBatch);

@@ -161,6 +161,9 @@ std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const 
   return total;
 }
 
+// The flag step 3 of InPlaceScratch::run_chunk leaves on the keys to route: neither 0 nor 1.
+constexpr std::uint8_t kRoutedFlag = 0xFF;
+
 std::uint64_t InPlaceScratch::run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
                                   const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                   std::uint8_t* is_new, ThreadPool& pool, unsigned tasks) {
@@ -185,6 +188,7 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
   hashes_.resize(std::max(hashes_.size(), n));
   mark_words_.resize(std::max(mark_words_.size(), (tasks + 1) * mark_words + kLineWords));
   routed_.resize(std::max<std::size_t>(routed_.size(), tasks));
+  routed_count_.assign(tasks, 0);
   task_fresh_.assign(tasks, 0);
   // Each task's bitmap in whole cache lines of its own: a line shared by two tasks' bitmaps would
   // move between their cores on every mark.
@@ -210,40 +214,54 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
   });
   // 2. The bits two tasks or more marked: a key's own task marked its bit, so the key shares its
   // block (or a block folded onto the same bit) with another slice's key exactly when it is set.
-  pool.run(tasks, [&](unsigned t) {
-    for (std::size_t w = slice_begin(mark_words, tasks, t);
-         w < slice_begin(mark_words, tasks, t + 1); ++w) {
-      std::uint64_t once = 0, twice = 0;
-      for (unsigned u = 0; u < tasks; ++u) {
-        const std::uint64_t m = marks[u * mark_words + w];
-        twice |= once & m;
-        once |= m;
+  // Two tasks need no merge: a key's bit is set twice exactly when the other task's bitmap has
+  // it, so each task tests the other's, the same answer for one run() fewer a chunk (each cost
+  // ~100 µs of CPU on a loaded host: bench/DECISIONS.md #37).
+  if (tasks != 2) {
+    pool.run(tasks, [&](unsigned t) {
+      for (std::size_t w = slice_begin(mark_words, tasks, t);
+           w < slice_begin(mark_words, tasks, t + 1); ++w) {
+        std::uint64_t once = 0, twice = 0;
+        for (unsigned u = 0; u < tasks; ++u) {
+          const std::uint64_t m = marks[u * mark_words + w];
+          twice |= once & m;
+          once |= m;
+        }
+        shared[w] = twice;
       }
-      shared[w] = twice;
-    }
-  });
-  const BlockMarks shared_blocks{shared, mask};
+    });
+  }
+  const auto shared_blocks = [&](unsigned t) {
+    return BlockMarks{tasks == 2 ? marks + (1 - t) * mark_words : shared, mask};
+  };
   // 3. Keys of unshared blocks in place, by the task whose slice alone has keys there; the others
-  // listed for step 4.
+  // listed for step 4. The kernel leaves a marked key's flag as it was, so the flags are set to a
+  // value it never writes first, and the keys still holding it afterwards are the marked ones: a
+  // sequential scan of bytes, where testing each key's bit again (a hash, a block and a bitmap
+  // word in the L2 a key, with a branch as unpredictable as the keys) measured 3x its cost.
   pool.run(tasks, [&](unsigned t) {
     const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
+    std::fill(is_new + begin, is_new + end, kRoutedFlag);
     task_fresh_[t] =
         kernels.insert_if_absent_unmarked(layout, bits, hashes + begin, end - begin,
-                                          KeyMode::prehashed, shared_blocks, is_new + begin);
+                                          KeyMode::prehashed, shared_blocks(t), is_new + begin);
     std::vector<std::uint32_t>& routed = routed_[t];
-    routed.clear();
-    for (std::size_t i = begin; i < end; ++i) {
-      if (shared_blocks.marked(local_layout.block_of(hashes[i]))) {
-        routed.push_back(static_cast<std::uint32_t>(i));
-      }
+    routed.resize(std::max(routed.size(), end - begin));  // grown once, not cleared
+    std::uint32_t* const list = routed.data();
+    std::size_t count = 0;
+    for (std::size_t i = begin; i < end; ++i) {  // without a branch: which keys are is random
+      list[count] = static_cast<std::uint32_t>(i);
+      count += is_new[i] == kRoutedFlag ? 1 : 0;
     }
+    routed_count_[t] = count;
   });
   std::uint64_t fresh = 0;
   for (unsigned t = 0; t < tasks; ++t) fresh += task_fresh_[t];
   // 4. The keys of shared blocks, slices in order: input order.
   routed_hashes_.clear();
   for (unsigned t = 0; t < tasks; ++t) {
-    for (std::uint32_t i : routed_[t]) routed_hashes_.push_back(hashes[i]);
+    for (std::size_t r = 0; r < routed_count_[t]; ++r)
+      routed_hashes_.push_back(hashes[routed_[t][r]]);
   }
   const std::size_t count = routed_hashes_.size();
   if (count == 0) return fresh;
@@ -256,7 +274,7 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
                                      all_blocks(layout), routed_flags_.data());
   std::size_t k = 0;
   for (unsigned t = 0; t < tasks; ++t) {
-    for (std::uint32_t i : routed_[t]) is_new[i] = routed_flags_[k++];
+    for (std::size_t r = 0; r < routed_count_[t]; ++r) is_new[routed_[t][r]] = routed_flags_[k++];
   }
   return fresh;
 }

@@ -111,7 +111,8 @@ std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const 
 /// blocks routed (DESIGN §3, bench/DECISIONS.md "insert_if_absent in place"). Per chunk of keys:
 ///  1. each task hashes a contiguous slice of the keys, keeps the hashes and marks its keys'
 ///     blocks in a bitmap of its own (folded: blocks that share a bit count as one);
-///  2. the tasks merge the bitmaps into the bits marked by two tasks or more;
+///  2. the tasks merge the bitmaps into the bits marked by two tasks or more (two tasks skip
+///     this: each reads the other's bitmap in step 3);
 ///  3. each task tests and sets, in order, the keys of its slice whose bit that leaves clear
 ///     (no other slice has a key in the block, so no other thread touches it), and lists the rest;
 ///  4. the listed keys, every key of each shared block, run in input order (by block range on
@@ -136,6 +137,7 @@ class InPlaceScratch {
   std::vector<std::uint64_t> hashes_;      // the chunk's, in input order
   std::vector<std::uint64_t> mark_words_;  // tasks' bitmaps, then the merged one; + alignment
   std::vector<std::vector<std::uint32_t>> routed_;  // [task]: positions in the chunk to route
+  std::vector<std::size_t> routed_count_;           // [task]: how many of routed_[task] are
   std::vector<std::uint64_t> routed_hashes_;
   std::vector<std::uint8_t> routed_flags_;
   std::vector<std::uint64_t> task_fresh_;
