@@ -1037,6 +1037,40 @@ std::set<std::string> file_names(const std::filesystem::path& dir) {
   return names;
 }
 
+// A part that closed with a log the directory cannot complete it from (dropped past its bytes)
+// is written whole: the save counts its bytes, the file holds its bits (the load has the
+// window's bytes), and a save by an object that did not write it keeps that file (its bits are
+// the file's).
+TEST(StateDirectoryWindow, AClosedPartItsLogCannotCompleteIsWrittenWhole) {
+  test::TempDir tmp;
+  WindowedFilter window(WindowConfig::for_records(1'000'000, 0.01));  // periods of 333,334
+  auto directory = std::make_unique<StateDirectory>(tmp.path());
+  insert_random(window, 100, 1);
+  directory->save(window);
+  insert_random(window, 333'334 - 100 + 50, 2);  // the open part's log passes its bytes; it closes
+  const std::set<std::string> before = file_names(tmp.path());
+  const std::uint64_t written = directory->save(window);
+  std::vector<std::string> parts;
+  for (const std::string& name : file_names(tmp.path())) {
+    if (!before.contains(name) && name.ends_with(".part")) parts.push_back(name);
+  }
+  ASSERT_EQ(parts.size(), 1u) << "the closed part's bits, and nothing else, as a sealed part";
+  EXPECT_NE(parts[0].find("-p0-0-"), std::string::npos) << parts[0] << " is not period 0's";
+  const std::uint64_t part_bytes = std::filesystem::file_size(tmp.path() / parts[0]);
+  EXPECT_GE(written, part_bytes);
+  EXPECT_EQ(to_file_bytes(StateDirectory(tmp.path()).load_window()), to_file_bytes(window));
+
+  directory = std::make_unique<StateDirectory>(tmp.path());  // saves, no load: checks the bits
+  insert_random(window, 10, 3);
+  const std::set<std::string> kept = file_names(tmp.path());
+  directory->save(window);
+  for (const std::string& name : file_names(tmp.path())) {
+    EXPECT_TRUE(kept.contains(name) || !name.ends_with(".part")) << name << " written again";
+  }
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / parts[0]));
+  EXPECT_EQ(to_file_bytes(StateDirectory(tmp.path()).load_window()), to_file_bytes(window));
+}
+
 // Saves through several growths, the saving object sometimes replaced by one that loads what was
 // committed, once by one that saves without loading: a sealed generation is never written again
 // (its base and logs stay, completed by its final log), and every load has the uninterrupted

@@ -177,6 +177,9 @@ struct ShardSet {
 
 // Shard sets alive in this process, so that tests can see every task free its native memory.
 std::atomic<std::int64_t> live_sets{0};
+// Shards the stats readings of this process have read, so that tests can see when an operator
+// reads its window.
+std::atomic<std::int64_t> stats_shards_read{0};
 
 ShardSet& shard_set(jlong handle) {
   return *reinterpret_cast<ShardSet*>(handle);
@@ -484,6 +487,10 @@ JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_liveSets(JNIEn
   return live_sets.load();
 }
 
+JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_statsShardsRead(JNIEnv*, jclass) {
+  return stats_shards_read.load();
+}
+
 JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_addEmpty(JNIEnv* env, jclass,
                                                                           jlong handle,
                                                                           jint shard) {
@@ -597,6 +604,7 @@ JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_clock(JNIEnv* 
 
 // Adds `shard` to `sums`; returns the bytes read.
 std::uint64_t add_stats(const ShardSet& set, const WindowShard& shard, StatsSums& sums) {
+  ++stats_shards_read;
   const auto n = static_cast<double>(shard.blocks().size());
   sums.bytes += static_cast<double>(shard.memory_bytes());
   sums.blocks += n;

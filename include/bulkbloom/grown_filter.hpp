@@ -20,6 +20,7 @@
 #include "bulkbloom/filter.hpp"
 #include "bulkbloom/format.hpp"
 #include "bulkbloom/layout.hpp"
+#include "bulkbloom/part.hpp"
 
 namespace bulkbloom {
 
@@ -199,15 +200,8 @@ class GrownFilter {
   bool log_rewritten_ = false;
   // The final logs of the generations sealed since the log was last taken (a larger one took
   // over), so that a caller holding such a generation as base + logs completes it without its
-  // bits: its index and blocks, and the log's state as above when it was sealed.
-  struct ClosedLog {
-    std::size_t generation;
-    std::uint64_t num_blocks;
-    bool from_empty;
-    bool rewritten;
-    std::vector<std::uint64_t> hashes;
-  };
-  std::vector<ClosedLog> closed_logs_;
+  // bits.
+  std::vector<ClosedPart> closed_logs_;
 };
 
 }  // namespace bulkbloom

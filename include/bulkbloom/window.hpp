@@ -17,6 +17,7 @@
 #include "bulkbloom/filter.hpp"
 #include "bulkbloom/format.hpp"
 #include "bulkbloom/layout.hpp"
+#include "bulkbloom/part.hpp"
 
 namespace bulkbloom {
 
@@ -278,17 +279,9 @@ class WindowedFilter {
   bool log_dropped_ = false;
   // The final logs of the filters that stopped being open since the log was last taken (sealed
   // by a rotation or by a larger filter taking over the period), so that a caller holding such a
-  // filter as base + logs completes it without its bits: the period and index of the filter in
-  // it, its blocks, and the log's state as above when it closed.
-  struct ClosedLog {
-    std::int64_t period;
-    std::uint32_t part;
-    std::uint64_t num_blocks;
-    bool from_empty;
-    bool dropped;
-    std::vector<std::uint64_t> hashes;
-  };
-  std::vector<ClosedLog> closed_logs_;
+  // filter as base + logs completes it without its bits; take_snapshot() hands over those of the
+  // filters the window still holds.
+  std::vector<ClosedPart> closed_logs_;
   void close_log(const Filter& closed, std::int64_t period, std::uint32_t part);
   void restart_log();
 };

@@ -28,7 +28,6 @@ struct GrownAccess {
     f.log_rewritten_ = false;
     f.closed_logs_.clear();
   }
-  using ClosedLog = GrownFilter::ClosedLog;
   /// What take_snapshot() takes of the log; the log starts again empty.
   struct TakenLog {
     bool logging;     ///< whether the log was enabled (else `hashes` tells nothing)
@@ -36,7 +35,7 @@ struct GrownAccess {
     bool rewritten;   ///< its bits changed in a way the log does not tell (a merge, a long log)
     std::vector<std::uint64_t> hashes;
     /// The final logs of the generations sealed since the last take, oldest first.
-    std::vector<ClosedLog> closed;
+    std::vector<ClosedPart> closed;
   };
   static TakenLog take_log(GrownFilter& f) {
     TakenLog taken{f.logging_, f.log_from_empty_, f.log_rewritten_, std::move(f.change_log_),

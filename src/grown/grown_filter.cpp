@@ -191,8 +191,11 @@ void GrownFilter::make_room(std::uint64_t batch_keys,
   ++growths_;
   if (logging_) {    // the newest generation starts empty: what was logged went into another
     if (!replace) {  // which stays, sealed: its final log is handed over at the next take
-      closed_logs_.push_back({generations_.size() - 1, newest.filter.layout().num_blocks,
-                              log_from_empty_, log_rewritten_, std::move(change_log_)});
+      // A rewritten log is empty already (merge(), drop_log_past()).
+      closed_logs_.push_back({{static_cast<std::int64_t>(generations_.size() - 1), 0,
+                               newest.filter.layout().num_blocks},
+                              detail::log_change(log_from_empty_, log_rewritten_),
+                              std::move(change_log_)});
     }
     change_log_.clear();
     log_from_empty_ = true;

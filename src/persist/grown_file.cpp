@@ -446,18 +446,11 @@ StateSnapshot take_snapshot(GrownFilter& filter, std::span<const std::byte> call
         {static_cast<std::int64_t>(i), 0, filter.generations()[i].filter.layout().num_blocks});
   }
   detail::GrownAccess::TakenLog taken = detail::GrownAccess::take_log(filter);
-  if (taken.logging && !taken.rewritten) {
-    snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+  if (taken.logging) {
+    snapshot.change = detail::log_change(taken.from_empty, taken.rewritten);
     snapshot.log = std::move(taken.hashes);
   }
-  for (detail::GrownAccess::ClosedLog& log : taken.closed) {
-    ClosedPart& closed = snapshot.closed.emplace_back(ClosedPart{
-        {static_cast<std::int64_t>(log.generation), 0, log.num_blocks}, OpenChange::rewritten, {}});
-    if (!log.rewritten) {
-      closed.change = log.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
-      closed.log = std::move(log.hashes);
-    }
-  }
+  snapshot.closed = std::move(taken.closed);
   return snapshot;
 }
 

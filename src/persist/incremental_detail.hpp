@@ -31,6 +31,14 @@ inline bool drop_log_past(std::vector<std::uint64_t>& log, std::uint64_t part_by
   return true;
 }
 
+/// What a change log says of its part: nothing when only the part's bits tell it (`bits_only`:
+/// the log was dropped, or a merge changed the bits), else what went into it since it started
+/// empty (`from_empty`) or since the log was last taken.
+inline OpenChange log_change(bool from_empty, bool bits_only) {
+  if (bits_only) return OpenChange::rewritten;
+  return from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+}
+
 /// snapshot_parts() of a window's or a window shard's snapshot metadata.
 std::vector<PartId> window_snapshot_parts(std::span<const std::byte> metadata,
                                           const std::string& source);

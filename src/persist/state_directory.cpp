@@ -405,6 +405,7 @@ std::uint64_t StateDirectory::commit(
   // The sealed parts: one that the committed state held sealed is the same files (checked by
   // the checksum of its bits when this object's log does not descend from the commit); one that
   // closed since is completed by its final log (StateSnapshot::closed); the others are written.
+  // Each part's bits are taken once: bits_of copies a device's to the host.
   std::map<std::string, std::size_t> kept;
   if (before != nullptr) {
     for (std::size_t i = 0; i + 1 < before->parts.size(); ++i) kept[before->parts[i].name()] = i;
@@ -413,27 +414,23 @@ std::uint64_t StateDirectory::commit(
   for (const ClosedPart& part : snapshot.closed) closed[part.id.name()] = &part;
   for (std::size_t i = 0; i < open; ++i) {
     const std::string name = next.parts[i].name();
-    bool done = false;
-    if (const auto found = closed.find(name); found != closed.end()) {
-      bits_of(i, [&](std::span<const std::byte> bits) {
-        const ClosedPart& part = *found->second;
-        done = continue_part(i, part.change, part.log, bits.size());
-        if (done) next.bits_checksums.push_back(checksum_of(bits));
-      });
-    } else if (const auto held = kept.find(name); held != kept.end()) {
-      const std::size_t k = held->second;
-      bits_of(i, [&](std::span<const std::byte> bits) {
-        done = synced || (before->logs[k].empty() ? holds(before->files[k], bits)
-                                                  : before->bits_checksums[k] == checksum_of(bits));
-      });
-      if (done) {
-        next.files.push_back(before->files[k]);
-        next.bits_checksums.push_back(before->bits_checksums[k]);
-        next.logs[i] = before->logs[k];
-      }
-    }
-    if (done) continue;
     bits_of(i, [&](std::span<const std::byte> bits) {
+      if (const auto found = closed.find(name); found != closed.end()) {
+        const ClosedPart& part = *found->second;
+        if (continue_part(i, part.change, part.log, bits.size())) {
+          next.bits_checksums.push_back(checksum_of(bits));
+          return;
+        }
+      } else if (const auto held = kept.find(name); held != kept.end()) {
+        const std::size_t k = held->second;
+        if (synced || (before->logs[k].empty() ? holds(before->files[k], bits)
+                                               : before->bits_checksums[k] == checksum_of(bits))) {
+          next.files.push_back(before->files[k]);
+          next.bits_checksums.push_back(before->bits_checksums[k]);
+          next.logs[i] = before->logs[k];
+          return;
+        }
+      }
       next.files.push_back(part_file(dir_, prefix + name + ".part", bits));
       next.bits_checksums.push_back(0);
       written += next.files.back().name.empty() ? 0 : bits.size();
@@ -441,14 +438,12 @@ std::uint64_t StateDirectory::commit(
   }
 
   // The open part: its base and logs when its log tells it; else its bits as a new base.
-  std::uint64_t part_bytes = 0;
-  bits_of(open, [&](std::span<const std::byte> bits) { part_bytes = bits.size(); });
-  if (!continue_part(open, snapshot.change, snapshot.log, part_bytes)) {
-    bits_of(open, [&](std::span<const std::byte> bits) {
+  bits_of(open, [&](std::span<const std::byte> bits) {
+    if (!continue_part(open, snapshot.change, snapshot.log, bits.size())) {
       next.files.push_back(part_file(dir_, prefix + next.parts[open].name() + ".base", bits));
       written += next.files.back().name.empty() ? 0 : bits.size();
-    });
-  }
+    }
+  });
   next.bits_checksums.push_back(0);
 
   const std::vector<std::byte> manifest = encode_manifest(next);

@@ -646,20 +646,16 @@ StateSnapshot take_window_snapshot(const WindowConfig& config, ShardFields place
                             WindowAccess::records_oldest_first(window),
                             [](const PartRecord& g) { return g.num_blocks; });
   WindowAccess::TakenLog taken = WindowAccess::take_log(window);
-  if (taken.logging && !taken.dropped) {
-    snapshot.change = taken.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
+  if (taken.logging) {
+    snapshot.change = detail::log_change(taken.from_empty, taken.dropped);
     snapshot.log = std::move(taken.hashes);
   }
   // Only the closed parts the state still holds (a jump of several periods closes generations
   // that it clears again).
   const auto held = std::span(snapshot.parts).first(snapshot.parts.size() - 1);
-  for (WindowAccess::ClosedLog& log : taken.closed) {
-    const PartId id{log.period, log.part, log.num_blocks};
-    if (std::find(held.begin(), held.end(), id) == held.end()) continue;
-    ClosedPart& closed = snapshot.closed.emplace_back(ClosedPart{id, OpenChange::rewritten, {}});
-    if (!log.dropped) {
-      closed.change = log.from_empty ? OpenChange::since_empty : OpenChange::since_taken;
-      closed.log = std::move(log.hashes);
+  for (ClosedPart& closed : taken.closed) {
+    if (std::find(held.begin(), held.end(), closed.id) != held.end()) {
+      snapshot.closed.push_back(std::move(closed));
     }
   }
   return snapshot;

@@ -618,8 +618,10 @@ void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) 
 void WindowedFilter::close_log(const Filter& closed, std::int64_t period, std::uint32_t part) {
   if (!logging_) return;
   const std::int64_t oldest_held = period - static_cast<std::int64_t>(config_.generations) + 1;
-  std::erase_if(closed_logs_, [&](const ClosedLog& log) { return log.period < oldest_held; });
-  closed_logs_.push_back({period, part, closed.layout().num_blocks, log_from_empty_, log_dropped_,
+  std::erase_if(closed_logs_, [&](const ClosedPart& log) { return log.id.period < oldest_held; });
+  // A dropped log is empty already (drop_log_past).
+  closed_logs_.push_back({{period, part, closed.layout().num_blocks},
+                          detail::log_change(log_from_empty_, log_dropped_),
                           std::move(change_log_)});
 }
 

@@ -97,7 +97,6 @@ struct WindowAccess {
     w.log_dropped_ = false;
     w.closed_logs_.clear();
   }
-  using ClosedLog = WindowedFilter::ClosedLog;
   /// What take_snapshot() takes of the log; the log starts again empty.
   struct TakenLog {
     bool logging;     ///< whether the log was enabled (else `hashes` tells nothing)
@@ -105,7 +104,7 @@ struct WindowAccess {
     bool dropped;     ///< the log passed the open filter's bytes: only its bits tell
     std::vector<std::uint64_t> hashes;
     /// The final logs of the filters that stopped being open since the last take, in order.
-    std::vector<ClosedLog> closed;
+    std::vector<ClosedPart> closed;
   };
   static TakenLog take_log(WindowedFilter& w) {
     TakenLog taken{w.logging_, w.log_from_empty_, w.log_dropped_, std::move(w.change_log_),

@@ -397,6 +397,14 @@ public final class NativeWindowShards implements AutoCloseable {
     return liveSets();
   }
 
+  /**
+   * How many held shards the {@link #stats()} and {@link #statsStep} calls of all instances in this
+   * process have read, so that a test sees when an operator reads its window.
+   */
+  public static long shardsReadForStats() {
+    return statsShardsRead();
+  }
+
   /** Frees the native memory now; later calls throw IllegalStateException. */
   @Override
   public void close() {
@@ -428,6 +436,8 @@ public final class NativeWindowShards implements AutoCloseable {
   private static native void free(long handle);
 
   private static native long liveSets();
+
+  private static native long statsShardsRead();
 
   private static native void addEmpty(long handle, int shard);
 

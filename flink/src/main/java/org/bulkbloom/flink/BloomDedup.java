@@ -67,7 +67,8 @@ import org.bulkbloom.jni.NativeWindowShards;
  * is past its promise) and {@code cappedGenerations} (generations that could not grow as their
  * period asked, for the max capacity or the managed memory); the gauges {@code stateBytes}, {@code
  * fill} and {@code currentFpr} of the held shards, refreshed every 10 s at most and within 1 % of
- * the task's time (read a few shards a batch, so that no batch waits for the whole window),
+ * the task's time (read a few shards a batch, so that no batch waits for the whole window, the
+ * first record neither: {@code fill} and {@code currentFpr} are NaN until the first reading ends),
  * {@code promisedFpr} (the configured rate, the promise {@code currentFpr} is measured against)
  * and {@code reservedBytes} (managed memory held).
  *

@@ -47,7 +47,8 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
   // 10 s, and no sooner than STATS_COST_FACTOR times the last reading took, so that the gauges
   // cost at most 1 % of the task's time (a 1.4 GiB window takes over a second to read). A reading
   // is taken STATS_STEP_BYTES of shards (one shard at least) a flush, so that no flush stalls the
-  // sink for the whole window's read (840 ms of CPU a GiB, bench/RESULTS.md "Flink").
+  // sink for the whole window's read (840 ms of CPU a GiB, bench/RESULTS.md "Flink"); the first
+  // starts at the first flush, so that open() does not hold the first record for it either.
   private static final long STATS_INTERVAL_MS = 10_000;
   private static final long STATS_COST_FACTOR = 100;
   private static final long STATS_STEP_BYTES = 4L << 20;
@@ -351,7 +352,9 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
       blob = new byte[capacity * 16];
     }
     reuse = new StreamRecord<>(null);
-    refreshStats();
+    // Not yet read: fill and currentFpr are NaN until the first reading ends (nextStatsMs is 0, so
+    // it starts at the first flush); the bytes are known without reading a bit.
+    stats = new double[] {window.sizingStats()[0], Double.NaN, Double.NaN, Double.NaN};
     final MetricGroup group = getMetricGroup().addGroup("bulkbloom");
     group.gauge("stateBytes", () -> (long) stats[0]);
     group.gauge("currentFpr", () -> stats[2]);
@@ -502,13 +505,6 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     if (now >= nextStatsMs) {
       stepStats();
     }
-  }
-
-  /** Reads every held shard at once: when the operator opens, before any record waits. */
-  private void refreshStats() {
-    final long start = System.nanoTime();
-    stats = window.stats();
-    scheduleStats(System.nanoTime() - start);
   }
 
   /** Reads the next few held shards; publishes the stats when the reading is complete. */
