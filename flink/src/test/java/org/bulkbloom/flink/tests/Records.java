@@ -132,14 +132,20 @@ final class Records {
   /** As above with record i stamped i * msPerRecord. */
   static SingleOutputStreamOperator<Tuple3<String, Long, Long>> source(
       StreamExecutionEnvironment env, double recordsPerSecond, long msPerRecord) {
+    return source(
+        env,
+        recordsPerSecond > 0
+            ? RateLimiterStrategy.perSecond(recordsPerSecond)
+            : RateLimiterStrategy.noOp(),
+        msPerRecord);
+  }
+
+  /** As above, paced by `limiter`. */
+  static SingleOutputStreamOperator<Tuple3<String, Long, Long>> source(
+      StreamExecutionEnvironment env, RateLimiterStrategy<?> limiter, long msPerRecord) {
     final DataGeneratorSource<Tuple3<String, Long, Long>> generator =
         new DataGeneratorSource<>(
-            Records::record,
-            COUNT,
-            recordsPerSecond > 0
-                ? RateLimiterStrategy.perSecond(recordsPerSecond)
-                : RateLimiterStrategy.noOp(),
-            Types.TUPLE(Types.STRING, Types.LONG, Types.LONG));
+            Records::record, COUNT, limiter, Types.TUPLE(Types.STRING, Types.LONG, Types.LONG));
     return env.fromSource(
             generator,
             WatermarkStrategy.<Tuple3<String, Long, Long>>forMonotonousTimestamps()

@@ -5,6 +5,11 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.TreeSet;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.apache.flink.api.connector.source.lib.NumberSequenceSource.NumberSequenceSplit;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiter;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.StateRecoveryOptions;
 import org.apache.flink.core.execution.JobClient;
@@ -19,6 +24,27 @@ import org.junit.jupiter.api.Test;
  * sized per period keep on the stream. Property bulkbloom.test.scratch: a scratch folder.
  */
 public final class RescaleTest {
+  private static final double RECORDS_PER_SECOND = 5_000;
+
+  /** Set once a run's stop point is reached: the source then slows down, so that the savepoint
+   * reaches it before it runs out of records however long the savepoint takes to trigger. */
+  private static volatile boolean stopping;
+
+  /** 5,000 records a second, or one every 50 ms while a run is being stopped. */
+  private static final class SlowWhileStopping implements RateLimiterStrategy<NumberSequenceSplit> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public RateLimiter<NumberSequenceSplit> createRateLimiter(int parallelism) {
+      final RateLimiter<?> normal =
+          RateLimiterStrategy.perSecond(RECORDS_PER_SECOND).createRateLimiter(parallelism);
+      return permits ->
+          stopping
+              ? CompletableFuture.runAsync(
+                  () -> {}, CompletableFuture.delayedExecutor(50, TimeUnit.MILLISECONDS))
+              : normal.acquire(permits);
+    }
+  }
 
   /** Runs from `savepoint` (or the start) at `parallelism`; stops with a savepoint once a record
    * past `stopAfter` is kept and returns its path, or runs to the end and returns null. */
@@ -30,8 +56,9 @@ public final class RescaleTest {
     }
     final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
     env.setParallelism(parallelism);
+    stopping = false;
     Records.dedup()
-        .apply(Records.source(env, 5_000).uid("records"))
+        .apply(Records.source(env, new SlowWhileStopping(), 100).uid("records"))
         .uid("dedup")
         .map(new KeptIds())
         .uid("collect")
@@ -44,6 +71,7 @@ public final class RescaleTest {
     while (KeptIds.LAST_ID.get() < stopAfter) {
       Thread.sleep(5);
     }
+    stopping = true;
     return job.stopWithSavepoint(false, dir.toUri().toString(), SavepointFormatType.CANONICAL).get();
   }
 
