@@ -22,8 +22,20 @@ FLINK = re.compile(r"bench: checkpoint (\d+) (\w+) checkpointed_bytes=(-?\d+) st
 def main():
     if len(sys.argv) not in (2, 3):
         sys.exit(__doc__)
+    records = None
+    if len(sys.argv) == 3:
+        try:
+            records = float(sys.argv[2])
+        except ValueError:
+            sys.exit(f"checkpoints.py: RECORDS must be a number, got {sys.argv[2]}")
+        if not records > 0:
+            sys.exit(f"checkpoints.py: RECORDS must be positive, got {sys.argv[2]}")
     moved, flink = {}, {}
-    with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+    try:
+        f = open(sys.argv[1], encoding="utf-8", errors="replace")
+    except OSError as e:
+        sys.exit(f"checkpoints.py: cannot read {sys.argv[1]}: {e.strerror}")
+    with f:
         for line in f:
             m = MOVED.search(line)
             if m:
@@ -53,8 +65,7 @@ def main():
           f" {total[3]}), uploaded {total[4]} ({total[4] / max(total[0], 1):.2f}x moved),"
           f" {rewrites} uploads of >= 90 % of the state ({rewrite_bytes} bytes),"
           f" the others {total[4] - rewrite_bytes}")
-    if len(sys.argv) == 3:
-        records = float(sys.argv[2])
+    if records:
         print(f"per record: moved {total[0] / records:.2f} B, uploaded {total[4] / records:.2f} B,"
               f" uploaded without the rewrites {(total[4] - rewrite_bytes) / records:.2f} B")
 
