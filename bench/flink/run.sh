@@ -12,12 +12,13 @@
 # hashmap backend out of heap) is recorded as failed, its stderr kept beside OUT_FILE, and the
 # others go on. --capacity sizes every window for N records per window length (default: the
 # stream's); each --checkpoint-intervals entry (ms, 0: none) runs every mode with periodic
-# exactly-once checkpoints that often.
+# exactly-once checkpoints that often; such a run's stderr is kept beside OUT_FILE, for
+# bench/flink/checkpoints.py (per checkpoint: bytes moved into keyed state against bytes uploaded).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 if (($# < 2)); then
-  sed -n '2,16p' "$0" >&2
+  sed -n '2,18p' "$0" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
@@ -71,6 +72,8 @@ for size in $sizes; do
             org.bulkbloom.flink.bench.FlinkDedupBench --mode "$mode" --records "$size" \
             --shards "$shards" "${extra[@]}" --work-dir "$work/$run" 2>"$work/stderr"); then
           echo "$line rep=$rep" | tee -a "$out"
+          # Per checkpoint: what the dedup moved and what Flink uploaded (bench/flink/checkpoints.py).
+          [[ $interval == 0 ]] || cp "$work/stderr" "$out.$run.stderr"
         else
           cp "$work/stderr" "$out.$run.stderr"
           echo "mode=$mode records=$(python3 -c "print(int(float('$size')))") rep=$rep checkpoint_interval_ms=$interval failed=$(

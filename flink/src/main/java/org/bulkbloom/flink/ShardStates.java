@@ -67,6 +67,18 @@ final class ShardStates {
   // A chunk's key: its storage's number times 2^24 plus its index (a part of up to 16 TiB).
   private static final int CHUNK_INDEX_BITS = 24;
 
+  /** The bytes a checkpoint moved into keyed state, by kind, for its log line. */
+  static final class Moved {
+    long logs;
+    // Folds, and parts written whole.
+    long bases;
+    long manifests;
+
+    long total() {
+      return logs + bases + manifests;
+    }
+  }
+
   private static int chunksOf(long bytes) {
     return (int) ((bytes + CHUNK_BYTES - 1) / CHUNK_BYTES);
   }
@@ -398,10 +410,10 @@ final class ShardStates {
   /**
    * Brings shard {@code shard}'s keyed state up to the shard as it is now: the logs of its open
    * part and of the parts that closed, the bits of the parts no log tells, without what the shard
-   * no longer holds. Returns the bytes written. Every held shard takes its snapshot before {@link
-   * #fold} in one checkpoint.
+   * no longer holds. Adds the bytes written to {@code moved}. Every held shard takes its snapshot
+   * before {@link #fold} in one checkpoint.
    */
-  long snapshot(int shard) throws Exception {
+  void snapshot(int shard, Moved moved) throws Exception {
     keys.setCurrentKey(routing.keyOfShard(shard));
     final Manifest before = manifests[shard];
     final boolean continues = synced[shard] && before != null;
@@ -415,7 +427,6 @@ final class ShardStates {
     next.nextId = before == null ? 1 : before.nextId;
     next.metadata = snapshot.metadata;
     final Part wasOpen = continues ? before.open() : null;
-    long written = 0;
     final int open = snapshot.numParts() - 1;
     for (int i = 0; i <= open; ++i) {
       final Part held = before == null ? null : before.find(snapshot, i);
@@ -452,22 +463,21 @@ final class ShardStates {
         // Its bits as a new base with no logs: a fold of a zero base with an unlimited budget.
         part = new Part(snapshot, i, next.nextId++, new BitSet());
         part.folded = 0;
-        written += refold(shard, i, part, Long.MAX_VALUE).written();
+        moved.bases += refold(shard, i, part, Long.MAX_VALUE).written();
       } else if (log != null && log.length > 0) {
         final long id = next.nextId++;
         for (int chunk = 0; chunk < log.length; ++chunk) {
           chunkState.put(chunkKey(id, chunk), log[chunk]);
         }
         part.logs.add(new Log(id, logBytes(log)));
-        written += logBytes(log);
+        moved.logs += logBytes(log);
         loggedSinceFold += logBytes(log);
       }
       next.parts.add(part);
     }
     removeUnlisted(before, next);
-    written += store(shard, next);
+    moved.manifests += store(shard, next);
     synced[shard] = true;
-    return written;
   }
 
   private long store(int shard, Manifest m) throws Exception {
@@ -489,10 +499,10 @@ final class ShardStates {
    * Folds bases of the held shards {@code first} to {@code last}, just snapshotted: reads at most
    * {@link #FOLD_BYTES_PER_CHECKPOINT} plus twice the logs written since the last fold (one chunk
    * more) of the bits of the parts whose logs passed
-   * their fold fraction and of folds in progress, the largest logs for their bytes first. Returns
-   * the bytes written.
+   * their fold fraction and of folds in progress, the largest logs for their bytes first. Adds
+   * the bytes written to {@code moved}.
    */
-  long fold(int first, int last) throws Exception {
+  void fold(int first, int last, Moved moved) throws Exception {
     final List<Due> due = new ArrayList<>();
     for (int shard = first; shard <= last; ++shard) {
       final Manifest m = manifests[shard];
@@ -507,7 +517,6 @@ final class ShardStates {
     due.sort(Comparator.comparingDouble(Due::ratio).reversed());
     long budget = FOLD_BYTES_PER_CHECKPOINT + 2 * loggedSinceFold;
     loggedSinceFold = 0;
-    long written = 0;
     for (int k = 0; k < due.size() && budget > 0; ++k) {
       final int shard = due.get(k).shard();
       final int index = due.get(k).index();
@@ -519,9 +528,9 @@ final class ShardStates {
       }
       final Refolded r = refold(shard, index, p, budget);
       budget -= r.read();
-      written += r.written() + store(shard, manifests[shard]);
+      moved.bases += r.written();
+      moved.manifests += store(shard, manifests[shard]);
     }
-    return written;
   }
 
   private record Due(int shard, int index, double ratio) {}

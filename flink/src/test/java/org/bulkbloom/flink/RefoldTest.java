@@ -34,6 +34,15 @@ public final class RefoldTest {
   // New keys a checkpoint: 128 KiB of logs, little beside the fold's 4 MiB.
   private static final int BATCH = 16_384;
 
+  private static void assertMoved(ShardStates.Moved moved, Store store, String what) {
+    final long put = store.put.values().stream().mapToLong(Long::longValue).sum();
+    assertTrue(
+        moved.logs + moved.bases == put && moved.manifests == store.manifestBytes,
+        what + " counted " + moved.logs + " + " + moved.bases + " bytes of chunks and "
+            + moved.manifests + " of manifests; the state got " + put + " and "
+            + store.manifestBytes);
+  }
+
   /** The keyed state of one operator: each state's value per Flink key. */
   private static final class Store implements KeyContext {
     final Map<Object, byte[]> manifests = new HashMap<>();
@@ -42,6 +51,8 @@ public final class RefoldTest {
     // Per Flink key, the bytes put and the chunks removed since the counts were last cleared.
     final Map<Object, Long> put = new HashMap<>();
     final Map<Object, Long> removed = new HashMap<>();
+    // Bytes of manifests written, over all keys, since last cleared.
+    long manifestBytes;
 
     @Override
     public void setCurrentKey(Object key) {
@@ -74,6 +85,7 @@ public final class RefoldTest {
 
         @Override
         public void update(byte[] value) {
+          manifestBytes += value.length;
           manifests.put(key, value);
         }
 
@@ -228,12 +240,22 @@ public final class RefoldTest {
         assertTrue(checkpoint < 1_000, "no fold of both shards spanned three checkpoints");
         insert(next, BATCH, uninterrupted, live.window);
         next += BATCH;
-        for (int s = 0; s < SHARDS; ++s) {
-          live.states.snapshot(s);
-        }
         live.store.put.clear();
+        live.store.manifestBytes = 0;
+        final ShardStates.Moved snapshotted = new ShardStates.Moved();
+        for (int s = 0; s < SHARDS; ++s) {
+          live.states.snapshot(s, snapshotted);
+        }
+        // What the checkpoint's log line says it moved is what went into the state.
+        assertMoved(snapshotted, live.store, "snapshots of checkpoint " + checkpoint);
+        assertTrue(snapshotted.logs > 0, "checkpoint " + checkpoint + " logged nothing");
+        live.store.put.clear();
+        live.store.manifestBytes = 0;
         live.store.removed.clear();
-        live.states.fold(0, SHARDS - 1);
+        final ShardStates.Moved folded = new ShardStates.Moved();
+        live.states.fold(0, SHARDS - 1, folded);
+        assertMoved(folded, live.store, "folds of checkpoint " + checkpoint);
+        assertTrue(folded.logs == 0, "folds of checkpoint " + checkpoint + " counted logs");
         boolean inProgress = false;
         boolean ended = false;
         for (int s = 0; s < SHARDS; ++s) {
@@ -279,7 +301,7 @@ public final class RefoldTest {
         next += half;
         live.store.removed.clear();
         for (int s = 0; s < SHARDS; ++s) {
-          live.states.snapshot(s);
+          live.states.snapshot(s, new ShardStates.Moved());
           whole[s] |= live.store.removed.getOrDefault(routing.keyOfShard(s), 0L) > 0;
         }
         restore(live, routing, uninterrupted, "unfolded checkpoint " + checkpoint).close();

@@ -11,8 +11,11 @@ import java.nio.file.Paths;
 import java.nio.file.SimpleFileVisitor;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
+import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -28,8 +31,10 @@ import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
+import org.apache.flink.configuration.WebOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.core.execution.CheckpointingMode;
+import org.apache.flink.runtime.checkpoint.AbstractCheckpointStats;
 import org.apache.flink.runtime.checkpoint.CheckpointStatsSnapshot;
 import org.apache.flink.runtime.execution.ExecutionState;
 import org.apache.flink.runtime.executiongraph.AccessExecutionVertex;
@@ -76,10 +81,14 @@ public final class FlinkDedupBench {
   private final Path workDir;
   private final long capacity;
   private final long checkpointIntervalMs;
+  // Flink options given on the command line, over the benchmark's own.
+  private final Map<String, String> flinkConf;
+  // The events' source's rate limit (0: none).
+  private final long recordsPerSecond;
 
   private FlinkDedupBench(
       Dedup dedup, long records, double repeatFraction, long seed, Path workDir, long capacity,
-      long checkpointIntervalMs) {
+      long checkpointIntervalMs, Map<String, String> flinkConf, long recordsPerSecond) {
     this.dedup = dedup;
     this.records = records;
     // The records one window length holds at the stream's rate (it spans less than T), unless
@@ -87,6 +96,8 @@ public final class FlinkDedupBench {
     this.capacity =
         capacity > 0 ? capacity : (long) Math.ceil((double) records * WINDOW.toMillis() / SPAN_MS);
     this.checkpointIntervalMs = checkpointIntervalMs;
+    this.flinkConf = flinkConf;
+    this.recordsPerSecond = recordsPerSecond;
     this.generator =
         new EventGenerator(records, repeatFraction, MAX_REPEAT_DISTANCE, seed, START_MS, SPAN_MS);
     this.workDir = workDir;
@@ -101,6 +112,8 @@ public final class FlinkDedupBench {
     int shards = 0;
     long capacity = 0;
     long checkpointIntervalMs = 0;
+    Map<String, String> flinkConf = new HashMap<>();
+    long recordsPerSecond = 0;
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         usage("missing value after " + args[i]);
@@ -115,6 +128,14 @@ public final class FlinkDedupBench {
         case "--shards" -> shards = Integer.parseInt(value);
         case "--capacity" -> capacity = parsePositive(args[i], value);
         case "--checkpoint-interval-ms" -> checkpointIntervalMs = parsePositive(args[i], value);
+        case "--records-per-s" -> recordsPerSecond = parsePositive(args[i], value);
+        case "--flink-conf" -> {
+          int eq = value.indexOf('=');
+          if (eq <= 0) {
+            usage("--flink-conf takes KEY=VALUE, got " + value);
+          }
+          flinkConf.put(value.substring(0, eq), value.substring(eq + 1));
+        }
         default -> usage("unknown option " + args[i]);
       }
     }
@@ -129,7 +150,8 @@ public final class FlinkDedupBench {
     }
     Dedup dedup = Dedup.named(mode, shards);
     new FlinkDedupBench(
-            dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs)
+            dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs,
+            flinkConf, recordsPerSecond)
         .run();
     System.exit(0);
   }
@@ -148,7 +170,10 @@ public final class FlinkDedupBench {
         "usage: FlinkDedupBench --mode " + String.join("|", Dedup.NAMES)
             + " --records N --work-dir DIR [--repeat-fraction F] [--seed S] [--shards S (bloom)]"
             + " [--capacity N (records per window; default: the stream's)]"
-            + " [--checkpoint-interval-ms I (periodic checkpoints while the events run)]");
+            + " [--checkpoint-interval-ms I (periodic checkpoints while the events run)]"
+            + " [--flink-conf KEY=VALUE (a Flink option, say a RocksDB one; repeatable)]"
+            + " [--records-per-s R (the events' rate at most: checkpoints of R x I records each,"
+            + " whatever the machine's load)]");
     System.exit(2);
   }
 
@@ -174,7 +199,11 @@ public final class FlinkDedupBench {
     if (checkpointIntervalMs > 0) {
       conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(checkpointIntervalMs));
       conf.set(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingMode.EXACTLY_ONCE);
+      // Every periodic checkpoint's own figures, not only the last few, for the per-checkpoint
+      // lines on stderr.
+      conf.set(WebOptions.CHECKPOINTS_HISTORY_SIZE, Integer.MAX_VALUE);
     }
+    conf.addAll(Configuration.fromMap(flinkConf));
     return conf;
   }
 
@@ -202,6 +231,17 @@ public final class FlinkDedupBench {
       long longestGapNanos = RunClock.longestGapNanos();
       CheckpointStatsSnapshot periodic =
           cluster.getExecutionGraph(mainId).get().getCheckpointStatsSnapshot();
+      // Oldest first; what each periodic checkpoint uploaded (incremental: new files only), so
+      // that they can be set beside what the dedup moved into keyed state (its DEBUG lines).
+      List<AbstractCheckpointStats> history = periodic.getHistory().getCheckpoints();
+      for (int i = history.size() - 1; i >= 0; --i) {
+        AbstractCheckpointStats stats = history.get(i);
+        System.err.printf(
+            Locale.ROOT,
+            "bench: checkpoint %d %s checkpointed_bytes=%d state_bytes=%d%n",
+            stats.getCheckpointId(), stats.getStatus(), stats.getCheckpointedSize(),
+            stats.getStateSize());
+      }
 
       long checkpointStart = System.nanoTime();
       String checkpoint = triggerCheckpoint(cluster, mainId);
@@ -267,7 +307,10 @@ public final class FlinkDedupBench {
     TypeInformation<Event> type = TypeInformation.of(Event.class);
     DataStream<Event> events =
         env.fromSource(
-                new DataGeneratorSource<>(generator, records, type),
+                recordsPerSecond > 0
+                    ? new DataGeneratorSource<>(
+                        generator, records, RateLimiterStrategy.perSecond(recordsPerSecond), type)
+                    : new DataGeneratorSource<>(generator, records, type),
                 WatermarkStrategy.<Event>forMonotonousTimestamps()
                     .withTimestampAssigner((event, previous) -> event.timeMs),
                 "events")
