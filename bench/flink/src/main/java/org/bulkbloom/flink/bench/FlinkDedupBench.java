@@ -61,6 +61,11 @@ import org.apache.flink.streaming.api.graph.StreamGraph;
  *       events — half of them ids of the stream, half new — runs twice: without state (the cost of
  *       starting a job) and restored from the checkpoint. The restored run must drop every old id.
  * </ol>
+ *
+ * <p>With {@code --restore-from CHECKPOINT} (a checkpoint an earlier run of the same mode, records,
+ * seed and capacity retained under its work dir) only the restored probe runs: a restore timed
+ * alone, so that the page cache can be dropped before it, or a local read of the same bytes timed
+ * beside it.
  */
 public final class FlinkDedupBench {
   static final int PROBES = 10_000;
@@ -76,11 +81,13 @@ public final class FlinkDedupBench {
   private final Path workDir;
   private final long capacity;
   private final long checkpointIntervalMs;
+  private final String restoreFrom;
 
   private FlinkDedupBench(
       Dedup dedup, long records, double repeatFraction, long seed, Path workDir, long capacity,
-      long checkpointIntervalMs) {
+      long checkpointIntervalMs, String restoreFrom) {
     this.dedup = dedup;
+    this.restoreFrom = restoreFrom;
     this.records = records;
     // The records one window length holds at the stream's rate (it spans less than T), unless
     // given: a larger capacity measures a large window that the run fills only in part.
@@ -101,6 +108,7 @@ public final class FlinkDedupBench {
     int shards = 0;
     long capacity = 0;
     long checkpointIntervalMs = 0;
+    String restoreFrom = null;
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         usage("missing value after " + args[i]);
@@ -115,6 +123,7 @@ public final class FlinkDedupBench {
         case "--shards" -> shards = Integer.parseInt(value);
         case "--capacity" -> capacity = parsePositive(args[i], value);
         case "--checkpoint-interval-ms" -> checkpointIntervalMs = parsePositive(args[i], value);
+        case "--restore-from" -> restoreFrom = value;
         default -> usage("unknown option " + args[i]);
       }
     }
@@ -129,7 +138,8 @@ public final class FlinkDedupBench {
     }
     Dedup dedup = Dedup.named(mode, shards);
     new FlinkDedupBench(
-            dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs)
+            dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs,
+            restoreFrom)
         .run();
     System.exit(0);
   }
@@ -148,7 +158,8 @@ public final class FlinkDedupBench {
         "usage: FlinkDedupBench --mode " + String.join("|", Dedup.NAMES)
             + " --records N --work-dir DIR [--repeat-fraction F] [--seed S] [--shards S (bloom)]"
             + " [--capacity N (records per window; default: the stream's)]"
-            + " [--checkpoint-interval-ms I (periodic checkpoints while the events run)]");
+            + " [--checkpoint-interval-ms I (periodic checkpoints while the events run)]"
+            + " [--restore-from CHECKPOINT (only the restored probe)]");
     System.exit(2);
   }
 
@@ -190,6 +201,14 @@ public final class FlinkDedupBench {
                 .setNumSlotsPerTaskManager(1)
                 .build());
     cluster.start();
+    if (restoreFrom != null) {
+      try {
+        restoreOnly(cluster, conf);
+      } finally {
+        cluster.close();
+      }
+      return;
+    }
     try {
       long heapBefore = usedHeapAfterGc();
       RunClock.reset(generator.lastId(), Set.of());
@@ -248,6 +267,20 @@ public final class FlinkDedupBench {
       }
     } finally {
       cluster.close();
+    }
+  }
+
+  private void restoreOnly(MiniCluster cluster, Configuration conf) throws Exception {
+    ProbeRun restored = probe(cluster, conf, restoreFrom);
+    System.out.println(
+        String.format(
+            Locale.ROOT,
+            "mode=%s records=%d capacity=%d restore_from=%s restore_init_s=%.3f"
+                + " restore_probe_s=%.3f probe_kept=%d probe_expected_kept=%d probe_old_kept=%d",
+            dedup.name(), records, capacity, restoreFrom, restored.initializingSeconds,
+            restored.seconds, restored.kept, PROBES / 2, restored.oldKept));
+    if (restored.oldKept != 0) {
+      throw new IllegalStateException(restored.oldKept + " old ids kept after the restore");
     }
   }
 
