@@ -26,6 +26,7 @@ import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
@@ -182,6 +183,8 @@ public final class FlinkDedupBench {
     }
     conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, new MemorySize(managed));
     conf.set(TaskManagerOptions.NUM_TASK_SLOTS, 1);
+    // Any free port for the cluster's REST endpoint: another Flink JVM on the machine may hold 8081.
+    conf.set(RestOptions.BIND_PORT, "0");
     if (checkpointIntervalMs > 0) {
       conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(checkpointIntervalMs));
       conf.set(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingMode.EXACTLY_ONCE);
