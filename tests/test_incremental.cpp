@@ -22,6 +22,8 @@
 #include "test_support.hpp"
 
 #define XXH_INLINE_ALL
+#include <sys/mman.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 namespace bulkbloom {
@@ -1176,6 +1178,82 @@ TEST(StateDirectoryGrown, AVersion1ManifestStillLoads) {
   insert_random(filter, 100, 3);
   EXPECT_LT(directory.save(loaded), filter.newest().layout().size_bytes()) << "only a log";
   EXPECT_EQ(StateDirectory(tmp.path()).load_grown().to_file_bytes(), filter.to_file_bytes());
+}
+
+// Pages of `bits` that are resident (mincore), counting only the pages wholly inside it.
+std::size_t resident_pages(std::span<const std::byte> bits) {
+  const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(bits.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(bits.data()) + bits.size()) / page * page;
+  if (end <= begin) return 0;
+  std::vector<unsigned char> in_core((end - begin) / page);
+  EXPECT_EQ(mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()), 0);
+  return static_cast<std::size_t>(
+      std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return (c & 1) != 0; }));
+}
+
+// A fill that copies each part of `source` (oldest first) into the restored part, after
+// counting the restored part's pages that something wrote before it.
+PartFill copy_counting_written(const std::vector<const std::vector<std::byte>*>& source,
+                               std::size_t& written_before) {
+  return [&source, &written_before](std::size_t index, const PartId&, std::span<std::byte> bits) {
+    ASSERT_LT(index, source.size());
+    ASSERT_EQ(source[index]->size(), bits.size());
+    written_before += resident_pages(bits);
+    std::copy(source[index]->begin(), source[index]->end(), bits.begin());
+  };
+}
+
+// A restore writes each page of the window once, in the fill (#35: a restored window was zeroed
+// when made, zeroed again as each generation started, then filled: three writes of every byte
+// of a window of a GiB or more), and the restored window is resident, as a new one is.
+TEST(RestoreMemory, EachPageIsWrittenOnceByTheFill) {
+  const WindowConfig config = WindowConfig::for_event_time(1000, 3600, 0.001, 4);
+  WindowedFilter window(config);
+  std::vector<std::uint64_t> keys(20'000);
+  std::vector<std::int64_t> times(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    keys[i] = i * 0x9E3779B97F4A7C15ULL;
+    times[i] = static_cast<std::int64_t>(i * 9000 / keys.size());
+  }
+  std::vector<std::uint8_t> is_new(keys.size());
+  window.insert_if_absent(keys, times, is_new);
+  ASSERT_GE(window.memory_bytes(), std::uint64_t{8} << 20);
+  const StateSnapshot whole = take_snapshot(window);
+  std::vector<std::vector<std::byte>> bits(whole.parts.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    with_part_bits(window, i,
+                   [&](std::span<const std::byte> b) { bits[i].assign(b.begin(), b.end()); });
+  }
+  std::vector<const std::vector<std::byte>*> parts;
+  for (const auto& b : bits) parts.push_back(&b);
+  std::size_t written_before = 0;
+  const WindowedFilter restored =
+      restore_window(whole.metadata, copy_counting_written(parts, written_before));
+  EXPECT_EQ(written_before, 0u) << "pages of the restored window written before its fill";
+  EXPECT_EQ(to_file_bytes(restored), to_file_bytes(window));
+  std::size_t resident = 0;
+  for (std::size_t i = 0; i < bits.size(); ++i) {
+    with_part_bits(restored, i,
+                   [&](std::span<const std::byte> b) { resident += resident_pages(b); });
+  }
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  EXPECT_GE(resident * page, restored.memory_bytes() * 9 / 10);
+
+  // A shard of it, restored from its snapshot, likewise.
+  std::vector<WindowShard> shards = split(window, 2);
+  const StateSnapshot shard = take_snapshot(shards[1]);
+  std::vector<std::vector<std::byte>> shard_bits(shard.parts.size());
+  for (std::size_t i = 0; i < shard_bits.size(); ++i) {
+    with_part_bits(shards[1], i,
+                   [&](std::span<const std::byte> b) { shard_bits[i].assign(b.begin(), b.end()); });
+  }
+  parts.clear();
+  for (const auto& b : shard_bits) parts.push_back(&b);
+  const WindowShard restored_shard =
+      restore_window_shard(shard.metadata, copy_counting_written(parts, written_before));
+  EXPECT_EQ(written_before, 0u) << "pages of the restored shard written before its fill";
+  EXPECT_EQ(to_file_bytes(restored_shard), to_file_bytes(shards[1]));
 }
 
 }  // namespace

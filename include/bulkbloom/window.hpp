@@ -207,6 +207,9 @@ class WindowedFilter {
 
  private:
   friend struct detail::WindowAccess;
+  // An empty window whose generations are written when made only if `write` (see the public
+  // constructor); one that is filled next is written there instead (WindowAccess::unwritten).
+  WindowedFilter(const WindowConfig& config, const Options& options, bool write);
   template <typename Key>
   std::uint64_t dedup_keys(std::span<const Key> keys, std::span<const std::int64_t> times,
                            std::span<std::uint8_t> is_new);
@@ -219,6 +222,7 @@ class WindowedFilter {
   void move_clock(std::int64_t time);
   void rotate_to_epoch(std::int64_t epoch);
   void start_generation(std::uint32_t slot, const Layout& layout);
+  void reset_generation(std::uint32_t slot, const Layout& layout);
   Layout whole_layout(const Layout& layout) const;
   std::span<const std::uint64_t> hashes_for(const Filter& filter,
                                             std::span<const std::uint64_t> hashes) const;

@@ -534,10 +534,11 @@ Image assemble(const Prefix& prefix, const Options& options, Want want, Fill&& f
   const Header& header = prefix.header;
   ShardFields place = header.place;
   if (place.num_shards == 0) place.num_shards = 1;
-  WindowedFilter payload =
-      want == Want::shard
-          ? WindowShardAccess::empty_local(header.config, place.shard, place.num_shards, options)
-          : WindowedFilter(header.config, options);
+  // Every filter is filled next: its pages are written once, there.
+  WindowedFilter payload = want == Want::shard
+                               ? WindowShardAccess::empty_local(header.config, place.shard,
+                                                                place.num_shards, options, false)
+                               : WindowAccess::unwritten(header.config, options);
   std::vector<PartRecord> parts = prefix.table.parts;
   if (want == Want::shard) {
     for (PartRecord& g : parts) {

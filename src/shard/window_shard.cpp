@@ -201,7 +201,8 @@ bool shards_size_per_period(const WindowConfig& config, std::uint32_t num_shards
 // the whole layout (WindowAccess::make_part). Other shards' generations keep the configured
 // size: the local promise is left unknown.
 WindowedFilter WindowShardAccess::empty_local(const WindowConfig& config, std::uint32_t index,
-                                              std::uint32_t num_shards, const Options& options) {
+                                              std::uint32_t num_shards, const Options& options,
+                                              bool write) {
   config.validate();
   const ShardPlacement place(config.generation.num_blocks, index, num_shards);
   const bool sized = shards_size_per_period(config, num_shards);
@@ -209,7 +210,8 @@ WindowedFilter WindowShardAccess::empty_local(const WindowConfig& config, std::u
   local.fpr = sized ? config.fpr : 0.0;
   local.block_multiple = sized ? config.block_multiple / num_shards : 1;
   local.generation = detail::local_layout(config.generation, place.blocks().size());
-  WindowedFilter window(local, options);
+  WindowedFilter window =
+      write ? WindowedFilter(local, options) : WindowAccess::unwritten(local, options);
   WindowAccess::make_part(window, config.generation, num_shards,
                           std::make_shared<const detail::ShardHashes>(config.generation, place));
   return window;

@@ -316,6 +316,9 @@ WindowConfig WindowConfig::for_event_time(double records_per_unit, std::uint64_t
 }
 
 WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& options)
+    : WindowedFilter(config, options, true) {}
+
+WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& options, bool write)
     : config_(config), options_(options), whole_generation_(config.generation) {
   config_.validate();
   configured_capacity_ = capacity_at(config_.generation, config_.generation_fpr());
@@ -324,8 +327,9 @@ WindowedFilter::WindowedFilter(const WindowConfig& config, const Options& option
     // Written once here so that its pages are faulted in now: a generation whose first write
     // were the clear of a rotation would fault them in on the call that crosses the boundary, many
     // times slower than clearing memory in place, and the window holds what memory_bytes() says
-    // from the start.
-    ring_.emplace_back(config_.generation, options).clear();
+    // from the start. A restored window's fill is that write (a new filter is all zero).
+    Filter& generation = ring_.emplace_back(config_.generation, options);
+    if (write) generation.clear();
   }
   keys_.assign(config_.generations, 0);
   window_keys_.assign(config_.generations, 0);
@@ -603,6 +607,11 @@ void WindowedFilter::start_generation(std::uint32_t slot, const Layout& layout) 
   } else {
     ring_[slot] = Filter(layout, options_);
   }
+  reset_generation(slot, layout);
+}
+
+// Generation `slot`, all zero with `layout`, starts its period: no keys, no sealed filters.
+void WindowedFilter::reset_generation(std::uint32_t slot, const Layout& layout) {
   keys_[slot] = 0;
   window_keys_[slot] = 0;
   capacity_[slot] = layout == config_.generation
@@ -852,7 +861,9 @@ std::vector<Filter*> detail::WindowAccess::restore_oldest_first(
       continue;
     }
     std::vector<WindowedFilter::SealedPart> sealed = std::move(w.sealed_[slot]);
-    w.start_generation(slot, layout);
+    // The newly constructed generation is all zero and filled next: not cleared again.
+    if (w.ring_[slot].layout() != layout) w.ring_[slot] = Filter(layout, w.options_);
+    w.reset_generation(slot, layout);
     w.sealed_[slot] = std::move(sealed);
     w.keys_[slot] = records[i].keys;
     w.window_keys_[slot] = records[i].window_keys;

@@ -22,6 +22,12 @@ struct WindowAccess {
     return w.ring_;
   }
 
+  /// An empty window whose generations are not written when made, for restore_oldest_first()
+  /// and a fill of every byte of every filter it returns: each page is written once, by the
+  /// fill, not zeroed first.
+  static WindowedFilter unwritten(const WindowConfig& config, const Options& options) {
+    return WindowedFilter(config, options, false);
+  }
   /// What a window file records of each filter besides its bits, in oldest_first() order.
   struct PartRecord {
     std::uint64_t generation;  ///< 0 for the oldest generation, G - 1 for the newest

@@ -2,6 +2,7 @@ package org.bulkbloom.flink;
 
 import java.io.DataInputStream;
 import java.io.InputStream;
+import java.lang.management.ManagementFactory;
 import java.time.Duration;
 import java.util.Arrays;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
@@ -160,6 +161,14 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
     for (int shard = range.getStartKeyGroup(); shard <= range.getEndKeyGroup(); ++shard) {
       restored[shard] = states.restore(shard);
     }
+    // The task thread's CPU time so far is its start with the state backend's restore and these.
+    LOG.info(
+        "bulkbloom: shards {} to {} restored from keyed state: {}; the task thread's CPU time"
+            + " since it started {} ms",
+        range.getStartKeyGroup(),
+        range.getEndKeyGroup(),
+        states.restoreCost(),
+        ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime() / 1_000_000);
     for (KeyGroupStatePartitionStreamProvider input : context.getRawKeyedStateInputs()) {
       final int shard = input.getKeyGroupId();
       if (restored[shard]) {

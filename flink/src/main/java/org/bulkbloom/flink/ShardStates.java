@@ -5,6 +5,8 @@ import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.ArrayList;
 import java.util.BitSet;
 import java.util.Comparator;
@@ -289,6 +291,40 @@ final class ShardStates {
   private final boolean[] startedEmpty;
   // Log bytes written since the last fold().
   private long loggedSinceFold;
+  // What the restores so far read and the task thread's time in each step, for the log.
+  private long restoredBaseBytes;
+  private long restoredLogBytes;
+  private final StepTime baseRead = new StepTime();
+  private final StepTime logRead = new StepTime();
+  private final StepTime replay = new StepTime();
+  private final StepTime restore = new StepTime();
+
+  /**
+   * The time a step of restores took on the task thread, elapsed and the thread's CPU time (which
+   * a loaded machine does not inflate by the other threads' share of the cores).
+   */
+  private static final class StepTime {
+    private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+    long wallNanos;
+    long cpuNanos;
+    private long wallStart;
+    private long cpuStart;
+
+    void start() {
+      wallStart = System.nanoTime();
+      cpuStart = THREADS.getCurrentThreadCpuTime();
+    }
+
+    void stop() {
+      wallNanos += System.nanoTime() - wallStart;
+      cpuNanos += THREADS.getCurrentThreadCpuTime() - cpuStart;
+    }
+
+    String describe(long lessWall, long lessCpu) {
+      return (wallNanos - lessWall) / 1_000_000 + " ms (" + (cpuNanos - lessCpu) / 1_000_000
+          + " ms CPU)";
+    }
+  }
 
   ShardStates(
       AbstractStreamOperator<?> operator, NativeWindowShards window, ShardRouting routing)
@@ -360,6 +396,7 @@ final class ShardStates {
    * returns false, holding nothing new, when the state holds no such shard.
    */
   boolean restore(int shard) throws Exception {
+    restore.start();
     keys.setCurrentKey(routing.keyOfShard(shard));
     final byte[] encoded = manifestState.value();
     if (encoded == null) {
@@ -380,21 +417,50 @@ final class ShardStates {
                     + " (period " + period + ", part " + part + ", " + blocks + " blocks)");
           }
           final int chunk = (int) (offset / CHUNK_BYTES);
-          return stored.present.get(chunk) ? chunk(shard, stored, stored.baseId, chunk) : null;
+          if (!stored.present.get(chunk)) {
+            return null;
+          }
+          baseRead.start();
+          final byte[] bytes = chunk(shard, stored, stored.baseId, chunk);
+          baseRead.stop();
+          restoredBaseBytes += bytes.length;
+          return bytes;
         },
         CHUNK_BYTES);
     for (int i = 0; i < m.parts.size(); ++i) {
       final Part p = m.parts.get(i);
       for (Log log : p.logs) {
         for (int chunk = 0; chunk < chunksOf(log.bytes); ++chunk) {
-          window.replay(shard, i, chunk(shard, p, log.id, chunk));
+          logRead.start();
+          final byte[] bytes = chunk(shard, p, log.id, chunk);
+          logRead.stop();
+          replay.start();
+          window.replay(shard, i, bytes);
+          replay.stop();
+          restoredLogBytes += bytes.length;
         }
       }
     }
     window.enableChangeLog(shard);
     manifests[shard] = m;
     synced[shard] = true;
+    restore.stop();
     return true;
+  }
+
+  /**
+   * What the restores so far cost, for the log: the bytes of bases and logs read from keyed state,
+   * the time reading them, the rest of a base's restore (the window's construction and the copies
+   * into it) and the logs' replay.
+   */
+  String restoreCost() {
+    return restoredBaseBytes + " bytes of bases and " + restoredLogBytes + " of logs in "
+        + restore.describe(0, 0) + ": reading keyed state " + baseRead.describe(0, 0)
+        + " (bases) + " + logRead.describe(0, 0) + " (logs), replaying logs "
+        + replay.describe(0, 0) + ", the window's construction and copies "
+        + restore.describe(
+            baseRead.wallNanos + logRead.wallNanos + replay.wallNanos,
+            baseRead.cpuNanos + logRead.cpuNanos + replay.cpuNanos);
   }
 
   private byte[] chunk(int shard, Part p, long id, int chunk) throws Exception {

@@ -29,6 +29,7 @@ import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.MemorySize;
+import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.configuration.WebOptions;
@@ -66,6 +67,11 @@ import org.apache.flink.streaming.api.graph.StreamGraph;
  *       events — half of them ids of the stream, half new — runs twice: without state (the cost of
  *       starting a job) and restored from the checkpoint. The restored run must drop every old id.
  * </ol>
+ *
+ * <p>With {@code --restore-from CHECKPOINT} (a checkpoint an earlier run of the same mode, records,
+ * seed and capacity retained under its work dir) only the restored probe runs: a restore timed
+ * alone, so that the page cache can be dropped before it, or a local read of the same bytes timed
+ * beside it.
  */
 public final class FlinkDedupBench {
   static final int PROBES = 10_000;
@@ -85,11 +91,14 @@ public final class FlinkDedupBench {
   private final Map<String, String> flinkConf;
   // The events' source's rate limit (0: none).
   private final long recordsPerSecond;
+  private final String restoreFrom;
 
   private FlinkDedupBench(
       Dedup dedup, long records, double repeatFraction, long seed, Path workDir, long capacity,
-      long checkpointIntervalMs, Map<String, String> flinkConf, long recordsPerSecond) {
+      long checkpointIntervalMs, Map<String, String> flinkConf, long recordsPerSecond,
+      String restoreFrom) {
     this.dedup = dedup;
+    this.restoreFrom = restoreFrom;
     this.records = records;
     // The records one window length holds at the stream's rate (it spans less than T), unless
     // given: a larger capacity measures a large window that the run fills only in part.
@@ -114,6 +123,7 @@ public final class FlinkDedupBench {
     long checkpointIntervalMs = 0;
     Map<String, String> flinkConf = new HashMap<>();
     long recordsPerSecond = 0;
+    String restoreFrom = null;
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         usage("missing value after " + args[i]);
@@ -136,6 +146,7 @@ public final class FlinkDedupBench {
           }
           flinkConf.put(value.substring(0, eq), value.substring(eq + 1));
         }
+        case "--restore-from" -> restoreFrom = value;
         default -> usage("unknown option " + args[i]);
       }
     }
@@ -151,7 +162,7 @@ public final class FlinkDedupBench {
     Dedup dedup = Dedup.named(mode, shards);
     new FlinkDedupBench(
             dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs,
-            flinkConf, recordsPerSecond)
+            flinkConf, recordsPerSecond, restoreFrom)
         .run();
     System.exit(0);
   }
@@ -173,7 +184,8 @@ public final class FlinkDedupBench {
             + " [--checkpoint-interval-ms I (periodic checkpoints while the events run)]"
             + " [--flink-conf KEY=VALUE (a Flink option, say a RocksDB one; repeatable)]"
             + " [--records-per-s R (the events' rate at most: checkpoints of R x I records each,"
-            + " whatever the machine's load)]");
+            + " whatever the machine's load)]"
+            + " [--restore-from CHECKPOINT (only the restored probe)]");
     System.exit(2);
   }
 
@@ -196,6 +208,8 @@ public final class FlinkDedupBench {
     }
     conf.set(TaskManagerOptions.MANAGED_MEMORY_SIZE, new MemorySize(managed));
     conf.set(TaskManagerOptions.NUM_TASK_SLOTS, 1);
+    // Any free port for the cluster's REST endpoint: another Flink JVM on the machine may hold 8081.
+    conf.set(RestOptions.BIND_PORT, "0");
     if (checkpointIntervalMs > 0) {
       conf.set(CheckpointingOptions.CHECKPOINTING_INTERVAL, Duration.ofMillis(checkpointIntervalMs));
       conf.set(CheckpointingOptions.CHECKPOINTING_CONSISTENCY_MODE, CheckpointingMode.EXACTLY_ONCE);
@@ -219,6 +233,14 @@ public final class FlinkDedupBench {
                 .setNumSlotsPerTaskManager(1)
                 .build());
     cluster.start();
+    if (restoreFrom != null) {
+      try {
+        restoreOnly(cluster, conf);
+      } finally {
+        cluster.close();
+      }
+      return;
+    }
     try {
       long heapBefore = usedHeapAfterGc();
       RunClock.reset(generator.lastId(), Set.of());
@@ -288,6 +310,20 @@ public final class FlinkDedupBench {
       }
     } finally {
       cluster.close();
+    }
+  }
+
+  private void restoreOnly(MiniCluster cluster, Configuration conf) throws Exception {
+    ProbeRun restored = probe(cluster, conf, restoreFrom);
+    System.out.println(
+        String.format(
+            Locale.ROOT,
+            "mode=%s records=%d capacity=%d restore_from=%s restore_init_s=%.3f"
+                + " restore_probe_s=%.3f probe_kept=%d probe_expected_kept=%d probe_old_kept=%d",
+            dedup.name(), records, capacity, restoreFrom, restored.initializingSeconds,
+            restored.seconds, restored.kept, PROBES / 2, restored.oldKept));
+    if (restored.oldKept != 0) {
+      throw new IllegalStateException(restored.oldKept + " old ids kept after the restore");
     }
   }
 
