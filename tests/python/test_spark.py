@@ -635,6 +635,39 @@ def test_a_count_reads_the_input_once_for_the_routing_too(spark, tmp_path):
     assert reads.value == 8_000
 
 
+def test_a_parquet_input_is_counted_from_its_footers_and_routed_from_its_files(
+        spark, cli, tmp_path, monkeypatch):
+    """A Parquet dump read whole is counted from its files' footers, reading no column, so the
+    count caches nothing and the routing reads the keys from the files; the records kept are the
+    CLI's. Where the count reads a column (a filter on one), it caches the routed columns."""
+    keys = dump(23)
+    table = records(keys)
+    (tmp_path / "in").mkdir()
+    for part in range(4):
+        pa.parquet.write_table(table.slice(part * len(keys) // 4, len(keys) // 4),
+                               tmp_path / "in" / f"part-{part}.parquet")
+    df = spark.read.parquet(str(tmp_path / "in"))
+    cached = []
+    persist = type(df).persist  # the classic session's DataFrame class
+    monkeypatch.setattr(type(df), "persist",
+                        lambda self, *args: cached.append(self.columns) or persist(self, *args))
+    unique = written(spark, df, "event_id", order="seq", fpr=FPR, filter=tmp_path / "f")
+    assert cached == []
+    # Sized for the rows counted. The CLI given that layout keeps the same records; it is
+    # promised a rate the layout meets at once (0.5), else it grows the filter as it goes.
+    layout = bbspark.open_filter(tmp_path / "f").layout
+    assert layout == bbspark._spark_seeded(bulkbloom.Layout.for_capacity(RECORDS, FPR))
+    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", "0.5",
+                         "--shape", layout.shape, "--num-blocks", str(layout.num_blocks),
+                         "--index", layout.index, "--seed", str(layout.seed), "--on-full", "error")
+    assert_same_records(unique, keys, expected)
+    unique = written(spark, df.where("seq >= 0"), "event_id", order="seq", fpr=FPR,
+                     filter=tmp_path / "g")
+    assert len(cached) == 1 and cached[0][:2] == [bbspark._KEY, bbspark._ROW]
+    assert bbspark.open_filter(tmp_path / "g").layout == layout
+    assert_same_records(unique, keys, expected)
+
+
 def test_partition_keys_hash_as_sparks_own_hash(spark):
     """Routing picks, for each shard, an int that Spark's hash partitioning sends to a partition of
     its own (_partition_keys), computing Spark's `hash` of ints itself (Murmur3, seed 42): it must
