@@ -81,6 +81,16 @@ def frame(spark, keys: np.ndarray, first_seq: int = 0, shuffled: bool = False):
     return spark.createDataFrame(table.to_pandas())
 
 
+def parquet_dump(spark, folder: Path, keys: np.ndarray, files: int):
+    """records() of `keys` written as `files` Parquet files of equal rows in `folder`, read back."""
+    table = records(keys)
+    folder.mkdir()
+    for part in range(files):
+        pa.parquet.write_table(table.slice(part * len(keys) // files, len(keys) // files),
+                               folder / f"part-{part}.parquet")
+    return spark.read.parquet(str(folder))
+
+
 def cli_dedup(cli, tmp_path, name, keys, *args):
     """The keys `bulkbloom dedup` keeps, in order."""
     source = tmp_path / f"{name}.u64"
@@ -412,12 +422,7 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
                          "--seed", str(seed), "--filter", str(tmp_path / "cli.bbf"))
     layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
     # Input partitions of a file source (a local relation's row ids are all of partition 0).
-    table = records(keys)
-    (tmp_path / "in").mkdir()
-    for part in range(5):
-        pa.parquet.write_table(table.slice(part * len(keys) // 5, len(keys) // 5),
-                               tmp_path / "in" / f"part-{part}.parquet")
-    df = spark.read.parquet(str(tmp_path / "in"))
+    df = parquet_dump(spark, tmp_path / "in", keys, 5)
     numbered = df.withColumn("row", F.monotonically_increasing_id()).toArrow()
     partitions = len(np.unique(numbered.column("row").to_numpy() >> 33))
     assert partitions > 1
@@ -641,12 +646,7 @@ def test_a_parquet_input_is_counted_from_its_footers_and_routed_from_its_files(
     count caches nothing and the routing reads the keys from the files; the records kept are the
     CLI's. Where the count reads a column (a filter on one), it caches the routed columns."""
     keys = dump(23)
-    table = records(keys)
-    (tmp_path / "in").mkdir()
-    for part in range(4):
-        pa.parquet.write_table(table.slice(part * len(keys) // 4, len(keys) // 4),
-                               tmp_path / "in" / f"part-{part}.parquet")
-    df = spark.read.parquet(str(tmp_path / "in"))
+    df = parquet_dump(spark, tmp_path / "in", keys, 4)
     cached = []
     persist = type(df).persist  # the classic session's DataFrame class
     monkeypatch.setattr(type(df), "persist",
