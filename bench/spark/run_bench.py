@@ -108,6 +108,22 @@ def busy_cpu_seconds() -> float:
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds spent by `root`'s process tree: each live process's own user and system time
+    and that of the children it has reaped (Spark's Python workers, forked by its daemon). Other
+    processes' load stretches wall times several-fold but CPU time far less, so it compares runs
+    taken under load."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 class MemorySampler(threading.Thread):
     """Peaks of the JVM's RSS and of its Python workers' summed PSS since the last reset()."""
 
@@ -176,6 +192,7 @@ class Rest:
             "stages": [
                 {"id": s["stageId"], "name": s["name"].split(" at ")[0], "tasks": s["numTasks"],
                  "run_s": s["executorRunTime"] / 1000,
+                 "cpu_s": s["executorCpuTime"] / 1e9, "gc_s": s["jvmGcTime"] / 1000,
                  "wall_s": stage_seconds(s),
                  "shuffle_write": s["shuffleWriteBytes"], "shuffle_read": s["shuffleReadBytes"]}
                 for s in sorted(stages, key=lambda s: s["stageId"])
@@ -348,6 +365,7 @@ def main() -> None:
             sampler.reset()
             phases = {}
             busy_before = busy_cpu_seconds()
+            tree_before = tree_cpu_seconds(jvm_pid)
             started = time.monotonic()
             load = os.getloadavg()[0]
             result = output_of(variant, spark.read.parquet(str(args.dump)), filter_dir, out)
@@ -361,12 +379,14 @@ def main() -> None:
                 phases["filtering"] = "broadcast join" if joined else "row-id UDF"
             wall = time.monotonic() - started
             cpu = busy_cpu_seconds() - busy_before
+            app_cpu = tree_cpu_seconds(jvm_pid) - tree_before
             memory = sampler.peaks()
             spark.sparkContext.setJobGroup("idle", "idle")
             metrics = rest.group(tag)
             after = shuffle_files(local_dir)
             written_files = sum(size for p, size in after.items() if p not in before)
             run = {"variant": variant, "round": round_number, "wall_s": wall, "cpu_s": cpu,
+                   "app_cpu_s": app_cpu,
                    "load_before": load, "load_after": os.getloadavg()[0],
                    **phases, "rows_out": parquet_rows(out), "sampled": memory, **metrics,
                    "shuffle_files_bytes": written_files}
@@ -382,7 +402,8 @@ def main() -> None:
                 run["distinct_in_output"] = int(np.count_nonzero(np.diff(keys)) + (len(keys) > 0))
                 np.save(args.scratch / f"keys-{variant}.npy", keys)
             runs.append(run)
-            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s, load {load:.1f}), shuffle write "
+            print(f"{tag}: {wall:.1f} s ({cpu:.1f} CPU s, Spark's {app_cpu:.1f}, load {load:.1f}), "
+                  "shuffle write "
                   f"{metrics['shuffle_write'] / 2**20:.1f} MiB "
                   f"(files {written_files / 2**20:.1f} MiB) read "
                   f"{metrics['shuffle_read'] / 2**20:.1f} MiB, JVM RSS "
@@ -424,6 +445,7 @@ def summarize(runs: list, info: dict, variants: list) -> dict:
         "python_pss": lambda r: r["sampled"]["python_pss"],
         "rows_out": lambda r: r["rows_out"],
     }
+    figures["app_cpu_s"] = lambda r: r.get("app_cpu_s", float("nan"))
     figures["load"] = lambda r: r["load_before"]
     summary: dict = {"rows": info["rows"], "distinct": info["distinct"]}
     ours, theirs = (variants + variants)[:2]

@@ -81,6 +81,16 @@ def frame(spark, keys: np.ndarray, first_seq: int = 0, shuffled: bool = False):
     return spark.createDataFrame(table.to_pandas())
 
 
+def parquet_dump(spark, folder: Path, keys: np.ndarray, files: int):
+    """records() of `keys` written as `files` Parquet files of equal rows in `folder`, read back."""
+    table = records(keys)
+    folder.mkdir()
+    for part in range(files):
+        pa.parquet.write_table(table.slice(part * len(keys) // files, len(keys) // files),
+                               folder / f"part-{part}.parquet")
+    return spark.read.parquet(str(folder))
+
+
 def cli_dedup(cli, tmp_path, name, keys, *args):
     """The keys `bulkbloom dedup` keeps, in order."""
     source = tmp_path / f"{name}.u64"
@@ -412,12 +422,7 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
                          "--seed", str(seed), "--filter", str(tmp_path / "cli.bbf"))
     layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
     # Input partitions of a file source (a local relation's row ids are all of partition 0).
-    table = records(keys)
-    (tmp_path / "in").mkdir()
-    for part in range(5):
-        pa.parquet.write_table(table.slice(part * len(keys) // 5, len(keys) // 5),
-                               tmp_path / "in" / f"part-{part}.parquet")
-    df = spark.read.parquet(str(tmp_path / "in"))
+    df = parquet_dump(spark, tmp_path / "in", keys, 5)
     numbered = df.withColumn("row", F.monotonically_increasing_id()).toArrow()
     partitions = len(np.unique(numbered.column("row").to_numpy() >> 33))
     assert partitions > 1
@@ -633,6 +638,34 @@ def test_a_count_reads_the_input_once_for_the_routing_too(spark, tmp_path):
     written(spark, df, "event_id", filter=tmp_path / "window", window=86_400,
             time=1_700_000_000).count()
     assert reads.value == 8_000
+
+
+def test_a_parquet_input_is_counted_from_its_footers_and_routed_from_its_files(
+        spark, cli, tmp_path, monkeypatch):
+    """A Parquet dump read whole is counted from its files' footers, reading no column, so the
+    count caches nothing and the routing reads the keys from the files; the records kept are the
+    CLI's. Where the count reads a column (a filter on one), it caches the routed columns."""
+    keys = dump(23)
+    df = parquet_dump(spark, tmp_path / "in", keys, 4)
+    cached = []
+    persist = type(df).persist  # the classic session's DataFrame class
+    monkeypatch.setattr(type(df), "persist",
+                        lambda self, *args: cached.append(self.columns) or persist(self, *args))
+    unique = written(spark, df, "event_id", order="seq", fpr=FPR, filter=tmp_path / "f")
+    assert cached == []
+    # Sized for the rows counted. The CLI given that layout keeps the same records; it is
+    # promised a rate the layout meets at once (0.5), else it grows the filter as it goes.
+    layout = bbspark.open_filter(tmp_path / "f").layout
+    assert layout == bbspark._spark_seeded(bulkbloom.Layout.for_capacity(RECORDS, FPR))
+    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", "0.5",
+                         "--shape", layout.shape, "--num-blocks", str(layout.num_blocks),
+                         "--index", layout.index, "--seed", str(layout.seed), "--on-full", "error")
+    assert_same_records(unique, keys, expected)
+    unique = written(spark, df.where("seq >= 0"), "event_id", order="seq", fpr=FPR,
+                     filter=tmp_path / "g")
+    assert len(cached) == 1 and cached[0][:2] == [bbspark._KEY, bbspark._ROW]
+    assert bbspark.open_filter(tmp_path / "g").layout == layout
+    assert_same_records(unique, keys, expected)
 
 
 def test_partition_keys_hash_as_sparks_own_hash(spark):

@@ -32,10 +32,12 @@ How it runs
        ``insert_if_absent``, saves the shard under a name unique to the task attempt, writes the
        row ids it dropped, sorted, beside it, and returns one row naming both files.
        Where the filter is sized from the input's row count (no ``capacity``, a new filter; a
-       window's run sizing, "Sliding windows"), the job that counts the rows computes the
-       routed columns and caches them (``persist``: Spark's storage memory, spilling to disk;
-       about 16 bytes a row and the order values), and the routing reads them from the cache,
-       so the input is read once for both; the cache is dropped once the shards are decided.
+       window's run sizing, "Sliding windows"), a Parquet input read whole (no filter on a
+       column) is counted from its files' footers, which reads no column, and the routing reads
+       the input; any other input's counting job computes the routed columns and caches them
+       (``persist``: Spark's storage memory, spilling to disk; about 16 bytes a row and the
+       order values), and the routing reads them from the cache, so the input is read once for
+       both; the cache is dropped once the shards are decided.
     2. Staging (the driver, after every shard's task succeeded): the files the successful
        attempts named become a complete new generation in the job's work directory. ``dedup``
        and ``build`` commit it at once (below); ``dedup_and_write`` only after step 3's write

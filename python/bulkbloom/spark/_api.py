@@ -82,7 +82,7 @@ def _decide(
         None if window.config is None else window.config.generation)
     hashing = ("xxh64", SPARK_SEED) if known is None else (known.hash, known.seed)
     narrow = _narrowed(df, key, kind, order, hashing, nulls)
-    with _RowCount(narrow) as row_count:
+    with _RowCount(narrow, df) as row_count:
         if base is not None:
             the_layout, count = base.layout, base.num_shards
             config = base.window
