@@ -405,29 +405,39 @@ std::uint64_t StateDirectory::commit(
   // The sealed parts: one that the committed state held sealed is the same files (checked by
   // the checksum of its bits when this object's log does not descend from the commit); one that
   // closed since is completed by its final log (StateSnapshot::closed); the others are written.
-  // Each part's bits are taken once: bits_of copies a device's to the host.
+  // Each part's bits are taken once, and not at all for a part kept by a synced commit: bits_of
+  // copies a device's to the host.
   std::map<std::string, std::size_t> kept;
   if (before != nullptr) {
     for (std::size_t i = 0; i + 1 < before->parts.size(); ++i) kept[before->parts[i].name()] = i;
   }
   std::map<std::string, const ClosedPart*> closed;
   for (const ClosedPart& part : snapshot.closed) closed[part.id.name()] = &part;
+  const auto keep = [&](std::size_t i, std::size_t k) {
+    next.files.push_back(before->files[k]);
+    next.bits_checksums.push_back(before->bits_checksums[k]);
+    next.logs[i] = before->logs[k];
+  };
   for (std::size_t i = 0; i < open; ++i) {
     const std::string name = next.parts[i].name();
+    const auto found = closed.find(name);
+    const auto held = found == closed.end() ? kept.find(name) : kept.end();
+    if (held != kept.end() && synced) {
+      keep(i, held->second);
+      continue;
+    }
     bits_of(i, [&](std::span<const std::byte> bits) {
-      if (const auto found = closed.find(name); found != closed.end()) {
+      if (found != closed.end()) {
         const ClosedPart& part = *found->second;
         if (continue_part(i, part.change, part.log, bits.size())) {
           next.bits_checksums.push_back(checksum_of(bits));
           return;
         }
-      } else if (const auto held = kept.find(name); held != kept.end()) {
+      } else if (held != kept.end()) {
         const std::size_t k = held->second;
-        if (synced || (before->logs[k].empty() ? holds(before->files[k], bits)
-                                               : before->bits_checksums[k] == checksum_of(bits))) {
-          next.files.push_back(before->files[k]);
-          next.bits_checksums.push_back(before->bits_checksums[k]);
-          next.logs[i] = before->logs[k];
+        if (before->logs[k].empty() ? holds(before->files[k], bits)
+                                    : before->bits_checksums[k] == checksum_of(bits)) {
+          keep(i, k);
           return;
         }
       }
