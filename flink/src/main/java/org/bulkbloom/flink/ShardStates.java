@@ -451,12 +451,13 @@ final class ShardStates {
   }
 
   /**
-   * What the restores so far cost, for the log: the bytes of bases and logs read from keyed state,
+   * What the restores so far cost, for the log: the bytes of bases (as stored: packed chunks
+   * count their packed bytes) and logs read from keyed state,
    * the time reading them, the rest of a base's restore (the window's construction and the copies
    * into it) and the logs' replay.
    */
   String restoreCost() {
-    return restoredBaseBytes + " bytes of bases and " + restoredLogBytes + " of logs in "
+    return restoredBaseBytes + " bytes of bases as stored and " + restoredLogBytes + " of logs in "
         + restore.describe(0, 0) + ": reading keyed state " + baseRead.describe(0, 0)
         + " (bases) + " + logRead.describe(0, 0) + " (logs), replaying logs "
         + replay.describe(0, 0) + ", the window's construction and copies "

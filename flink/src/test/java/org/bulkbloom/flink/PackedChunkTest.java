@@ -39,7 +39,8 @@ public final class PackedChunkTest {
     Held(long capacity, MemoryKeyedState store) {
       this.capacity = capacity;
       this.store = store;
-      window = new NativeWindowShards(WINDOW, 0, GENERATIONS, FPR, capacity, SEED, SHARDS, false, 0);
+      window =
+          new NativeWindowShards(WINDOW, 0, GENERATIONS, FPR, capacity, SEED, SHARDS, false, 0);
       final NativeWindowShards.Sizing sizing =
           NativeWindowShards.size(WINDOW, 0, GENERATIONS, FPR, capacity, SEED, SHARDS, false);
       routing = new ShardRouting(sizing.numBlocks, sizing.blockIndex == 1, SEED, SHARDS);
