@@ -24,6 +24,7 @@
 #include "bulkbloom/shard.hpp"
 #include "bulkbloom/window.hpp"
 #include "bulkbloom/window_shard.hpp"
+#include "packed_chunk.hpp"
 
 namespace {
 
@@ -850,6 +851,38 @@ JNIEXPORT jboolean JNICALL Java_org_bulkbloom_jni_NativeWindowShards_copyPart(
   });
 }
 
+// Bytes [offset, offset + length) of part `index` of held shard `shard` as keyed state stores them
+// (packed_chunk.hpp): null when all zero, the packed form when shorter than the bits, else the
+// bits.
+JNIEXPORT jbyteArray JNICALL Java_org_bulkbloom_jni_NativeWindowShards_storedChunk(
+    JNIEnv* env, jclass, jlong handle, jint shard, jint index, jlong offset, jint length) {
+  return guarded<jbyteArray>(env, nullptr, [&]() -> jbyteArray {
+    ShardSet& set = shard_set(handle);
+    const WindowShard& held = set.owned(shard_number(set, shard));
+    jbyteArray out = nullptr;
+    bulkbloom::with_part_bits(
+        held, static_cast<std::size_t>(index), [&](std::span<const std::byte> bits) {
+          if (offset < 0 || length < 0 || static_cast<std::uint64_t>(offset) > bits.size() ||
+              static_cast<std::size_t>(length) > bits.size() - static_cast<std::size_t>(offset)) {
+            throw std::invalid_argument("bulkbloom: bytes " + std::to_string(offset) + " + " +
+                                        std::to_string(length) + " are outside part " +
+                                        std::to_string(index) + " of " +
+                                        std::to_string(bits.size()) + " bytes");
+          }
+          const auto piece =
+              bits.subspan(static_cast<std::size_t>(offset), static_cast<std::size_t>(length));
+          if (std::all_of(piece.begin(), piece.end(),
+                          [](std::byte b) { return b == std::byte{0}; })) {
+            return;
+          }
+          const std::vector<std::uint8_t> packed = bulkbloom_jni::pack_chunk(piece);
+          out = packed.empty() ? new_byte_array(env, piece)
+                               : new_byte_array(env, std::as_bytes(std::span(packed)));
+        });
+    return out;
+  });
+}
+
 // Whether the parts `metadata` (a Snapshot's) describes were taken before the shard's clock
 // started (PartId::before_clock, the same for all of them): for manifests stored before the
 // Snapshot said so.
@@ -864,7 +897,8 @@ JNIEXPORT jboolean JNICALL Java_org_bulkbloom_jni_NativeWindowShards_metadataBef
 
 // Holds shard `shard` as `metadata` (a Snapshot's) describes it, each part's bits from
 // `source.chunk(index, period, part, blocks, offset, length)` in pieces of `chunk_bytes` (null:
-// zero bits). The shard held before stays when anything fails.
+// zero bits; `length` bytes: the bits; fewer: packed, as storedChunk gives them). The shard held
+// before stays when anything fails.
 JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv* env, jclass,
                                                                          jlong handle, jint shard,
                                                                          jbyteArray metadata,
@@ -887,19 +921,28 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv*
             static_cast<jint>(id.part), static_cast<jlong>(id.num_blocks), static_cast<jlong>(at),
             static_cast<jint>(length)));
         if (env->ExceptionCheck()) throw JavaException{"java/lang/IllegalStateException", ""};
-        if (piece == nullptr) {
-          std::fill(bits.begin() + static_cast<std::ptrdiff_t>(at),
-                    bits.begin() + static_cast<std::ptrdiff_t>(at + length), std::byte{0});
-          continue;
-        }
+        // The bits are all zero (PartFill): a chunk not stored leaves them so.
+        if (piece == nullptr) continue;
         const auto got = static_cast<std::size_t>(env->GetArrayLength(piece));
-        if (got != length) {
-          throw bulkbloom::FormatError(what + ": part " + id.name() + " has " +
-                                       std::to_string(got) + " bytes at offset " +
-                                       std::to_string(at) + ", expected " + std::to_string(length));
+        if (got > length) {
+          throw bulkbloom::FormatError(
+              what + ": part " + id.name() + " has " + std::to_string(got) + " bytes at offset " +
+              std::to_string(at) + ", expected at most " + std::to_string(length));
         }
-        env->GetByteArrayRegion(piece, 0, static_cast<jsize>(length),
-                                reinterpret_cast<jbyte*>(bits.data() + at));
+        if (got == length) {
+          env->GetByteArrayRegion(piece, 0, static_cast<jsize>(length),
+                                  reinterpret_cast<jbyte*>(bits.data() + at));
+        } else {
+          // Shorter than the bits: packed, unpacked straight from the Java array.
+          const Pinned<std::uint8_t> packed(env, piece, false);
+          try {
+            bulkbloom_jni::unpack_chunk(std::span(packed.data(), packed.size()),
+                                        bits.subspan(at, length));
+          } catch (const std::invalid_argument& e) {
+            throw bulkbloom::FormatError(what + ": part " + id.name() + " at offset " +
+                                         std::to_string(at) + ": " + e.what());
+          }
+        }
         env->DeleteLocalRef(piece);
       }
     };

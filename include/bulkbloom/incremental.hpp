@@ -60,8 +60,9 @@ struct StateSnapshot {
   std::vector<ClosedPart> closed;
 };
 
-/// Fills `bits` (exactly the part's bytes) with the saved bits of part `index` of the metadata,
-/// whose identity is `id`: for the open part, its base (all zero when the base is empty).
+/// Fills `bits` (exactly the part's bytes, all zero when called) with the saved bits of part
+/// `index` of the metadata, whose identity is `id`: for the open part, its base (all zero when the
+/// base is empty). A fill may leave zero bytes unwritten, and set bits one by one.
 using PartFill =
     std::function<void(std::size_t index, const PartId& id, std::span<std::byte> bits)>;
 /// Receives the bits of one part, valid during the call.

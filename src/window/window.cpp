@@ -845,6 +845,13 @@ std::vector<detail::WindowAccess::PartRecord> detail::WindowAccess::records_olde
   return records;
 }
 
+bool detail::WindowAccess::no_bit_set(const Filter& filter) {
+  const std::byte* host = FilterAccess::engine(filter).host_bytes();
+  if (host == nullptr) return filter.popcount() == 0;
+  return std::all_of(host, host + filter.layout().size_bytes(),
+                     [](std::byte b) { return b == std::byte{0}; });
+}
+
 std::vector<Filter*> detail::WindowAccess::restore_oldest_first(
     WindowedFilter& w, std::span<const PartRecord> records) {
   ring_oldest_first(w);

@@ -93,13 +93,16 @@ struct WindowAccess {
   /// Records clock: the whole window has processed `records` records.
   static void advance_records(WindowedFilter& w, std::uint64_t records);
 
+  /// Whether `filter` has no bit set: in host memory a scan that stops at the first set byte (a
+  /// restored open part is seldom empty, and a popcount of it is a pass over all its words).
+  static bool no_bit_set(const Filter& filter);
   /// The change log of bulkbloom/incremental.hpp: starts it empty, from now, unless it runs.
   static void enable_log(WindowedFilter& w) {
     if (w.logging_) return;
     w.require_generations("enable_change_log");
     w.logging_ = true;
     w.change_log_.clear();
-    w.log_from_empty_ = w.ring_[w.newest_].popcount() == 0;
+    w.log_from_empty_ = no_bit_set(w.ring_[w.newest_]);
     w.log_dropped_ = false;
     w.closed_logs_.clear();
   }

@@ -158,8 +158,9 @@ public final class NativeWindowShards implements AutoCloseable {
   public interface PartSource {
     /**
      * Bytes {@code [offset, offset + length)} of part {@code index} of the metadata, whose identity
-     * is (period, part, blocks): exactly {@code length} bytes, or null for zero bits. May throw;
-     * the exception reaches the caller of {@link #restore}.
+     * is (period, part, blocks): exactly {@code length} bytes, fewer in the packed form {@link
+     * #storedChunk} gives, or null for zero bits. May throw; the exception reaches the caller of
+     * {@link #restore}.
      */
     byte[] chunk(int index, long period, int part, long blocks, long offset, int length)
         throws Exception;
@@ -272,6 +273,17 @@ public final class NativeWindowShards implements AutoCloseable {
    */
   public boolean copyPart(int shard, int index, long offset, byte[] out) {
     return copyPart(address(), shard, index, offset, out);
+  }
+
+  /**
+   * Bytes {@code [offset, offset + length)} of part {@code index} (of the last {@link
+   * #takeSnapshot}'s parts) of held shard {@code shard} as a {@link PartSource} gives them back:
+   * null when all zero, else the packed form when it is shorter than the bits (a sparse chunk:
+   * tag byte 1, then the gap before each set bit as a varint; docs/FORMAT.md "Flink keyed state"),
+   * else the bits.
+   */
+  public byte[] storedChunk(int shard, int index, long offset, int length) {
+    return storedChunk(address(), shard, index, offset, length);
   }
 
   /**
@@ -452,6 +464,9 @@ public final class NativeWindowShards implements AutoCloseable {
 
   private static native boolean copyPart(
       long handle, int shard, int index, long offset, byte[] out);
+
+  private static native byte[] storedChunk(
+      long handle, int shard, int index, long offset, int length);
 
   private static native void restore(
       long handle, int shard, byte[] metadata, PartSource source, int chunkBytes);

@@ -36,7 +36,7 @@ import org.bulkbloom.jni.NativeWindowShards.Snapshot;
  * shards ({@link #FOLD_BYTES_PER_CHECKPOINT}), so that no checkpoint's work is large; a part whose
  * bits no stored state plus log tells is written whole, as the fold of a new zero base with no
  * limit ({@link #refold}, the one way bases are written). Parts leave when the window drops them.
- * All-zero chunks are not stored.
+ * All-zero chunks are not stored, and a chunk of a base mostly zero is packed (its set bits' gaps).
  *
  * <p>Everything here runs on the task thread and only moves bytes into the keyed state backend;
  * the backend makes them durable asynchronously (RocksDB and ForSt with incremental checkpoints
@@ -64,8 +64,10 @@ final class ShardStates {
 
   // 1: each sealed part's bits, the open part's base and logs. 2: each part a base and logs,
   // with a fold in progress. 3: and whether it was taken before the clock started (versions 1
-  // and 2 tell it by their metadata).
-  private static final int MANIFEST_VERSION = 3;
+  // and 2 tell it by their metadata). 4: as 3, and a base chunk shorter than its bits is packed
+  // (NativeWindowShards.storedChunk); a chunk of its bits' length is the bits in every version,
+  // so that the chunks of older versions restore as they are.
+  private static final int MANIFEST_VERSION = 4;
   // A chunk's key: its storage's number times 2^24 plus its index (a part of up to 16 TiB).
   private static final int CHUNK_INDEX_BITS = 24;
 
@@ -376,7 +378,7 @@ final class ShardStates {
     startedEmpty[shard] = true;
   }
 
-  private static long chunkKey(long id, int chunk) {
+  static long chunkKey(long id, int chunk) {
     return (id << CHUNK_INDEX_BITS) | chunk;
   }
 
@@ -449,12 +451,13 @@ final class ShardStates {
   }
 
   /**
-   * What the restores so far cost, for the log: the bytes of bases and logs read from keyed state,
+   * What the restores so far cost, for the log: the bytes of bases (as stored: packed chunks
+   * count their packed bytes) and logs read from keyed state,
    * the time reading them, the rest of a base's restore (the window's construction and the copies
    * into it) and the logs' replay.
    */
   String restoreCost() {
-    return restoredBaseBytes + " bytes of bases and " + restoredLogBytes + " of logs in "
+    return restoredBaseBytes + " bytes of bases as stored and " + restoredLogBytes + " of logs in "
         + restore.describe(0, 0) + ": reading keyed state " + baseRead.describe(0, 0)
         + " (bases) + " + logRead.describe(0, 0) + " (logs), replaying logs "
         + replay.describe(0, 0) + ", the window's construction and copies "
@@ -614,19 +617,14 @@ final class ShardStates {
   private Refolded refold(int shard, int index, Part p, long budget) throws Exception {
     long read = 0;
     long written = 0;
-    byte[] buffer = null;
     while (p.folded < chunksOf(p.bytes) && read < budget) {
       final long offset = (long) p.folded * CHUNK_BYTES;
       final int length = (int) Math.min(CHUNK_BYTES, p.bytes - offset);
-      if (buffer == null || buffer.length != length) {
-        buffer = new byte[length];
-      }
-      if (window.copyPart(shard, index, offset, buffer)) {
-        chunkState.put(chunkKey(p.baseId, p.folded), buffer);
+      final byte[] stored = window.storedChunk(shard, index, offset, length);
+      if (stored != null) {
+        chunkState.put(chunkKey(p.baseId, p.folded), stored);
         p.present.set(p.folded);
-        written += length;
-        // The hashmap backend keeps the array itself.
-        buffer = null;
+        written += stored.length;
       }
       read += length;
       ++p.folded;

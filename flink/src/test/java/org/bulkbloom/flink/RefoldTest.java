@@ -3,13 +3,6 @@ package org.bulkbloom.flink;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.util.AbstractMap;
-import java.util.HashMap;
-import java.util.Iterator;
-import java.util.Map;
-import org.apache.flink.api.common.state.MapState;
-import org.apache.flink.api.common.state.ValueState;
-import org.apache.flink.streaming.api.operators.KeyContext;
 import org.bulkbloom.jni.NativeWindowShards;
 import org.junit.jupiter.api.Test;
 
@@ -34,7 +27,7 @@ public final class RefoldTest {
   // New keys a checkpoint: 128 KiB of logs, little beside the fold's 4 MiB.
   private static final int BATCH = 16_384;
 
-  private static void assertMoved(ShardStates.Moved moved, Store store, String what) {
+  private static void assertMoved(ShardStates.Moved moved, MemoryKeyedState store, String what) {
     final long put = store.put.values().stream().mapToLong(Long::longValue).sum();
     assertTrue(
         moved.logs + moved.bases == put && moved.manifests == store.manifestBytes,
@@ -43,129 +36,13 @@ public final class RefoldTest {
             + store.manifestBytes);
   }
 
-  /** The keyed state of one operator: each state's value per Flink key. */
-  private static final class Store implements KeyContext {
-    final Map<Object, byte[]> manifests = new HashMap<>();
-    final Map<Object, Map<Long, byte[]>> chunks = new HashMap<>();
-    Object key;
-    // Per Flink key, the bytes put and the chunks removed since the counts were last cleared.
-    final Map<Object, Long> put = new HashMap<>();
-    final Map<Object, Long> removed = new HashMap<>();
-    // Bytes of manifests written, over all keys, since last cleared.
-    long manifestBytes;
-
-    @Override
-    public void setCurrentKey(Object key) {
-      this.key = key;
-    }
-
-    @Override
-    public Object getCurrentKey() {
-      return key;
-    }
-
-    /** What a checkpoint of this state restores: the same values (chunks are never changed). */
-    Store copy() {
-      final Store c = new Store();
-      c.manifests.putAll(manifests);
-      chunks.forEach((k, map) -> c.chunks.put(k, new HashMap<>(map)));
-      return c;
-    }
-
-    Map<Long, byte[]> map() {
-      return chunks.computeIfAbsent(key, k -> new HashMap<>());
-    }
-
-    ValueState<byte[]> manifestState() {
-      return new ValueState<>() {
-        @Override
-        public byte[] value() {
-          return manifests.get(key);
-        }
-
-        @Override
-        public void update(byte[] value) {
-          manifestBytes += value.length;
-          manifests.put(key, value);
-        }
-
-        @Override
-        public void clear() {
-          manifests.remove(key);
-        }
-      };
-    }
-
-    MapState<Long, byte[]> chunkState() {
-      return new MapState<>() {
-        @Override
-        public byte[] get(Long k) {
-          return map().get(k);
-        }
-
-        @Override
-        public void put(Long k, byte[] v) {
-          put.merge(key, (long) v.length, Long::sum);
-          map().put(k, v);
-        }
-
-        @Override
-        public void putAll(Map<Long, byte[]> m) {
-          m.forEach(this::put);
-        }
-
-        @Override
-        public void remove(Long k) {
-          if (map().remove(k) != null) {
-            removed.merge(key, 1L, Long::sum);
-          }
-        }
-
-        @Override
-        public boolean contains(Long k) {
-          return map().containsKey(k);
-        }
-
-        @Override
-        public Iterable<Map.Entry<Long, byte[]>> entries() {
-          return map().entrySet();
-        }
-
-        @Override
-        public Iterable<Long> keys() {
-          return map().keySet();
-        }
-
-        @Override
-        public Iterable<byte[]> values() {
-          return map().values();
-        }
-
-        @Override
-        public Iterator<Map.Entry<Long, byte[]>> iterator() {
-          return map().entrySet().iterator();
-        }
-
-        @Override
-        public boolean isEmpty() {
-          return map().isEmpty();
-        }
-
-        @Override
-        public void clear() {
-          chunks.remove(key);
-        }
-      };
-    }
-  }
-
   /** Shards with their keyed state, as one operator instance holds them. */
   private static final class Held implements AutoCloseable {
     final NativeWindowShards window = newWindow();
-    final Store store;
+    final MemoryKeyedState store;
     final ShardStates states;
 
-    Held(Store store, ShardRouting routing) {
+    Held(MemoryKeyedState store, ShardRouting routing) {
       this.store = store;
       states =
           new ShardStates(store, store.manifestState(), store.chunkState(), window, routing);
@@ -223,7 +100,7 @@ public final class RefoldTest {
     assertTrue(
         partBytes > 2 * (ShardStates.FOLD_BYTES_PER_CHECKPOINT + 2 * 8L * BATCH),
         "a part of " + partBytes + " bytes folds in fewer than three checkpoints");
-    Held live = new Held(new Store(), routing);
+    Held live = new Held(new MemoryKeyedState(), routing);
     try (NativeWindowShards uninterrupted = newWindow()) {
       for (int s = 0; s < SHARDS; ++s) {
         uninterrupted.addEmpty(s);
