@@ -18,7 +18,11 @@ Keys
     pandas >= 3; a one-column table) read in place chunk by chunk (string and binary views, what
     polars holds, included), a numpy ``str`` / ``bytes`` / ``StringDType`` array, or a list
     or tuple (all ints, all ``str`` or all ``bytes`` / ``bytearray``); ``update`` also takes any
-    iterable. A null, NA or NaN among the keys is a ``ValueError`` naming its position. A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
+    iterable. A filter's ``insert``, ``contains`` and ``insert_if_absent`` read an Arrow stream
+    (a DuckDB relation, a RecordBatchReader) as they use it, a batch at a time, never whole. A
+    null, NA or NaN among the keys is a ``ValueError`` naming its position, raised before any key
+    is used (of a stream, before any of its first 65,536 keys: past them, when its batch is read,
+    the batches before it applied). A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
     one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a

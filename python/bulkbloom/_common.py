@@ -88,6 +88,32 @@ def _run_pieces(pieces: list, out: Optional[np.ndarray], on_u64: Any, on_bytes: 
     return total
 
 
+def _run_flagged(pieces: list, on_u64: Any, on_bytes: Any) -> np.ndarray:
+    """A bulk call that answers a flag per key, over a batch's pieces: the flags of a batch whose
+    length is known are written in place; of a stream read as it goes, piece by piece, each
+    piece's kept packed 8 to a byte until the length is known (so that the flags are not held
+    twice, as parts and joined), then unpacked into one array."""
+    if _keys.known_length(pieces):
+        out = _flags(sum(map(_keys.piece_length, pieces)))
+        _run_pieces(pieces, out, on_u64, on_bytes)
+        return out
+    flags: list = []  # each piece's flags; once there are two, each packed, with its count
+    for piece in _keys.resolved(pieces):
+        part = _flags(_keys.piece_length(piece))
+        _run_pieces([piece], part, on_u64, on_bytes)
+        if len(flags) == 1:
+            flags[0] = (np.packbits(flags[0]), len(flags[0]))
+        flags.append((np.packbits(part), len(part)) if flags else part)
+    if len(flags) <= 1:  # one piece's flags are the answer as they are
+        return flags[0] if flags else _flags(0)
+    out = _flags(sum(count for _, count in flags))
+    start = 0
+    for bits, count in flags:
+        out[start : start + count] = np.unpackbits(bits, count=count).view(np.bool_)
+        start += count
+    return out
+
+
 _SavedT = TypeVar("_SavedT", bound="_Saved")
 
 
@@ -189,8 +215,9 @@ class _BulkCalls(_Saved):
     __slots__ = ()
 
     def _pieces_to_write(self, keys: Keys) -> list:
-        """The pieces of a batch that insert or insert_if_absent is given."""
-        return _keys.key_pieces(keys)
+        """The pieces of a batch that insert or insert_if_absent is given: an Arrow stream read
+        as the call goes (a shard checks every key's owner first, so reads its batch whole)."""
+        return _keys.key_pieces(keys, streamed=True)
 
     def insert(self, keys: Keys) -> None:
         """Inserts every key of a batch."""
@@ -198,22 +225,16 @@ class _BulkCalls(_Saved):
 
     def contains(self, keys: Keys) -> np.ndarray:
         """A bool array: True where the key may be present (never False for an inserted key)."""
-        pieces = _keys.key_pieces(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(pieces, out, self._core.contains, self._core.contains_bytes)
-        return out
+        return _run_flagged(_keys.key_pieces(keys, streamed=True), self._core.contains,
+                            self._core.contains_bytes)
 
     def insert_if_absent(self, keys: Keys) -> np.ndarray:
         """The dedup primitive: inserts each key and returns a bool array, True where the key was
         absent before (counting earlier keys of the batch), exactly as the loop
         ``new = key not in f; f.add(key)`` would. A repeated key is reported new at most once.
         ``keys[f.insert_if_absent(keys)]`` is the batch without its repeats."""
-        pieces = self._pieces_to_write(keys)
-        out = _flags(sum(map(_keys.piece_length, pieces)))
-        _run_pieces(
-            pieces, out, self._core.insert_if_absent, self._core.insert_if_absent_bytes
-        )
-        return out
+        return _run_flagged(self._pieces_to_write(keys), self._core.insert_if_absent,
+                            self._core.insert_if_absent_bytes)
 
 
 

@@ -103,7 +103,27 @@ class ListSlice(NamedTuple):
     encode: bool
 
 
-Piece = Union[U64Piece, BytesPiece, ArrowBytesPiece, ListSlice]
+class StreamRest:
+    """The chunks of an Arrow stream past the first READ_AHEAD_KEYS keys: read by resolved() one
+    at a time, each when its turn comes, so that a stream whose producer makes its batches as it
+    is read (a DuckDB query, a dataset scan) is never held whole. `ahead` holds the chunks read
+    before (_core.ArrowChunk; resolved() drops each once used), `start` is the position of the
+    stream's next key in the batch. Only calls that need not know the batch's length first take
+    one (key_pieces' `streamed`)."""
+
+    __slots__ = ("ahead", "stream", "start")
+
+    def __init__(self, ahead: List[Any], stream: Any, start: int) -> None:
+        self.ahead = ahead
+        self.stream = stream
+        self.start = start
+
+
+#: A stream of at most this many keys is read whole, and checked for nulls, before any key is
+#: used; past them, a stream is read chunk by chunk as its keys are used (StreamRest).
+READ_AHEAD_KEYS = 1 << 16
+
+Piece = Union[U64Piece, BytesPiece, ArrowBytesPiece, ListSlice, StreamRest]
 
 
 def piece_length(piece: Piece) -> int:
@@ -113,7 +133,14 @@ def piece_length(piece: Piece) -> int:
         return len(piece.keys)
     if isinstance(piece, ListSlice):
         return piece.end - piece.begin
+    if isinstance(piece, StreamRest):
+        raise TypeError("the length of a stream is known only once it is read")
     return len(piece.offsets) - 1
+
+
+def known_length(pieces: List[Piece]) -> bool:
+    """Whether the batch's length is known before its keys are used (no StreamRest)."""
+    return not any(isinstance(piece, StreamRest) for piece in pieces)
 
 
 def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece, ArrowBytesPiece]]:
@@ -122,8 +149,25 @@ def resolved(pieces: List[Piece]) -> Iterator[Union[U64Piece, BytesPiece, ArrowB
         if isinstance(piece, ListSlice):
             part = piece.keys[piece.begin : piece.end]
             yield _joined_bytes([str.encode(k, "utf-8") for k in part] if piece.encode else part)
+        elif isinstance(piece, StreamRest):
+            yield from _stream_pieces(piece)
         else:
             yield piece
+
+
+def _stream_pieces(rest: StreamRest) -> Iterator[Union[U64Piece, BytesPiece, ArrowBytesPiece]]:
+    """The pieces of a stream's chunks, the ones read ahead then the rest of the stream, each
+    released once used (a null past the read-ahead: ValueError, the keys before it applied)."""
+    while rest.ahead:
+        yield _chunk_piece(rest.ahead.pop(0))
+    for chunk in rest.stream:
+        first = chunk.first_null()
+        if first is not None:
+            raise null_error(rest.start + first)
+        rest.start += len(chunk)
+        piece = _chunk_piece(chunk)
+        del chunk
+        yield piece
 
 
 def bytes_args(piece: Union[BytesPiece, ArrowBytesPiece]) -> Tuple[Any, Any]:
@@ -145,8 +189,9 @@ def _pyarrow() -> Any:
     return sys.modules.get("pyarrow")
 
 
-def key_pieces(keys: Any) -> List[Piece]:
-    """The pieces of a batch of keys, in order."""
+def key_pieces(keys: Any, streamed: bool = False) -> List[Piece]:
+    """The pieces of a batch of keys, in order. `streamed`: an Arrow stream (PyCapsule) longer
+    than READ_AHEAD_KEYS keys may end in a StreamRest, read as the call goes."""
     if isinstance(keys, np.ndarray):
         return [_numpy_piece(keys)]
     pa = _pyarrow()
@@ -154,7 +199,7 @@ def key_pieces(keys: Any) -> List[Piece]:
         if keys.dtype == object:  # Python objects: read as an object array is
             return [_object_piece(np.asarray(keys))]
         if pa is None and _has_arrow_capsule(keys):  # pandas >= 3 exports Arrow without pyarrow
-            return _capsule_pieces(keys)
+            return _capsule_pieces(keys, streamed=streamed)
         pa = pa or _import_pyarrow("a pandas batch of keys")
         # pandas' own arrays (nullable Int64, str, categorical) become Arrow arrays in C (in
         # place where pyarrow holds them already): NA and NaN become nulls, named by position.
@@ -165,7 +210,7 @@ def key_pieces(keys: Any) -> List[Piece]:
         if isinstance(keys, pa.Array):
             return _chunk_pieces(pa, [keys])
     if _has_arrow_capsule(keys):
-        return _capsule_pieces(keys)
+        return _capsule_pieces(keys, streamed=streamed)
     if isinstance(keys, (str, bytes, bytearray)) or _is_byte_buffer(keys):
         raise TypeError(
             "a bulk call takes an array of keys, not a single "
@@ -219,27 +264,44 @@ def _has_arrow_capsule(keys: Any) -> bool:
     return hasattr(keys, "__arrow_c_stream__") or hasattr(keys, "__arrow_c_array__")
 
 
-def _capsule_pieces(keys: Any, start: int = 0) -> List[Piece]:
+def _capsule_pieces(keys: Any, start: int = 0, streamed: bool = False) -> List[Piece]:
     """The pieces of an Arrow PyCapsule producer's column (polars, DuckDB, nanoarrow, pandas),
     read in place chunk by chunk, whose first key is key `start` of the batch. Every chunk is
-    checked for nulls before any key is used."""
+    checked for nulls before any key is used; `streamed`, only those of the first
+    READ_AHEAD_KEYS keys of a stream, the rest as they are read (StreamRest)."""
     if hasattr(keys, "__arrow_c_stream__"):
-        chunks = list(_core.ArrowStream(keys.__arrow_c_stream__()))
+        stream = _core.ArrowStream(keys.__arrow_c_stream__())
+        chunks = []
+        held = 0
+        for chunk in stream:
+            chunks.append(chunk)
+            held += len(chunk)
+            if streamed and held > READ_AHEAD_KEYS:
+                _check_nulls(chunks, start)
+                return [StreamRest(chunks, stream, start + held)]
     else:
         chunks = [_core.ArrowChunk.from_capsules(*keys.__arrow_c_array__())]
-    pieces: List[Piece] = []
+    _check_nulls(chunks, start)
+    return [_chunk_piece(chunk) for chunk in chunks]
+
+
+def _check_nulls(chunks: List[Any], start: int) -> None:
+    """ValueError naming the first null of `chunks` (_core.ArrowChunk), the first of which is at
+    position `start` of the batch."""
     for chunk in chunks:
         first = chunk.first_null()
         if first is not None:
             raise null_error(start + first)
-        if chunk.layout == "integers":
-            pieces.append(_numpy_piece(chunk.integers()))
-        elif chunk.layout == "offsets":
-            pieces.append(BytesPiece(*chunk.offsets_and_data()))
-        else:
-            pieces.append(ArrowBytesPiece(chunk.byte_keys()))
         start += len(chunk)
-    return pieces
+
+
+def _chunk_piece(chunk: Any) -> Piece:
+    """The piece of a _core.ArrowChunk, whose nulls were checked."""
+    if chunk.layout == "integers":
+        return _numpy_piece(chunk.integers())
+    if chunk.layout == "offsets":
+        return BytesPiece(*chunk.offsets_and_data())
+    return ArrowBytesPiece(chunk.byte_keys())
 
 
 def _is_pandas(keys: Any) -> bool:

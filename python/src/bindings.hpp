@@ -92,34 +92,78 @@ class ArrowByteKeys {
   /// Raises ValueError naming the first view whose key is not inside its data buffer, so that
   /// key() reads nothing else. Call without the GIL.
   void validate() const {
-    for (std::size_t i = 0; width_ == 0 && i < count_; ++i) check(i);
+    if (width_ != 0 || views_inside()) return;
+    for (std::size_t i = 0; i < count_; ++i) check(i);  // names the first bad view
   }
   /// Raises ValueError if key i is a view whose key is not inside its data buffer.
   void check(std::size_t i) const;
   /// Key i, in the array's memory (of views: once validate() has passed).
   std::string_view key(std::size_t i) const {
     if (width_ != 0) return {reinterpret_cast<const char*>(values_) + i * width_, width_};
-    const std::uint8_t* view = values_ + i * kViewSize;
-    std::int32_t length = 0;
-    std::memcpy(&length, view, 4);
-    if (length <= kInlineSize)
-      return {reinterpret_cast<const char*>(view + 4), static_cast<std::size_t>(length)};
-    std::int32_t buffer = 0;
-    std::int32_t offset = 0;
-    std::memcpy(&buffer, view + 8, 4);
-    std::memcpy(&offset, view + 12, 4);
-    return {buffers_[static_cast<std::size_t>(buffer)] + offset, static_cast<std::size_t>(length)};
+    return view_key(i);
+  }
+  /// Keys [begin, end) into `out` (of views: once validate() has passed).
+  void keys(std::size_t begin, std::size_t end, std::string_view* out) const {
+    // One loop per layout, so that the loop over views has no branch on the layout.
+    if (width_ != 0) {
+      for (std::size_t i = begin; i < end; ++i)
+        out[i - begin] = {reinterpret_cast<const char*>(values_) + i * width_, width_};
+      return;
+    }
+    for (std::size_t i = begin; i < end; ++i) out[i - begin] = view_key(i);
   }
 
  private:
   static constexpr std::size_t kViewSize = 16;
   static constexpr std::int32_t kInlineSize = 12;
 
+  struct View {
+    std::int32_t length;
+    std::int32_t prefix;  // of an inline key: its first 4 bytes
+    std::int32_t buffer;  // of an inline key: its bytes 4 to 8
+    std::int32_t offset;  // of an inline key: its bytes 8 to 12
+  };
+
+  View view(std::size_t i) const {
+    View v;
+    std::memcpy(&v, values_ + i * kViewSize, kViewSize);
+    return v;
+  }
+  /// A view's buffer index, or the sentinel entry past the data buffers for any index outside
+  /// them (or an inline key's bytes), so that the tables below are read without a branch.
+  std::size_t entry(std::int32_t buffer) const {
+    return std::min(static_cast<std::uint32_t>(buffer), static_cast<std::uint32_t>(sizes_.size()));
+  }
+  /// Both places a key may be are computed and one is selected, without a branch: which one a
+  /// key takes follows its length, which mixed lengths make unpredictable.
+  std::string_view view_key(std::size_t i) const {
+    const View v = view(i);
+    const auto inline_at = reinterpret_cast<std::uintptr_t>(values_ + i * kViewSize + 4);
+    const std::uintptr_t stored_at = bases_[entry(v.buffer)] + static_cast<std::uint32_t>(v.offset);
+    const std::uintptr_t at = v.length <= kInlineSize ? inline_at : stored_at;
+    return {reinterpret_cast<const char*>(at), static_cast<std::size_t>(v.length)};
+  }
+  /// Whether every view is well formed and inside its buffer: what check() asks of each, in one
+  /// pass without branches (check() then names the first bad one).
+  bool views_inside() const {
+    bool bad = false;
+    for (std::size_t i = 0; i < count_; ++i) {
+      const View v = view(i);
+      const std::int64_t end = std::int64_t{v.offset} + v.length;
+      bad |= (v.length < 0) |
+             ((v.length > kInlineSize) & ((v.offset < 0) | (end > limits_[entry(v.buffer)])));
+    }
+    return !bad;
+  }
+
   const std::uint8_t* values_ = nullptr;  // the keys (fixed) or the views
   std::size_t count_ = 0;
-  std::size_t width_ = 0;  // of fixed-size keys; 0 for views
-  std::vector<const char*> buffers_;
-  std::vector<std::int64_t> sizes_;
+  std::size_t width_ = 0;            // of fixed-size keys; 0 for views
+  std::vector<std::int64_t> sizes_;  // of each data buffer
+  // Per data buffer, then one sentinel entry: its address (sentinel 0), and the end a key in it
+  // may reach (its size; -1 for a missing buffer and the sentinel, which no key may reach).
+  std::vector<std::uintptr_t> bases_;
+  std::vector<std::int64_t> limits_;
 };
 
 /// A byte-string bulk call's `offsets` argument: Arrow-style int32 or int64 offsets into its
@@ -144,6 +188,9 @@ class ByteKeys {
 
  private:
   std::uint64_t offset(std::size_t i) const;
+  /// views_[0, end - begin): keys [begin, end) of offsets + data, whose offsets are `offsets`.
+  template <typename Offset>
+  void offset_keys(const Offset* offsets, std::size_t begin, std::size_t end);
 
   const ArrowByteKeys* arrow_ = nullptr;  // the keys, when they are not offsets + data
   const void* offsets_ = nullptr;

@@ -97,34 +97,34 @@ ArrowByteKeys ArrowByteKeys::views(const std::uint8_t* views, std::size_t count,
   ArrowByteKeys keys;
   keys.values_ = views;
   keys.count_ = count;
-  keys.buffers_ = std::move(buffers);
+  for (std::size_t b = 0; b < buffers.size(); ++b) {
+    keys.bases_.push_back(reinterpret_cast<std::uintptr_t>(buffers[b]));
+    keys.limits_.push_back(buffers[b] == nullptr ? -1 : sizes[b]);
+  }
+  keys.bases_.push_back(0);
+  keys.limits_.push_back(-1);
   keys.sizes_ = std::move(sizes);
   return keys;
 }
 
 void ArrowByteKeys::check(std::size_t i) const {
   if (width_ != 0) return;
-  const std::uint8_t* view = values_ + i * kViewSize;
-  std::int32_t length = 0;
-  std::memcpy(&length, view, 4);
-  if (length < 0)
+  const View v = view(i);
+  if (v.length < 0)
     throw std::invalid_argument("Arrow view " + std::to_string(i) + " has a negative length (" +
-                                std::to_string(length) + ")");
-  if (length <= kInlineSize) return;
-  std::int32_t buffer = 0;
-  std::int32_t offset = 0;
-  std::memcpy(&buffer, view + 8, 4);
-  std::memcpy(&offset, view + 12, 4);
+                                std::to_string(v.length) + ")");
+  if (v.length <= kInlineSize) return;
   const auto where = [&] {
-    return "Arrow view " + std::to_string(i) + " (" + std::to_string(length) + " bytes at offset " +
-           std::to_string(offset) + " of data buffer " + std::to_string(buffer) + ")";
+    return "Arrow view " + std::to_string(i) + " (" + std::to_string(v.length) +
+           " bytes at offset " + std::to_string(v.offset) + " of data buffer " +
+           std::to_string(v.buffer) + ")";
   };
-  if (buffer < 0 || static_cast<std::size_t>(buffer) >= buffers_.size())
+  if (v.buffer < 0 || static_cast<std::size_t>(v.buffer) >= sizes_.size())
     throw std::invalid_argument(where() + " names a buffer the array does not have (it has " +
-                                std::to_string(buffers_.size()) + ")");
-  const std::int64_t available = sizes_[static_cast<std::size_t>(buffer)];
-  if (offset < 0 || std::int64_t{offset} + length > available ||
-      buffers_[static_cast<std::size_t>(buffer)] == nullptr)
+                                std::to_string(sizes_.size()) + ")");
+  const auto buffer = static_cast<std::size_t>(v.buffer);
+  const std::int64_t available = sizes_[buffer];
+  if (v.offset < 0 || std::int64_t{v.offset} + v.length > available || bases_[buffer] == 0)
     throw std::invalid_argument(where() + " is not inside that buffer's " +
                                 std::to_string(available) + " bytes");
 }
@@ -168,14 +168,26 @@ void ByteKeys::validate() const {
 std::span<const std::string_view> ByteKeys::chunk(std::size_t begin, std::size_t end) {
   views_.resize(end - begin);
   if (arrow_ != nullptr) {
-    for (std::size_t i = begin; i < end; ++i) views_[i - begin] = arrow_->key(i);
+    arrow_->keys(begin, end, views_.data());
     return views_;
   }
-  for (std::size_t i = begin; i < end; ++i) {
-    const std::uint64_t from = offset(i);
-    views_[i - begin] = std::string_view(data_ + from, offset(i + 1) - from);
+  if (wide_) {
+    offset_keys(static_cast<const std::int64_t*>(offsets_), begin, end);
+  } else {
+    offset_keys(static_cast<const std::int32_t*>(offsets_), begin, end);
   }
   return views_;
+}
+
+template <typename Offset>
+void ByteKeys::offset_keys(const Offset* offsets, std::size_t begin, std::size_t end) {
+  // Each offset is read once, and the offsets' width is chosen once for the chunk.
+  auto from = static_cast<std::uint64_t>(offsets[begin]);
+  for (std::size_t i = begin; i < end; ++i) {
+    const auto to = static_cast<std::uint64_t>(offsets[i + 1]);
+    views_[i - begin] = std::string_view(data_ + from, to - from);
+    from = to;
+  }
 }
 
 namespace {

@@ -211,3 +211,72 @@ def test_update_takes_an_arrow_column_as_one_batch():
     g = bulkbloom.Filter(20_000, 0.001)
     g.insert(WORDS)
     assert f == g
+
+
+def lazy_stream(batches, watch=None):
+    """A RecordBatchReader of one key column made batch by batch as it is read (as a DuckDB query
+    or a dataset scan makes them): `batches` yields pyarrow arrays; `watch` is called before each
+    one is made."""
+    def made():
+        for keys in batches:
+            if watch is not None:
+                watch()
+            yield pa.record_batch({"key": keys})
+    return pa.RecordBatchReader.from_batches(pa.schema({"key": pa.string()}), made())
+
+
+def odd_batches(words, size=9_973):
+    """`words` cut into string arrays of `size` (odd) keys."""
+    return (pa.array(words[at : at + size]) for at in range(0, len(words), size))
+
+
+LONG = [f"key {i % 170_000} of a long stream" for i in range(bulkbloom._keys.READ_AHEAD_KEYS * 3)]
+
+
+def test_a_long_stream_gives_the_answers_of_its_keys_as_one_array():
+    expected = answers(pa.array(LONG))
+    f = bulkbloom.Filter(20_000, 0.001)
+    fresh = f.insert_if_absent(lazy_stream(odd_batches(LONG)))
+    found = f.contains(lazy_stream(odd_batches(LONG)))
+    assert (fresh.tolist(), found.tolist(), f.to_bytes()) == expected
+    g = bulkbloom.Filter(20_000, 0.001)
+    g.insert(lazy_stream(odd_batches(LONG)))
+    assert g.to_bytes() == expected[2]
+    assert bulkbloom.Filter(20_000, 0.001).insert_if_absent(lazy_stream(iter([]))).shape == (0,)
+
+
+def test_a_long_stream_is_read_as_it_is_used_not_held_whole():
+    batch_bytes = pa.array(LONG[:9_973]).nbytes
+    held = []
+    watch = lambda: held.append(pa.total_allocated_bytes())  # noqa: E731
+    before = pa.total_allocated_bytes()
+    f = bulkbloom.Filter(len(LONG), 0.001)
+    for call in (f.insert, f.contains, f.insert_if_absent):
+        held.clear()
+        call(lazy_stream(odd_batches(LONG), watch))
+        assert len(held) == len(LONG) // 9_973 + 1
+        # The batches read ahead (READ_AHEAD_KEYS keys) and the one being used, not all 20.
+        assert max(held) - before < batch_bytes * (bulkbloom._keys.READ_AHEAD_KEYS // 9_973 + 3)
+
+
+def test_a_null_past_the_read_ahead_is_named_when_its_batch_is_read():
+    with_null = LONG[:-5] + [None] + LONG[-4:]
+    f = bulkbloom.Filter(len(LONG), 0.001)
+    with pytest.raises(ValueError, match=f"nulls/NA in the keys at position {len(LONG) - 5}:"):
+        f.insert_if_absent(lazy_stream(odd_batches(with_null)))
+    # The batches before the null's were applied; its own was not.
+    last_batch = (len(LONG) - 5) // 9_973 * 9_973
+    assert f.contains(pa.array(LONG[:last_batch])).all()
+    # Within the read-ahead, nothing is applied.
+    g = bulkbloom.Filter(len(LONG), 0.001)
+    early = LONG[:10] + [None] + LONG[11:]
+    with pytest.raises(ValueError, match="nulls/NA in the keys at position 10:"):
+        g.insert(lazy_stream(odd_batches(early)))
+    assert g.popcount() == 0
+
+
+def test_a_duckdb_relation_is_read_as_a_stream():
+    duckdb = pytest.importorskip("duckdb")
+    table = pa.table({"key": pa.array(LONG)})
+    relation = duckdb.connect().from_arrow(table).select("key")
+    assert answers(relation) == answers(table.column(0))

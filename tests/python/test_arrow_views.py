@@ -7,6 +7,7 @@ ValueError before any key is used."""
 import struct
 import tracemalloc
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -115,6 +116,8 @@ def bad_view(length, buffer, offset):
     [
         (bad_view(20, 0, 90), r"Arrow view 2 \(20 bytes at offset 90 of data buffer 0\) is not "
                               r"inside that buffer's 100 bytes"),
+        (bad_view(20, 0, 81), r"Arrow view 2 \(20 bytes at offset 81 .* is not inside"),
+        (bad_view(13, 0, 88), r"Arrow view 2 \(13 bytes at offset 88 .* is not inside"),
         (bad_view(20, 1, 0), r"Arrow view 2 .* names a buffer the array does not have \(it has 1\)"),
         (bad_view(20, -1, 0), r"names a buffer the array does not have"),
         (bad_view(20, 0, -4), r"is not inside that buffer's"),
@@ -175,3 +178,42 @@ def test_polars_strings_are_views_read_in_place():
     assert answers(series[10:2010]) == reference(pa.array(words[10:2010]))
     with pytest.raises(ValueError, match="nulls/NA in the keys at position 2:"):
         bulkbloom.Filter(100, 0.01).insert(pl.Series(["a" * 20, "b", None]))
+
+
+def adversarial_keys(count, seed):
+    """`count` keys of every length from 0 to 40 in a random order, lengths 12 and 13 (the last
+    inline one and the first in a buffer) most often, some of them repeats, and inline keys
+    whose bytes 4 to 12 (where an out-of-line view has its buffer index and offset) are 0xFF or
+    0x00."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice(np.r_[0:41, [12] * 20, [13] * 20], size=count)
+    fill = [b"\xff", b"\x00", b"k"]
+    keys = [(fill[i % 3] * n)[:4] + b"%d" % i + fill[i % 3] * n for i, n in enumerate(lengths)]
+    keys = [key[:n] for key, n in zip(keys, lengths)]
+    for i in rng.integers(0, count, size=count // 10):  # repeats
+        keys[i] = keys[(i * 7) % count]
+    return keys
+
+
+@pytest.mark.parametrize("buffers", [1, 2, 57])
+def test_views_give_the_bytes_and_flags_of_the_same_keys_as_plain_binary(buffers):
+    keys = adversarial_keys(5000, buffers)
+    # Each out-of-line key in one of `buffers` data buffers, put there in a shuffled order.
+    order = np.random.default_rng(buffers).permutation(len(keys))
+    data = [bytearray(b"-" * 3) for _ in range(buffers)]
+    where = {}
+    for i in order:
+        if len(keys[i]) > 12:
+            b = int(i) % buffers
+            where[int(i)] = (b, len(data[b]))
+            data[b] += keys[i]
+    entries = [(key, *where.get(i, (0, 0))) for i, key in enumerate(keys)]
+    array = view_array(entries, [bytes(d) for d in data])
+    array.validate(full=True)
+    plain = pa.array(keys, pa.binary())  # read as offsets + data
+    assert answers(ArrayOnly(array)) == answers(plain)
+    for begin, end in ((1, 4999), (13, 2000), (4000, 4000), (4999, 5000)):
+        assert answers(ArrayOnly(array.slice(begin, end - begin))) == answers(plain[begin:end])
+    assert answers(StreamOnly(pa.chunked_array([array.slice(0, 7), array.slice(7)]))) == answers(
+        plain)
+
