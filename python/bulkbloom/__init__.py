@@ -22,7 +22,7 @@ Keys
     (a DuckDB relation, a RecordBatchReader) as they use it, a batch at a time, never whole. A
     null, NA or NaN among the keys is a ``ValueError`` naming its position, raised before any key
     is used (of a stream, before any of its first 65,536 keys: past them, when its batch is read,
-    the batches before it applied). A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
+    as a ``StreamNullError`` that gives how many keys before it were applied and their answers). A buffer of single bytes (``bytes``, ``bytearray``, ``memoryview(b"abc")``) is
     one key everywhere, like ``bytes``: ``add`` and ``in`` take it, a bulk call wants a list.
     Integer keys are hashed as their 8 little-endian bytes; ``str`` keys as their UTF-8 bytes and
     ``bytes`` keys as they are, exactly like the command line's ``dec`` and ``lines`` keys, so a
@@ -62,6 +62,7 @@ from ._common import Keys, Layout, PathLike
 from ._core import BackendUnavailable, Error, FormatError, IoError
 from ._dedup import dedup
 from ._filter import Filter, GrownFilter
+from ._keys import StreamNullError
 from ._shards import FilterShard, WindowShard, concat, reshard, shard_of, split
 from ._window import WindowConfig, WindowedFilter
 
@@ -82,6 +83,7 @@ __all__ = [
     "FormatError",
     "IoError",
     "BackendUnavailable",
+    "StreamNullError",
     "available_implementations",
     "chunk_keys",
     "dedup",

@@ -98,12 +98,22 @@ def _run_flagged(pieces: list, on_u64: Any, on_bytes: Any) -> np.ndarray:
         _run_pieces(pieces, out, on_u64, on_bytes)
         return out
     flags: list = []  # each piece's flags; once there are two, each packed, with its count
-    for piece in _keys.resolved(pieces):
-        part = _flags(_keys.piece_length(piece))
-        _run_pieces([piece], part, on_u64, on_bytes)
-        if len(flags) == 1:
-            flags[0] = (np.packbits(flags[0]), len(flags[0]))
-        flags.append((np.packbits(part), len(part)) if flags else part)
+    try:
+        for piece in _keys.resolved(pieces):
+            part = _flags(_keys.piece_length(piece))
+            _run_pieces([piece], part, on_u64, on_bytes)
+            if len(flags) == 1:
+                flags[0] = (np.packbits(flags[0]), len(flags[0]))
+            flags.append((np.packbits(part), len(part)) if flags else part)
+    except _keys.StreamNullError as error:
+        # The keys before the null were used: their answers go with the error, not lost.
+        error.flags = _joined_flags(flags)
+        raise
+    return _joined_flags(flags)
+
+
+def _joined_flags(flags: list) -> np.ndarray:
+    """One array of _run_flagged's pieces' flags (the first as it is, or each packed)."""
     if len(flags) <= 1:  # one piece's flags are the answer as they are
         return flags[0] if flags else _flags(0)
     out = _flags(sum(count for _, count in flags))

@@ -163,7 +163,7 @@ def _stream_pieces(rest: StreamRest) -> Iterator[Union[U64Piece, BytesPiece, Arr
     for chunk in rest.stream:
         first = chunk.first_null()
         if first is not None:
-            raise null_error(rest.start + first)
+            raise StreamNullError(rest.start + first, rest.start)
         rest.start += len(chunk)
         piece = _chunk_piece(chunk)
         del chunk
@@ -348,6 +348,24 @@ def null_error(first: int) -> ValueError:
         f"nulls/NA in the keys at position {first}: a key must have a value; drop or fill them "
         "first"
     )
+
+
+class StreamNullError(ValueError):
+    """A null among an Arrow stream's keys past the first READ_AHEAD_KEYS, found once the keys of
+    the batches before it were used: ``applied`` keys (positions 0 to applied - 1) are in the
+    filter, and ``flags`` holds their answers (a bool array of that length; None for ``insert``),
+    so that a caller carries on from ``applied`` instead of repeating them, which would find them
+    present. ``position`` is the null's."""
+
+    def __init__(self, position: int, applied: int) -> None:
+        super().__init__(
+            f"nulls/NA in the keys at position {position}: a key must have a value; drop or fill "
+            f"them first. The stream was read as it was used: its first {applied} keys were "
+            "applied (their answers are this error's flags)"
+        )
+        self.position = position
+        self.applied = applied
+        self.flags: Optional[np.ndarray] = None
 
 
 def _sequence_pieces(keys: Sequence[Any]) -> List[Piece]:

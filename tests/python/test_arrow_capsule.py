@@ -262,11 +262,20 @@ def test_a_long_stream_is_read_as_it_is_used_not_held_whole():
 def test_a_null_past_the_read_ahead_is_named_when_its_batch_is_read():
     with_null = LONG[:-5] + [None] + LONG[-4:]
     f = bulkbloom.Filter(len(LONG), 0.001)
-    with pytest.raises(ValueError, match=f"nulls/NA in the keys at position {len(LONG) - 5}:"):
+    with pytest.raises(bulkbloom.StreamNullError,
+                       match=f"nulls/NA in the keys at position {len(LONG) - 5}:") as raised:
         f.insert_if_absent(lazy_stream(odd_batches(with_null)))
-    # The batches before the null's were applied; its own was not.
+    # The batches before the null's were applied, and their answers came with the error; its own
+    # batch was not applied.
     last_batch = (len(LONG) - 5) // 9_973 * 9_973
-    assert f.contains(pa.array(LONG[:last_batch])).all()
+    assert (raised.value.position, raised.value.applied) == (len(LONG) - 5, last_batch)
+    prefix = pa.array(LONG[:last_batch])
+    expected = bulkbloom.Filter(len(LONG), 0.001)
+    assert raised.value.flags.tolist() == expected.insert_if_absent(prefix).tolist()
+    assert f.to_bytes() == expected.to_bytes()
+    with pytest.raises(bulkbloom.StreamNullError) as raised:
+        bulkbloom.Filter(len(LONG), 0.001).insert(lazy_stream(odd_batches(with_null)))
+    assert (raised.value.applied, raised.value.flags) == (last_batch, None)
     # Within the read-ahead, nothing is applied.
     g = bulkbloom.Filter(len(LONG), 0.001)
     early = LONG[:10] + [None] + LONG[11:]
