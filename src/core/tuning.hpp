@@ -19,9 +19,13 @@ inline constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 inline constexpr std::size_t kHashRun = 512;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
-// Smaller filters are written by one thread unless the caller fixed the thread count. Writing
-// threads each read the whole batch to find their blocks' keys, which a second thread only
-// repays once the filter is beyond the L2s (two threads against one, bench/RESULTS.md).
+// Smaller filters are written by one thread whatever the thread count, one the caller set
+// included. With block ranges each writing thread read the whole batch to find its blocks' keys:
+// at 2 MiB two threads wrote at 0.87x (insert) and 0.88x (insert_if_absent) one thread's speed
+// on a quiet host, while from 32 MiB up they gained (bench/RESULTS.md). Routed key slices read
+// each key once, but at 2-16 MiB two tasks still did 1.1-1.5x one thread's work (hashing and
+// routing each key, a second pass over the lists: bench/DECISIONS.md #37, "Keys routed to their
+// blocks' owners"), which no quiet run has yet shown repaid there.
 inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
 // partition stays cached while it is worked on. Larger filters get larger partitions rather than
@@ -52,9 +56,10 @@ inline constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6}
 // turned out to depend on the host as much as on the size (cpu/plan_chooser.hpp), so the engine
 // reads with partitions now and then as well and keeps the faster. Beyond it partitions were the
 // faster on every host measured, and each trial of key slices there cost a slow call.
-// Between its two exact plans by block (block ranges and partitions) a write keeps the one chosen
-// by size: one host wrote a little faster by block range, the others far slower, and every trial of
-// the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen by measurement"). Against
+// Between its exact plans by block (routed key slices below 1 GiB, partitions from there) a write
+// keeps the one chosen by size: between block ranges and partitions one host wrote a little
+// faster by block range, the others far slower, and every trial of the slower plan costs a slow
+// call (bench/DECISIONS.md, "Plans chosen by measurement"). Against
 // atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
 // locked OR for each word a key changes and bounce lines two threads write, an insert is timed at
 // any filter size: the balance depends on the filter's fill and the host's cost of an atomic as

@@ -509,6 +509,68 @@ std::uint64_t InsertIfAbsentUnmarked(const Layout& layout, std::byte* bits,
   });
 }
 
+// Lists that AVX-512 appends to a vector at a time (CpuKernels::route): one compressing store per
+// list and vector of keys, so beyond a few lists one key at a time is cheaper.
+constexpr unsigned kMaxCompressedLists = 4;
+
+// CpuKernels::route: a group's hashes and their blocks' owners in SIMD, then each key appended to
+// its owner's list. AVX-512 appends each vector of keys to every list with a compressing store of
+// the lanes that list owns (as KeepRange: no branch on which thread owns a key, which is as
+// unpredictable as the key); other targets append one key at a time, by the owner's count alone.
+void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+           BlockOwners owners, std::uint32_t first, RouteLists lists) {
+  const hn::ScalableTag<std::uint64_t> d;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
+  // A vector of slack past a short last group, zeroed so that no lane reads indeterminate bytes.
+  constexpr std::size_t kSlots = kGroup + hn::MaxLanes(d);
+  HWY_ALIGN std::uint64_t hashes[kSlots] = {};
+  HWY_ALIGN std::uint64_t owner_of[kSlots] = {};
+  const auto scale = hn::Set(d, owners.scale);
+  for (std::size_t start = 0; start < n; start += kGroup) {
+    const std::size_t size = std::min(kGroup, n - start);
+    HashKeys(layout, keys + start, size, mode, hashes);
+    for (std::size_t i = 0; i < size; i += lanes) {
+      const auto block = BlockOf(d, hn::Load(d, hashes + i), num_blocks, layout.index);
+      hn::Store(hn::ShiftRight<32>(MulLow64(d, block, scale)), d, owner_of + i);
+    }
+    const auto base = first + static_cast<std::uint32_t>(start);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight 32-bit positions a vector");
+    if (owners.tasks <= kMaxCompressedLists) {
+      std::size_t count[kMaxCompressedLists];
+      std::copy_n(lists.counts, owners.tasks, count);
+      for (std::size_t i = 0; i < size; i += lanes) {
+        const auto valid = hn::FirstN(d, size - i);
+        const auto hash = hn::Load(d, hashes + i);
+        const auto owner = hn::Load(d, owner_of + i);
+        const __m256i position = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base + i)),
+                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (unsigned t = 0; t < owners.tasks; ++t) {
+          const auto keep = hn::And(hn::Eq(owner, hn::Set(d, t)), valid);
+          const std::size_t at = t * lists.capacity + count[t];
+          hn::StoreU(hn::Vec<decltype(d)>{_mm512_maskz_compress_epi64(keep.raw, hash.raw)}, d,
+                     lists.hashes + at);
+          if (lists.positions != nullptr) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(lists.positions + at),
+                                _mm256_maskz_compress_epi32(keep.raw, position));
+          }
+          count[t] += hn::CountTrue(d, keep);
+        }
+      }
+      std::copy_n(count, owners.tasks, lists.counts);
+      continue;
+    }
+#endif
+    for (std::size_t i = 0; i < size; ++i) {
+      const auto t = static_cast<std::size_t>(owner_of[i]);
+      const std::size_t at = t * lists.capacity + lists.counts[t]++;
+      lists.hashes[at] = hashes[i];
+      if (lists.positions != nullptr) lists.positions[at] = base + static_cast<std::uint32_t>(i);
+    }
+  }
+}
+
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
 // found is as unpredictable as the traffic's repeats, so no branch per key: AVX-512 (as in
 // KeepRange) compresses
@@ -545,7 +607,8 @@ CpuTarget Target() {
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
   static const CpuKernels kKernels{
-      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked};
+      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
+      Route};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

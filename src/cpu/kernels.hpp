@@ -36,6 +36,33 @@ struct BlockMarks {
   }
 };
 
+/// Which task owns a block when keys are routed to the tasks that own their blocks
+/// (Mode::routed_key_slices): task `(block * scale) >> 32` of `tasks`, scale = floor(tasks · 2^32
+/// / num_blocks), which is below `tasks` for every block and gives each task a contiguous run of
+/// about num_blocks / tasks blocks. Any function of the block would keep the answers exact
+/// (DESIGN §3); this one is a multiply in SIMD lanes.
+struct BlockOwners {
+  std::uint64_t scale;
+  unsigned tasks;
+
+  static BlockOwners of(const Layout& layout, unsigned tasks) {
+    return {(std::uint64_t{tasks} << 32) / layout.num_blocks, tasks};
+  }
+  unsigned owner(std::uint32_t block) const { return static_cast<unsigned>((block * scale) >> 32); }
+};
+
+/// Where CpuKernels::route appends: list t (the keys of task t's blocks) is
+/// hashes[t * capacity, ...) and, if `positions` is not null, positions[t * capacity, ...), with
+/// counts[t] entries so far. A list takes a whole SIMD vector past its last entry (writes of
+/// lanes beyond it), so capacity is at least the keys routed plus kRouteSlack.
+struct RouteLists {
+  std::uint64_t* hashes;
+  std::uint32_t* positions;
+  std::size_t capacity;
+  std::size_t* counts;
+  static constexpr std::size_t kRouteSlack = 16;
+};
+
 struct CpuKernels {
   /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
   const char* target;
@@ -61,6 +88,10 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent_unmarked)(const Layout& layout, std::byte* bits,
                                              const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                              BlockMarks skip, std::uint8_t* is_new);
+  /// Hashes keys[0, n) (as `hash`) and appends each key's hash, and its position `first + i`
+  /// when lists.positions is set, to the list of the task owning its block, in input order.
+  void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                BlockOwners owners, std::uint32_t first, RouteLists lists);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.
