@@ -142,10 +142,6 @@ class CpuEngine final : public Engine {
       case BulkPlan::Mode::partitioned:
         return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
                             keys.size(), mode, is_new.data(), *pool_, plan.partition_shift);
-      case BulkPlan::Mode::block_ranges:
-        return insert_if_absent_in_block_ranges(kernels_, layout_, bits_.data(), keys.data(),
-                                                keys.size(), mode, is_new.data(), *pool_,
-                                                plan.tasks);
       case BulkPlan::Mode::routed_key_slices:
         return routed_.insert_if_absent(kernels_, layout_, bits_.data(), keys.data(), keys.size(),
                                         mode, is_new.data(), *pool_, plan.tasks);
