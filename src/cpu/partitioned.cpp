@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <vector>
 
 #include "bulkbloom/detail/block_math.hpp"
@@ -13,6 +14,14 @@ namespace {
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
   return n * i / parts;  // n is far below 2^64 / parts
+}
+
+// Elements of T to skip from `p` to the next 64-byte line (0 if `p` starts one).
+template <class T>
+std::size_t line_offset_of(const T* p) {
+  constexpr std::size_t kLine = 64;
+  static_assert(kLine % sizeof(T) == 0);
+  return (kLine - reinterpret_cast<std::uintptr_t>(p) % kLine) % kLine / sizeof(T);
 }
 
 unsigned ceil_log2(std::uint64_t v) {
@@ -199,7 +208,13 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
     positions_.resize(std::max(positions_.size(), lists * capacity));
     flags_.resize(std::max(flags_.size(), lists * capacity));
   }
-  counts_.assign(lists, 0);
+  // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
+  // line two tasks update at once would move between their cores all along step 1.
+  constexpr std::size_t kCountsPerLine = 64 / sizeof(std::size_t);
+  const std::size_t counts_stride = (tasks + kCountsPerLine - 1) / kCountsPerLine * kCountsPerLine;
+  counts_.assign(counts_stride * tasks + kCountsPerLine, 0);
+  std::size_t* const counts = counts_.data() + line_offset_of(counts_.data());
+  const auto count_of = [&](unsigned s, unsigned d) { return counts[s * counts_stride + d]; };
   task_fresh_.assign(tasks, 0);
   const BlockOwners owners = BlockOwners::of(layout, tasks);
   const auto list = [&](unsigned s, unsigned d) { return (std::size_t{s} * tasks + d) * capacity; };
@@ -207,14 +222,14 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
     const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
     const RouteLists to{hashes_.data() + list(s, 0),
                         is_new != nullptr ? positions_.data() + list(s, 0) : nullptr, capacity,
-                        counts_.data() + std::size_t{s} * tasks};
+                        counts + s * counts_stride};
     kernels.route(layout, keys + begin, end - begin, mode, owners,
                   static_cast<std::uint32_t>(begin), to);
   });
   pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks, slice after slice
     for (unsigned s = 0; s < tasks; ++s) {
       const std::uint64_t* hashes = hashes_.data() + list(s, d);
-      const std::size_t count = counts_[std::size_t{s} * tasks + d];
+      const std::size_t count = count_of(s, d);
       if (is_new == nullptr) {
         kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
       } else {
@@ -230,7 +245,7 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
     for (unsigned d = 0; d < tasks; ++d) {
       const std::uint32_t* positions = positions_.data() + list(s, d);
       const std::uint8_t* flags = flags_.data() + list(s, d);
-      const std::size_t count = counts_[std::size_t{s} * tasks + d];
+      const std::size_t count = count_of(s, d);
       for (std::size_t j = 0; j < count; ++j) is_new[positions[j]] = flags[j];
     }
   });
@@ -270,11 +285,7 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
   task_fresh_.assign(tasks, 0);
   // Each task's bitmap in whole cache lines of its own: a line shared by two tasks' bitmaps would
   // move between their cores on every mark.
-  const auto line_offset =
-      (kLineWords - (reinterpret_cast<std::uintptr_t>(mark_words_.data()) / sizeof(std::uint64_t)) %
-                        kLineWords) %
-      kLineWords;
-  std::uint64_t* const marks = mark_words_.data() + line_offset;
+  std::uint64_t* const marks = mark_words_.data() + line_offset_of(mark_words_.data());
   std::uint64_t* const shared = marks + tasks * mark_words;
   std::uint64_t* const hashes = hashes_.data();
   const Layout local_layout = layout;

@@ -119,7 +119,7 @@ class RoutedScratch {
   std::vector<std::uint64_t> hashes_;
   std::vector<std::uint32_t> positions_;  // in the chunk
   std::vector<std::uint8_t> flags_;
-  std::vector<std::size_t> counts_;  // [s * tasks + d]
+  std::vector<std::size_t> counts_;  // slice s's from a cache line of their own, list d's at d
   std::vector<std::uint64_t> task_fresh_;
 };
 
