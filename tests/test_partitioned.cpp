@@ -407,16 +407,30 @@ TEST(InPlaceInsertIfAbsent, KeySlicesGiveTheScalarAnswersForEveryThreadCountTarg
 // The routing step of routed key slices: every target lists each key's hash (and position) under
 // the task owning its block, in input order, exactly as the scalar kernel does, for 1 to 7 tasks
 // (AVX-512 compresses into up to 4 lists, appends one key at a time beyond), runs of any length
-// around a vector and a group, both indexes, and fewer blocks than tasks (some tasks own none).
+// around a vector and a group, both indexes, fewer blocks than tasks (some tasks own none) and the
+// most blocks a layout has, and hashes on either side of each task's first hash (AVX-512 splits a
+// vector by comparing hashes with those bounds; the scalar kernel computes each key's block).
 TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   for (BlockIndex index : kBothIndexes) {
-    for (std::uint64_t num_blocks : {std::uint64_t{3}, std::uint64_t{1031}}) {
+    for (std::uint64_t num_blocks : {std::uint64_t{3}, std::uint64_t{1031}, Layout::kMaxBlocks}) {
       const Layout layout{Shape::sb512, num_blocks, KeyHash::xxh64, 9, index};
       for (unsigned tasks = 1; tasks <= 7; ++tasks) {
         const auto owners = detail::BlockOwners::of(layout, tasks);
+        std::vector<std::pair<std::vector<std::uint64_t>, KeyMode>> batches;
         for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u, 4099u}) {
-          const auto keys = batch_with_repeats(n);
+          batches.emplace_back(batch_with_repeats(n), KeyMode::hash_with_layout);
+        }
+        std::vector<std::uint64_t> bounds = {0, 1, ~std::uint64_t{0} - 1, ~std::uint64_t{0}};
+        for (unsigned t = 1; t <= detail::BlockOwners::kHashBounds; ++t) {
+          if (!owners.has_first_hash[t]) continue;
+          for (std::uint64_t delta : {-1, 0, 1}) bounds.push_back(owners.first_hash[t] + delta);
+        }
+        for (int copy = 0; copy < 4; ++copy)
+          bounds.insert(bounds.end(), bounds.begin(), bounds.end());
+        batches.emplace_back(bounds, KeyMode::prehashed);
+        for (const auto& [keys, mode] : batches) {
+          const std::size_t n = keys.size();
           const std::size_t capacity = n + detail::RouteLists::kRouteSlack;
           const auto route = [&](const CpuKernels& kernels, bool with_positions) {
             std::vector<std::uint64_t> hashes(tasks * capacity);
@@ -427,9 +441,8 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
             const detail::RouteLists lists{hashes.data(),
                                            with_positions ? positions.data() : nullptr, capacity,
                                            counts.data()};
-            kernels.route(layout, keys.data(), half, KeyMode::hash_with_layout, owners, 0, lists);
-            kernels.route(layout, keys.data() + half, n - half, KeyMode::hash_with_layout, owners,
-                          5000, lists);
+            kernels.route(layout, keys.data(), half, mode, owners, 0, lists);
+            kernels.route(layout, keys.data() + half, n - half, mode, owners, 5000, lists);
             std::vector<std::vector<std::uint64_t>> listed(tasks);
             for (unsigned t = 0; t < tasks; ++t) {
               for (std::size_t j = 0; j < counts[t]; ++j) {
@@ -441,7 +454,7 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
           };
           // What the lists must hold, from the scalar hash and Layout::block_of.
           std::vector<std::uint64_t> hashed(n);
-          scalar.hash(layout, keys.data(), n, KeyMode::hash_with_layout, hashed.data());
+          scalar.hash(layout, keys.data(), n, mode, hashed.data());
           std::vector<std::vector<std::uint64_t>> want(tasks);
           for (std::size_t i = 0; i < n; ++i) {
             const unsigned t = owners.owner(layout.block_of(hashed[i]));

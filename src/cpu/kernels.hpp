@@ -2,6 +2,7 @@
 // splits work between threads and calls these; the scalar set is the oracle for all others.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -44,9 +45,31 @@ struct BlockMarks {
 struct BlockOwners {
   std::uint64_t scale;
   unsigned tasks;
+  /// For t in [1, tasks) up to kHashBounds: the least hash whose block task t or a later task
+  /// owns, if there is one (has_first_hash[t]; a filter of fewer blocks than tasks leaves tasks
+  /// without blocks). Both block indexes take the block from the top of hash · num_blocks, and
+  /// owner() never decreases with the block, so a key's owner is the number of these bounds at
+  /// or below its hash: a SIMD compare a bound instead of two products (CpuKernels::route).
+  static constexpr unsigned kHashBounds = 3;
+  std::array<std::uint64_t, kHashBounds + 1> first_hash{};
+  std::array<bool, kHashBounds + 1> has_first_hash{};
 
   static BlockOwners of(const Layout& layout, unsigned tasks) {
-    return {(std::uint64_t{tasks} << 32) / layout.num_blocks, tasks};
+    BlockOwners owners{(std::uint64_t{tasks} << 32) / layout.num_blocks, tasks};
+    for (unsigned t = 1; t < tasks && t <= kHashBounds; ++t) {
+      const auto reaches = [&](std::uint64_t hash) {
+        return owners.owner(layout.block_of(hash)) >= t;
+      };
+      owners.has_first_hash[t] = reaches(~std::uint64_t{0});
+      if (!owners.has_first_hash[t]) continue;
+      std::uint64_t below = 0, at = ~std::uint64_t{0};  // reaches(at), !reaches(below): hash 0
+      while (at - below > 1) {                          // is block 0, task 0's
+        const std::uint64_t mid = below + (at - below) / 2;
+        (reaches(mid) ? at : below) = mid;
+      }
+      owners.first_hash[t] = at;
+    }
+    return owners;
   }
   unsigned owner(std::uint32_t block) const { return static_cast<unsigned>((block * scale) >> 32); }
 };
