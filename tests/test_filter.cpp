@@ -255,11 +255,11 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
 }
 
 // Inserts of 2^16 keys or more on several threads are timed both ways on the CPU: the plan by size
-// (here routed key slices: the filter is over 16 MiB, written on several threads) and atomic key
-// slices (src/cpu/partitioned.hpp), the first calls taking
-// them in turn whatever the timings (src/cpu/plan_chooser.hpp). After every call the bytes are the
-// reference's, whichever plan ran: calls 1 and 3 below run the atomic kernels. The filter is large
-// enough not to fill up, so that a key left out would show.
+// (here routed key slices: the filter is over 16 MiB, written on several threads) and block ranges
+// (src/cpu/partitioned.hpp), the first calls taking them in turn whatever the timings
+// (src/cpu/plan_chooser.hpp). After every call the bytes are the reference's, whichever plan ran:
+// calls 1 and 3 below run by block range. The filter is large enough not to fill up, so that a key
+// left out would show. (Atomic key slices, timed against partitions from 1 GiB: test_partitioned.)
 TEST_P(FilterContract, LargeInsertsOnSeveralThreadsGiveTheReferenceBytesWhicheverPlanRuns) {
   if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
   const std::size_t n = std::size_t{1} << 18;
@@ -275,11 +275,10 @@ TEST_P(FilterContract, LargeInsertsOnSeveralThreadsGiveTheReferenceBytesWhicheve
   });
 }
 
-// insert_if_absent of 2^16 keys or more on several threads is timed both ways as well, on a filter
-// of at least 4 blocks a key of a chunk: the plan by size (routed key slices) and in-place key
-// slices (src/cpu/partitioned.hpp), calls 1 and 3 below in place. Flags, counts and bytes are the
-// reference's after every call: new keys, keys of earlier calls, repeats within a call, all equal
-// and hot keys.
+// insert_if_absent of 2^16 keys or more on several threads is timed both ways as well: the plan by
+// size (routed key slices) and block ranges (src/cpu/partitioned.hpp), calls 1 and 3 below by block
+// range. Flags, counts and bytes are the reference's after every call: new keys, keys of earlier
+// calls, repeats within a call, all equal and hot keys.
 TEST_P(FilterContract, LargeInsertIfAbsentCallsOnSeveralThreadsGiveTheReferenceWhicheverPlanRuns) {
   if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
   const std::size_t n = std::size_t{1} << 17;

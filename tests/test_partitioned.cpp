@@ -772,68 +772,44 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
   EXPECT_FALSE(alternative(BulkOp::contains, large, (std::size_t{1} << 18) - 1, 2));
 }
 
-// Inserts of 2^16 keys or more on several threads time atomic key slices against the plan by size
-// (routed key slices below 1 GiB, partitions from there), at any filter size that splits writes;
-// one thread and shorter calls keep the plan by size alone. insert_if_absent: in-place key slices,
-// from 4 blocks a key of a chunk (InsertIfAbsentOnSeveralThreadsTimesInPlaceKeySlices).
-TEST(PartitionedBulk, InsertsOnSeveralThreadsTimeAtomicKeySlicesAgainstThePlanBySize) {
+// Writes of 2^16 keys or more on several threads time a second plan against the plan by size: under
+// 1 GiB block ranges against routed key slices; from 1 GiB, where the plan by size partitions,
+// atomic key slices (insert) and in-place key slices (insert_if_absent). One thread and shorter
+// calls keep the plan by size alone, and a filter under 16 MiB is written on one thread.
+TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize) {
   using Mode = detail::BulkPlan::Mode;
   const std::size_t n = std::size_t{1} << 16;
   const Layout at_16mib{Shape::sb512, (std::uint64_t{16} << 20) / 64};
+  const Layout below_1gib{Shape::sb256, (std::uint64_t{1} << 25) - 1};
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
-  for (const auto& [layout, by_size] :
-       {std::pair{at_16mib, Mode::routed_key_slices}, std::pair{large, Mode::partitioned}}) {
-    for (unsigned threads : {2u, 3u}) {
-      const auto plan = detail::plan_bulk(BulkOp::insert, layout, n, threads);
-      EXPECT_EQ(plan.mode, by_size);
-      const auto other = detail::alternative_plan(BulkOp::insert, layout, n, plan);
-      ASSERT_TRUE(other);
-      EXPECT_EQ(other->mode, Mode::atomic_key_slices);
-      EXPECT_EQ(other->tasks, threads);
-      EXPECT_FALSE(
-          detail::alternative_plan(BulkOp::insert, layout, n - 1,
-                                   detail::plan_bulk(BulkOp::insert, layout, n - 1, threads)));
-    }
-    // One thread: the plan by size, untimed.
-    EXPECT_FALSE(detail::alternative_plan(BulkOp::insert, layout, n,
-                                          detail::plan_bulk(BulkOp::insert, layout, n, 1)));
-  }
-  // A filter under 16 MiB is written on one thread: nothing to time.
-  const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
-  const auto single = detail::plan_bulk(BulkOp::insert, under, n, 4);
-  EXPECT_EQ(single.mode, Mode::single);
-  EXPECT_FALSE(detail::alternative_plan(BulkOp::insert, under, n, single));
-}
-
-// insert_if_absent of 2^16 keys or more on several threads times in-place key slices against the
-// plan by size (routed key slices, or partitions from 1 GiB) where the filter has at least 4 blocks
-// for each key of a chunk (2^16 keys), which every filter split for writes (16 MiB or more) has.
-TEST(PartitionedBulk, InsertIfAbsentOnSeveralThreadsTimesInPlaceKeySlices) {
-  using Mode = detail::BulkPlan::Mode;
-  const std::size_t chunk = detail::InPlaceScratch::kChunkKeys;
-  const auto alternative = [&](const Layout& layout, std::size_t keys, unsigned threads) {
-    return detail::alternative_plan(
-        BulkOp::insert_if_absent, layout, keys,
-        detail::plan_bulk(BulkOp::insert_if_absent, layout, keys, threads));
-  };
-  const Layout at{Shape::sb512, 4 * chunk};                  // 16 MiB
-  const Layout below{Shape::sb512, 4 * chunk - 1};           // written on one thread
-  const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB: partitioned by size
-  for (unsigned threads : {2u, 3u, 7u}) {
-    for (const Layout& layout : {at, large}) {
-      for (std::size_t n : {chunk, 5 * chunk + 1}) {
-        const auto other = alternative(layout, n, threads);
+  for (const auto& [op, layout, by_size, second] :
+       {std::tuple{BulkOp::insert, at_16mib, Mode::routed_key_slices, Mode::block_ranges},
+        std::tuple{BulkOp::insert_if_absent, below_1gib, Mode::routed_key_slices,
+                   Mode::block_ranges},
+        std::tuple{BulkOp::insert, large, Mode::partitioned, Mode::atomic_key_slices},
+        std::tuple{BulkOp::insert_if_absent, large, Mode::partitioned,
+                   Mode::in_place_key_slices}}) {
+    for (unsigned threads : {2u, 3u, 7u}) {
+      for (std::size_t keys : {n, 5 * n + 1}) {
+        const auto plan = detail::plan_bulk(op, layout, keys, threads);
+        EXPECT_EQ(plan.mode, by_size);
+        const auto other = detail::alternative_plan(op, layout, keys, plan);
         ASSERT_TRUE(other);
-        EXPECT_EQ(other->mode, Mode::in_place_key_slices);
+        EXPECT_EQ(other->mode, second);
         EXPECT_EQ(other->tasks, threads);
       }
+      EXPECT_FALSE(detail::alternative_plan(op, layout, n - 1,
+                                            detail::plan_bulk(op, layout, n - 1, threads)));
     }
-    EXPECT_FALSE(alternative(below, chunk, threads));
-    EXPECT_FALSE(alternative(below, 8 * chunk, threads));  // blocks per key of a chunk, not a call
-    EXPECT_FALSE(alternative(at, chunk - 1, threads));
+    // One thread: the plan by size, untimed.
+    EXPECT_FALSE(detail::alternative_plan(op, layout, n, detail::plan_bulk(op, layout, n, 1)));
   }
-  EXPECT_FALSE(alternative(at, chunk, 1));
-  EXPECT_FALSE(alternative(large, chunk, 1));
+  const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
+  for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
+    const auto single = detail::plan_bulk(op, under, n, 4);
+    EXPECT_EQ(single.mode, Mode::single);
+    EXPECT_FALSE(detail::alternative_plan(op, under, n, single));
+  }
 }
 
 // A 1 GiB filter on two threads reads each batch of 2^18 keys or more with either plan, whichever

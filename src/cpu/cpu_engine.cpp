@@ -142,6 +142,10 @@ class CpuEngine final : public Engine {
       case BulkPlan::Mode::partitioned:
         return scratch_.run(BulkOp::insert_if_absent, kernels_, layout_, bits_.data(), keys.data(),
                             keys.size(), mode, is_new.data(), *pool_, plan.partition_shift);
+      case BulkPlan::Mode::block_ranges:
+        return insert_if_absent_in_block_ranges(kernels_, layout_, bits_.data(), keys.data(),
+                                                keys.size(), mode, is_new.data(), *pool_,
+                                                plan.tasks);
       case BulkPlan::Mode::routed_key_slices:
         return routed_.insert_if_absent(kernels_, layout_, bits_.data(), keys.data(), keys.size(),
                                         mode, is_new.data(), *pool_, plan.tasks);
@@ -160,10 +164,11 @@ class CpuEngine final : public Engine {
   mutable PartitionScratch scratch_;
   // Between key slices and partitions for the reads of a filter of 1 to 6 GiB (alternative_plan).
   mutable PlanChooser read_plans_;
-  // Between the size-chosen plan (routed key slices, or partitions) and atomic key slices for
-  // inserts on several threads.
+  // Between the size-chosen plan and block ranges (under 1 GiB) or atomic key slices (partitions)
+  // for inserts on several threads.
   PlanChooser write_plans_;
-  // Between the size-chosen plan and in-place key slices for insert_if_absent on several threads.
+  // Between the size-chosen plan and block ranges (under 1 GiB) or in-place key slices
+  // (partitions) for insert_if_absent on several threads.
   PlanChooser dedup_plans_;
   InPlaceScratch in_place_;
   RoutedScratch routed_;

@@ -92,14 +92,17 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
     other.partition_shift = partition_shift_of(layout);
     return other;
   }
-  if (op == BulkOp::insert && n >= tuning::kMinTimedInsertKeys) {  // routed or partitioned
+  if (op != BulkOp::contains && n >= tuning::kMinTimedInsertKeys &&
+      plan.mode == BulkPlan::Mode::routed_key_slices) {
+    other.mode = BulkPlan::Mode::block_ranges;
+    return other;
+  }
+  if (op == BulkOp::insert && n >= tuning::kMinTimedInsertKeys) {  // partitioned
     other.mode = BulkPlan::Mode::atomic_key_slices;
     other.partition_shift = 0;
     return other;
   }
-  if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys &&
-      layout.num_blocks >=
-          tuning::kMinBlocksPerInPlaceKey * std::min(n, InPlaceScratch::kChunkKeys)) {
+  if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys) {  // partitioned
     other.mode = BulkPlan::Mode::in_place_key_slices;
     other.partition_shift = 0;
     return other;

@@ -54,7 +54,6 @@ struct BulkPlan {
     single,             // the calling thread, one kernel call
     key_slices,         // contains: each task reads a contiguous slice of the keys
     block_ranges,       // insert paths: each task scans every key and owns a range of blocks
-                        // (forced only: bench/write_plans; routed_key_slices replaced it)
     partitioned,        // radix-partitioned by block range first (PartitionScratch): for locality,
                         // or to spread a large filter's blocks over several threads
     atomic_key_slices,  // insert: each task sets the bits of a contiguous slice of the keys with
@@ -77,11 +76,13 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
 
 /// The other plan worth timing against `plan` (plan_bulk's for the same call) on several threads,
 /// if any: partitions, for a contains of at least 2^18 keys that `plan` reads in key slices from a
-/// filter of 1 to 6 GiB; atomic key slices, for an insert of at least 2^16 keys that `plan` routes
-/// or partitions; in-place key slices, for an insert_if_absent of at least 2^16 keys that `plan`
-/// routes or partitions, on a filter of at least 4 blocks for each key
-/// of an InPlaceScratch chunk (fewer, and most keys would share a block and be routed anyway).
-/// Both give the same answers; which is faster depends on the machine (cpu/plan_chooser.hpp).
+/// filter of 1 to 6 GiB; block ranges, for a write of at least 2^16 keys that `plan` routes (16 MiB
+/// to 1 GiB: which of the two is faster on two threads turned on the host's load and the filter's
+/// size in the runs so far, bench/DECISIONS.md #37); atomic key slices, for an insert of at least
+/// 2^16 keys that `plan` partitions; in-place key slices, for an insert_if_absent of at least 2^16
+/// keys that `plan` partitions (from 1 GiB: at least 256 blocks for each key of an InPlaceScratch
+/// chunk, so few keys share a block with another slice's). Both give the same answers; which is
+/// faster depends on the machine (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
 

@@ -353,9 +353,9 @@ std::vector<std::string> explain(const Report& report) {
       list += "; and " + std::to_string(split_slower.size() - 6) + " more";
     notes.push_back(
         "Writes on all threads run slower than on one, beyond noise: " + list +
-        ". Writing threads hash and route each key to the thread owning its block before "
-        "writing it, a pass over the keys that in the caches costs what the split saves (so a "
-        "filter writes below 16 MiB on one thread whatever its thread count); on a loaded "
+        ". Writing threads each scan the whole batch for their blocks' keys, or route each key "
+        "to the thread owning its block first, which in the caches costs what the split saves "
+        "(so a filter writes below 16 MiB on one thread whatever its thread count); on a loaded "
         "machine a thread also waits for a CPU.");
   }
   // Noisy cases.
