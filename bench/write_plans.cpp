@@ -1,24 +1,29 @@
-// Each insert plan forced, side by side in one process: one thread, the plan by size on two
-// threads (block ranges, or partitions from 1 GiB), atomic key slices on two threads and the
-// atomic kernel alone on one, and insert_if_absent's in-place key slices run as an insert, over
-// the same loaded filter and batches as bench_filter's `insert/.../batch:64Ki` cases. The engine
-// times the two-thread insert plans against each other call by call (cpu/plan_chooser.hpp), so
-// bench_filter shows only the mix it settled on; this shows each plan alone (#37). Two cases that
-// are no plan of the library sit beside them: block ranges over keys hashed once (a second run()
-// a call), and four run()s of the pool that do nothing, the in-place plan's joins alone.
+// Each write plan forced, side by side in one process, over the same loaded filter and batches as
+// bench_filter's `insert/.../batch:64Ki` cases: for insert, one thread, and on two threads block
+// ranges, routed key slices (each key hashed once and routed to its block's owner; the plan by
+// size from 16 MiB up to 1 GiB) or partitions (from 1 GiB), atomic key slices, and the atomic
+// kernel alone on one thread; insert_if_absent's in-place key slices run as an insert; for
+// insert_if_absent, one thread against block ranges, routed and in-place key slices. The engine
+// times some of these against each other call by call (cpu/plan_chooser.hpp), so bench_filter
+// shows only the mix it settled on; this shows each plan alone (#37). Cases that are no plan of
+// the library sit beside them: block ranges over keys hashed once (a second run() a call), four
+// run()s of the pool that do nothing (the in-place plan's joins alone), and "2 tasks on 1T": a
+// two-task plan's tasks run one after the other on one thread, its work without any wait for a
+// core.
 //
 //   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
 //               [--plans "1T,2T in place"]
 //
 // --impl: a Highway target this CPU runs, or "scalar"; the best one by default.
-// --plans: only the plans whose names start with one of these (the 1T plan is always run: the
-// speed-ups are on it), so that a profiler sees one plan's code alone.
+// --plans: only the plans whose names start with one of these (the 1T plans are always run: the
+// speed-ups are on them), so that a profiler sees one plan's code alone.
 //
 // Rounds alternate the plans' order; each figure is ns a key over `calls` calls of 2^16 keys,
 // starting from the loaded bytes, in wall time and in the process's CPU time (all threads). On a
-// machine shared with other work the wall time counts the waits for a core; the CPU time does not,
-// so the threads times the one-thread CPU time over a plan's is what its threads could gain with
-// the cores free and the memory not the limit. The load average is printed beside each size.
+// machine shared with other work the wall time counts the waits for a core, and the CPU time a
+// pool's polling while it waits for a descheduled peer; "2 tasks on 1T" counts neither, so its
+// tasks times the one-thread CPU time over its own is what two free cores could gain at most,
+// the memory not being the limit. The load average is printed beside each size.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -28,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_clock.hpp"
@@ -83,6 +89,8 @@ struct PlanCase {
   std::string name;
   detail::ThreadPool* pool;
   std::function<void(std::byte* bits, const std::uint64_t* keys)> run;  // one call of kBatch keys
+  std::string base = "1T";  // the one-thread case its speed-ups are on
+  unsigned tasks = 0;       // its tasks, where not one a thread of `pool`
 };
 
 }  // namespace
@@ -144,28 +152,37 @@ int main(int argc, char** argv) {
                       detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
     }
     detail::PartitionScratch scratch;
+    detail::RoutedScratch routed;
     const auto by_plan = [&](const BulkPlan& plan, detail::ThreadPool& pool) {
       return [&, plan](std::byte* bits, const std::uint64_t* batch) {
         detail::insert_by_plan(plan, *kernels, layout, bits, batch, kBatch,
-                               detail::KeyMode::hash_with_layout, pool, scratch);
+                               detail::KeyMode::hash_with_layout, pool, scratch, routed);
       };
     };
-    const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2, true);
+    // The plans by size on two threads (none below kMinParallelWriteFilterBytes, partitions from
+    // 1 GiB) and, forced, the others below 1 GiB: block ranges, routed key slices.
+    const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2);
+    const bool partitioned = by_size.mode == BulkPlan::Mode::partitioned;
     std::vector<PlanCase> cases = {
-        {"1T", &one, by_plan(detail::plan_bulk(BulkOp::insert, layout, kBatch, 1, true), one)},
-        {by_size.mode == BulkPlan::Mode::partitioned ? "2T partitioned" : "2T block ranges", &two,
-         by_plan(by_size, two)}};
-    if (const auto atomic = detail::alternative_plan(BulkOp::insert, layout, kBatch, by_size)) {
-      cases.push_back({"2T atomic key slices", &two, by_plan(*atomic, two)});
-      BulkPlan alone = *atomic;  // the atomic kernel's own cost against the plain one's
-      alone.tasks = 1;
-      cases.push_back({"1T atomic kernel", &one, by_plan(alone, one)});
+        {"1T", &one, by_plan(detail::plan_bulk(BulkOp::insert, layout, kBatch, 1), one)}};
+    if (partitioned) {
+      cases.push_back({"2T partitioned", &two, by_plan(by_size, two)});
+    } else {
+      cases.push_back(
+          {"2T block ranges", &two, by_plan(BulkPlan{BulkPlan::Mode::block_ranges, 2, 0}, two)});
+      cases.push_back(
+          {"2T routed", &two, by_plan(BulkPlan{BulkPlan::Mode::routed_key_slices, 2, 0}, two)});
     }
+    const BulkPlan atomic{BulkPlan::Mode::atomic_key_slices, 2, 0};
+    cases.push_back({"2T atomic key slices", &two, by_plan(atomic, two)});
+    // The atomic kernel's own cost against the plain one's.
+    cases.push_back({"1T atomic kernel", &one,
+                     by_plan(BulkPlan{BulkPlan::Mode::atomic_key_slices, 1, 0}, one)});
     // Not a plan of the library: block ranges over keys hashed once, each task hashing half of
     // them into a shared buffer first (a second run() a call), against block ranges' hashing of
     // every key by every task.
     std::vector<std::uint64_t> hashed(kBatch);
-    if (by_size.mode == BulkPlan::Mode::block_ranges) {
+    if (!partitioned) {
       cases.push_back(
           {"2T block ranges, hashed once", &two, [&](std::byte* bits, const std::uint64_t* batch) {
              two.run(2, [&](unsigned t) {
@@ -190,17 +207,71 @@ int main(int argc, char** argv) {
     // time it for insert_if_absent only.
     detail::InPlaceScratch in_place;
     std::vector<std::uint8_t> flags(kBatch);
-    if (detail::alternative_plan(
-            BulkOp::insert_if_absent, layout, kBatch,
-            detail::plan_bulk(BulkOp::insert_if_absent, layout, kBatch, 2, true))) {
+    const bool in_place_timed =
+        detail::alternative_plan(BulkOp::insert_if_absent, layout, kBatch,
+                                 detail::plan_bulk(BulkOp::insert_if_absent, layout, kBatch, 2))
+            .has_value();
+    if (in_place_timed) {
       cases.push_back({"2T in place (insert_if_absent's)", &two,
                        [&](std::byte* bits, const std::uint64_t* batch) {
                          in_place.run(*kernels, layout, bits, batch, kBatch,
                                       detail::KeyMode::hash_with_layout, flags.data(), two, 2);
                        }});
     }
+    // insert_if_absent's plans, forced, against its own kernel on one thread.
+    const auto dedup = [&](const BulkPlan& plan, detail::ThreadPool& pool) {
+      return [&, plan](std::byte* bits, const std::uint64_t* batch) {
+        constexpr auto kHashed = detail::KeyMode::hash_with_layout;
+        switch (plan.mode) {
+          case BulkPlan::Mode::block_ranges:
+            detail::insert_if_absent_in_block_ranges(*kernels, layout, bits, batch, kBatch, kHashed,
+                                                     flags.data(), pool, plan.tasks);
+            return;
+          case BulkPlan::Mode::routed_key_slices:
+            routed.insert_if_absent(*kernels, layout, bits, batch, kBatch, kHashed, flags.data(),
+                                    pool, plan.tasks);
+            return;
+          case BulkPlan::Mode::in_place_key_slices:
+            in_place.run(*kernels, layout, bits, batch, kBatch, kHashed, flags.data(), pool,
+                         plan.tasks);
+            return;
+          default:
+            kernels->insert_if_absent(layout, bits, batch, kBatch, kHashed,
+                                      detail::all_blocks(layout), flags.data());
+        }
+      };
+    };
+    const std::string dedup_1t = "insert_if_absent 1T";
+    cases.push_back({dedup_1t, &one, dedup(BulkPlan{}, one), dedup_1t});
+    cases.push_back({"insert_if_absent 2T block ranges", &two,
+                     dedup(BulkPlan{BulkPlan::Mode::block_ranges, 2, 0}, two), dedup_1t});
+    cases.push_back({"insert_if_absent 2T routed", &two,
+                     dedup(BulkPlan{BulkPlan::Mode::routed_key_slices, 2, 0}, two), dedup_1t});
+    if (in_place_timed) {
+      cases.push_back({"insert_if_absent 2T in place", &two,
+                       dedup(BulkPlan{BulkPlan::Mode::in_place_key_slices, 2, 0}, two), dedup_1t});
+    }
+    // The work of two tasks without the waits: both run one after the other on one thread, so on
+    // a loaded host the CPU time counts no polling for a descheduled peer. 2 × 1T CPU over theirs
+    // is what two free cores could gain at most.
+    for (const auto& [op, name, mode] :
+         {std::tuple{"", "block ranges", BulkPlan::Mode::block_ranges},
+          std::tuple{"", "routed", BulkPlan::Mode::routed_key_slices},
+          std::tuple{"insert_if_absent ", "block ranges", BulkPlan::Mode::block_ranges},
+          std::tuple{"insert_if_absent ", "routed", BulkPlan::Mode::routed_key_slices}}) {
+      const BulkPlan plan{mode, 2, 0};
+      const bool insert = *op == '\0';
+      PlanCase serial{std::string(op) + "2 tasks on 1T, " + name, &one, {}, dedup_1t, 2};
+      if (insert) {
+        serial.run = by_plan(plan, one);
+        serial.base = "1T";
+      } else {
+        serial.run = dedup(plan, one);
+      }
+      cases.push_back(serial);
+    }
     const auto unwanted = [&](const PlanCase& pc) {
-      return pc.name != "1T" && !plans.empty() &&
+      return pc.name != "1T" && pc.name != dedup_1t && !plans.empty() &&
              std::none_of(plans.begin(), plans.end(),
                           [&](const std::string& p) { return pc.name.rfind(p, 0) == 0; });
     };
@@ -234,8 +305,9 @@ int main(int argc, char** argv) {
     for (const PlanCase& pc : cases) {
       std::vector<double> wall_gain, cpu_gain;
       for (int r = 0; r < rounds; ++r) {
-        wall_gain.push_back(wall_ns["1T"][r] / wall_ns[pc.name][r]);
-        cpu_gain.push_back(pc.pool->size() * cpu_ns["1T"][r] / cpu_ns[pc.name][r]);
+        wall_gain.push_back(wall_ns[pc.base][r] / wall_ns[pc.name][r]);
+        cpu_gain.push_back((pc.tasks != 0 ? pc.tasks : pc.pool->size()) * cpu_ns[pc.base][r] /
+                           cpu_ns[pc.name][r]);
       }
       std::printf("| %s | %s | %s | %s | %s | %s | %.1f–%.1f |\n", size.c_str(), pc.name.c_str(),
                   cell(wall_ns[pc.name], "").c_str(), cell(wall_gain, "×").c_str(),

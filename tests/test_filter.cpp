@@ -48,6 +48,10 @@ class FilterContract : public testing::TestWithParam<Case> {
     options.threads = 1;  // the oracle: one key at a time, in order
     return Filter(Layout{GetParam().shape, num_blocks}, options);
   }
+  // Blocks of this shape in a filter just over 16 MiB: the smallest written on several threads.
+  std::uint64_t blocks_of_a_threaded_write() const {
+    return (std::uint64_t{16} << 20) / block_bytes(GetParam().shape) + 3;
+  }
   // Calls `calls(filter, reference)` with a filter of `num_blocks` of this implementation on 2,
   // then 3 threads, and a scalar reference of the same layout.
   template <class Calls>
@@ -251,17 +255,18 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
 }
 
 // Inserts of 2^16 keys or more on several threads are timed both ways on the CPU: the plan by size
-// (here by block range) and atomic key slices (src/cpu/partitioned.hpp), the first calls taking
-// them in turn whatever the timings (src/cpu/plan_chooser.hpp). After every call the bytes are the
-// reference's, whichever plan ran: calls 1 and 3 below run the atomic kernels. The filter is large
-// enough not to fill up, so that a key left out would show.
+// (here routed key slices: the filter is over 16 MiB, written on several threads) and block ranges
+// (src/cpu/partitioned.hpp), the first calls taking them in turn whatever the timings
+// (src/cpu/plan_chooser.hpp). After every call the bytes are the reference's, whichever plan ran:
+// calls 1 and 3 below run by block range. The filter is large enough not to fill up, so that a key
+// left out would show. (Atomic key slices, timed against partitions from 1 GiB: test_partitioned.)
 TEST_P(FilterContract, LargeInsertsOnSeveralThreadsGiveTheReferenceBytesWhicheverPlanRuns) {
   if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
   const std::size_t n = std::size_t{1} << 18;
   const std::vector<std::vector<std::uint64_t>> batches = {
       random_keys(n, 70), random_keys(2 * n - 1, 71), std::vector<std::uint64_t>(n, 72),
       hot_keys(16, n + 1, 73), random_keys(n, 70)};
-  on_two_and_three_threads(65537, [&](Filter& filter, Filter& reference) {
+  on_two_and_three_threads(blocks_of_a_threaded_write(), [&](Filter& filter, Filter& reference) {
     for (std::size_t call = 0; call < batches.size(); ++call) {
       filter.insert(batches[call]);
       reference.insert(batches[call]);
@@ -270,11 +275,10 @@ TEST_P(FilterContract, LargeInsertsOnSeveralThreadsGiveTheReferenceBytesWhicheve
   });
 }
 
-// insert_if_absent of 2^16 keys or more on several threads is timed both ways as well, on a filter
-// of at least 4 blocks a key of a chunk: the plan by size (block ranges) and in-place key slices
-// (src/cpu/partitioned.hpp), calls 1 and 3 below in place. Flags, counts and bytes are the
-// reference's after every call: new keys, keys of earlier calls, repeats within a call, all equal
-// and hot keys.
+// insert_if_absent of 2^16 keys or more on several threads is timed both ways as well: the plan by
+// size (routed key slices) and block ranges (src/cpu/partitioned.hpp), calls 1 and 3 below by block
+// range. Flags, counts and bytes are the reference's after every call: new keys, keys of earlier
+// calls, repeats within a call, all equal and hot keys.
 TEST_P(FilterContract, LargeInsertIfAbsentCallsOnSeveralThreadsGiveTheReferenceWhicheverPlanRuns) {
   if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
   const std::size_t n = std::size_t{1} << 17;
@@ -286,7 +290,7 @@ TEST_P(FilterContract, LargeInsertIfAbsentCallsOnSeveralThreadsGiveTheReferenceW
                                                            std::vector<std::uint64_t>(n, 77),
                                                            hot_keys(16, n + 1, 78),
                                                            random_keys(n, 76)};
-  on_two_and_three_threads((std::uint64_t{1} << 18) + 3, [&](Filter& filter, Filter& reference) {
+  on_two_and_three_threads(blocks_of_a_threaded_write(), [&](Filter& filter, Filter& reference) {
     for (std::size_t call = 0; call < batches.size(); ++call) {
       SCOPED_TRACE("call " + std::to_string(call));
       std::vector<std::uint8_t> is_new(batches[call].size()), want_new(batches[call].size());

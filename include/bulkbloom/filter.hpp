@@ -40,13 +40,13 @@ struct Options {
   /// read once per process, if it names one of `backend`; else the best one. The choice also
   /// holds for work done on the host around the filter (a window's key hashing and lookups).
   std::string implementation;
-  /// Worker threads for bulk calls on the CPU. 0: one per hardware thread, used where more
-  /// threads measured faster; writes (insert, insert_if_absent) to a filter small enough for the
-  /// caches then stay on the calling thread, because each writing thread reads the whole batch
-  /// and in the caches that costs what the split saves (the measured bound is in docs/DESIGN.md
-  /// §8, with the engine's other plans). Every filter left at 0 shares one process-wide set of
-  /// workers, and a call that finds them busy runs on its calling thread. A number: that many
-  /// threads, this filter's own, for every call large enough to split.
+  /// Worker threads for bulk calls on the CPU. 0: one per hardware thread. Every filter left at 0
+  /// shares one process-wide set of workers, and a call that finds them busy runs on its calling
+  /// thread. A number: that many threads, this filter's own. Either way they are used where more
+  /// threads measured faster: every call large enough to split, except writes (insert,
+  /// insert_if_absent) to a filter small enough for the caches (under 16 MiB), which stay on the
+  /// calling thread, because there splitting a write costs more than it saves (the measured bound
+  /// is in docs/DESIGN.md §7, with the engine's other plans).
   unsigned threads = 0;
 };
 

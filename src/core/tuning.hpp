@@ -19,9 +19,13 @@ inline constexpr std::size_t kMaxChunkKeys = std::size_t{1} << 24;
 inline constexpr std::size_t kHashRun = 512;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
-// Smaller filters are written by one thread unless the caller fixed the thread count. Writing
-// threads each read the whole batch to find their blocks' keys, which a second thread only
-// repays once the filter is beyond the L2s (two threads against one, bench/RESULTS.md).
+// Smaller filters are written by one thread whatever the thread count, one the caller set
+// included. With block ranges each writing thread read the whole batch to find its blocks' keys:
+// at 2 MiB two threads wrote at 0.87x (insert) and 0.88x (insert_if_absent) one thread's speed
+// on a quiet host, while from 32 MiB up they gained (bench/RESULTS.md). Routed key slices read
+// each key once, but at 2-16 MiB two tasks still did 1.1-1.5x one thread's work (hashing and
+// routing each key, a second pass over the lists: bench/DECISIONS.md #37, "Keys routed to their
+// blocks' owners"), which no quiet run has yet shown repaid there.
 inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
 // partition stays cached while it is worked on. Larger filters get larger partitions rather than
@@ -52,16 +56,19 @@ inline constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6}
 // turned out to depend on the host as much as on the size (cpu/plan_chooser.hpp), so the engine
 // reads with partitions now and then as well and keeps the faster. Beyond it partitions were the
 // faster on every host measured, and each trial of key slices there cost a slow call.
-// Between its two exact plans by block (block ranges and partitions) a write keeps the one chosen
-// by size: one host wrote a little faster by block range, the others far slower, and every trial of
-// the slower plan costs a slow call (bench/DECISIONS.md, "Plans chosen by measurement"). Against
+// Between block ranges and partitions a write keeps the one chosen by size: one host wrote a little
+// faster by block range, the others far slower, and every trial of the slower plan costs a slow
+// call (bench/DECISIONS.md, "Plans chosen by measurement"). Below 1 GiB, routed key slices (the
+// plan by size) and block ranges are timed against each other: routed do less work, but on two
+// threads of a shared VM each was the faster in some runs (bench/DECISIONS.md, #37). Against
 // atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
-// locked OR for each word a key changes and bounce lines two threads write, an insert is timed at
-// any filter size: the balance depends on the filter's fill and the host's cost of an atomic as
-// much as on the size (bench/DECISIONS.md, "Inserts without routing"). Reads of fewer keys keep
-// the size-chosen plan: they are over in well under a millisecond, too short to time against a
+// locked OR for each word a key changes and bounce lines two threads write, an insert is timed
+// from 1 GiB, where the plan by size partitions: the balance depends on the filter's fill and the
+// host's cost of an atomic as much as on the size (bench/DECISIONS.md, "Inserts without routing");
+// below, it lost to block ranges by 2x on the quiet host (bench/RESULTS.md). Reads of fewer keys
+// keep the size-chosen plan: they are over in well under a millisecond, too short to time against a
 // shared machine's noise. Inserts are timed from 2^16 keys, a CLI chunk of 2 MiB of 8-byte keys
-// and bench_filter's small batch, or the atomic plan would never serve batches of that size: both
+// and bench_filter's small batch, or the second plan would never serve batches of that size: both
 // plans there run on every thread, so a trial of the slower costs a fraction of a millisecond,
 // and a call slowed by a neighbour does not mislead the chooser, which keeps the fastest of each
 // plan's last calls.
@@ -69,9 +76,6 @@ inline constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_
 inline constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
 inline constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;
 static_assert(kMinTimedInsertKeys >= kMinParallelKeys, "a timed insert runs on several threads");
-// In-place key slices for insert_if_absent are timed from this many blocks per key of a chunk: with
-// two slices about 1/8 of the keys then share a block with the other slice's and are routed.
-inline constexpr std::uint64_t kMinBlocksPerInPlaceKey = 4;
 // The merged bitmap of InPlaceScratch has this many bits per key of a chunk (at least a cache line
 // per task), so that keys of different blocks folded onto one bit, and routed for nothing, are
 // about 1/32 of the keys with two slices; at 2^16 keys the bitmaps stay in the L2 (128 KiB each).

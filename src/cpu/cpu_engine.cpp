@@ -15,21 +15,15 @@ namespace {
 
 class CpuEngine final : public Engine {
  public:
-  // `threads_fixed`: the caller chose the pool's size (plan_bulk).
   CpuEngine(const Layout& layout, const CpuKernels& kernels, std::shared_ptr<ThreadPool> pool,
-            bool threads_fixed, HostBuffer&& bits)
-      : layout_(layout),
-        kernels_(kernels),
-        pool_(std::move(pool)),
-        threads_fixed_(threads_fixed),
-        bits_(std::move(bits)) {}
+            HostBuffer&& bits)
+      : layout_(layout), kernels_(kernels), pool_(std::move(pool)), bits_(std::move(bits)) {}
 
   std::string implementation() const override { return std::string("cpu/") + kernels_.target; }
   unsigned threads() const override { return pool_->size(); }
 
   void insert(std::span<const std::uint64_t> keys, KeyMode mode) override {
-    const BulkPlan plan =
-        plan_bulk(BulkOp::insert, layout_, keys.size(), pool_->size(), threads_fixed_);
+    const BulkPlan plan = plan_bulk(BulkOp::insert, layout_, keys.size(), pool_->size());
     const std::optional<BulkPlan> other =
         alternative_plan(BulkOp::insert, layout_, keys.size(), plan);
     if (!other) {
@@ -42,8 +36,7 @@ class CpuEngine final : public Engine {
 
   void contains(std::span<const std::uint64_t> keys, KeyMode mode,
                 std::span<std::uint8_t> out) const override {
-    const BulkPlan plan =
-        plan_bulk(BulkOp::contains, layout_, keys.size(), pool_->size(), threads_fixed_);
+    const BulkPlan plan = plan_bulk(BulkOp::contains, layout_, keys.size(), pool_->size());
     const std::optional<BulkPlan> other =
         alternative_plan(BulkOp::contains, layout_, keys.size(), plan);
     if (!other) {
@@ -56,8 +49,7 @@ class CpuEngine final : public Engine {
 
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys, KeyMode mode,
                                  std::span<std::uint8_t> is_new) override {
-    const BulkPlan plan =
-        plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_->size(), threads_fixed_);
+    const BulkPlan plan = plan_bulk(BulkOp::insert_if_absent, layout_, keys.size(), pool_->size());
     const std::optional<BulkPlan> other =
         alternative_plan(BulkOp::insert_if_absent, layout_, keys.size(), plan);
     if (!other) return insert_if_absent_with(plan, keys, mode, is_new);
@@ -126,7 +118,7 @@ class CpuEngine final : public Engine {
 
   void insert_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode) {
     insert_by_plan(plan, kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode, *pool_,
-                   scratch_);
+                   scratch_, routed_);
   }
 
   void contains_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode,
@@ -154,6 +146,9 @@ class CpuEngine final : public Engine {
         return insert_if_absent_in_block_ranges(kernels_, layout_, bits_.data(), keys.data(),
                                                 keys.size(), mode, is_new.data(), *pool_,
                                                 plan.tasks);
+      case BulkPlan::Mode::routed_key_slices:
+        return routed_.insert_if_absent(kernels_, layout_, bits_.data(), keys.data(), keys.size(),
+                                        mode, is_new.data(), *pool_, plan.tasks);
       case BulkPlan::Mode::in_place_key_slices:
         return in_place_.run(kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
                              is_new.data(), *pool_, plan.tasks);
@@ -166,25 +161,25 @@ class CpuEngine final : public Engine {
   Layout layout_;
   const CpuKernels& kernels_;
   std::shared_ptr<ThreadPool> pool_;
-  bool threads_fixed_;
   mutable PartitionScratch scratch_;
   // Between key slices and partitions for the reads of a filter of 1 to 6 GiB (alternative_plan).
   mutable PlanChooser read_plans_;
-  // Between the size-chosen plan and atomic key slices for inserts on several threads.
+  // Between the size-chosen plan and block ranges (under 1 GiB) or atomic key slices (partitions)
+  // for inserts on several threads.
   PlanChooser write_plans_;
-  // Between the size-chosen plan and in-place key slices for insert_if_absent on several threads.
+  // Between the size-chosen plan and block ranges (under 1 GiB) or in-place key slices
+  // (partitions) for insert_if_absent on several threads.
   PlanChooser dedup_plans_;
   InPlaceScratch in_place_;
+  RoutedScratch routed_;
   HostBuffer bits_;
 };
 
 }  // namespace
 
 std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const CpuKernels& kernels,
-                                        std::shared_ptr<ThreadPool> pool, bool threads_fixed,
-                                        HostBuffer&& storage) {
-  return std::make_unique<CpuEngine>(layout, kernels, std::move(pool), threads_fixed,
-                                     std::move(storage));
+                                        std::shared_ptr<ThreadPool> pool, HostBuffer&& storage) {
+  return std::make_unique<CpuEngine>(layout, kernels, std::move(pool), std::move(storage));
 }
 
 }  // namespace bulkbloom::detail

@@ -12,10 +12,8 @@
 namespace bulkbloom::detail {
 
 /// An engine running `kernels` on `pool` over `storage` (layout.size_bytes() bytes, zeroed or a
-/// mapped file). `threads_fixed`: the caller chose the pool's size, so every call large enough to
-/// split uses it (otherwise writes that splitting does not speed up stay on the calling thread).
+/// mapped file). Writes that splitting does not speed up stay on the calling thread (plan_bulk).
 std::unique_ptr<Engine> make_cpu_engine(const Layout& layout, const CpuKernels& kernels,
-                                        std::shared_ptr<ThreadPool> pool, bool threads_fixed,
-                                        HostBuffer&& storage);
+                                        std::shared_ptr<ThreadPool> pool, HostBuffer&& storage);
 
 }  // namespace bulkbloom::detail

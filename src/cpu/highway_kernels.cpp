@@ -509,6 +509,77 @@ std::uint64_t InsertIfAbsentUnmarked(const Layout& layout, std::byte* bits,
   });
 }
 
+// Lists that AVX-512 appends to a vector at a time (CpuKernels::route): one compressing store per
+// list and vector of keys, so beyond a few lists one key at a time is cheaper.
+constexpr unsigned kMaxCompressedLists = BlockOwners::kHashBounds + 1;
+
+// CpuKernels::route. AVX-512, up to kMaxCompressedLists tasks: a group's hashes in SIMD, each
+// vector's lanes split between the tasks by comparing the hashes with the owners' first hashes
+// (BlockOwners: no block computed), and appended to each task's list with a compressing store of
+// the lanes it owns (as KeepRange: no branch on which task owns a key, which is as unpredictable
+// as the key). Other targets, or more tasks: each key's owner from its block, in SIMD, then
+// appended one key at a time by the owner's count alone.
+void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+           BlockOwners owners, std::uint32_t first, RouteLists lists) {
+  const hn::ScalableTag<std::uint64_t> d;
+  const std::size_t lanes = hn::Lanes(d);
+  const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
+  // A vector of slack past a short last group, zeroed so that no lane reads indeterminate bytes.
+  constexpr std::size_t kSlots = kGroup + hn::MaxLanes(d);
+  HWY_ALIGN std::uint64_t hashes[kSlots] = {};
+  HWY_ALIGN std::uint64_t owner_of[kSlots] = {};
+  const auto scale = hn::Set(d, owners.scale);
+  for (std::size_t start = 0; start < n; start += kGroup) {
+    const std::size_t size = std::min(kGroup, n - start);
+    HashKeys(layout, keys + start, size, mode, hashes);
+    const auto base = first + static_cast<std::uint32_t>(start);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight 32-bit positions a vector");
+    if (owners.tasks <= kMaxCompressedLists) {
+      // Lanes whose hash is at or past task t's first hash (none where t owns no block).
+      const auto reaches = [&](hn::Vec<decltype(d)> hash, unsigned t) {
+        return owners.has_first_hash[t] ? hn::Not(hn::Lt(hash, hn::Set(d, owners.first_hash[t])))
+                                        : hn::FirstN(d, 0);
+      };
+      std::size_t count[kMaxCompressedLists];
+      std::copy_n(lists.counts, owners.tasks, count);
+      for (std::size_t i = 0; i < size; i += lanes) {
+        const auto hash = hn::Load(d, hashes + i);
+        const __m256i position = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base + i)),
+                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        auto from_here = hn::FirstN(d, size - i);  // valid lanes at or past task t's first hash
+        for (unsigned t = 0; t < owners.tasks; ++t) {
+          const auto from_next =
+              t + 1 < owners.tasks ? hn::And(from_here, reaches(hash, t + 1)) : hn::FirstN(d, 0);
+          const auto keep = hn::AndNot(from_next, from_here);
+          const std::size_t at = t * lists.capacity + count[t];
+          hn::StoreU(hn::Vec<decltype(d)>{_mm512_maskz_compress_epi64(keep.raw, hash.raw)}, d,
+                     lists.hashes + at);
+          if (lists.positions != nullptr) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(lists.positions + at),
+                                _mm256_maskz_compress_epi32(keep.raw, position));
+          }
+          count[t] += hn::CountTrue(d, keep);
+          from_here = from_next;
+        }
+      }
+      std::copy_n(count, owners.tasks, lists.counts);
+      continue;
+    }
+#endif
+    for (std::size_t i = 0; i < size; i += lanes) {
+      const auto block = BlockOf(d, hn::Load(d, hashes + i), num_blocks, layout.index);
+      hn::Store(hn::ShiftRight<32>(MulLow64(d, block, scale)), d, owner_of + i);
+    }
+    for (std::size_t i = 0; i < size; ++i) {
+      const auto t = static_cast<std::size_t>(owner_of[i]);
+      const std::size_t at = t * lists.capacity + lists.counts[t]++;
+      lists.hashes[at] = hashes[i];
+      if (lists.positions != nullptr) lists.positions[at] = base + static_cast<std::uint32_t>(i);
+    }
+  }
+}
+
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
 // found is as unpredictable as the traffic's repeats, so no branch per key: AVX-512 (as in
 // KeepRange) compresses
@@ -545,7 +616,8 @@ CpuTarget Target() {
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
   static const CpuKernels kKernels{
-      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked};
+      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
+      Route};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

@@ -2,6 +2,7 @@
 // splits work between threads and calls these; the scalar set is the oracle for all others.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -36,6 +37,55 @@ struct BlockMarks {
   }
 };
 
+/// Which task owns a block when keys are routed to the tasks that own their blocks
+/// (Mode::routed_key_slices): task `(block * scale) >> 32` of `tasks`, scale = floor(tasks · 2^32
+/// / num_blocks), which is below `tasks` for every block and gives each task a contiguous run of
+/// about num_blocks / tasks blocks. Any function of the block would keep the answers exact
+/// (DESIGN §3); this one is a multiply in SIMD lanes.
+struct BlockOwners {
+  std::uint64_t scale;
+  unsigned tasks;
+  /// For t in [1, tasks) up to kHashBounds: the least hash whose block task t or a later task
+  /// owns, if there is one (has_first_hash[t]; a filter of fewer blocks than tasks leaves tasks
+  /// without blocks). Both block indexes take the block from the top of hash · num_blocks, and
+  /// owner() never decreases with the block, so a key's owner is the number of these bounds at
+  /// or below its hash: a SIMD compare a bound instead of two products (CpuKernels::route).
+  static constexpr unsigned kHashBounds = 3;
+  std::array<std::uint64_t, kHashBounds + 1> first_hash{};
+  std::array<bool, kHashBounds + 1> has_first_hash{};
+
+  static BlockOwners of(const Layout& layout, unsigned tasks) {
+    BlockOwners owners{(std::uint64_t{tasks} << 32) / layout.num_blocks, tasks};
+    for (unsigned t = 1; t < tasks && t <= kHashBounds; ++t) {
+      const auto reaches = [&](std::uint64_t hash) {
+        return owners.owner(layout.block_of(hash)) >= t;
+      };
+      owners.has_first_hash[t] = reaches(~std::uint64_t{0});
+      if (!owners.has_first_hash[t]) continue;
+      std::uint64_t below = 0, at = ~std::uint64_t{0};  // reaches(at), !reaches(below): hash 0
+      while (at - below > 1) {                          // is block 0, task 0's
+        const std::uint64_t mid = below + (at - below) / 2;
+        (reaches(mid) ? at : below) = mid;
+      }
+      owners.first_hash[t] = at;
+    }
+    return owners;
+  }
+  unsigned owner(std::uint32_t block) const { return static_cast<unsigned>((block * scale) >> 32); }
+};
+
+/// Where CpuKernels::route appends: list t (the keys of task t's blocks) is
+/// hashes[t * capacity, ...) and, if `positions` is not null, positions[t * capacity, ...), with
+/// counts[t] entries so far. A list takes a whole SIMD vector past its last entry (writes of
+/// lanes beyond it), so capacity is at least the keys routed plus kRouteSlack.
+struct RouteLists {
+  std::uint64_t* hashes;
+  std::uint32_t* positions;
+  std::size_t capacity;
+  std::size_t* counts;
+  static constexpr std::size_t kRouteSlack = 16;
+};
+
 struct CpuKernels {
   /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
   const char* target;
@@ -61,6 +111,10 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent_unmarked)(const Layout& layout, std::byte* bits,
                                              const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                              BlockMarks skip, std::uint8_t* is_new);
+  /// Hashes keys[0, n) (as `hash`) and appends each key's hash, and its position `first + i`
+  /// when lists.positions is set, to the list of the task owning its block, in input order.
+  void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                BlockOwners owners, std::uint32_t first, RouteLists lists);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <vector>
 
 #include "bulkbloom/detail/block_math.hpp"
@@ -13,6 +14,14 @@ namespace {
 // The [begin, end) of slice `i` of `n` items cut into `parts` nearly equal slices.
 std::size_t slice_begin(std::size_t n, unsigned parts, unsigned i) {
   return n * i / parts;  // n is far below 2^64 / parts
+}
+
+// Elements of T to skip from `p` to the next 64-byte line (0 if `p` starts one).
+template <class T>
+std::size_t line_offset_of(const T* p) {
+  constexpr std::size_t kLine = 64;
+  static_assert(kLine % sizeof(T) == 0);
+  return (kLine - reinterpret_cast<std::uintptr_t>(p) % kLine) % kLine / sizeof(T);
 }
 
 unsigned ceil_log2(std::uint64_t v) {
@@ -47,11 +56,10 @@ void for_each_hash(const CpuKernels& kernels, const Layout& layout, const std::u
 
 }  // namespace
 
-BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
-                   bool threads_fixed) {
+BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads) {
   BulkPlan plan;
-  const bool split_pays = threads_fixed || op == BulkOp::contains ||
-                          layout.size_bytes() >= tuning::kMinParallelWriteFilterBytes;
+  const bool split_pays =
+      op == BulkOp::contains || layout.size_bytes() >= tuning::kMinParallelWriteFilterBytes;
   const bool parallel = threads > 1 && n >= tuning::kMinParallelKeys && split_pays;
   plan.tasks = parallel ? threads : 1;
   const bool locality = layout.size_bytes() >= tuning::kMinLocalityFilterBytes &&
@@ -65,8 +73,10 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
     plan.mode = BulkPlan::Mode::partitioned;
     plan.partition_shift = partition_shift_of(layout);
   } else if (parallel) {
-    // contains only reads, so threads may share blocks; the writing calls split by block range.
-    plan.mode = op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::block_ranges;
+    // contains only reads, so threads may share blocks; the writing calls route each key to the
+    // task that owns its block.
+    plan.mode =
+        op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::routed_key_slices;
   }
   return plan;
 }
@@ -82,14 +92,17 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
     other.partition_shift = partition_shift_of(layout);
     return other;
   }
-  if (op == BulkOp::insert && n >= tuning::kMinTimedInsertKeys) {  // by block range or partitions
+  if (op != BulkOp::contains && n >= tuning::kMinTimedInsertKeys &&
+      plan.mode == BulkPlan::Mode::routed_key_slices) {
+    other.mode = BulkPlan::Mode::block_ranges;
+    return other;
+  }
+  if (op == BulkOp::insert && n >= tuning::kMinTimedInsertKeys) {  // partitioned
     other.mode = BulkPlan::Mode::atomic_key_slices;
     other.partition_shift = 0;
     return other;
   }
-  if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys &&
-      layout.num_blocks >=
-          tuning::kMinBlocksPerInPlaceKey * std::min(n, InPlaceScratch::kChunkKeys)) {
+  if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys) {  // partitioned
     other.mode = BulkPlan::Mode::in_place_key_slices;
     other.partition_shift = 0;
     return other;
@@ -108,7 +121,7 @@ void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::
 
 void insert_by_plan(const BulkPlan& plan, const CpuKernels& kernels, const Layout& layout,
                     std::byte* bits, const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                    ThreadPool& pool, PartitionScratch& scratch) {
+                    ThreadPool& pool, PartitionScratch& scratch, RoutedScratch& routed) {
   switch (plan.mode) {
     case BulkPlan::Mode::partitioned:
       scratch.run(BulkOp::insert, kernels, layout, bits, keys, n, mode, nullptr, pool,
@@ -121,6 +134,9 @@ void insert_by_plan(const BulkPlan& plan, const CpuKernels& kernels, const Layou
       return;
     case BulkPlan::Mode::atomic_key_slices:
       insert_in_key_slices(kernels, layout, bits, keys, n, mode, pool, plan.tasks);
+      return;
+    case BulkPlan::Mode::routed_key_slices:
+      routed.insert(kernels, layout, bits, keys, n, mode, pool, plan.tasks);
       return;
     default:
       kernels.insert(layout, bits, keys, n, mode, all_blocks(layout));
@@ -161,6 +177,86 @@ std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const 
   return total;
 }
 
+void RoutedScratch::insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                           const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
+                           unsigned tasks) {
+  for (std::size_t start = 0; start < n; start += kChunkKeys) {
+    run_chunk(kernels, layout, bits, keys + start, std::min(kChunkKeys, n - start), mode, nullptr,
+              pool, tasks);
+  }
+}
+
+std::uint64_t RoutedScratch::insert_if_absent(const CpuKernels& kernels, const Layout& layout,
+                                              std::byte* bits, const std::uint64_t* keys,
+                                              std::size_t n, KeyMode mode, std::uint8_t* is_new,
+                                              ThreadPool& pool, unsigned tasks) {
+  std::uint64_t fresh = 0;
+  // Chunks run one after another, so keys of different chunks keep their sequential order.
+  for (std::size_t start = 0; start < n; start += kChunkKeys) {
+    fresh += run_chunk(kernels, layout, bits, keys + start, std::min(kChunkKeys, n - start), mode,
+                       is_new + start, pool, tasks);
+  }
+  return fresh;
+}
+
+std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& layout,
+                                       std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                                       KeyMode mode, std::uint8_t* is_new, ThreadPool& pool,
+                                       unsigned tasks) {
+  const std::size_t lists = std::size_t{tasks} * tasks;
+  // A list may receive every key of its slice.
+  const std::size_t capacity = slice_begin(n + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
+  hashes_.resize(std::max(hashes_.size(), lists * capacity));
+  if (is_new != nullptr) {
+    positions_.resize(std::max(positions_.size(), lists * capacity));
+    flags_.resize(std::max(flags_.size(), lists * capacity));
+  }
+  // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
+  // line two tasks update at once would move between their cores all along step 1.
+  constexpr std::size_t kCountsPerLine = 64 / sizeof(std::size_t);
+  const std::size_t counts_stride = (tasks + kCountsPerLine - 1) / kCountsPerLine * kCountsPerLine;
+  counts_.assign(counts_stride * tasks + kCountsPerLine, 0);
+  std::size_t* const counts = counts_.data() + line_offset_of(counts_.data());
+  const auto count_of = [&](unsigned s, unsigned d) { return counts[s * counts_stride + d]; };
+  task_fresh_.assign(tasks, 0);
+  const BlockOwners owners = BlockOwners::of(layout, tasks);
+  const auto list = [&](unsigned s, unsigned d) { return (std::size_t{s} * tasks + d) * capacity; };
+  pool.run(tasks, [&](unsigned s) {  // 1: slice s routed to its keys' owners
+    const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
+    const RouteLists to{hashes_.data() + list(s, 0),
+                        is_new != nullptr ? positions_.data() + list(s, 0) : nullptr, capacity,
+                        counts + s * counts_stride};
+    kernels.route(layout, keys + begin, end - begin, mode, owners,
+                  static_cast<std::uint32_t>(begin), to);
+  });
+  pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks, slice after slice
+    for (unsigned s = 0; s < tasks; ++s) {
+      const std::uint64_t* hashes = hashes_.data() + list(s, d);
+      const std::size_t count = count_of(s, d);
+      if (is_new == nullptr) {
+        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
+      } else {
+        task_fresh_[d] += kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed,
+                                                   all_blocks(layout), flags_.data() + list(s, d));
+      }
+    }
+  });
+  if (is_new == nullptr) return 0;
+  // 3: each task's slice's flags to their positions, which lie in the slice: no two tasks write
+  // one line of is_new but at the slices' ends.
+  pool.run(tasks, [&](unsigned s) {
+    for (unsigned d = 0; d < tasks; ++d) {
+      const std::uint32_t* positions = positions_.data() + list(s, d);
+      const std::uint8_t* flags = flags_.data() + list(s, d);
+      const std::size_t count = count_of(s, d);
+      for (std::size_t j = 0; j < count; ++j) is_new[positions[j]] = flags[j];
+    }
+  });
+  std::uint64_t fresh = 0;
+  for (unsigned d = 0; d < tasks; ++d) fresh += task_fresh_[d];
+  return fresh;
+}
+
 // The flag step 3 of InPlaceScratch::run_chunk leaves on the keys to route: neither 0 nor 1.
 constexpr std::uint8_t kRoutedFlag = 0xFF;
 
@@ -192,11 +288,7 @@ std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout&
   task_fresh_.assign(tasks, 0);
   // Each task's bitmap in whole cache lines of its own: a line shared by two tasks' bitmaps would
   // move between their cores on every mark.
-  const auto line_offset =
-      (kLineWords - (reinterpret_cast<std::uintptr_t>(mark_words_.data()) / sizeof(std::uint64_t)) %
-                        kLineWords) %
-      kLineWords;
-  std::uint64_t* const marks = mark_words_.data() + line_offset;
+  std::uint64_t* const marks = mark_words_.data() + line_offset_of(mark_words_.data());
   std::uint64_t* const shared = marks + tasks * mark_words;
   std::uint64_t* const hashes = hashes_.data();
   const Layout local_layout = layout;

@@ -61,27 +61,68 @@ struct BulkPlan {
     in_place_key_slices,  // insert_if_absent: each task tests and sets the keys of a contiguous
                           // slice whose blocks no other slice shares, in place; the keys of
                           // shared blocks follow in input order (InPlaceScratch)
+    routed_key_slices,    // insert paths: each task hashes a contiguous slice of the keys once and
+                          // routes each key to the task owning its block; each task then writes
+                          // its blocks' keys, slice after slice (RoutedScratch)
   };
   Mode mode = Mode::single;
   unsigned tasks = 1;
   unsigned partition_shift = 0;  // for Mode::partitioned
 };
 
-/// Chooses the plan for `n` keys on a filter of `layout` with `threads` threads available.
-/// `threads_fixed`: the caller asked for exactly `threads`; otherwise writes to a filter that
-/// splitting does not speed up stay on one thread.
-BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads,
-                   bool threads_fixed);
+/// Chooses the plan for `n` keys on a filter of `layout` with `threads` threads available. Writes
+/// to a filter that splitting does not speed up stay on one thread whatever `threads` is.
+BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned threads);
 
 /// The other plan worth timing against `plan` (plan_bulk's for the same call) on several threads,
 /// if any: partitions, for a contains of at least 2^18 keys that `plan` reads in key slices from a
-/// filter of 1 to 6 GiB; atomic key slices, for an insert of at least 2^16 keys that `plan` splits
-/// by block range or partition; in-place key slices, for an insert_if_absent of at least 2^16 keys
-/// that `plan` splits by block range or partition, on a filter of at least 4 blocks for each key
-/// of an InPlaceScratch chunk (fewer, and most keys would share a block and be routed anyway).
-/// Both give the same answers; which is faster depends on the machine (cpu/plan_chooser.hpp).
+/// filter of 1 to 6 GiB; block ranges, for a write of at least 2^16 keys that `plan` routes (16 MiB
+/// to 1 GiB: which of the two is faster on two threads turned on the host's load and the filter's
+/// size in the runs so far, bench/DECISIONS.md #37); atomic key slices, for an insert of at least
+/// 2^16 keys that `plan` partitions; in-place key slices, for an insert_if_absent of at least 2^16
+/// keys that `plan` partitions (from 1 GiB: at least 256 blocks for each key of an InPlaceScratch
+/// chunk, so few keys share a block with another slice's). Both give the same answers; which is
+/// faster depends on the machine (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
+
+/// Mode::routed_key_slices: insert and insert_if_absent on several threads with every key hashed
+/// once and visited by one task (DESIGN §3, bench/DECISIONS.md "Keys routed to their blocks'
+/// owners"). Per chunk of keys:
+///  1. each task hashes a contiguous slice of the keys and appends each hash (and, for
+///     insert_if_absent, the key's position) to one of its lists, that of the task owning the
+///     key's block (CpuKernels::route, BlockOwners);
+///  2. each task writes its own blocks' keys: the lists every slice made for it, slice after slice
+///     (so in input order), with the kernels over prehashed keys, flags into a list of its own;
+///  3. (insert_if_absent) each task copies the flags of its slice's keys back to their positions.
+/// Bytes, flags and count are one sequential call's. Two or three joins a chunk, against block
+/// ranges' one, for hashing and scanning each key once rather than once a task.
+class RoutedScratch {
+ public:
+  void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+              const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
+              unsigned tasks);
+  std::uint64_t insert_if_absent(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                                 const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                 std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
+
+  /// Keys per chunk: the lists of a chunk (12 bytes a key) stay in the caches between the steps.
+  static constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
+
+ private:
+  // One chunk; `is_new` null for an insert. Returns the count of new keys.
+  std::uint64_t run_chunk(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                          const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                          std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
+
+  // tasks × tasks lists, list (s, d) at (s * tasks + d) * capacity: slice s's keys of task d's
+  // blocks.
+  std::vector<std::uint64_t> hashes_;
+  std::vector<std::uint32_t> positions_;  // in the chunk
+  std::vector<std::uint8_t> flags_;
+  std::vector<std::size_t> counts_;  // slice s's from a cache line of their own, list d's at d
+  std::vector<std::uint64_t> task_fresh_;
+};
 
 /// Mode::atomic_key_slices: `tasks` tasks on `pool`, each inserting a contiguous slice of the keys
 /// with `kernels.insert_atomic`. The bytes are those of one `kernels.insert` over all the keys.
@@ -91,10 +132,11 @@ void insert_in_key_slices(const CpuKernels& kernels, const Layout& layout, std::
 
 /// An insert run by `plan`, plan_bulk's or alternative_plan's for BulkOp::insert (any of them: the
 /// engine's chooser, and bench/write_plans which times each plan forced). `scratch` serves
-/// Mode::partitioned. The bytes are those of one `kernels.insert` over all the keys.
+/// Mode::partitioned, `routed` Mode::routed_key_slices. The bytes are those of one
+/// `kernels.insert` over all the keys.
 void insert_by_plan(const BulkPlan& plan, const CpuKernels& kernels, const Layout& layout,
                     std::byte* bits, const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                    ThreadPool& pool, PartitionScratch& scratch);
+                    ThreadPool& pool, PartitionScratch& scratch, RoutedScratch& routed);
 
 /// The blocks task `t` of `tasks` owns in Mode::block_ranges.
 BlockRange task_blocks(const Layout& layout, unsigned t, unsigned tasks);

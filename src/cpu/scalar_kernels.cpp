@@ -110,6 +110,17 @@ std::uint64_t insert_if_absent_unmarked(const Layout& layout, std::byte* bits,
       is_new);
 }
 
+void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+           BlockOwners owners, std::uint32_t first, RouteLists lists) {
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::uint64_t hash = key_hash(layout, keys[k], mode);
+    const unsigned t = owners.owner(layout.block_of(hash));
+    const std::size_t at = t * lists.capacity + lists.counts[t]++;
+    lists.hashes[at] = hash;
+    if (lists.positions != nullptr) lists.positions[at] = first + static_cast<std::uint32_t>(k);
+  }
+}
+
 std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
                            std::size_t count) {
   std::size_t kept = 0;
@@ -126,7 +137,8 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 
 const CpuTarget& scalar_target() {
   static constexpr CpuKernels kKernels{
-      "scalar", hash, insert, insert_atomic, contains, insert_if_absent, insert_if_absent_unmarked};
+      "scalar", hash, insert, insert_atomic, contains, insert_if_absent, insert_if_absent_unmarked,
+      route};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;

@@ -152,8 +152,7 @@ std::shared_ptr<ThreadPool> worker_pool(unsigned threads) {
 std::unique_ptr<Engine> make_cpu(const Entry& entry, const Layout& layout, const Options& options,
                                  HostBuffer&& storage) {
   auto workers = worker_pool(options.threads);
-  auto engine = make_cpu_engine(layout, *entry.cpu.kernels, workers, options.threads != 0,
-                                std::move(storage));
+  auto engine = make_cpu_engine(layout, *entry.cpu.kernels, workers, std::move(storage));
   engine->set_host(std::make_shared<const HostSide>(HostSide{entry.cpu.host, std::move(workers)}));
   return engine;
 }

@@ -353,9 +353,10 @@ std::vector<std::string> explain(const Report& report) {
       list += "; and " + std::to_string(split_slower.size() - 6) + " more";
     notes.push_back(
         "Writes on all threads run slower than on one, beyond noise: " + list +
-        ". Each writing thread reads the whole batch to find its block range's keys, "
-        "which in the caches costs what the split saves (so a default filter writes "
-        "below 16 MiB on one thread); on a loaded machine a thread also waits for a CPU.");
+        ". Writing threads each scan the whole batch for their blocks' keys, or route each key "
+        "to the thread owning its block first, which in the caches costs what the split saves "
+        "(so a filter writes below 16 MiB on one thread whatever its thread count); on a loaded "
+        "machine a thread also waits for a CPU.");
   }
   // Noisy cases.
   std::size_t noisy = 0;
