@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -728,6 +729,14 @@ def test_a_parquet_input_is_counted_from_its_footers_and_routed_from_its_files(
     assert len(cached) == 1 and cached[0][:2] == [bbspark._KEY, bbspark._ROW]
     assert bbspark.open_filter(tmp_path / "g").layout == layout
     assert_same_records(unique, keys, expected)
+
+
+def test_a_shard_tasks_worker_does_not_import_pandas():
+    """A Python worker that runs a shard task imports bulkbloom.spark (the task's functions live
+    in it); pandas, needed only by the filtering's pandas function, is not imported with it."""
+    probe = ("import sys, bulkbloom.spark._plan; "
+             "sys.exit('pandas' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", probe]).returncode == 0
 
 
 def test_partition_keys_hash_as_sparks_own_hash(spark):

@@ -8,7 +8,6 @@ import os
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -341,10 +340,12 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
             return numbered.join(dropped, _ROW, "left_anti").drop(_ROW)
         # Few enough to send every task all of them: the records never leave the JVM.
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
+    import pandas as pd  # here, not above: the shard tasks' workers import this module too
+
     folder = store.path(str(manifest["directory"]))
     held: dict = {}
 
-    def kept(rows: pd.Series) -> pd.Series:
+    def kept(rows):  # type: ignore[no-untyped-def]
         # Only the row ids reach Python; Spark keeps the records and zips the answer back. A
         # batch's rows are of one input partition, whose drops file is read once.
         ids = rows.to_numpy()
@@ -357,6 +358,9 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
             keep[rows_of] = ~_in_sorted(ids[rows_of], held["ids"])
         return pd.Series(keep)
 
+    # pandas_udf reads the function's kind (Series to Series) from its annotations, which must
+    # name pandas' class itself: pandas is not among this module's names.
+    kept.__annotations__ = {"rows": pd.Series, "return": pd.Series}
     keep = F.pandas_udf(kept, T.BooleanType())
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
 
