@@ -54,6 +54,47 @@ TEST(GrownFilter, GrowsInsteadOfPassingItsPromiseAndKeepsEveryKey) {
   EXPECT_EQ(again.keys(), filter.keys());
 }
 
+// The most keys `filter`'s newest generation takes before its model passes its target.
+std::uint64_t room_of(const GrownFilter& filter) {
+  const GrownFilter::Generation& newest = filter.generations().back();
+  std::uint64_t full = newest.keys;
+  while (newest.filter.expected_fpr(full + 1) <= newest.target) ++full;
+  return full - newest.keys;
+}
+
+TEST(GrownFilter, GrowsOnlyWhenABatchsNewKeysWouldPassTheTarget) {
+  // Filled to a little under its target, then given a batch of fewer new keys than it has room
+  // for, each three times: its records not held are three times its new keys, past the room.
+  GrownFilter filter = GrownFilter::for_capacity(10000, 0.2, "u64");
+  const auto fill = random_keys(9800, 43);
+  std::vector<std::uint8_t> is_new(fill.size());
+  filter.insert_if_absent(fill, is_new);
+  const std::uint64_t room = room_of(filter);
+  ASSERT_GT(room, 100u);
+  const auto fresh = random_keys(room - 10, 44);
+  std::vector<std::uint64_t> batch;
+  for (int copy = 0; copy < 3; ++copy) batch.insert(batch.end(), fresh.begin(), fresh.end());
+  is_new.assign(batch.size(), 0);
+  const std::uint64_t taken = filter.insert_if_absent(batch, is_new);
+  // Within its target: one generation, as one filter of its layout deciding every key would be
+  // (so whether it grows does not depend on where its batches begin).
+  EXPECT_EQ(filter.generation_count(), 1u);
+  EXPECT_LE(taken, room - 10);
+  Filter alone(filter.newest().layout());
+  std::vector<std::uint8_t> alone_new(fill.size());
+  alone.insert_if_absent(fill, alone_new);
+  alone_new.assign(batch.size(), 0);
+  alone.insert_if_absent(batch, alone_new);
+  EXPECT_EQ(is_new, alone_new);
+  EXPECT_EQ(bytes_of(filter.newest()), bytes_of(alone));
+  // A batch whose new keys would pass it (twice the room, a sixth of them at most taken for
+  // held at a rate of 0.15) grows the filter first.
+  const auto more = random_keys(2 * room_of(filter), 45);
+  is_new.assign(more.size(), 0);
+  filter.insert_if_absent(more, is_new);
+  EXPECT_EQ(filter.generation_count(), 2u);
+}
+
 TEST(GrownFilter, FileAndBytesRoundTrip) {
   TempDir dir;
   const auto keys = random_keys(100000, 42);

@@ -59,7 +59,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     df = spark.read.parquet(str(args.dump))
     rows = df.count()
-    layout = bbspark._spark_seeded(bulkbloom.Layout.for_capacity(rows, 0.001))
+    layout = bbspark._spark_seeded(bulkbloom.Layout.promising(rows, 0.001))
     num_shards = bbspark._default_shards(spark, layout, rows)
     layout_args = tuple(layout)
     routed, _ = bbspark._routed(df, "event_id", "integer", [], layout, num_shards)

@@ -65,12 +65,12 @@ class GrownFilter {
     std::uint64_t keys;      ///< Keys it took (reported new).
   };
 
-  /// Called before a generation is added for a batch: `absent_keys` is how many of the batch's
-  /// keys no generation holds, `at_limit` is true when the filter has kMaxGenerations already
-  /// (it then throws std::length_error if the check returns). A check that throws refuses the
-  /// growth, and the batch, with the filter unchanged.
+  /// Called before a generation is added for a batch: `new_keys` is how many of the batch's
+  /// keys the newest generation would take as new, `at_limit` is true when the filter has
+  /// kMaxGenerations already (it then throws std::length_error if the check returns). A check that
+  /// throws refuses the growth, and the batch, with the filter unchanged.
   using GrowthCheck =
-      std::function<void(const GrownFilter& filter, std::uint64_t absent_keys, bool at_limit)>;
+      std::function<void(const GrownFilter& filter, std::uint64_t new_keys, bool at_limit)>;
 
   /// The target rate of generation `index` of a filter promising `promise`: 3/4 of the promise
   /// for the first, a quarter of the one before for each later one, so that their sum (a bound
@@ -128,8 +128,9 @@ class GrownFilter {
   /// Sets the check called before each growth (none: always grow, up to kMaxGenerations).
   void set_growth_check(GrowthCheck check);
 
-  /// Dedups a batch in order, growing first if the batch could pass the newest generation's
-  /// target. is_new[i] = 1 if no generation may hold keys[i]. Returns the number of 1s.
+  /// Dedups a batch in order, growing first if the batch's new keys would take the newest
+  /// generation past its target (docs/FORMAT.md, "Growth"). is_new[i] = 1 if no generation may hold
+  /// keys[i]. Returns the number of 1s.
   std::uint64_t insert_if_absent(std::span<const std::uint64_t> keys,
                                  std::span<std::uint8_t> is_new);
   std::uint64_t insert_if_absent(std::span<const std::string_view> keys,
@@ -177,7 +178,13 @@ class GrownFilter {
   void contains_all(std::span<const Key> keys, std::span<std::uint8_t> out) const;
   template <typename Key>
   void contains_older(std::span<const Key> keys, std::span<std::uint8_t> out) const;
-  void make_room(std::uint64_t batch_keys, const std::function<std::uint64_t()>& count_absent);
+  // insert_if_absent of `keys` into `newest` (this filter's newest generation's bits, or a copy
+  // of them) of the keys no older generation holds; is_new[i] = 1 for those it took as new.
+  template <typename Key>
+  std::uint64_t insert_new(Filter& newest, std::span<const Key> keys,
+                           std::span<std::uint8_t> is_new) const;
+  void make_room(std::uint64_t batch_keys, const std::function<std::uint64_t()>& count_absent,
+                 const std::function<std::uint64_t()>& count_new);
   void refresh_older_fpr();
 
   std::vector<Generation> generations_;

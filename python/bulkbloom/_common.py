@@ -32,8 +32,22 @@ class Layout(NamedTuple):
 
     @classmethod
     def for_capacity(cls, capacity: int, fpr: float = 0.001) -> "Layout":
-        """The layout ``Filter(capacity, fpr)`` has, without allocating the filter."""
+        """The smallest layout whose modelled false-positive rate after ``capacity`` distinct keys
+        is at most ``fpr`` (a filter full at ``fpr`` itself; ``promising`` gives the layout of
+        ``Filter(capacity, fpr)``)."""
         return cls(**_core.layout_for_capacity(_count(capacity, "capacity"), float(fpr)))
+
+    @classmethod
+    def promising(cls, capacity: int, fpr: float = 0.001) -> "Layout":
+        """The layout ``Filter(capacity, fpr)`` has, and the command line's ``--capacity
+        capacity --fpr fpr``, without allocating the filter: ``for_capacity`` at the first
+        generation's target, three quarters of ``fpr`` (docs/FORMAT.md, "Growth")."""
+        return cls(**_core.promised_layout(_count(capacity, "capacity"), float(fpr)))
+
+    def expected_fpr(self, n: int) -> float:
+        """The modelled false-positive rate after ``n`` distinct keys."""
+        return _core.layout_expected_fpr(self.shape, self.num_blocks, self.hash, self.seed,
+                                         self.index, _count(n, "n"))
 
     @classmethod
     def of(

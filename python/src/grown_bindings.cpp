@@ -220,6 +220,10 @@ void bind_grown(nb::module_& m) {
       nb::arg("capacity"), nb::arg("fpr"),
       "The layout of a filter promising `fpr` at `capacity` keys (sized at 3/4 of `fpr`).");
   m.def(
+      "first_generation_target", [](double fpr) { return GrownFilter::generation_target(fpr, 0); },
+      nb::arg("fpr"),
+      "The rate at which the first generation of a filter promising `fpr` is full (3/4 of it).");
+  m.def(
       "sizing_record",
       [](std::uint64_t capacity, double fpr, const std::string& key_format) {
         return to_bytes(sizing_record_bytes({fpr, key_format, capacity}));

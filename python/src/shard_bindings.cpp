@@ -102,6 +102,14 @@ void bind_shard(nb::module_& m) {
       },
       nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"), nb::arg("index"),
       "An explicit layout, checked, as a dict.");
+  m.def(
+      "layout_expected_fpr",
+      [](const std::string& shape, std::uint64_t num_blocks, const std::string& hash,
+         std::uint64_t seed, const std::string& index, std::uint64_t n) {
+        return make_layout(shape, num_blocks, hash, seed, index).expected_fpr(n);
+      },
+      nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"), nb::arg("seed"), nb::arg("index"),
+      nb::arg("n"), "The layout's modelled false-positive rate after `n` distinct keys.");
   m.def("shard_of", &shard_of_keys, nb::arg("shape"), nb::arg("num_blocks"), nb::arg("hash"),
         nb::arg("seed"), nb::arg("index"), nb::arg("keys").noconvert(), nb::arg("num_shards"),
         nb::arg("out").noconvert(),

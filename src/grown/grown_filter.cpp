@@ -163,10 +163,11 @@ void GrownFilter::refresh_older_fpr() {
 }
 
 // Before a batch of `batch_keys` keys: if the newest generation's model could pass its target
-// with all the keys no generation holds yet taken as new, add a generation sized for the rest of
-// the expected load (or let the growth check refuse).
+// with the batch's new keys, add a generation sized for the rest of the expected load (or let
+// the growth check refuse).
 void GrownFilter::make_room(std::uint64_t batch_keys,
-                            const std::function<std::uint64_t()>& count_absent) {
+                            const std::function<std::uint64_t()>& count_absent,
+                            const std::function<std::uint64_t()>& count_new) {
   const Generation& newest = generations_.back();
   if (newest.filter.expected_fpr(newest.keys + batch_keys) <= newest.target) return;
   // Near the target, a batch is counted before growing for it: a dump carried into the next run
@@ -175,14 +176,23 @@ void GrownFilter::make_room(std::uint64_t batch_keys,
   // the batch's new keys.
   batch_keys = count_absent();
   if (newest.filter.expected_fpr(newest.keys + batch_keys) <= newest.target) return;
+  // That bound counts a new key again at each repeat within the batch, and a key that an earlier
+  // key of the batch makes look held: the exact count, from the batch run on a copy, grows only
+  // when the keys would pass the target. So whether a run grows at all does not depend on
+  // where its batches begin (a filter that takes a run as one batch, like bulkbloom.spark's
+  // shards, decides it exactly as this does), and the copy is only made at the batch that
+  // grows the filter or at one that comes within a repeat count of it.
+  const std::uint64_t new_keys = count_new();
+  if (newest.filter.expected_fpr(newest.keys + new_keys) <= newest.target) return;
   const bool replace = newest.keys == 0;  // an empty generation holds nothing: resize it
   const bool at_limit = !replace && generations_.size() == kMaxGenerations;
-  if (growth_check_) growth_check_(*this, batch_keys, at_limit);
+  if (growth_check_) growth_check_(*this, new_keys, at_limit);
   if (at_limit) {
     throw std::length_error("the grown filter has " + std::to_string(kMaxGenerations) +
                             " generations, the most it may have");
   }
   const std::uint64_t rest = expected_keys_ > keys_seen_ ? expected_keys_ - keys_seen_ : 0;
+  // Sized for the batch's records not held, the bound, as before the exact count was taken.
   const std::uint64_t capacity = std::max({2 * newest.capacity, batch_keys, rest});
   const double target = replace ? newest.target : newest.target / 4;
   const Layout& first = generations_.front().filter.layout();
@@ -228,36 +238,48 @@ void GrownFilter::contains_all(std::span<const Key> keys, std::span<std::uint8_t
 }
 
 template <typename Key>
+std::uint64_t GrownFilter::insert_new(Filter& newest, std::span<const Key> keys,
+                                      std::span<std::uint8_t> is_new) const {
+  if (generations_.size() == 1) return newest.insert_if_absent(keys, is_new);
+  // A key an older generation may hold is not new; the others go into the newest.
+  contains_older(keys, is_new);
+  std::vector<Key> pending;
+  std::vector<std::size_t> where;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (is_new[i] == 0) {
+      pending.push_back(keys[i]);
+      where.push_back(i);
+    }
+  }
+  std::vector<std::uint8_t> flags(pending.size());
+  const std::uint64_t fresh = newest.insert_if_absent(std::span<const Key>(pending), flags);
+  std::fill(is_new.begin(), is_new.end(), std::uint8_t{0});
+  for (std::size_t j = 0; j < where.size(); ++j) is_new[where[j]] = flags[j];
+  return fresh;
+}
+
+template <typename Key>
 std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8_t> is_new) {
   check_size(keys.size(), is_new.size(), "insert_if_absent: is_new span");
-  make_room(keys.size(), [&] {
-    contains_all(keys, is_new);  // is_new as scratch: written again below
-    return static_cast<std::uint64_t>(std::count(is_new.begin(), is_new.end(), std::uint8_t{0}));
-  });
+  make_room(
+      keys.size(),
+      [&] {
+        contains_all(keys, is_new);  // is_new as scratch: written again below
+        return static_cast<std::uint64_t>(
+            std::count(is_new.begin(), is_new.end(), std::uint8_t{0}));
+      },
+      [&] {
+        const Filter& newest = generations_.back().filter;
+        std::vector<std::byte> bytes(newest.layout().size_bytes());
+        newest.copy_bytes_to(bytes);
+        Filter trial(newest.layout(), options_);
+        trial.copy_bytes_from(bytes);
+        bytes = {};
+        return insert_new(trial, keys, is_new);
+      });
   Generation& newest = generations_.back();
-  std::uint64_t fresh = 0;
-  if (generations_.size() == 1) {
-    fresh = newest.filter.insert_if_absent(keys, is_new);
-    if (logging_ && !log_rewritten_) log_new_keys(newest.filter, keys, is_new, change_log_);
-  } else {
-    // A key an older generation may hold is not new; the others go into the newest.
-    contains_older(keys, is_new);
-    std::vector<Key> pending;
-    std::vector<std::size_t> where;
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      if (is_new[i] == 0) {
-        pending.push_back(keys[i]);
-        where.push_back(i);
-      }
-    }
-    std::vector<std::uint8_t> flags(pending.size());
-    fresh = newest.filter.insert_if_absent(std::span<const Key>(pending), flags);
-    if (logging_ && !log_rewritten_) {
-      log_new_keys(newest.filter, std::span<const Key>(pending), flags, change_log_);
-    }
-    std::fill(is_new.begin(), is_new.end(), std::uint8_t{0});
-    for (std::size_t j = 0; j < where.size(); ++j) is_new[where[j]] = flags[j];
-  }
+  const std::uint64_t fresh = insert_new(newest.filter, keys, is_new);
+  if (logging_ && !log_rewritten_) log_new_keys(newest.filter, keys, is_new, change_log_);
   if (logging_ && !log_rewritten_) {
     log_rewritten_ = detail::drop_log_past(change_log_, newest.filter.layout().size_bytes());
   }

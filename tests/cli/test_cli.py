@@ -7,6 +7,7 @@ Exact answers are computed here in Python, on small generated inputs.
 import json
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -452,6 +453,27 @@ def case_filter_grows():
     check(b"g.bbf is full" in proc.stderr, proc.stderr.decode())
     check(read("g.bbf") == before and not os.path.exists(path("out3")),
           "a refused run changed the filter or left an output")
+
+
+def case_filter_grows_only_past_its_target():
+    """A filter grows only when a batch's new keys would take it past its target, not when its
+    records not held would: 20,000 keys, each three times, fit a filter sized for 20,000 keys
+    (--on-full error passes), and the run is decided alike in one batch or in many, as one filter
+    of its layout (or a Spark filter directory's shards) decides it."""
+    rng = random.Random(5)
+    keys = [rng.getrandbits(64) for _ in range(20000)]
+    write("thrice", b"".join(k.to_bytes(8, "little") for k in keys * 3))
+    sizing = ["-f", "u64", "--capacity", "20000", "--fpr", "0.2", "--stats", "json"]
+    outputs = []
+    for name, chunks in (("one", []), ("many", ["--buffer-size", "64K"])):
+        proc = run(["dedup", "thrice", "-o", f"out-{name}", "--filter", f"{name}.bbf",
+                    "--on-full", "error"] + sizing + chunks)
+        stats = stats_of(proc)
+        check(stats["growths"] == 0 and stats["generations"] == 1, f"{name}: grew: {stats}")
+        # The filter file's metadata records the run (its options), so its keys are compared.
+        info = json.loads(run(["info", "--json", f"{name}.bbf"]).stdout)
+        outputs.append((read(f"out-{name}"), info["keys_inserted"], info["current_fpr"]))
+    check(outputs[0] == outputs[1], "one batch and many decided the run differently")
 
 
 def case_legacy_filter():

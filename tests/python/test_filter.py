@@ -184,6 +184,20 @@ def test_estimates_and_layout():
     assert f.threads >= 1
 
 
+def test_layouts_sized_at_the_promise_and_at_the_first_generations_target():
+    """Layout.promising is Filter(capacity, fpr)'s layout, sized at three quarters of fpr (what
+    the command line's --capacity --fpr and bulkbloom.spark make); Layout.for_capacity is sized
+    at fpr itself; a layout's model is its filter's."""
+    promised = bulkbloom.Layout.promising(24_000, 0.2)
+    assert promised == bulkbloom.Filter(24_000, 0.2).layout
+    at_rate = bulkbloom.Layout.for_capacity(24_000, 0.2)
+    assert (at_rate.num_blocks, promised.num_blocks) == (344, 391)
+    assert promised.expected_fpr(24_000) <= 0.15 < at_rate.expected_fpr(24_000) <= 0.2
+    f = bulkbloom.Filter(24_000, 0.2)
+    assert [promised.expected_fpr(n) for n in (0, 1, 24_000, 10**9)] == [
+        f.expected_fpr(n) for n in (0, 1, 24_000, 10**9)]
+
+
 def test_save_load_map_and_bytes(tmp_path, keys):
     f = bulkbloom.Filter(len(keys), 0.001)
     f.insert(keys)

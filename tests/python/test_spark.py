@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -163,8 +164,8 @@ def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed):
     assert RECORDS * 3 // 4 - len(expected) > 20  # false drops, which the order decides
 
     df = frame(spark, keys, shuffled=True)
-    unique = written(spark, df, "event_id", order="seq", layout=layout, num_shards=num_shards,
-                     filter=tmp_path / "f")
+    unique = written(spark, df, "event_id", order="seq", layout=layout, fpr=FPR,
+                     num_shards=num_shards, filter=tmp_path / "f")
     assert unique.columns == df.columns
     assert_same_records(unique, keys, expected)
     state = bbspark.open_filter(tmp_path / "f")
@@ -172,7 +173,7 @@ def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed):
     # The input's own order when no order is given (createDataFrame keeps it), the dropped rows
     # broadcast to a join and, past the limit, looked up by a Python function of the row id.
     for broadcast_drops in (None, 0):
-        in_order = bbspark.dedup(frame(spark, keys), "event_id", layout=layout,
+        in_order = bbspark.dedup(frame(spark, keys), "event_id", layout=layout, fpr=FPR,
                                  num_shards=num_shards, broadcast_drops=broadcast_drops)
         assert ("BroadcastHashJoin" in plan(in_order)) == (broadcast_drops is None)
         assert_same_records(in_order, keys, expected)
@@ -332,7 +333,8 @@ def test_string_keys_as_the_clis_text_keys(spark, cli, tmp_path, seed):
     layout = bulkbloom.Filter.load(tmp_path / "F.bbf").layout
 
     df = spark.createDataFrame(pa.table({"word": words, "seq": np.arange(RECORDS)}).to_pandas())
-    unique = bbspark.dedup(df, "word", layout=layout, num_shards=3).toArrow().sort_by("seq")
+    unique = bbspark.dedup(df, "word", layout=layout, fpr=FPR, num_shards=3)
+    unique = unique.toArrow().sort_by("seq")
     assert list(zip(unique.column("word").to_pylist(), unique.column("seq").to_pylist())) == [
         (w, int(s)) for w, s in expected
     ]
@@ -377,7 +379,7 @@ def test_a_carried_filter_is_the_clis_across_two_dumps(spark, cli, tmp_path):
     path = tmp_path / "filter"
     df1 = frame(spark, first)
     assert_same_records(written(spark, df1, "event_id", filter=path, layout=cli_bits.layout,
-                                num_shards=3), first, kept_first)
+                                fpr=FPR, num_shards=3), first, kept_first)
     df2 = frame(spark, second, first_seq=RECORDS)
     assert_same_records(written(spark, df2, "event_id", filter=path), second, kept_second,
                         RECORDS)
@@ -385,6 +387,69 @@ def test_a_carried_filter_is_the_clis_across_two_dumps(spark, cli, tmp_path):
     ours.keys_inserted, ours.metadata = cli_bits.keys_inserted, cli_bits.metadata
     assert ours.to_bytes() == cli_bits.to_bytes()
     assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
+
+
+def test_the_cli_given_the_manifests_sizing_keeps_what_spark_keeps_day_after_day(
+        spark, cli, tmp_path):
+    """A new filter is sized as `bulkbloom dedup --capacity N --fpr P` sizes one (at the rate its
+    first generation is full at, three quarters of P), so the CLI given the manifest's capacity
+    and rate and seed 42, and nothing else, makes its layout and keeps what Spark keeps, day
+    after day, without growing. A day that would take the filter past that rate, where the CLI
+    grows, is refused and changes nothing; with on_full="pass" it is decided past it."""
+    capacity = 36_000  # the two days' keys fit; a filter sized at P itself would grow on day 2
+    days = [dump(2)]
+    days += [dump(3, old=days[0]), dump(30, old=days[0])]
+    path = tmp_path / "f"
+    cli_filter = tmp_path / "cli.bbf"
+    for day, keys in enumerate(days[:2]):
+        df = frame(spark, keys, day * RECORDS)
+        unique = written(spark, df, "event_id", order="seq", filter=path, capacity=capacity,
+                         fpr=FPR, num_shards=3)
+        state = bbspark.open_filter(path)
+        sizing = ("--capacity", str(state.manifest["capacity"]), "--fpr", str(state.fpr),
+                  "--seed", str(bbspark.SPARK_SEED))
+        expected = cli_dedup(cli, tmp_path, f"d{day}", keys, "--filter", str(cli_filter),
+                             *(sizing if day == 0 else ()))
+        assert_same_records(unique, keys, expected, day * RECORDS)
+        [generation] = bulkbloom.GrownFilter.load(cli_filter).generations
+        # The same layout, promise, rate at which it is full and keys, and so the same bits.
+        assert generation["layout"] == state.layout
+        assert (state.fpr, state.target, state.key_count) == (
+            FPR, generation["target_fpr"], generation["keys"])
+        assert state.expected_fpr <= state.target
+        ours, cli_bits = shards_filter(path), bulkbloom.Filter.load(cli_filter)
+        ours.keys_inserted, ours.metadata = cli_bits.keys_inserted, cli_bits.metadata
+        assert ours.to_bytes() == cli_bits.to_bytes()
+    committed = listing(path)
+    third = frame(spark, days[2], 2 * RECORDS)
+    with pytest.raises(ValueError, match=r"past 0\.15, the rate at which it is full"):
+        written(spark, third, "event_id", order="seq", filter=path)
+    assert listing(path) == committed
+    assert len(list(tmp_path.glob("out-*"))) == 2
+    cli_dedup(cli, tmp_path, "d2", days[2], "--filter", str(cli_filter))
+    assert len(bulkbloom.GrownFilter.load(cli_filter).generations) == 2
+    written(spark, third, "event_id", order="seq", filter=path, on_full="pass")
+    state = bbspark.open_filter(path)
+    assert state.expected_fpr > state.target and state.number == 3
+
+
+def test_a_manifest_from_before_the_target_is_judged_at_its_fpr(spark, tmp_path):
+    """A directory committed before manifests recorded `target` and `key_count` was sized at its
+    rate itself: it is judged full at that rate, and its keys are its shard files' counts."""
+    path = tmp_path / "f"
+    first = dump(2)
+    written(spark, frame(spark, first), "event_id", filter=path, capacity=36_000, fpr=FPR,
+            num_shards=3)
+    manifest = path / "manifests" / "000001.json"
+    older = json.loads(manifest.read_text())
+    del older["target"], older["key_count"]
+    manifest.write_text(json.dumps(older))
+    state = bbspark.open_filter(path)
+    assert (state.key_count, state.target, state.fpr) == (None, FPR, FPR)
+    written(spark, frame(spark, dump(3, old=first), RECORDS), "event_id", filter=path)
+    state = bbspark.open_filter(path)
+    assert "target" not in state.manifest and state.target == FPR
+    assert state.key_count == sum(state.load(i).keys_inserted for i in range(3))
 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
@@ -400,7 +465,7 @@ def test_a_retried_task_gives_the_exact_result(spark, cli, tmp_path, seed):
 
     path = tmp_path / "filter"
     written(spark, frame(spark, first), "event_id", filter=path, layout=cli_bits.layout,
-            num_shards=3)
+            fpr=FPR, num_shards=3)
     unique = written(spark, frame(spark, second, RECORDS), "event_id", filter=path,
                      _on_task=fail_first_attempt)
     assert_same_records(unique, second, kept_second, RECORDS)
@@ -427,7 +492,7 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
     partitions = len(np.unique(numbered.column("row").to_numpy() >> 33))
     assert partitions > 1
     path = tmp_path / "filter"
-    unique = written(spark, df, "event_id", order="seq", filter=path, layout=layout,
+    unique = written(spark, df, "event_id", order="seq", filter=path, layout=layout, fpr=FPR,
                      num_shards=7, broadcast_drops=0)
     assert_same_records(unique, keys, expected)
     kept_seq = set(spark_kept(unique)[1].tolist())
@@ -447,7 +512,7 @@ def test_past_broadcast_drops_each_input_partition_has_its_drops_file(spark, cli
     np.testing.assert_array_equal(np.sort(np.concatenate(found)), dropped)
     # dedup's DataFrame filters lazily: once its generation is gone it says so, not keep every row.
     (tmp_path / "scratch").mkdir()
-    lazy = bbspark.dedup(df, "event_id", order="seq", layout=layout, num_shards=7,
+    lazy = bbspark.dedup(df, "event_id", order="seq", layout=layout, fpr=FPR, num_shards=7,
                          broadcast_drops=0, scratch=tmp_path / "scratch")
     assert_same_records(lazy, keys, expected)
     [scratch] = (tmp_path / "scratch").iterdir()  # the run's filter, in the scratch= directory
@@ -504,7 +569,7 @@ def test_build_and_query(spark, tmp_path):
     path = bbspark.build(frame(spark, keys), "event_id", tmp_path / "built", capacity=RECORDS,
                          fpr=0.01, num_shards=7)
     # A new filter has Spark's xxhash64 seed, so that Spark computes the shards itself.
-    whole = bulkbloom.Filter.from_layout(*bulkbloom.Layout.for_capacity(RECORDS, 0.01)[:2],
+    whole = bulkbloom.Filter.from_layout(*bulkbloom.Layout.promising(RECORDS, 0.01)[:2],
                                          seed=bbspark.SPARK_SEED)
     whole.insert(keys)
     ours = shards_filter(path)
@@ -653,19 +718,25 @@ def test_a_parquet_input_is_counted_from_its_footers_and_routed_from_its_files(
                         lambda self, *args: cached.append(self.columns) or persist(self, *args))
     unique = written(spark, df, "event_id", order="seq", fpr=FPR, filter=tmp_path / "f")
     assert cached == []
-    # Sized for the rows counted. The CLI given that layout keeps the same records; it is
-    # promised a rate the layout meets at once (0.5), else it grows the filter as it goes.
+    # Sized for the rows counted as the CLI sizes a filter for them, which keeps the same records.
     layout = bbspark.open_filter(tmp_path / "f").layout
-    assert layout == bbspark._spark_seeded(bulkbloom.Layout.for_capacity(RECORDS, FPR))
-    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", "0.5",
-                         "--shape", layout.shape, "--num-blocks", str(layout.num_blocks),
-                         "--index", layout.index, "--seed", str(layout.seed), "--on-full", "error")
+    assert layout == bbspark._spark_seeded(bulkbloom.Layout.promising(RECORDS, FPR))
+    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", str(FPR),
+                         "--seed", str(layout.seed))
     assert_same_records(unique, keys, expected)
     unique = written(spark, df.where("seq >= 0"), "event_id", order="seq", fpr=FPR,
                      filter=tmp_path / "g")
     assert len(cached) == 1 and cached[0][:2] == [bbspark._KEY, bbspark._ROW]
     assert bbspark.open_filter(tmp_path / "g").layout == layout
     assert_same_records(unique, keys, expected)
+
+
+def test_a_shard_tasks_worker_does_not_import_pandas():
+    """A Python worker that runs a shard task imports bulkbloom.spark (the task's functions live
+    in it); pandas, needed only by the filtering's pandas function, is not imported with it."""
+    probe = ("import sys, bulkbloom.spark._plan; "
+             "sys.exit('pandas' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", probe]).returncode == 0
 
 
 def test_partition_keys_hash_as_sparks_own_hash(spark):

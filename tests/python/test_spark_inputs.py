@@ -72,11 +72,12 @@ def test_an_input_that_reads_differently_is_checkpointed(spark, cli, tmp_path, d
                                     str(FPR), "--seed", str(bbspark.SPARK_SEED))
     df = spark.read.parquet(str(path))
     with caplog.at_level(logging.WARNING, logger="bulkbloom.spark"):
-        assert kept_seq(bbspark.dedup(df, "event_id", order="seq", layout=layout)) == expected
+        unique = bbspark.dedup(df, "event_id", order="seq", layout=layout, fpr=FPR)
+        assert kept_seq(unique) == expected
         assert not caplog.records  # a file source is read alike each time
         for unstable in (df.repartition(8),
                          df.withColumn("r", F.rand()).repartition(8, "r").drop("r")):
-            unique = bbspark.dedup(unstable, "event_id", order="seq", layout=layout,
+            unique = bbspark.dedup(unstable, "event_id", order="seq", layout=layout, fpr=FPR,
                                    num_shards=3)
             assert kept_seq(unique) == expected
             assert "local checkpoint" in caplog.records[-1].getMessage()
@@ -110,7 +111,7 @@ def test_a_descending_order_keeps_the_last_occurrence(spark, cli, tmp_path, dump
                                          str(bbspark.SPARK_SEED))
     expected = sorted(ROWS - 1 - position for position in reversed_kept)
     df = spark.read.parquet(str(path))
-    unique = bbspark.dedup(df, "event_id", order=F.col("seq").desc(), layout=layout,
+    unique = bbspark.dedup(df, "event_id", order=F.col("seq").desc(), layout=layout, fpr=FPR,
                            num_shards=3)
     assert kept_seq(unique) == expected
 

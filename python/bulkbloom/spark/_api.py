@@ -8,13 +8,13 @@ import os
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 import bulkbloom
+from bulkbloom import _core
 
 from ._inputs import (
     _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log, _stable_input,
@@ -51,6 +51,7 @@ def _decide(
     regroup_drops_above: Optional[int] = None,
     nulls: str = "error",
     run: Optional[dict] = None,
+    on_full: str = "error",
 ) -> _Staged:
     """Routes and decides (module documentation, "How it runs") against `current` (carried when
     `carry`), and stages the new generation (`generation`: its number and directory), its
@@ -86,7 +87,8 @@ def _decide(
         if base is not None:
             the_layout, count = base.layout, base.num_shards
             config = base.window
-            extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr")}
+            extra = {k: base.manifest[k] for k in ("keys", "capacity", "fpr", "target")
+                     if k in base.manifest}
         else:
             config = None
             rows = capacity
@@ -107,7 +109,9 @@ def _decide(
             elif layout is None:
                 if rows is None:
                     rows = row_count()
-                layout = _spark_seeded(bulkbloom.Layout.for_capacity(rows, fpr))
+                # As the command line and bulkbloom.Filter size a filter promising `fpr`: at its
+                # first generation's target, so that it holds `rows` keys before it is full.
+                layout = _spark_seeded(bulkbloom.Layout.promising(rows, fpr))
             the_layout = layout
             if num_shards is not None:
                 count = num_shards
@@ -119,6 +123,11 @@ def _decide(
                 config = config.shardable_by(count)
                 the_layout = config.generation
             extra = {"keys": kind, "capacity": capacity, "fpr": fpr}
+            if window is None:
+                # The capacity sized for (the rows counted where none was given), and the rate at
+                # which the one filter is full: what `bulkbloom dedup --capacity --fpr` records.
+                extra = {**extra, "capacity": capacity if capacity is not None else rows,
+                         "target": _core.first_generation_target(fpr)}
         if not 1 <= count <= the_layout.num_blocks:
             raise ValueError(f"num_shards {count} is not in [1, {the_layout.num_blocks}]")
         sizing = None
@@ -148,6 +157,9 @@ def _decide(
             write_drops, on_task, narrow.hashed, sizing,
         )
     dropped = sum(row["keys"] - row["new_keys"] for row in rows)
+    if config is None:
+        extra = {**extra, "key_count": _key_count(base, rows)}
+        _check_full(store, the_layout, extra, on_full)
     drops_by, drops = "shard", {
         f"drops-{row['shard']:05d}.parquet": (row["drops_file"], row["drops_bytes"])
         for row in rows if row["drops_file"] is not None or row["drops_bytes"] is not None
@@ -165,6 +177,49 @@ def _decide(
     return _stage(
         store, base, current, directory, number, rows, the_layout, config, time, count, extra,
         drops, drops_by, sizing,
+    )
+
+
+_ON_FULL = ("error", "pass")
+
+
+def _check_on_full(on_full: str) -> None:
+    if on_full not in _ON_FULL:
+        raise ValueError(f"on_full={on_full!r}: expected one of {', '.join(map(repr, _ON_FULL))}")
+
+
+def _key_count(base: Optional[ShardedFilter], rows: list) -> int:
+    """The distinct keys the filter holds after the run: the base generation's (its manifest's,
+    else its shards' own counts: a directory written before manifests recorded it) and those the
+    run's shards took as new."""
+    held = 0
+    if base is not None:
+        held = base.manifest.get("key_count")
+        if held is None:
+            held = sum(base.load(index).keys_inserted for index in range(base.num_shards))
+    return int(held) + sum(int(row["new_keys"]) for row in rows)
+
+
+def _check_full(store: _Store, layout: bulkbloom.Layout, manifest: dict, on_full: str) -> None:
+    """Refuses a run that takes the filter past the rate at which it is full (the manifest's
+    ``target``; a directory written before it was recorded: its ``fpr``, which it was sized at),
+    where the command line would grow a generation (docs/FORMAT.md, "Growth"); ``on_full="pass"``
+    lets it pass, with a warning."""
+    keys = manifest["key_count"]
+    target = float(manifest.get("target", manifest["fpr"]))
+    rate = layout.expected_fpr(keys)
+    if rate <= target:
+        return
+    what = (f"{store.uri}: this run takes the filter to {keys:,} keys, where its layout "
+            f"({layout.description}) gives a false-positive rate of {rate:.6g}, past {target:.6g}, "
+            f"the rate at which it is full (promised rate {manifest['fpr']})")
+    if on_full == "pass":
+        _log.warning("%s; on_full='pass': decided with it anyway", what)
+        return
+    raise ValueError(
+        f"{what}. bulkbloom dedup would grow a second generation here, which a sharded filter "
+        "cannot; nothing was written or committed. Pass on_full='pass' to decide with this "
+        "filter past that rate, or start a filter with a larger capacity"
     )
 
 
@@ -190,6 +245,7 @@ def dedup(
     broadcast_drops: Optional[int] = None,
     unstable_input: str = "checkpoint",
     nulls: str = "error",
+    on_full: str = "error",
     scratch: Optional[PathLike] = None,
     filter: None = None,
     _on_task: Optional[Callable[[], None]] = None,
@@ -226,6 +282,12 @@ def dedup(
     with an error naming the key column (a column the schema says is not nullable is not
     checked); ``"keep"`` keeps every one of them (none is a repeat: SQL's nulls are not equal;
     ``dropDuplicates`` would keep one); ``"drop"`` drops them all.
+    ``on_full``: what to do with a run that takes the filter past the rate at which it is full,
+    three quarters of ``fpr`` (where ``bulkbloom dedup`` would grow a second generation, which a
+    sharded filter cannot; a filter sized here from the row count never is): ``"error"``
+    raises ``ValueError`` naming the keys and the rate, with nothing written or committed;
+    ``"pass"`` decides with the filter past that rate, with a warning logged (the records kept
+    are then no longer the command line's).
 
     A filter carried across runs (``filter=``, and so ``window=``) is ``dedup_and_write``'s: its
     new state may only be committed once the output that goes with it is, which only a call
@@ -242,6 +304,7 @@ def dedup(
         )
     _classic(df.sparkSession)
     _check_nulls(nulls)
+    _check_on_full(on_full)
     df = _stable_input(df, unstable_input)
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
@@ -249,6 +312,7 @@ def dedup(
         df, key, _scratch_store(df.sparkSession, scratch), order=_order_terms(order),
         capacity=capacity, fpr=fpr, num_shards=num_shards, layout=layout, carry=False,
         write_drops=True, on_task=_on_task, regroup_drops_above=broadcast_drops, nulls=nulls,
+        on_full=on_full,
     )
     return _kept(df, key, nulls, state.store, state.manifest, broadcast_drops)
 
@@ -276,10 +340,12 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
             return numbered.join(dropped, _ROW, "left_anti").drop(_ROW)
         # Few enough to send every task all of them: the records never leave the JVM.
         return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
+    import pandas as pd  # here, not above: the shard tasks' workers import this module too
+
     folder = store.path(str(manifest["directory"]))
     held: dict = {}
 
-    def kept(rows: pd.Series) -> pd.Series:
+    def kept(rows):  # type: ignore[no-untyped-def]
         # Only the row ids reach Python; Spark keeps the records and zips the answer back. A
         # batch's rows are of one input partition, whose drops file is read once.
         ids = rows.to_numpy()
@@ -292,6 +358,9 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
             keep[rows_of] = ~_in_sorted(ids[rows_of], held["ids"])
         return pd.Series(keep)
 
+    # pandas_udf reads the function's kind (Series to Series) from its annotations, which must
+    # name pandas' class itself: pandas is not among this module's names.
+    kept.__annotations__ = {"rows": pd.Series, "return": pd.Series}
     keep = F.pandas_udf(kept, T.BooleanType())
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
 
@@ -323,15 +392,17 @@ def dedup_and_write(
     broadcast_drops: Optional[int] = None,
     unstable_input: str = "checkpoint",
     nulls: str = "error",
+    on_full: str = "error",
     _on_task: Optional[Callable[[], None]] = None,
     _on_step: Optional[Callable[[str], None]] = None,
 ) -> ShardedFilter:
     """Writes ``df`` deduplicated against the sharded filter directory ``filter`` (carried across
     runs: daily dumps) to ``path``, then commits the filter's new state, and returns it.
 
-    The keys, order, sizing, ``broadcast_drops``, ``unstable_input`` and ``nulls`` are
-    ``dedup``'s; a new filter is sized and
-    laid out as ``dedup`` sizes one, a carried one keeps what it has. ``format``, ``partition_by``
+    The keys, order, sizing, ``broadcast_drops``, ``unstable_input``, ``nulls`` and ``on_full``
+    are ``dedup``'s; a new filter is sized and laid out as ``dedup`` sizes one, a carried one
+    keeps what it has (its layout, promised rate and the rate at which it is full), and a run
+    that would take it past that rate is refused (``on_full``). ``format``, ``partition_by``
     and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
     ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
     append that crashed half way cannot be told from the data before it (write each dump to its
@@ -356,6 +427,7 @@ def dedup_and_write(
     spark = df.sparkSession
     _classic(spark)
     _check_nulls(nulls)
+    _check_on_full(on_full)
     request = _window_request(window, time, generations, lateness, window_config)
     if mode not in _WRITE_MODES:
         raise ValueError(
@@ -395,7 +467,7 @@ def dedup_and_write(
                 df, key, store, current, generation, order=order_terms, capacity=capacity,
                 fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
                 on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
-                nulls=nulls, run=run,
+                nulls=nulls, run=run, on_full=on_full,
             )
             pending = _write_pending(store, output.name, staged)
             for name in stale:  # a crashed run's, which this run's PENDING now stands for
@@ -471,16 +543,19 @@ def build(
     num_shards: Optional[int] = None,
     layout: Optional[bulkbloom.Layout] = None,
     nulls: str = "error",
+    on_full: str = "error",
 ) -> str:
     """Builds a new sharded filter of every key of ``df`` in the directory ``path`` (replacing
-    the filter there, atomically) and returns ``path``. Sizing as for ``dedup``; ``nulls``
-    ``"keep"`` or ``"drop"`` leaves null keys out, ``"error"`` stops at the first."""
+    the filter there, atomically) and returns ``path``. Sizing and ``on_full`` as for ``dedup``;
+    ``nulls`` ``"keep"`` or ``"drop"`` leaves null keys out, ``"error"`` stops at the first."""
     _classic(df.sparkSession)
     _check_nulls(nulls)
+    _check_on_full(on_full)
     store = _store_of(path, df.sparkSession)
     _decide_and_publish(
         df, key, store, order=[], capacity=capacity, fpr=fpr, num_shards=num_shards,
         layout=layout, carry=False, write_drops=False, on_task=None, nulls=nulls,
+        on_full=on_full,
     )
     return str(store.local) if store.local is not None else store.uri
 

@@ -439,11 +439,10 @@ def _decide_shards(
             shard.advance_to(time)
             filter_keys = shard.filter_keys()
             expected_false_drops = shard.expected_false_drops
-        elif write_drops:
-            fresh = shard.insert_if_absent(keys)
         else:
-            fresh = ~shard.contains(keys)
-            shard.insert(keys)
+            # Also where no drops are written (build): the count of new keys, which the filter's
+            # fullness is judged by, is then exact, a key repeated within the run counted once.
+            fresh = shard.insert_if_absent(keys)
         new_keys = int(np.count_nonzero(fresh))
         shard.keys_inserted += new_keys
         name = _attempt_name()

@@ -282,6 +282,34 @@ class ShardedFilter:
         return _layout_from_json(self.manifest["layout"])
 
     @property
+    def key_count(self) -> Optional[int]:
+        """A filter's distinct keys, those its runs' shards took as new (None for a window, and
+        for a filter committed before bulkbloom recorded them)."""
+        value = self.manifest.get("key_count")
+        return None if value is None else int(value)
+
+    @property
+    def fpr(self) -> Optional[float]:
+        """The false-positive rate the filter was sized to promise (None for a window)."""
+        return None if self.window is not None else float(self.manifest["fpr"])
+
+    @property
+    def target(self) -> Optional[float]:
+        """The rate at which a filter is full and a run that passes it is refused (``on_full``):
+        three quarters of ``fpr``, the command line's first generation's; a filter committed
+        before bulkbloom recorded it was sized at ``fpr`` itself. None for a window."""
+        if self.window is not None:
+            return None
+        return float(self.manifest.get("target", self.manifest["fpr"]))
+
+    @property
+    def expected_fpr(self) -> Optional[float]:
+        """A filter's modelled false-positive rate at ``key_count`` keys (``Layout``'s
+        ``expected_fpr``, the model the command line judges its filter's fullness by)."""
+        keys = self.key_count
+        return None if keys is None else self.layout.expected_fpr(keys)
+
+    @property
     def expected_false_drops(self) -> Optional[float]:
         """A window's: the never-seen keys the run that made this generation is expected to have
         dropped, the sum of its window shards' own ``WindowShard.expected_false_drops`` (each at
