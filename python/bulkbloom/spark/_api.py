@@ -219,7 +219,9 @@ def _check_full(store: _Store, layout: bulkbloom.Layout, manifest: dict, on_full
     raise ValueError(
         f"{what}. bulkbloom dedup would grow a second generation here, which a sharded filter "
         "cannot; nothing was written or committed. Pass on_full='pass' to decide with this "
-        "filter past that rate, or start a filter with a larger capacity"
+        "filter past that rate; a new filter forgets the keys this one holds, so size a filter "
+        "you carry for every key it will hold (capacity=), or forget old keys on purpose with "
+        "window="
     )
 
 
