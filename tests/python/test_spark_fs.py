@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -251,3 +252,35 @@ def test_a_version_1_directory_is_read_and_migrated_on_its_first_commit(spark, t
     assert records(spark, tmp_path / "out2") == expected[1]
     assert shard_bytes(spark, path) == expected_shards
     assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
+
+
+def test_a_failed_runs_directory_goes_though_late_tasks_write_in_it(tmp_path):
+    """A task attempt still running after its job failed may write into the run's directory while
+    the driver removes it (the directory is removed file by file): the directory must still go,
+    and once gone, no task writes can bring it back (tasks write only into an existing one)."""
+    import threading
+
+    store = _store._LocalStore(tmp_path / "filter")
+    store.mkdirs("gen-000002-late")
+    work = tmp_path / "filter" / "gen-000002-late"
+    for n in range(2_000):
+        (work / f"shard-{n:05d}.bbf").write_bytes(b"x")
+    started = threading.Event()
+
+    def late_tasks():
+        # Stragglers hand in their files a few milliseconds apart, while the removal runs.
+        started.wait()
+        for n in range(10):
+            try:
+                with open(work / f"drops-{n:05d}.late.parquet", "wb") as out:
+                    out.write(b"y")
+            except FileNotFoundError:
+                return  # the directory is gone: a task's write fails, as in _write_drops
+            time.sleep(0.002)
+
+    writer = threading.Thread(target=late_tasks)
+    writer.start()
+    started.set()
+    store.delete("gen-000002-late")
+    writer.join()
+    assert not work.exists()

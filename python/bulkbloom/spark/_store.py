@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import urllib.parse
 import uuid
 from contextlib import contextmanager
@@ -40,6 +41,10 @@ def _fault_point(what: str) -> None:
 
 
 # -- the stores: a filter directory's objects -----------------------------------------------------
+
+
+#: How many times a local store removes a directory that something still writes into.
+_DELETE_ATTEMPTS = 50
 
 
 class _LocalStore:
@@ -108,7 +113,15 @@ class _LocalStore:
     def delete(self, name: str) -> None:
         path = self.root / name
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
+            # A task attempt still running after its job failed may add a file while the tree
+            # is removed, leaving the directory: remove again until it is gone. Gone, it stays
+            # gone, as tasks only write into a run's existing directory.
+            for attempt in range(_DELETE_ATTEMPTS):
+                shutil.rmtree(path, ignore_errors=True)
+                if not path.exists():
+                    return
+                time.sleep(0.01 * attempt)
+            _log.warning("%s: could not remove %s; the next commit removes it", self.uri, name)
         else:
             path.unlink(missing_ok=True)
 
