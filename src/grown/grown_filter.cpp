@@ -269,12 +269,10 @@ std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8
             std::count(is_new.begin(), is_new.end(), std::uint8_t{0}));
       },
       [&] {
+        // The copy as a union with empty bits: no host buffer beside it (on CUDA, on the device).
         const Filter& newest = generations_.back().filter;
-        std::vector<std::byte> bytes(newest.layout().size_bytes());
-        newest.copy_bytes_to(bytes);
         Filter trial(newest.layout(), options_);
-        trial.copy_bytes_from(bytes);
-        bytes = {};
+        trial.merge(newest);
         return insert_new(trial, keys, is_new);
       });
   Generation& newest = generations_.back();
