@@ -25,9 +25,9 @@ from ._plan import (
     _spark_seeded,
 )
 from ._store import (
-    _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _input_drops, _input_drops_name,
-    _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store, _store_of,
-    _write_pending,
+    _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _full_at, _input_drops,
+    _input_drops_name, _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store,
+    _store_of, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
 
@@ -206,7 +206,7 @@ def _check_full(store: _Store, layout: bulkbloom.Layout, manifest: dict, on_full
     where the command line would grow a generation (docs/FORMAT.md, "Growth"); ``on_full="pass"``
     lets it pass, with a warning."""
     keys = manifest["key_count"]
-    target = float(manifest.get("target", manifest["fpr"]))
+    target = _full_at(manifest)
     rate = layout.expected_fpr(keys)
     if rate <= target:
         return

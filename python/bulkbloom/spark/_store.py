@@ -43,6 +43,12 @@ def _fault_point(what: str) -> None:
 # -- the stores: a filter directory's objects -----------------------------------------------------
 
 
+def _full_at(manifest: dict) -> float:
+    """The rate at which a filter's manifest says it is full: its ``target``, or, written before
+    bulkbloom recorded one, its ``fpr``, which it was then sized at."""
+    return float(manifest.get("target", manifest["fpr"]))
+
+
 #: How many times a local store removes a directory that something still writes into.
 _DELETE_ATTEMPTS = 50
 
@@ -311,9 +317,7 @@ class ShardedFilter:
         """The rate at which a filter is full and a run that passes it is refused (``on_full``):
         three quarters of ``fpr``, the command line's first generation's; a filter committed
         before bulkbloom recorded it was sized at ``fpr`` itself. None for a window."""
-        if self.window is not None:
-            return None
-        return float(self.manifest.get("target", self.manifest["fpr"]))
+        return None if self.window is not None else _full_at(self.manifest)
 
     @property
     def expected_fpr(self) -> Optional[float]:
