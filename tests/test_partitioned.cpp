@@ -331,12 +331,9 @@ struct ScalarAnswer {
 // bits set by earlier ones), 4097 keys in one block, and pairs of keys of one block in different
 // slices; into an empty filter and one holding half the batch. `want` is one scalar
 // insert_if_absent's over `before`; a Scratch serves every call of one target, as an engine's does.
-//
-// `many_chunks` adds batches of three chunks and more (a pipeline of chunks, RoutedScratch, is full
-// only from three on): repeats far apart, all equal, every key in one block, and hot keys.
 template <class Scratch, class Check>
 void check_every_thread_count(std::initializer_list<std::uint64_t> block_counts, std::size_t chunk,
-                              const Check& check, bool many_chunks = false) {
+                              const Check& check) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   std::vector<std::unique_ptr<detail::ThreadPool>> pools;
   for (unsigned threads = 1; threads <= 7; ++threads) {
@@ -346,7 +343,7 @@ void check_every_thread_count(std::initializer_list<std::uint64_t> block_counts,
     for (BlockIndex index : kBothIndexes) {
       for (std::uint64_t num_blocks : block_counts) {
         const Layout layout{shape, num_blocks, KeyHash::xxh64, 0, index};
-        std::vector<NamedBatch> batches = {
+        const std::vector<NamedBatch> batches = {
             {"empty", {}, hashed},
             {"one", random_keys(1, 80), hashed},
             {"six", random_keys(6, 81), hashed},
@@ -358,15 +355,6 @@ void check_every_thread_count(std::initializer_list<std::uint64_t> block_counts,
             {"4097 in one block", hashes_in_one_block(layout, num_blocks - 1, 4097), prehashed},
             {"pairs across the halves", pairs_across_the_halves(20000, 83), prehashed},
         };
-        if (many_chunks) {
-          batches.push_back({"3 chunks+1", batch_with_repeats(3 * chunk + 1), hashed});
-          batches.push_back(
-              {"all equal, 3 chunks+1", std::vector<std::uint64_t>(3 * chunk + 1, 0x5EED), hashed});
-          batches.push_back({"one block, 4 chunks-1",
-                             hashes_in_one_block(layout, num_blocks / 2, 4 * chunk - 1),
-                             prehashed});
-          batches.push_back({"hot keys, 3 chunks", hot_key_batch(5, 3000, 2 * chunk, 84), hashed});
-        }
         for (const NamedBatch& batch : batches) {
           std::vector<std::byte> half_loaded(layout.size_bytes());
           std::vector<std::uint8_t> ignored(batch.keys.size());
@@ -492,67 +480,9 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   }
 }
 
-// The writing kernel routed key slices interleave their routing with: for every target, shape and
-// index, insert and insert_if_absent of prehashed keys give the scalar calls' bytes, flags and
-// count, into an empty and a loaded filter, and the side work is called after each group of 64
-// keys with the keys written so far (once with 0 for no keys): in pieces, not all at the end.
-TEST(RoutedKeySlices, InterleavedWritesAreTheKernelsAndCallTheSideWorkAfterEachGroup) {
-  const CpuKernels& scalar = *detail::scalar_target().kernels;
-  for (Shape shape : kAllShapes) {
-    for (BlockIndex index : kBothIndexes) {
-      const Layout layout{shape, 1031, KeyHash::xxh64, 5, index};
-      for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 1000u, 4099u}) {
-        std::vector<std::uint64_t> hashes(n);
-        const auto keys = batch_with_repeats(n);
-        scalar.hash(layout, keys.data(), n, KeyMode::hash_with_layout, hashes.data());
-        std::vector<std::byte> loaded(layout.size_bytes());
-        const auto others = random_keys(2000, 85);
-        scalar.insert(layout, loaded.data(), others.data(), others.size(),
-                      KeyMode::hash_with_layout, detail::all_blocks(layout));
-        std::vector<std::size_t> want_calls;
-        for (std::size_t w = 64; w < n; w += 64) want_calls.push_back(w);
-        want_calls.push_back(n);
-        for (bool with_flags : {false, true}) {
-          std::vector<std::byte> want_bits = loaded;
-          std::vector<std::uint8_t> want_new(n, 7);
-          std::uint64_t want_fresh = 0;
-          if (with_flags) {
-            want_fresh = scalar.insert_if_absent(layout, want_bits.data(), hashes.data(), n,
-                                                 KeyMode::prehashed, detail::all_blocks(layout),
-                                                 want_new.data());
-          } else {
-            scalar.insert(layout, want_bits.data(), hashes.data(), n, KeyMode::prehashed,
-                          detail::all_blocks(layout));
-          }
-          for (const CpuKernels* kernels : all_kernel_sets()) {
-            SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
-                         " n " + std::to_string(n) + (with_flags ? " flags " : " ") +
-                         kernels->target);
-            std::vector<std::byte> bits = loaded;
-            std::vector<std::uint8_t> is_new(n, 7);
-            std::vector<std::size_t> calls;
-            const detail::SideWork side{
-                [](void* context, std::size_t written) {
-                  static_cast<std::vector<std::size_t>*>(context)->push_back(written);
-                },
-                &calls};
-            EXPECT_EQ(kernels->write_interleaved(layout, bits.data(), hashes.data(), n,
-                                                 with_flags ? is_new.data() : nullptr, side),
-                      want_fresh);
-            ASSERT_TRUE(bits == want_bits);
-            ASSERT_EQ(is_new, want_new);
-            ASSERT_EQ(calls, want_calls);
-          }
-        }
-      }
-    }
-  }
-}
-
 // Routed key slices (Mode::routed_key_slices), insert and insert_if_absent: bytes, flags and count
-// must be one scalar call's (check_every_thread_count's cases, with batches of many chunks: each
-// stage routes one chunk, writes the one before and copies back the flags of the one before
-// that), also on a filter of 3 blocks, fewer than the tasks (some own none).
+// must be one scalar call's (check_every_thread_count's cases), also on a filter of 3 blocks, fewer
+// than the tasks (some own none).
 TEST(RoutedKeySlices,
      InsertAndInsertIfAbsentGiveTheScalarAnswersForEveryThreadCountTargetShapeAndIndex) {
   check_every_thread_count<detail::RoutedScratch>(
@@ -572,8 +502,7 @@ TEST(RoutedKeySlices,
         scratch.insert(kernels, layout, bits.data(), batch.keys.data(), batch.keys.size(),
                        batch.mode, pool, pool.size());
         ASSERT_TRUE(bits == want.bits) << "insert";
-      },
-      /*many_chunks=*/true);
+      });
 }
 
 TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {

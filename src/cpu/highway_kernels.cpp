@@ -336,27 +336,19 @@ HWY_INLINE void PrefetchLine(const void* p) {
 constexpr std::size_t kKeyPrefetchGroups = 4;
 constexpr std::size_t kKeysPerLine = 64 / sizeof(std::uint64_t);
 
-// ForEachKey's default `after_group`: nothing between groups.
-struct NothingAfterGroups {
-  HWY_INLINE void operator()(std::size_t) const {}
-};
-
 // Calls `visit(block, hash, index)` in input order for the keys of keys[0..n) that `keys_kept`
 // keeps, hashing one group ahead and prefetching its blocks, and returns the sum of what the
-// calls return (insert_if_absent: its count of new keys). `after_group(done)` follows each group,
-// `done` the keys of keys[0..n) passed so far: the next group's blocks are then all on their way,
-// and work done there runs while they arrive (CpuKernels::write_interleaved).
+// calls return (insert_if_absent: its count of new keys).
 //
 // The sum is kept here, in a register: a count the visitor added to through a reference lived in
 // memory, since the flag stores may alias it, and the compiler then branched on each key's
 // answer to skip that increment. With a fraction of the keys already present the branch
 // mispredicts, and at DRAM sizes each misprediction also discards the block prefetches issued
 // after it.
-template <class Geo, class Kept, class Visit, class AfterGroup = NothingAfterGroups>
+template <class Geo, class Kept, class Visit>
 HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                    const Kept& keys_kept, const Visit& visit,
-                                    const AfterGroup& after_group = AfterGroup()) {
+                                    const Kept& keys_kept, const Visit& visit) {
   constexpr bool kEveryKey = Kept::kAll;
   using Word = typename Geo::Word;
   const hn::ScalableTag<std::uint64_t> d;
@@ -420,7 +412,6 @@ HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
       visit_one(slot, start, i);
     }
     for (std::size_t i = paired; i < here; ++i) visit_one(slot, start, i);
-    after_group(std::min(n, start + kGroup));
   }
   return sum;
 }
@@ -516,34 +507,6 @@ std::uint64_t InsertIfAbsentUnmarked(const Layout& layout, std::byte* bits,
   return TestAndSetEach(layout, is_new, [&]<class Geo>(Geo, const auto& visit) {
     return ForEachKey<Geo>(layout, bits, keys, n, mode, UnmarkedKeys{skip}, visit);
   });
-}
-
-// CpuKernels::write_interleaved: Insert's or InsertIfAbsent's visits over every block, with
-// `side` after each group, where the group's prefetches cover its time.
-std::uint64_t WriteInterleaved(const Layout& layout, std::byte* bits, const std::uint64_t* hashes,
-                               std::size_t n, std::uint8_t* is_new, SideWork side) {
-  const auto after_group = [side](std::size_t written) { side.step(side.context, written); };
-  std::uint64_t fresh = 0;
-  if (is_new == nullptr) {
-    with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-      WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
-        ForEachKey<Geo>(
-            layout, bits, hashes, n, KeyMode::prehashed, EveryKey(),
-            [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
-              Ops::Set(block, hash);
-              return std::uint64_t{0};
-            },
-            after_group);
-      });
-    });
-  } else {
-    fresh = TestAndSetEach(layout, is_new, [&]<class Geo>(Geo, const auto& visit) {
-      return ForEachKey<Geo>(layout, bits, hashes, n, KeyMode::prehashed, EveryKey(), visit,
-                             after_group);
-    });
-  }
-  if (n == 0) side.step(side.context, 0);
-  return fresh;
 }
 
 // Lists that AVX-512 appends to a vector at a time (CpuKernels::route): one compressing store per
@@ -652,15 +615,9 @@ CpuTarget Target() {
   // reference kernels ("cpu/scalar").
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
-  static const CpuKernels kKernels{kName,
-                                   HashKeys,
-                                   Insert,
-                                   InsertAtomic,
-                                   Contains,
-                                   InsertIfAbsent,
-                                   InsertIfAbsentUnmarked,
-                                   Route,
-                                   WriteInterleaved};
+  static const CpuKernels kKernels{
+      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
+      Route};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

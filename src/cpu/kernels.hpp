@@ -86,15 +86,6 @@ struct RouteLists {
   static constexpr std::size_t kRouteSlack = 16;
 };
 
-/// Work a writing kernel interleaves with its own (CpuKernels::write_interleaved): `step(context,
-/// written)` is called after each group of keys the kernel has written, `written` the keys written
-/// so far (non-decreasing, the last call's is the kernel's n). Between groups the kernel's block
-/// prefetches are in flight, so compute done in `step` overlaps its cache misses.
-struct SideWork {
-  void (*step)(void* context, std::size_t written);
-  void* context;
-};
-
 struct CpuKernels {
   /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
   const char* target;
@@ -124,11 +115,6 @@ struct CpuKernels {
   /// when lists.positions is set, to the list of the task owning its block, in input order.
   void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
                 BlockOwners owners, std::uint32_t first, RouteLists lists);
-  /// `insert` of prehashed keys into every block when `is_new` is null, else `insert_if_absent`
-  /// (returning its count of new keys), calling `side` after each group of keys written.
-  std::uint64_t (*write_interleaved)(const Layout& layout, std::byte* bits,
-                                     const std::uint64_t* hashes, std::size_t n,
-                                     std::uint8_t* is_new, SideWork side);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

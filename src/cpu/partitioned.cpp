@@ -180,202 +180,78 @@ std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const 
 void RoutedScratch::insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
                            const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
                            unsigned tasks) {
-  run(kernels, layout, bits, keys, n, mode, nullptr, pool, tasks);
+  for (std::size_t start = 0; start < n; start += kChunkKeys) {
+    run_chunk(kernels, layout, bits, keys + start, std::min(kChunkKeys, n - start), mode, nullptr,
+              pool, tasks);
+  }
 }
 
 std::uint64_t RoutedScratch::insert_if_absent(const CpuKernels& kernels, const Layout& layout,
                                               std::byte* bits, const std::uint64_t* keys,
                                               std::size_t n, KeyMode mode, std::uint8_t* is_new,
                                               ThreadPool& pool, unsigned tasks) {
-  return run(kernels, layout, bits, keys, n, mode, is_new, pool, tasks);
+  std::uint64_t fresh = 0;
+  // Chunks run one after another, so keys of different chunks keep their sequential order.
+  for (std::size_t start = 0; start < n; start += kChunkKeys) {
+    fresh += run_chunk(kernels, layout, bits, keys + start, std::min(kChunkKeys, n - start), mode,
+                       is_new + start, pool, tasks);
+  }
+  return fresh;
 }
 
-namespace {
-
-// What one task does in a stage of RoutedScratch beside its writes: copy its slice's flags of an
-// earlier chunk back to their positions, then route its slice of the next chunk. Done in pieces,
-// from CpuKernels::write_interleaved between its groups of writes, in proportion to the writes
-// done (the copy first: routing refills the lists it reads).
-class StageSideWork {
- public:
-  struct Copy {
-    std::uint8_t* is_new = nullptr;  // the chunk's flags in input order; null: nothing to copy
-    const std::uint32_t* positions = nullptr;
-    const std::uint8_t* flags = nullptr;
-  };
-  struct Route {
-    const std::uint64_t* keys = nullptr;  // the slice; null: no chunk to route
-    std::size_t n = 0;
-    std::uint32_t first = 0;  // the slice's first position in the chunk
-  };
-
-  // `counts`, `tasks` lists from `capacity` apart in `lists`: the copy's lists (their counts read
-  // before routing restarts them from zero) and the route's.
-  StageSideWork(const CpuKernels& kernels, const Layout& layout, KeyMode mode,
-                const BlockOwners& owners, RouteLists lists, unsigned tasks, Copy copy, Route route)
-      : kernels_(kernels),
-        layout_(layout),
-        mode_(mode),
-        owners_(owners),
-        lists_(lists),
-        tasks_(tasks),
-        copy_(copy),
-        route_(route) {
-    if (copy_.is_new == nullptr) {
-      copy_list_ = tasks_;  // no list to copy
-    } else {
-      for (unsigned d = 0; d < tasks_; ++d) copy_total_ += lists_.counts[d];
-    }
-  }
-
-  // Spreads the work over `writes` keys written in pieces (SideWork).
-  SideWork over_writes(std::size_t writes) {
-    writes_total_ = writes;
-    return {&StageSideWork::step, this};
-  }
-  // The next piece of writes starts after `before` keys of the stage's writes.
-  void writes_before(std::size_t before) { writes_before_ = before; }
-
-  // Does what is left.
-  void finish() { advance(copy_total_ + route_.n); }
-
- private:
-  // Units routed at a time at the least: the route kernels hash and split whole groups of keys.
-  static constexpr std::size_t kGranule = 64;
-  // Keys prefetched this far ahead of the routing, a line at a time.
-  static constexpr std::size_t kKeyPrefetchKeys = 4 * kGranule;
-  static constexpr std::size_t kKeysPerLine = 64 / sizeof(std::uint64_t);
-
-  static void step(void* context, std::size_t written) {
-    auto& side = *static_cast<StageSideWork*>(context);
-    const std::size_t total = side.copy_total_ + side.route_.n;
-    const std::size_t due = total * (side.writes_before_ + written) / side.writes_total_;
-    side.advance(std::min(total, (due + kGranule - 1) / kGranule * kGranule));
-  }
-
-  // Does the units [done_, upto): the copy's keys, then the route's.
-  void advance(std::size_t upto) {
-    while (copy_list_ < tasks_) {
-      const std::size_t count = lists_.counts[copy_list_];
-      if (copy_at_ == count) {
-        ++copy_list_;
-        copy_at_ = 0;
-        continue;
-      }
-      if (done_ >= upto) return;
-      const std::size_t take = std::min(count - copy_at_, upto - done_);
-      const std::size_t at = copy_list_ * lists_.capacity + copy_at_;
-      const std::uint32_t* const positions = copy_.positions + at;
-      const std::uint8_t* const flags = copy_.flags + at;
-      for (std::size_t j = 0; j < take; ++j) copy_.is_new[positions[j]] = flags[j];
-      copy_at_ += take;
-      done_ += take;
-    }
-    if (route_.keys == nullptr) return;
-    if (!routing_) {  // the copy is done with the counts: the lists restart, also for no keys
-      std::fill_n(lists_.counts, tasks_, 0);
-      routing_ = true;
-    }
-    if (done_ >= upto) return;
-    const std::size_t from = done_ - copy_total_, to = upto - copy_total_;
-    // The keys a few pieces ahead: interleaved with the writes' block prefetches, the hardware
-    // prefetcher did not keep up with the key stream (as in the kernels, kKeyPrefetchGroups).
-    const std::size_t ahead = std::min(route_.n, to + kKeyPrefetchKeys);
-    for (std::size_t k = std::min(route_.n, from + kKeyPrefetchKeys); k < ahead; k += kKeysPerLine)
-      __builtin_prefetch(route_.keys + k, 0, 3);
-    kernels_.route(layout_, route_.keys + from, to - from, mode_, owners_,
-                   route_.first + static_cast<std::uint32_t>(from), lists_);
-    done_ = upto;
-  }
-
-  const CpuKernels& kernels_;
-  const Layout& layout_;
-  const KeyMode mode_;
-  const BlockOwners& owners_;
-  const RouteLists lists_;
-  const unsigned tasks_;
-  const Copy copy_;
-  const Route route_;
-  std::size_t copy_total_ = 0;
-  unsigned copy_list_ = 0;
-  std::size_t copy_at_ = 0;
-  bool routing_ = false;
-  std::size_t done_ = 0;
-  std::size_t writes_before_ = 0, writes_total_ = 0;
-};
-
-}  // namespace
-
-std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
-                                 const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                 std::uint8_t* is_new, ThreadPool& pool, unsigned tasks) {
-  if (n == 0) return 0;
-  const bool with_flags = is_new != nullptr;
-  const std::size_t chunks = (n + kChunkKeys - 1) / kChunkKeys;
-  const auto chunk_size = [&](std::size_t k) { return std::min(kChunkKeys, n - k * kChunkKeys); };
+std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& layout,
+                                       std::byte* bits, const std::uint64_t* keys, std::size_t n,
+                                       KeyMode mode, std::uint8_t* is_new, ThreadPool& pool,
+                                       unsigned tasks) {
+  const std::size_t lists = std::size_t{tasks} * tasks;
   // A list may receive every key of its slice.
-  const std::size_t capacity =
-      slice_begin(std::min(n, kChunkKeys) + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
-  const std::size_t set_size = std::size_t{tasks} * tasks * capacity;
-  hashes_.resize(std::max(hashes_.size(), 2 * set_size));
-  if (with_flags) {
-    positions_.resize(std::max(positions_.size(), 2 * set_size));
-    flags_.resize(std::max(flags_.size(), 2 * set_size));
+  const std::size_t capacity = slice_begin(n + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
+  hashes_.resize(std::max(hashes_.size(), lists * capacity));
+  if (is_new != nullptr) {
+    positions_.resize(std::max(positions_.size(), lists * capacity));
+    flags_.resize(std::max(flags_.size(), lists * capacity));
   }
   // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
-  // line two tasks update at once would move between their cores all along the routing.
+  // line two tasks update at once would move between their cores all along step 1.
   constexpr std::size_t kCountsPerLine = 64 / sizeof(std::size_t);
   const std::size_t counts_stride = (tasks + kCountsPerLine - 1) / kCountsPerLine * kCountsPerLine;
-  counts_.assign(2 * counts_stride * tasks + kCountsPerLine, 0);
+  counts_.assign(counts_stride * tasks + kCountsPerLine, 0);
   std::size_t* const counts = counts_.data() + line_offset_of(counts_.data());
-  const auto counts_of = [&](std::size_t set, unsigned s) {
-    return counts + (set * tasks + s) * counts_stride;
-  };
-  const auto list = [&](std::size_t set, unsigned s, unsigned d) {
-    return set * set_size + (std::size_t{s} * tasks + d) * capacity;
-  };
+  const auto count_of = [&](unsigned s, unsigned d) { return counts[s * counts_stride + d]; };
   task_fresh_.assign(tasks, 0);
   const BlockOwners owners = BlockOwners::of(layout, tasks);
-  const std::size_t stages = chunks + (with_flags ? 2 : 1);
-  for (std::size_t stage = 0; stage < stages; ++stage) {
-    pool.run(tasks, [&](unsigned t) {
-      // Routing chunk `stage` and copying chunk `stage - 2` use set stage % 2, task t's lists.
-      const std::size_t set = stage % 2;
-      StageSideWork::Copy copy;
-      if (with_flags && stage >= 2) {
-        copy = {is_new + (stage - 2) * kChunkKeys, positions_.data() + list(set, t, 0),
-                flags_.data() + list(set, t, 0)};
+  const auto list = [&](unsigned s, unsigned d) { return (std::size_t{s} * tasks + d) * capacity; };
+  pool.run(tasks, [&](unsigned s) {  // 1: slice s routed to its keys' owners
+    const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
+    const RouteLists to{hashes_.data() + list(s, 0),
+                        is_new != nullptr ? positions_.data() + list(s, 0) : nullptr, capacity,
+                        counts + s * counts_stride};
+    kernels.route(layout, keys + begin, end - begin, mode, owners,
+                  static_cast<std::uint32_t>(begin), to);
+  });
+  pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks, slice after slice
+    for (unsigned s = 0; s < tasks; ++s) {
+      const std::uint64_t* hashes = hashes_.data() + list(s, d);
+      const std::size_t count = count_of(s, d);
+      if (is_new == nullptr) {
+        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
+      } else {
+        task_fresh_[d] += kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed,
+                                                   all_blocks(layout), flags_.data() + list(s, d));
       }
-      StageSideWork::Route route;
-      if (stage < chunks) {
-        const std::size_t size = chunk_size(stage);
-        const std::size_t begin = slice_begin(size, tasks, t),
-                          end = slice_begin(size, tasks, t + 1);
-        route = {keys + stage * kChunkKeys + begin, end - begin, static_cast<std::uint32_t>(begin)};
-      }
-      const RouteLists lists{hashes_.data() + list(set, t, 0),
-                             with_flags ? positions_.data() + list(set, t, 0) : nullptr, capacity,
-                             counts_of(set, t)};
-      StageSideWork side(kernels, layout, mode, owners, lists, tasks, copy, route);
-      if (stage >= 1 && stage <= chunks) {  // writing chunk stage - 1, from the other set
-        const std::size_t written = 1 - set;
-        std::size_t writes = 0;
-        for (unsigned s = 0; s < tasks; ++s) writes += counts_of(written, s)[t];
-        const SideWork interleaved = side.over_writes(writes);
-        std::size_t before = 0;
-        for (unsigned s = 0; s < tasks; ++s) {
-          const std::size_t count = counts_of(written, s)[t];
-          if (count == 0) continue;
-          side.writes_before(before);
-          task_fresh_[t] += kernels.write_interleaved(
-              layout, bits, hashes_.data() + list(written, s, t), count,
-              with_flags ? flags_.data() + list(written, s, t) : nullptr, interleaved);
-          before += count;
-        }
-      }
-      side.finish();
-    });
-  }
+    }
+  });
+  if (is_new == nullptr) return 0;
+  // 3: each task's slice's flags to their positions, which lie in the slice: no two tasks write
+  // one line of is_new but at the slices' ends.
+  pool.run(tasks, [&](unsigned s) {
+    for (unsigned d = 0; d < tasks; ++d) {
+      const std::uint32_t* positions = positions_.data() + list(s, d);
+      const std::uint8_t* flags = flags_.data() + list(s, d);
+      const std::size_t count = count_of(s, d);
+      for (std::size_t j = 0; j < count; ++j) is_new[positions[j]] = flags[j];
+    }
+  });
   std::uint64_t fresh = 0;
   for (unsigned d = 0; d < tasks; ++d) fresh += task_fresh_[d];
   return fresh;

@@ -88,20 +88,15 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 
 /// Mode::routed_key_slices: insert and insert_if_absent on several threads with every key hashed
 /// once and visited by one task (DESIGN §3, bench/DECISIONS.md "Keys routed to their blocks'
-/// owners" and "Routing fused with writing"). The keys are cut into chunks, and chunk k goes
-/// through three steps, each task doing its part of every step:
-///  1. route: each task hashes a contiguous slice of the chunk and appends each hash (and, for
+/// owners"). Per chunk of keys:
+///  1. each task hashes a contiguous slice of the keys and appends each hash (and, for
 ///     insert_if_absent, the key's position) to one of its lists, that of the task owning the
 ///     key's block (CpuKernels::route, BlockOwners);
-///  2. write: each task writes its own blocks' keys, the lists every slice made for it, slice
-///     after slice (so in input order), with the kernels over prehashed keys, flags into a list
-///     of its own;
-///  3. (insert_if_absent) each task copies its slice's flags back to their positions.
-/// They run as a pipeline: in stage k (one run() of the pool) each task writes chunk k - 1 and,
-/// between its groups of writes, while their blocks are on their way from memory, copies back
-/// chunk k - 2's flags and routes chunk k (CpuKernels::write_interleaved). Each block is still
-/// written by its owner alone, chunk after chunk, so bytes, flags and count are one sequential
-/// call's. Chunks + 1 run()s a call for insert, chunks + 2 for insert_if_absent.
+///  2. each task writes its own blocks' keys: the lists every slice made for it, slice after slice
+///     (so in input order), with the kernels over prehashed keys, flags into a list of its own;
+///  3. (insert_if_absent) each task copies the flags of its slice's keys back to their positions.
+/// Bytes, flags and count are one sequential call's. Two or three joins a chunk, against block
+/// ranges' one, for hashing and scanning each key once rather than once a task.
 class RoutedScratch {
  public:
   void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
@@ -111,24 +106,21 @@ class RoutedScratch {
                                  const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                  std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
 
-  /// Keys per chunk. Stage 0 only routes and the last stages only write or copy, with nothing to
-  /// overlap, so a call wants several chunks; each chunk costs a run() of the pool.
-  static constexpr std::size_t kChunkKeys = std::size_t{1} << 14;
+  /// Keys per chunk: the lists of a chunk (12 bytes a key) stay in the caches between the steps.
+  static constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
 
  private:
-  // `is_new` null for an insert. Returns the count of new keys.
-  std::uint64_t run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
-                    const std::uint64_t* keys, std::size_t n, KeyMode mode, std::uint8_t* is_new,
-                    ThreadPool& pool, unsigned tasks);
+  // One chunk; `is_new` null for an insert. Returns the count of new keys.
+  std::uint64_t run_chunk(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                          const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                          std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
 
-  // Two sets of tasks × tasks lists, chunk k's in set k % 2: list (s, d) of a set holds slice s's
-  // keys of task d's blocks. In stage k, chunk k is routed into one set while chunk k - 1 is
-  // written from the other, and chunk k - 2's flags are copied back from the first before
-  // routing overwrites it (by the same task: slice s's lists are read and refilled by task s).
+  // tasks × tasks lists, list (s, d) at (s * tasks + d) * capacity: slice s's keys of task d's
+  // blocks.
   std::vector<std::uint64_t> hashes_;
   std::vector<std::uint32_t> positions_;  // in the chunk
   std::vector<std::uint8_t> flags_;
-  std::vector<std::size_t> counts_;  // per set, slice s's from a cache line of their own
+  std::vector<std::size_t> counts_;  // slice s's from a cache line of their own, list d's at d
   std::vector<std::uint64_t> task_fresh_;
 };
 

@@ -1,6 +1,4 @@
 // The reference implementation. Kept deliberately plain: every other kernel is tested against it.
-#include <algorithm>
-
 #include "bulkbloom/detail/block_math.hpp"
 #include "cpu/atomic_block.hpp"
 #include "cpu/kernels.hpp"
@@ -123,26 +121,6 @@ void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   }
 }
 
-// The Highway kernels' group of keys, so that `side` is called as often as there.
-constexpr std::size_t kSideGroup = 64;
-
-std::uint64_t write_interleaved(const Layout& layout, std::byte* bits, const std::uint64_t* hashes,
-                                std::size_t n, std::uint8_t* is_new, SideWork side) {
-  std::uint64_t fresh = 0;
-  for (std::size_t start = 0; start < n; start += kSideGroup) {
-    const std::size_t size = std::min(kSideGroup, n - start);
-    if (is_new == nullptr) {
-      insert(layout, bits, hashes + start, size, KeyMode::prehashed, all_blocks(layout));
-    } else {
-      fresh += insert_if_absent(layout, bits, hashes + start, size, KeyMode::prehashed,
-                                all_blocks(layout), is_new + start);
-    }
-    side.step(side.context, start + size);
-  }
-  if (n == 0) side.step(side.context, 0);
-  return fresh;
-}
-
 std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
                            std::size_t count) {
   std::size_t kept = 0;
@@ -158,15 +136,9 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 }  // namespace
 
 const CpuTarget& scalar_target() {
-  static constexpr CpuKernels kKernels{"scalar",
-                                       hash,
-                                       insert,
-                                       insert_atomic,
-                                       contains,
-                                       insert_if_absent,
-                                       insert_if_absent_unmarked,
-                                       route,
-                                       write_interleaved};
+  static constexpr CpuKernels kKernels{
+      "scalar", hash, insert, insert_atomic, contains, insert_if_absent, insert_if_absent_unmarked,
+      route};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
