@@ -12,19 +12,15 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <memory>
 #include <new>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "bulkbloom/format.hpp"
 #include "bulkbloom/incremental.hpp"
-#include "bulkbloom/memory.hpp"
 #include "bulkbloom/shard.hpp"
 #include "bulkbloom/window.hpp"
 #include "bulkbloom/window_shard.hpp"
@@ -168,9 +164,6 @@ struct ShardSet {
   // reads, and the sums of the shards before it.
   std::uint32_t stats_next = 0;
   StatsSums stats_sums;
-  // Memory being faulted in for the shards a restore makes (prefault), or null. Last, so that it
-  // goes first: its threads stop before the shards that took pieces of it unmap them.
-  std::unique_ptr<bulkbloom::PrefaultedMemory> prefaulted;
 
   WindowShard& owned(std::uint32_t shard) {
     const auto it = shards.find(shard);
@@ -373,18 +366,6 @@ void check_same_window(const ShardSet& set, const WindowShard& loaded, std::uint
   }
 }
 
-// The shards made while one is in scope take their memory from the set's prefaulted memory, if
-// any.
-class Prefaulted {
- public:
-  explicit Prefaulted(ShardSet& set) {
-    if (set.prefaulted != nullptr) use_.emplace(*set.prefaulted);
-  }
-
- private:
-  std::optional<bulkbloom::PrefaultedMemory::Use> use_;
-};
-
 // Holds `shard`, restored from state (a file image or a snapshot's parts), as shard `index` of
 // `set`: the same window as the operator's, under the operator's sizing. Every restore path
 // goes through here, so none can skip a step.
@@ -503,25 +484,6 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_free(JNIEnv*, j
   --live_sets;
 }
 
-// Starts faulting in `bytes` of memory on other threads for the shards made next (addEmpty,
-// load, restore) to take; 0 stops and unmaps what they did not take.
-JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_prefault(JNIEnv* env, jclass,
-                                                                          jlong handle,
-                                                                          jlong bytes) {
-  guarded<int>(env, 0, [&] {
-    ShardSet& set = shard_set(handle);
-    set.prefaulted.reset();
-    if (bytes > 0) {
-      // A thread per hardware thread but the calling one's: the task thread reads the state and
-      // faults in what it overtakes.
-      const unsigned threads = std::max(2u, std::thread::hardware_concurrency()) - 1;
-      set.prefaulted =
-          std::make_unique<bulkbloom::PrefaultedMemory>(static_cast<std::uint64_t>(bytes), threads);
-    }
-    return 0;
-  });
-}
-
 JNIEXPORT jlong JNICALL Java_org_bulkbloom_jni_NativeWindowShards_liveSets(JNIEnv*, jclass) {
   return live_sets.load();
 }
@@ -536,7 +498,6 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_addEmpty(JNIEnv
   guarded<int>(env, 0, [&] {
     ShardSet& set = shard_set(handle);
     const std::uint32_t index = shard_number(set, shard);
-    const Prefaulted use(set);
     WindowShard shard(set.config, index, set.num_shards, cpu_options());
     apply_sizing(set, shard);
     set.shards.insert_or_assign(index, std::move(shard));
@@ -552,7 +513,6 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_load(JNIEnv* en
     const std::uint32_t index = shard_number(set, shard);
     const std::vector<std::byte> image = copy_of(env, bytes);
     const std::string source = "the checkpointed state of shard " + std::to_string(index);
-    const Prefaulted use(set);
     hold_restored(set, index, bulkbloom::load_window_shard(image, nullptr, cpu_options(), source),
                   source);
     return 0;
@@ -986,7 +946,6 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv*
         env->DeleteLocalRef(piece);
       }
     };
-    const Prefaulted use(set);
     hold_restored(set, index,
                   bulkbloom::restore_window_shard(meta, fill, nullptr, cpu_options(), what), what);
     return 0;

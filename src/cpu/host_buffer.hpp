@@ -9,8 +9,7 @@ namespace bulkbloom::detail {
 class HostBuffer {
  public:
   /// Maps `bytes` zeroed bytes aligned to 2 MiB (transparent huge pages requested when the
-  /// buffer spans at least one), or takes them (page-aligned) from the PrefaultedMemory in use on
-  /// this thread when they fit there. Throws AllocationError naming the size when it cannot.
+  /// buffer spans at least one). Throws AllocationError naming the size when it cannot.
   explicit HostBuffer(std::uint64_t bytes);
   /// Maps `bytes` bytes of the open file `fd` from `offset` (a multiple of the page size)
   /// privately: writes copy the touched pages and never reach the file. Throws AllocationError.

@@ -238,17 +238,6 @@ public final class NativeWindowShards implements AutoCloseable {
     return address;
   }
 
-  /**
-   * Starts faulting in {@code bytes} of native memory on other threads (one per hardware thread but the caller's)
-   * for the shards that {@link #addEmpty}, {@link #load} and {@link #restore} make next, which
-   * take it in turn while it lasts: the kernel's work on a restored window's fresh pages, most of
-   * a restore's time, then overlaps the reading of its state. {@code 0} stops the threads and
-   * frees what no shard took; call it once the shards are made.
-   */
-  public void prefault(long bytes) {
-    prefault(address(), bytes);
-  }
-
   /** Holds shard {@code shard}, empty with an unstarted clock (replacing one held). */
   public void addEmpty(int shard) {
     addEmpty(address(), shard);
@@ -461,8 +450,6 @@ public final class NativeWindowShards implements AutoCloseable {
   private static native long liveSets();
 
   private static native long statsShardsRead();
-
-  private static native void prefault(long handle, long bytes);
 
   private static native void addEmpty(long handle, int shard);
 

@@ -156,22 +156,6 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
             getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
     held = range;
     reserveManagedMemory(range);
-    // The reserved bytes, faulted in on every core while the task thread reads the state (the
-    // kernel's first touch of fresh pages was most of a restore); the shards made below take them.
-    window.prefault(reservedBytes);
-    try {
-      makeShards(context, range);
-    } finally {
-      window.prefault(0);
-    }
-    // Every held shard was moved to its subtask's clock before the checkpoint (see flush()).
-    clock = window.clock();
-    boundGrowth(range);
-  }
-
-  /** Holds every shard of {@code range}: restored from keyed or raw keyed state, else empty. */
-  private void makeShards(StateInitializationContext context, KeyGroupRange range)
-      throws Exception {
     states = new ShardStates(this, window, routing);
     final boolean[] restored = new boolean[routing.numShards()];
     for (int shard = range.getStartKeyGroup(); shard <= range.getEndKeyGroup(); ++shard) {
@@ -220,6 +204,9 @@ final class BloomDedupOperator<T> extends AbstractStreamOperator<T>
         }
       }
     }
+    // Every held shard was moved to its subtask's clock before the checkpoint (see flush()).
+    clock = window.clock();
+    boundGrowth(range);
   }
 
   /**
