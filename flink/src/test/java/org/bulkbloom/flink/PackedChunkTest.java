@@ -14,7 +14,7 @@ import org.junit.jupiter.api.Test;
 
 /**
  * Base chunks in keyed state, packed when that is shorter than their bits (docs/FORMAT.md "Flink
- * keyed state", manifest version 4), without a MiniCluster: a sparse window's bases are stored
+ * keyed state", manifest versions 4 and 5), without a MiniCluster: a sparse window's bases are stored
  * packed and a full one's as bits, and both restore to the window file bytes of the shards
  * written; state as manifest version 3 wrote it (every stored chunk its bits) restores as well;
  * a damaged packed chunk is refused, naming the shard, part and offset.
