@@ -66,8 +66,10 @@ final class ShardStates {
   // with a fold in progress. 3: and whether it was taken before the clock started (versions 1
   // and 2 tell it by their metadata). 4: as 3, and a base chunk shorter than its bits is packed
   // (NativeWindowShards.storedChunk); a chunk of its bits' length is the bits in every version,
-  // so that the chunks of older versions restore as they are.
-  private static final int MANIFEST_VERSION = 4;
+  // so that the chunks of older versions restore as they are. 5: as 4, the logs as runs of
+  // consecutive image numbers with their byte totals, so that a manifest no longer grows by 16
+  // bytes a checkpoint until a fold.
+  private static final int MANIFEST_VERSION = 5;
   // A chunk's key: its storage's number times 2^24 plus its index (a part of up to 16 TiB).
   private static final int CHUNK_INDEX_BITS = 24;
 
@@ -87,24 +89,21 @@ final class ShardStates {
     return (int) ((bytes + CHUNK_BYTES - 1) / CHUNK_BYTES);
   }
 
-  /** A log: its chunks, every one stored, under storage number {@code id}. */
-  private static final class Log {
-    final long id;
-    final long bytes;
-
-    Log(long id, long bytes) {
-      this.id = id;
-      this.bytes = bytes;
-    }
-  }
+  /**
+   * Logs under the consecutive image numbers {@code first} to {@code first + count - 1}, oldest
+   * first, each stored whole in {@code chunks} chunks: a part's logs in a few runs, however many
+   * checkpoints wrote them (each checkpoint's log takes the next number).
+   */
+  record LogRun(long first, int count, int chunks) {}
 
   /**
    * One part: its base (the chunks stored under storage number {@code baseId}; the others all
-   * zero) and the logs to replay into it, oldest first. A fold rewrites the base chunk by chunk
-   * from the part's bits, over as many checkpoints as it takes: each chunk written holds at least
-   * what the base and the first {@code covered} logs held, so once chunks [0, folded) are all of
-   * them those logs go. Until then a restore replays every log over the mixed base, which gives
-   * the same bits (bits are only ever set).
+   * zero) and the logs to replay into it, oldest first, {@code logBytes} in all. A fold rewrites
+   * the base chunk by chunk from the part's bits, over as many checkpoints as it takes: each chunk
+   * written holds at least what the base and the first {@code covered} logs ({@code
+   * coveredBytes}) held, so once chunks [0, folded) are all of them those logs go. Until then a
+   * restore replays every log over the mixed base, which gives the same bits (bits are only ever
+   * set).
    */
   static final class Part {
     final long period;
@@ -115,10 +114,12 @@ final class ShardStates {
     final long bytes;
     final long baseId;
     final BitSet present;
-    final List<Log> logs;
-    // The fold in progress: chunks rewritten, or -1 for none; the logs it covers.
+    final List<LogRun> logs;
+    long logBytes;
+    // The fold in progress: chunks rewritten, or -1 for none; the logs it covers and their bytes.
     int folded = -1;
     int covered;
+    long coveredBytes;
 
     Part(
         long period,
@@ -153,9 +154,49 @@ final class ShardStates {
       final Part p =
           new Part(period, part, blocks, beforeClock, bytes, baseId, (BitSet) present.clone());
       p.logs.addAll(logs);
+      p.logBytes = logBytes;
       p.folded = folded;
       p.covered = covered;
+      p.coveredBytes = coveredBytes;
       return p;
+    }
+
+    /** Appends the log under image number {@code id}: {@code chunks} chunks, {@code bytes}. */
+    void addLog(long id, int chunks, long bytes) {
+      final LogRun last = logs.isEmpty() ? null : logs.get(logs.size() - 1);
+      if (last != null && last.chunks() == chunks && last.first() + last.count() == id) {
+        logs.set(logs.size() - 1, new LogRun(last.first(), last.count() + 1, chunks));
+      } else {
+        logs.add(new LogRun(id, 1, chunks));
+      }
+      logBytes += bytes;
+    }
+
+    int logCount() {
+      int count = 0;
+      for (LogRun run : logs) {
+        count += run.count();
+      }
+      return count;
+    }
+
+    /** Forgets the first {@code n} logs, returning them, and {@code bytes}, their bytes. */
+    List<LogRun> dropFirstLogs(int n, long bytes) {
+      final List<LogRun> dropped = new ArrayList<>();
+      int left = n;
+      while (left > 0) {
+        final LogRun run = logs.get(0);
+        if (run.count() <= left) {
+          dropped.add(logs.remove(0));
+          left -= run.count();
+        } else {
+          dropped.add(new LogRun(run.first(), left, run.chunks()));
+          logs.set(0, new LogRun(run.first() + left, run.count() - left, run.chunks()));
+          left = 0;
+        }
+      }
+      logBytes -= bytes;
+      return dropped;
     }
 
     boolean isPart(Snapshot snapshot, int i) {
@@ -166,13 +207,6 @@ final class ShardStates {
           && bytes == snapshot.bytes(i);
     }
 
-    long logBytes() {
-      long total = 0;
-      for (Log log : logs) {
-        total += log.bytes;
-      }
-      return total;
-    }
   }
 
   /** What a shard's keyed state holds: the decoded manifest. */
@@ -215,10 +249,13 @@ final class ShardStates {
         out.write(present);
         out.writeInt(p.folded);
         out.writeInt(p.covered);
+        out.writeLong(p.coveredBytes);
+        out.writeLong(p.logBytes);
         out.writeInt(p.logs.size());
-        for (Log log : p.logs) {
-          out.writeLong(log.id);
-          out.writeLong(log.bytes);
+        for (LogRun run : p.logs) {
+          out.writeLong(run.first());
+          out.writeInt(run.count());
+          out.writeInt(run.chunks());
         }
       }
       out.flush();
@@ -252,12 +289,27 @@ final class ShardStates {
         in.readFully(present);
         final Part p =
             new Part(period, part, blocks, beforeClock, bytes, id, BitSet.valueOf(present));
-        if (version >= 2) {
+        if (version >= 5) {
+          p.folded = in.readInt();
+          p.covered = in.readInt();
+          p.coveredBytes = in.readLong();
+          p.logBytes = in.readLong();
+          final int runs = in.readInt();
+          for (int j = 0; j < runs; ++j) {
+            p.logs.add(new LogRun(in.readLong(), in.readInt(), in.readInt()));
+          }
+        } else if (version >= 2) {
+          // Each log listed with its bytes.
           p.folded = in.readInt();
           p.covered = in.readInt();
           final int logs = in.readInt();
           for (int j = 0; j < logs; ++j) {
-            p.logs.add(new Log(in.readLong(), in.readLong()));
+            final long logId = in.readLong();
+            final long logBytes = in.readLong();
+            p.addLog(logId, chunksOf(logBytes), logBytes);
+            if (j < p.covered) {
+              p.coveredBytes += logBytes;
+            }
           }
         }
         m.parts.add(p);
@@ -272,7 +324,7 @@ final class ShardStates {
           final long bytes = in.readLong();
           final long id = in.readLong();
           in.readFully(new byte[in.readInt()]);
-          m.open().logs.add(new Log(id, bytes));
+          m.open().addLog(id, chunksOf(bytes), bytes);
         }
       }
       return m;
@@ -431,17 +483,27 @@ final class ShardStates {
         CHUNK_BYTES);
     for (int i = 0; i < m.parts.size(); ++i) {
       final Part p = m.parts.get(i);
-      for (Log log : p.logs) {
-        for (int chunk = 0; chunk < chunksOf(log.bytes); ++chunk) {
-          logRead.start();
-          final byte[] bytes = chunk(shard, p, log.id, chunk);
-          logRead.stop();
-          replay.start();
-          window.replay(shard, i, bytes);
-          replay.stop();
-          restoredLogBytes += bytes.length;
+      long read = 0;
+      for (LogRun run : p.logs) {
+        for (long id = run.first(); id < run.first() + run.count(); ++id) {
+          for (int chunk = 0; chunk < run.chunks(); ++chunk) {
+            logRead.start();
+            final byte[] bytes = chunk(shard, p, id, chunk);
+            logRead.stop();
+            replay.start();
+            window.replay(shard, i, bytes);
+            replay.stop();
+            read += bytes.length;
+          }
         }
       }
+      if (read != p.logBytes) {
+        throw new IllegalStateException(
+            "bulkbloom: the keyed state of shard " + shard + " holds " + read
+                + " bytes of logs of part " + i + " (period " + p.period + ", part " + p.part
+                + "), but its manifest lists " + p.logBytes);
+      }
+      restoredLogBytes += read;
     }
     window.enableChangeLog(shard);
     manifests[shard] = m;
@@ -522,7 +584,7 @@ final class ShardStates {
       } else if (log != null && change == Snapshot.SINCE_TAKEN) {
         if (held != null
             && held == wasOpen
-            && (i < open || held.logBytes() + logBytes(log) <= MAX_LOG_FRACTION * held.bytes)) {
+            && (i < open || held.logBytes + logBytes(log) <= MAX_LOG_FRACTION * held.bytes)) {
           part = held.copy();
         }
       } else if (log != null && change == Snapshot.SINCE_EMPTY) {
@@ -538,7 +600,7 @@ final class ShardStates {
         for (int chunk = 0; chunk < log.length; ++chunk) {
           chunkState.put(chunkKey(id, chunk), log[chunk]);
         }
-        part.logs.add(new Log(id, logBytes(log)));
+        part.addLog(id, log.length, logBytes(log));
         moved.logs += logBytes(log);
         loggedSinceFold += logBytes(log);
       }
@@ -577,7 +639,7 @@ final class ShardStates {
       final Manifest m = manifests[shard];
       for (int i = 0; m != null && i < m.parts.size(); ++i) {
         final Part p = m.parts.get(i);
-        final double ratio = (double) p.logBytes() / p.bytes;
+        final double ratio = (double) p.logBytes / p.bytes;
         if (p.folded >= 0 || (!p.logs.isEmpty() && ratio > foldFraction(shard))) {
           due.add(new Due(shard, i, ratio));
         }
@@ -593,7 +655,8 @@ final class ShardStates {
       final Part p = manifests[shard].parts.get(index);
       if (p.folded < 0) {
         p.folded = 0;
-        p.covered = p.logs.size();
+        p.covered = p.logCount();
+        p.coveredBytes = p.logBytes;
       }
       final Refolded r = refold(shard, index, p, budget);
       budget -= r.read();
@@ -630,20 +693,21 @@ final class ShardStates {
       ++p.folded;
     }
     if (p.folded == chunksOf(p.bytes)) {
-      final List<Log> covered = p.logs.subList(0, p.covered);
-      for (Log log : covered) {
-        removeChunks(log.id, chunksOf(log.bytes));
+      for (LogRun run : p.dropFirstLogs(p.covered, p.coveredBytes)) {
+        removeLogs(run);
       }
-      covered.clear();
       p.folded = -1;
       p.covered = 0;
+      p.coveredBytes = 0;
     }
     return new Refolded(read, written);
   }
 
-  private void removeChunks(long id, int chunks) throws Exception {
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      chunkState.remove(chunkKey(id, chunk));
+  private void removeLogs(LogRun run) throws Exception {
+    for (long id = run.first(); id < run.first() + run.count(); ++id) {
+      for (int chunk = 0; chunk < run.chunks(); ++chunk) {
+        chunkState.remove(chunkKey(id, chunk));
+      }
     }
   }
 
@@ -655,8 +719,10 @@ final class ShardStates {
     final Set<Long> kept = new HashSet<>();
     for (Part p : next.parts) {
       kept.add(p.baseId);
-      for (Log log : p.logs) {
-        kept.add(log.id);
+      for (LogRun run : p.logs) {
+        for (long id = run.first(); id < run.first() + run.count(); ++id) {
+          kept.add(id);
+        }
       }
     }
     for (Part p : before.parts) {
@@ -665,9 +731,11 @@ final class ShardStates {
           chunkState.remove(chunkKey(p.baseId, chunk));
         }
       }
-      for (Log log : p.logs) {
-        if (!kept.contains(log.id)) {
-          removeChunks(log.id, chunksOf(log.bytes));
+      for (LogRun run : p.logs) {
+        for (long id = run.first(); id < run.first() + run.count(); ++id) {
+          if (!kept.contains(id)) {
+            removeLogs(new LogRun(id, 1, run.chunks()));
+          }
         }
       }
     }

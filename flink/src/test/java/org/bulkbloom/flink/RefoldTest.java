@@ -17,13 +17,13 @@ import org.junit.jupiter.api.Test;
  * part is written whole, its logs dropped, and restores as exactly.
  */
 public final class RefoldTest {
-  private static final int SHARDS = 2;
-  private static final long WINDOW = 100;
-  private static final int GENERATIONS = 4;
-  private static final double FPR = 0.01;
+  static final int SHARDS = 2;
+  static final long WINDOW = 100;
+  static final int GENERATIONS = 4;
+  static final double FPR = 0.01;
   // Parts of about 11 MiB a shard: three checkpoints' fold budget at least.
-  private static final long CAPACITY = 40_000_000;
-  private static final long SEED = 7;
+  static final long CAPACITY = 40_000_000;
+  static final long SEED = 7;
   // New keys a checkpoint: 128 KiB of logs, little beside the fold's 4 MiB.
   private static final int BATCH = 16_384;
 
@@ -37,7 +37,7 @@ public final class RefoldTest {
   }
 
   /** Shards with their keyed state, as one operator instance holds them. */
-  private static final class Held implements AutoCloseable {
+  static final class Held implements AutoCloseable {
     final NativeWindowShards window = newWindow();
     final MemoryKeyedState store;
     final ShardStates states;
@@ -54,14 +54,15 @@ public final class RefoldTest {
     }
   }
 
-  private static NativeWindowShards newWindow() {
+  static NativeWindowShards newWindow() {
     return new NativeWindowShards(WINDOW, 0, GENERATIONS, FPR, CAPACITY, SEED, SHARDS, false, 0);
   }
 
-  /** Restores every shard from a copy of {@code from}'s state; checks each against {@code same}. */
-  private static Held restore(
-      Held from, ShardRouting routing, NativeWindowShards same, String when) throws Exception {
-    final Held to = new Held(from.store.copy(), routing);
+  /** Restores every shard from a copy of {@code from}; checks each against {@code same}. */
+  static Held restore(
+      MemoryKeyedState from, ShardRouting routing, NativeWindowShards same, String when)
+      throws Exception {
+    final Held to = new Held(from.copy(), routing);
     for (int s = 0; s < SHARDS; ++s) {
       assertTrue(to.states.restore(s), when + ": no state of shard " + s);
       assertArrayEquals(
@@ -73,7 +74,7 @@ public final class RefoldTest {
   }
 
   /** Dedups {@code n} new keys from {@code next} at clock 0 in {@code windows}. */
-  private static void insert(long next, int n, NativeWindowShards... windows) {
+  static void insert(long next, int n, NativeWindowShards... windows) {
     final long[] keys = new long[n];
     final long[] clocks = new long[n];
     for (int i = 0; i < n; ++i) {
@@ -153,7 +154,7 @@ public final class RefoldTest {
           continue;
         }
         final String when = "checkpoint " + checkpoint + " (" + next + " keys)";
-        final Held restored = restore(live, routing, uninterrupted, when);
+        final Held restored = restore(live.store, routing, uninterrupted, when);
         if (inProgress && ++midFold % 2 == 0) {
           live.close();
           live = restored;
@@ -181,7 +182,7 @@ public final class RefoldTest {
           live.states.snapshot(s, new ShardStates.Moved());
           whole[s] |= live.store.removed.getOrDefault(routing.keyOfShard(s), 0L) > 0;
         }
-        restore(live, routing, uninterrupted, "unfolded checkpoint " + checkpoint).close();
+        restore(live.store, routing, uninterrupted, "unfolded checkpoint " + checkpoint).close();
       }
     } finally {
       live.close();

@@ -33,6 +33,7 @@ import org.apache.flink.configuration.RestOptions;
 import org.apache.flink.configuration.StateBackendOptions;
 import org.apache.flink.configuration.TaskManagerOptions;
 import org.apache.flink.configuration.WebOptions;
+import org.apache.flink.core.execution.RecoveryClaimMode;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.core.execution.CheckpointingMode;
 import org.apache.flink.runtime.checkpoint.AbstractCheckpointStats;
@@ -92,13 +93,16 @@ public final class FlinkDedupBench {
   // The events' source's rate limit (0: none).
   private final long recordsPerSecond;
   private final String restoreFrom;
+  // How the probes restore: NO_CLAIM unless told (the changelog backend refuses it).
+  private final RecoveryClaimMode claimMode;
 
   private FlinkDedupBench(
       Dedup dedup, long records, double repeatFraction, long seed, Path workDir, long capacity,
       long checkpointIntervalMs, Map<String, String> flinkConf, long recordsPerSecond,
-      String restoreFrom) {
+      String restoreFrom, RecoveryClaimMode claimMode) {
     this.dedup = dedup;
     this.restoreFrom = restoreFrom;
+    this.claimMode = claimMode;
     this.records = records;
     // The records one window length holds at the stream's rate (it spans less than T), unless
     // given: a larger capacity measures a large window that the run fills only in part.
@@ -124,6 +128,7 @@ public final class FlinkDedupBench {
     Map<String, String> flinkConf = new HashMap<>();
     long recordsPerSecond = 0;
     String restoreFrom = null;
+    RecoveryClaimMode claimMode = RecoveryClaimMode.NO_CLAIM;
     for (int i = 0; i < args.length; i += 2) {
       if (i + 1 >= args.length) {
         usage("missing value after " + args[i]);
@@ -147,6 +152,12 @@ public final class FlinkDedupBench {
           flinkConf.put(value.substring(0, eq), value.substring(eq + 1));
         }
         case "--restore-from" -> restoreFrom = value;
+        case "--restore-mode" -> {
+          if (!value.equals("claim") && !value.equals("no_claim")) {
+            usage("--restore-mode takes claim or no_claim, got " + value);
+          }
+          claimMode = RecoveryClaimMode.valueOf(value.toUpperCase(Locale.ROOT));
+        }
         default -> usage("unknown option " + args[i]);
       }
     }
@@ -162,7 +173,7 @@ public final class FlinkDedupBench {
     Dedup dedup = Dedup.named(mode, shards);
     new FlinkDedupBench(
             dedup, records, repeatFraction, seed, workDir, capacity, checkpointIntervalMs,
-            flinkConf, recordsPerSecond, restoreFrom)
+            flinkConf, recordsPerSecond, restoreFrom, claimMode)
         .run();
     System.exit(0);
   }
@@ -185,7 +196,9 @@ public final class FlinkDedupBench {
             + " [--flink-conf KEY=VALUE (a Flink option, say a RocksDB one; repeatable)]"
             + " [--records-per-s R (the events' rate at most: checkpoints of R x I records each,"
             + " whatever the machine's load)]"
-            + " [--restore-from CHECKPOINT (only the restored probe)]");
+            + " [--restore-from CHECKPOINT (only the restored probe)]"
+            + " [--restore-mode claim|no_claim (how the probes restore; no_claim by default,"
+            + " which the changelog backend refuses)]");
     System.exit(2);
   }
 
@@ -401,7 +414,8 @@ public final class FlinkDedupBench {
     StreamGraph graph = env.getStreamGraph();
     graph.setJobId(new JobID());
     if (checkpoint != null) {
-      graph.setSavepointRestoreSettings(SavepointRestoreSettings.forPath(checkpoint, true));
+      graph.setSavepointRestoreSettings(
+          SavepointRestoreSettings.forPath(checkpoint, true, claimMode));
     }
     Set<Long> oldIds = new HashSet<>();
     for (long index = 0; index < PROBES; index += 2) {
