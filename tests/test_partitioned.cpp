@@ -404,18 +404,6 @@ TEST(InPlaceInsertIfAbsent, KeySlicesGiveTheScalarAnswersForEveryThreadCountTarg
       });
 }
 
-// Hashes on either side of each task's first hash (BlockOwners), and the extremes, each 16 times:
-// prehashed keys for the kernels that split a vector between tasks by comparing with those bounds.
-std::vector<std::uint64_t> hashes_at_owner_bounds(const detail::BlockOwners& owners) {
-  std::vector<std::uint64_t> bounds = {0, 1, ~std::uint64_t{0} - 1, ~std::uint64_t{0}};
-  for (unsigned t = 1; t <= detail::BlockOwners::kHashBounds; ++t) {
-    if (!owners.has_first_hash[t]) continue;
-    for (std::uint64_t delta : {-1, 0, 1}) bounds.push_back(owners.first_hash[t] + delta);
-  }
-  for (int copy = 0; copy < 4; ++copy) bounds.insert(bounds.end(), bounds.begin(), bounds.end());
-  return bounds;
-}
-
 // The routing step of routed key slices: every target lists each key's hash (and position) under
 // the task owning its block, in input order, exactly as the scalar kernel does, for 1 to 7 tasks
 // (AVX-512 compresses into up to 4 lists, appends one key at a time beyond), runs of any length
@@ -433,7 +421,14 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
         for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u, 4099u}) {
           batches.emplace_back(batch_with_repeats(n), KeyMode::hash_with_layout);
         }
-        batches.emplace_back(hashes_at_owner_bounds(owners), KeyMode::prehashed);
+        std::vector<std::uint64_t> bounds = {0, 1, ~std::uint64_t{0} - 1, ~std::uint64_t{0}};
+        for (unsigned t = 1; t <= detail::BlockOwners::kHashBounds; ++t) {
+          if (!owners.has_first_hash[t]) continue;
+          for (std::uint64_t delta : {-1, 0, 1}) bounds.push_back(owners.first_hash[t] + delta);
+        }
+        for (int copy = 0; copy < 4; ++copy)
+          bounds.insert(bounds.end(), bounds.begin(), bounds.end());
+        batches.emplace_back(bounds, KeyMode::prehashed);
         for (const auto& [keys, mode] : batches) {
           const std::size_t n = keys.size();
           const std::size_t capacity = n + detail::RouteLists::kRouteSlack;
@@ -485,74 +480,6 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   }
 }
 
-// An insert's routing step (CpuKernels::insert_or_route): every target writes the keys of the
-// blocks task `self` owns into the filter, exactly as the scalar insert of those keys alone, and
-// lists every other key's hash under its owner in input order, leaving list `self`'s count as it
-// was; for every shape, both indexes, 1 to 7 tasks and each of them as `self`, fewer blocks than
-// tasks, runs of any length around a vector and a group, repeats, all-equal and one-block batches,
-// and hashes on either side of each task's first hash (AVX-512 splits a vector by those bounds).
-TEST(RoutedKeySlices, InsertOrRouteKernelsWriteTheirOwnBlocksKeysAndListTheOthers) {
-  const CpuKernels& scalar = *detail::scalar_target().kernels;
-  for (Shape shape : kAllShapes) {
-    for (BlockIndex index : kBothIndexes) {
-      for (std::uint64_t num_blocks : {std::uint64_t{3}, std::uint64_t{1031}}) {
-        const Layout layout{shape, num_blocks, KeyHash::xxh64, 9, index};
-        for (unsigned tasks = 1; tasks <= 7; ++tasks) {
-          const auto owners = detail::BlockOwners::of(layout, tasks);
-          std::vector<std::pair<std::vector<std::uint64_t>, KeyMode>> batches;
-          for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u, 4099u}) {
-            batches.emplace_back(batch_with_repeats(n), hashed);
-          }
-          batches.emplace_back(std::vector<std::uint64_t>(129, 0x5EED), hashed);
-          batches.emplace_back(hashes_in_one_block(layout, num_blocks - 1, 200), prehashed);
-          batches.emplace_back(hashes_at_owner_bounds(owners), prehashed);
-          for (const auto& [keys, mode] : batches) {
-            const std::size_t n = keys.size();
-            std::vector<std::uint64_t> hashes(n);
-            scalar.hash(layout, keys.data(), n, mode, hashes.data());
-            const std::size_t capacity = n + detail::RouteLists::kRouteSlack;
-            for (unsigned self = 0; self < tasks; ++self) {
-              std::vector<std::byte> want_bits(layout.size_bytes());
-              std::vector<std::vector<std::uint64_t>> want(tasks);
-              for (const std::uint64_t hash : hashes) {
-                const unsigned t = owners.owner(layout.block_of(hash));
-                if (t == self) {
-                  scalar.insert(layout, want_bits.data(), &hash, 1, prehashed,
-                                detail::all_blocks(layout));
-                } else {
-                  want[t].push_back(hash);
-                }
-              }
-              for (const CpuKernels* kernels : all_kernel_sets()) {
-                SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
-                             " blocks " + std::to_string(num_blocks) + " tasks " +
-                             std::to_string(tasks) + " self " + std::to_string(self) + " n " +
-                             std::to_string(n) + " " + kernels->target);
-                std::vector<std::byte> bits(layout.size_bytes());
-                std::vector<std::uint64_t> lists(tasks * capacity);
-                std::vector<std::size_t> counts(tasks, 0);
-                // Two calls, the second continuing the lists.
-                const detail::RouteLists to{lists.data(), nullptr, capacity, counts.data()};
-                kernels->insert_or_route(layout, bits.data(), keys.data(), n / 2, mode, owners,
-                                         self, to);
-                kernels->insert_or_route(layout, bits.data(), keys.data() + n / 2, n - n / 2, mode,
-                                         owners, self, to);
-                std::vector<std::vector<std::uint64_t>> listed(tasks);
-                for (unsigned t = 0; t < tasks; ++t) {
-                  listed[t].assign(lists.begin() + t * capacity,
-                                   lists.begin() + t * capacity + counts[t]);
-                }
-                ASSERT_EQ(listed, want);
-                ASSERT_TRUE(bits == want_bits);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-}
-
 // Routed key slices (Mode::routed_key_slices), insert and insert_if_absent: bytes, flags and count
 // must be one scalar call's (check_every_thread_count's cases), also on a filter of 3 blocks, fewer
 // than the tasks (some own none).
@@ -581,8 +508,8 @@ TEST(RoutedKeySlices,
 // Routed inserts over several chunks (each routed and written before the next): the bytes are one
 // scalar insert's for 1 to 7 threads, every shape, both indexes and every target, on batches of
 // three chunks and a bit (fresh keys with repeats, hot keys, all equal, every key in one block),
-// into an empty and a half-loaded filter, so that lists and counts left by one chunk and a task's
-// own keys written directly in the next meet the same blocks.
+// into an empty and a half-loaded filter, so that the lists and counts left by one chunk and those
+// of the next meet the same blocks.
 TEST(RoutedKeySlices, InsertsOfSeveralChunksGiveTheScalarBytes) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   constexpr std::size_t kKeys = 3 * detail::RoutedScratch::kChunkKeys + 5;

@@ -244,13 +244,11 @@ HWY_INLINE std::size_t KeepRange(D d, BlockRange range, std::size_t size,
   return count;
 }
 
-// Which keys of a group ForEachKey visits: `kAll`, or those whose positions Keep writes to `kept`
-// (given the group's hashes and blocks).
+// Which keys of a group ForEachKey visits: `kAll`, or those whose positions Keep writes to `kept`.
 struct EveryKey {
   static constexpr bool kAll = true;
   template <class D>
-  HWY_INLINE std::size_t Keep(D, std::size_t size, const std::uint64_t*, const std::uint64_t*,
-                              std::uint64_t*) const {
+  HWY_INLINE std::size_t Keep(D, std::size_t size, const std::uint64_t*, std::uint64_t*) const {
     return size;
   }
 };
@@ -259,8 +257,7 @@ struct KeysInRange {
   static constexpr bool kAll = false;
   BlockRange range;
   template <class D>
-  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t*,
-                              const std::uint64_t* HWY_RESTRICT blocks,
+  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t* HWY_RESTRICT blocks,
                               std::uint64_t* HWY_RESTRICT kept) const {
     return KeepRange(d, range, size, blocks, kept);
   }
@@ -276,8 +273,7 @@ struct UnmarkedKeys {
   static constexpr bool kAll = false;
   BlockMarks skip;
   template <class D>
-  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t*,
-                              const std::uint64_t* HWY_RESTRICT blocks,
+  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t* HWY_RESTRICT blocks,
                               std::uint64_t* HWY_RESTRICT kept) const {
     std::size_t count = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -382,7 +378,7 @@ HWY_INLINE std::uint64_t ForEachKey(const Layout& layout, std::byte* bits,
     if constexpr (kEveryKey) {
       count[slot] = size;
     } else {
-      count[slot] = keys_kept.Keep(d, size, hashes[slot], blocks[slot], kept[slot]);
+      count[slot] = keys_kept.Keep(d, size, blocks[slot], kept[slot]);
     }
   };
   // The i-th key of a group to work on, as a position in the group.
@@ -431,24 +427,16 @@ HWY_INLINE std::uint64_t ForEachKeyIn(const Layout& layout, std::byte* bits,
   return ForEachKey<Geo>(layout, bits, keys, n, mode, KeysInRange{range}, visit);
 }
 
-// Sets the bits of each key `for_each` visits (ForEachKey or ForEachKeyIn, given the geometry, the
-// keys to visit and the visitor).
-template <class ForEach>
-HWY_INLINE void SetEach(const Layout& layout, const ForEach& for_each) {
-  with_geometry(layout.shape, [&]<typename Geo>(Geo) {
-    WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
-      for_each(Geo(), [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
-        Ops::Set(block, hash);
-        return std::uint64_t{0};
-      });
-    });
-  });
-}
-
 void Insert(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
             KeyMode mode, BlockRange range) {
-  SetEach(layout, [&]<class Geo>(Geo, const auto& visit) {
-    return ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range, visit);
+  with_geometry(layout.shape, [&]<typename Geo>(Geo) {
+    WithBlockOps<Geo>(layout, [&]<class Ops>(Ops) {
+      ForEachKeyIn<Geo>(layout, bits, keys, n, mode, range,
+                        [](typename Geo::Word* block, std::uint64_t hash, std::size_t) {
+                          Ops::Set(block, hash);
+                          return std::uint64_t{0};
+                        });
+    });
   });
 }
 
@@ -525,28 +513,6 @@ std::uint64_t InsertIfAbsentUnmarked(const Layout& layout, std::byte* bits,
 // list and vector of keys, so beyond a few lists one key at a time is cheaper.
 constexpr unsigned kMaxCompressedLists = BlockOwners::kHashBounds + 1;
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// Calls `take(t, lanes)` for each task t of owners.tasks (at most kMaxCompressedLists) with the
-// lanes among the first `valid` of `hash` whose block t owns, found by comparing the hashes with
-// the owners' first hashes (BlockOwners: no block computed).
-template <class D, class Take>
-HWY_INLINE void SplitByOwner(D d, hn::Vec<D> hash, std::size_t valid, const BlockOwners& owners,
-                             const Take& take) {
-  // Lanes whose hash is at or past task t's first hash (none where t owns no block).
-  const auto reaches = [&](unsigned t) {
-    return owners.has_first_hash[t] ? hn::Not(hn::Lt(hash, hn::Set(d, owners.first_hash[t])))
-                                    : hn::FirstN(d, 0);
-  };
-  auto from_here = hn::FirstN(d, valid);  // valid lanes at or past task t's first hash
-  for (unsigned t = 0; t < owners.tasks; ++t) {
-    const auto from_next =
-        t + 1 < owners.tasks ? hn::And(from_here, reaches(t + 1)) : hn::FirstN(d, 0);
-    take(t, hn::AndNot(from_next, from_here));
-    from_here = from_next;
-  }
-}
-#endif
-
 // CpuKernels::route. AVX-512, up to kMaxCompressedLists tasks: a group's hashes in SIMD, each
 // vector's lanes split between the tasks by comparing the hashes with the owners' first hashes
 // (BlockOwners: no block computed), and appended to each task's list with a compressing store of
@@ -570,13 +536,22 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight 32-bit positions a vector");
     if (owners.tasks <= kMaxCompressedLists) {
+      // Lanes whose hash is at or past task t's first hash (none where t owns no block).
+      const auto reaches = [&](hn::Vec<decltype(d)> hash, unsigned t) {
+        return owners.has_first_hash[t] ? hn::Not(hn::Lt(hash, hn::Set(d, owners.first_hash[t])))
+                                        : hn::FirstN(d, 0);
+      };
       std::size_t count[kMaxCompressedLists];
       std::copy_n(lists.counts, owners.tasks, count);
       for (std::size_t i = 0; i < size; i += lanes) {
         const auto hash = hn::Load(d, hashes + i);
         const __m256i position = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base + i)),
                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        SplitByOwner(d, hash, size - i, owners, [&](unsigned t, auto keep) {
+        auto from_here = hn::FirstN(d, size - i);  // valid lanes at or past task t's first hash
+        for (unsigned t = 0; t < owners.tasks; ++t) {
+          const auto from_next =
+              t + 1 < owners.tasks ? hn::And(from_here, reaches(hash, t + 1)) : hn::FirstN(d, 0);
+          const auto keep = hn::AndNot(from_next, from_here);
           const std::size_t at = t * lists.capacity + count[t];
           hn::StoreU(hn::Vec<decltype(d)>{_mm512_maskz_compress_epi64(keep.raw, hash.raw)}, d,
                      lists.hashes + at);
@@ -585,7 +560,8 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
                                 _mm256_maskz_compress_epi32(keep.raw, position));
           }
           count[t] += hn::CountTrue(d, keep);
-        });
+          from_here = from_next;
+        }
       }
       std::copy_n(count, owners.tasks, lists.counts);
       continue;
@@ -602,66 +578,6 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
       if (lists.positions != nullptr) lists.positions[at] = base + static_cast<std::uint32_t>(i);
     }
   }
-}
-
-// The keys of the blocks task `self` owns (CpuKernels::insert_or_route), each other key's hash
-// appended to its owner's list instead. AVX-512, up to kMaxCompressedLists tasks: each vector split
-// as Route splits it, with one compressing store a task (positions for `self`, hashes for the
-// others); other targets, or more tasks: each key's owner from its block, and the key kept or
-// appended by the counts alone, without a branch on its owner.
-struct OwnKeysRoutingOthers {
-  static constexpr bool kAll = false;
-  BlockOwners owners;
-  unsigned self;
-  RouteLists lists;
-  template <class D>
-  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t* HWY_RESTRICT hashes,
-                              const std::uint64_t* HWY_RESTRICT blocks,
-                              std::uint64_t* HWY_RESTRICT kept) const {
-    std::size_t count = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    if (owners.tasks <= kMaxCompressedLists) {
-      std::size_t listed[kMaxCompressedLists];
-      std::copy_n(lists.counts, owners.tasks, listed);
-      for (std::size_t i = 0; i < size; i += hn::Lanes(d)) {
-        const auto hash = hn::Load(d, hashes + i);
-        SplitByOwner(d, hash, size - i, owners, [&](unsigned t, auto lanes) {
-          const std::size_t taken = hn::CountTrue(d, lanes);
-          if (t == self) {
-            hn::StoreU(hn::Vec<D>{_mm512_maskz_compress_epi64(lanes.raw, hn::Iota(d, i).raw)}, d,
-                       kept + count);
-            count += taken;
-          } else {
-            hn::StoreU(hn::Vec<D>{_mm512_maskz_compress_epi64(lanes.raw, hash.raw)}, d,
-                       lists.hashes + t * lists.capacity + listed[t]);
-            listed[t] += taken;
-          }
-        });
-      }
-      std::copy_n(listed, owners.tasks, lists.counts);
-      return count;
-    }
-#endif
-    (void)d;
-    for (std::size_t i = 0; i < size; ++i) {
-      const unsigned t = owners.owner(static_cast<std::uint32_t>(blocks[i]));
-      const std::size_t own = t == self ? 1 : 0;
-      kept[count] = i;
-      count += own;
-      // Task `self`'s own list takes the hash too, past its count, which does not move.
-      lists.hashes[t * lists.capacity + lists.counts[t]] = hashes[i];
-      lists.counts[t] += own ^ 1;
-    }
-    return count;
-  }
-};
-
-void InsertOrRoute(const Layout& layout, std::byte* bits, const std::uint64_t* keys, std::size_t n,
-                   KeyMode mode, BlockOwners owners, unsigned self, RouteLists lists) {
-  SetEach(layout, [&]<class Geo>(Geo, const auto& visit) {
-    return ForEachKey<Geo>(layout, bits, keys, n, mode, OwnKeysRoutingOthers{owners, self, lists},
-                           visit);
-  });
 }
 
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
@@ -700,9 +616,8 @@ CpuTarget Target() {
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
   static const CpuKernels kKernels{
-      kName, HashKeys,      Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
-      Route, InsertOrRoute,
-  };
+      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
+      Route};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

@@ -115,13 +115,6 @@ struct CpuKernels {
   /// when lists.positions is set, to the list of the task owning its block, in input order.
   void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
                 BlockOwners owners, std::uint32_t first, RouteLists lists);
-  /// Hashes keys[0, n) (as `hash`), inserts the keys of the blocks task `self` owns as `insert`
-  /// does and appends each other key's hash to its owner's list as `route` does (lists.positions
-  /// unused): an insert's routing with a task's own keys written, not listed. List `self` keeps
-  /// its count; its entries from there up to the capacity may be overwritten.
-  void (*insert_or_route)(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                          std::size_t n, KeyMode mode, BlockOwners owners, unsigned self,
-                          RouteLists lists);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

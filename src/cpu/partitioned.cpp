@@ -226,14 +226,8 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
     const RouteLists to{hashes_.data() + list(s, 0),
                         is_new != nullptr ? positions_.data() + list(s, 0) : nullptr, capacity,
                         counts + s * counts_stride};
-    if (is_new == nullptr) {
-      // An insert's keys of task s's own blocks are written here, not listed: OR needs no order,
-      // and task s is the only one writing its blocks in either step.
-      kernels.insert_or_route(layout, bits, keys + begin, end - begin, mode, owners, s, to);
-    } else {
-      kernels.route(layout, keys + begin, end - begin, mode, owners,
-                    static_cast<std::uint32_t>(begin), to);
-    }
+    kernels.route(layout, keys + begin, end - begin, mode, owners,
+                  static_cast<std::uint32_t>(begin), to);
   });
   pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks, slice after slice
     for (unsigned s = 0; s < tasks; ++s) {

@@ -91,8 +91,7 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 /// owners"). Per chunk of keys:
 ///  1. each task hashes a contiguous slice of the keys and appends each hash (and, for
 ///     insert_if_absent, the key's position) to one of its lists, that of the task owning the
-///     key's block (CpuKernels::route, BlockOwners); an insert writes the keys of the task's own
-///     blocks there and then instead (CpuKernels::insert_or_route: OR needs no order);
+///     key's block (CpuKernels::route, BlockOwners);
 ///  2. each task writes its own blocks' keys: the lists every slice made for it, slice after slice
 ///     (so in input order), with the kernels over prehashed keys, flags into a list of its own;
 ///  3. (insert_if_absent) each task copies the flags of its slice's keys back to their positions.

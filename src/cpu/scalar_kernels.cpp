@@ -121,22 +121,6 @@ void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   }
 }
 
-void insert_or_route(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                     std::size_t n, KeyMode mode, BlockOwners owners, unsigned self,
-                     RouteLists lists) {
-  with_geometry(layout.shape, [&]<typename G>(G) {
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::uint64_t hash = key_hash(layout, keys[k], mode);
-      const unsigned t = owners.owner(layout.block_of(hash));
-      if (t == self) {
-        set_block<G>(block_words<G>(layout, bits, hash), hash);
-      } else {
-        lists.hashes[t * lists.capacity + lists.counts[t]++] = hash;
-      }
-    }
-  });
-}
-
 std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
                            std::size_t count) {
   std::size_t kept = 0;
@@ -153,16 +137,8 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 
 const CpuTarget& scalar_target() {
   static constexpr CpuKernels kKernels{
-      "scalar",
-      hash,
-      insert,
-      insert_atomic,
-      contains,
-      insert_if_absent,
-      insert_if_absent_unmarked,
-      route,
-      insert_or_route,
-  };
+      "scalar", hash, insert, insert_atomic, contains, insert_if_absent, insert_if_absent_unmarked,
+      route};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
