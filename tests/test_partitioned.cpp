@@ -505,6 +505,54 @@ TEST(RoutedKeySlices,
       });
 }
 
+// Routed inserts over several chunks (each routed and written before the next): the bytes are one
+// scalar insert's for 1 to 7 threads, every shape, both indexes and every target, on batches of
+// three chunks and a bit (fresh keys with repeats, hot keys, all equal, every key in one block),
+// into an empty and a half-loaded filter, so that the lists and counts left by one chunk and those
+// of the next meet the same blocks.
+TEST(RoutedKeySlices, InsertsOfSeveralChunksGiveTheScalarBytes) {
+  const CpuKernels& scalar = *detail::scalar_target().kernels;
+  constexpr std::size_t kKeys = 3 * detail::RoutedScratch::kChunkKeys + 5;
+  std::vector<std::unique_ptr<detail::ThreadPool>> pools;
+  for (unsigned threads = 1; threads <= 7; ++threads) {
+    pools.push_back(std::make_unique<detail::ThreadPool>(threads));
+  }
+  for (Shape shape : kAllShapes) {
+    for (BlockIndex index : kBothIndexes) {
+      const Layout layout{shape, 40009, KeyHash::xxh64, 0, index};
+      const std::vector<NamedBatch> batches = {
+          {"repeats", batch_with_repeats(kKeys), hashed},
+          {"hot keys", hot_key_batch(7, (kKeys - 1000) / 7, 1000, 84), hashed},
+          {"all equal", std::vector<std::uint64_t>(kKeys, 0x5EED), hashed},
+          {"one block", hashes_in_one_block(layout, 40009 / 2, kKeys), prehashed},
+      };
+      for (const NamedBatch& batch : batches) {
+        std::vector<std::byte> half_loaded(layout.size_bytes());
+        scalar.insert(layout, half_loaded.data(), batch.keys.data(), batch.keys.size() / 2,
+                      batch.mode, detail::all_blocks(layout));
+        for (bool loaded : {false, true}) {
+          const auto before = loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
+          std::vector<std::byte> want = before;
+          scalar.insert(layout, want.data(), batch.keys.data(), batch.keys.size(), batch.mode,
+                        detail::all_blocks(layout));
+          for (const CpuKernels* kernels : all_kernel_sets()) {
+            detail::RoutedScratch scratch;
+            for (const auto& pool : pools) {
+              SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) +
+                           " " + batch.name + (loaded ? " half loaded " : " ") + kernels->target +
+                           " threads " + std::to_string(pool->size()));
+              std::vector<std::byte> bits = before;
+              scratch.insert(*kernels, layout, bits.data(), batch.keys.data(), batch.keys.size(),
+                             batch.mode, *pool, pool->size());
+              ASSERT_TRUE(bits == want);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PartitionedBulk, HashKernelsAgreeWithTheScalarHash) {
   const Layout seeded{Shape::sb512, 100, KeyHash::xxh64, 12345};
   for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 1000u}) {
