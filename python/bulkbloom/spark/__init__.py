@@ -47,16 +47,18 @@ How it runs
        ``broadcast_drops`` rows (default: as many as
        ``spark.sql.autoBroadcastJoinThreshold`` holds at 8 bytes a row id, 1,310,720 at its
        default 10 MiB; the broadcast took about 80 bytes of Spark's storage memory a dropped
-       row in bench/RESULTS.md), Spark reads the drops files, broadcasts their row ids to every
-       task, and a left anti join on the row id removes those rows: the records never leave the
-       JVM. Beyond that (a dump of billions of rows drops too many to broadcast) the staging waits
-       for one more Spark job, which shuffles the dropped row ids alone (8 bytes a dropped row)
-       to regroup them into one sorted file per input partition, and ``filter`` on a vectorised
-       pandas function of the row id removes them: only the row ids go to Python, a batch at a
-       time, and each input partition's task reads its own drops file once, so no row id list
-       is broadcast or joined, and no task reads the drops of every shard (at 22,000 shards
-       that would be 22,000 files a task). Both give the same rows in the same order, and took
-       about the same time in bench/RESULTS.md.
+       row in bench/RESULTS.md), Spark reads the drops files in one task, makes them a bitmap
+       over the row ids, one row a 64-bit word with a dropped row (``row_id >> 6``, its bits
+       ``row_id & 63``: at most one row a dropped row id), broadcasts those to every task, and a
+       left anti join on the word and its bit removes the dropped rows: the records never leave
+       the JVM, and 64 records in turn look up one entry. Beyond that (a dump of billions of
+       rows drops too many to broadcast) the staging waits for one more Spark job, which
+       shuffles the dropped row ids alone (8 bytes a dropped row) to regroup them into one
+       sorted file per input partition, and ``filter`` on a vectorised pandas function of the
+       row id removes them: only the row ids go to Python, a batch at a time, and each input
+       partition's task reads its own drops file once, so no row id list is broadcast or
+       joined, and no task reads the drops of every shard (at 22,000 shards that would be
+       22,000 files a task). Both give the same rows in the same order.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is

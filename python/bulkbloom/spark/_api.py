@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -336,12 +336,16 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
         return df
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     if manifest["drops_by"] == "shard":
-        dropped = df.sparkSession.read.parquet(*drops).select(F.col(_DROPPED).alias(_ROW))
+        # The schema given: Spark infers none (a job of its own).
+        schema = T.StructType([T.StructField(_DROPPED, T.LongType(), True)])
+        dropped = df.sparkSession.read.schema(schema).parquet(*drops)
         if int(manifest.get("dropped", 0)) > broadcast_drops:
             # Too many to broadcast, on a directory the executors' Python cannot read: a join.
-            return numbered.join(dropped, _ROW, "left_anti").drop(_ROW)
+            return numbered.join(dropped.select(F.col(_DROPPED).alias(_ROW)), _ROW,
+                                 "left_anti").drop(_ROW)
         # Few enough to send every task all of them: the records never leave the JVM.
-        return numbered.join(F.broadcast(dropped), _ROW, "left_anti").drop(_ROW)
+        return numbered.join(F.broadcast(_dropped_words(dropped)), _dropped_in(F.col(_ROW)),
+                             "left_anti").drop(_ROW)
     import pandas as pd  # here, not above: the shard tasks' workers import this module too
 
     folder = store.path(str(manifest["directory"]))
@@ -365,6 +369,31 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
     kept.__annotations__ = {"rows": pd.Series, "return": pd.Series}
     keep = F.pandas_udf(kept, T.BooleanType())
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
+
+
+# The broadcast holds the dropped row ids as 64-bit words of a bitmap over the row ids: a row
+# id's word is row_id >> 6, its bit row_id & 63.
+_WORD, _BITS = "__bulkbloom_word", "__bulkbloom_bits"
+
+
+def _dropped_words(dropped: DataFrame) -> DataFrame:
+    """The words of the bitmap of `dropped`'s row ids that have a bit set, one row each (word,
+    bits), in one task: no shuffle, for at most broadcast_drops row ids. The
+    join's lookups then are one per word in the records' own order, so 64 records in turn look
+    up the same entry, where a row id each looked up its own (bench/DECISIONS.md, #34: the
+    lookups were the filtering pass's largest cost after reading and writing)."""
+    ids = F.col(_DROPPED)
+    bit = F.call_function("shiftleft", F.lit(1).cast(T.LongType()),
+                          ids.bitwiseAND(63).cast("int"))
+    # One partition needs no exchange before the aggregate.
+    return dropped.coalesce(1).groupBy(F.shiftright(ids, 6).alias(_WORD)).agg(
+        F.bit_or(bit).alias(_BITS))
+
+
+def _dropped_in(row: Column) -> Column:
+    """Whether `row` (a row id) is a bit of _dropped_words: its word's entry, and its bit set."""
+    bit = F.call_function("shiftright", F.col(_BITS), row.bitwiseAND(63).cast("int"))
+    return (F.shiftright(row, 6) == F.col(_WORD)) & (bit.bitwiseAND(1) == 1)
 
 
 _WRITE_MODES = {"error": "errorifexists", "errorifexists": "errorifexists",
