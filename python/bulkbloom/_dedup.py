@@ -3,8 +3,10 @@ memory of the filter and a batch or two."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
+import time
 from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -214,6 +216,13 @@ def _write_parquet(reader: Any, output: PathLike) -> None:
             break
         except FileExistsError:
             continue
+    # Locked until the rename, as the CLI locks its own: the lock, not the pid, tells other runs
+    # the file is in use (through a second descriptor, as the first is closed before the rename).
+    lock = os.dup(fd)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:  # a filesystem without locks: others judge the file by its pid alone
+        pass
     try:
         with open(fd, "wb") as file:
             with pq.ParquetWriter(file, reader.schema) as writer:
@@ -225,6 +234,8 @@ def _write_parquet(reader: Any, output: PathLike) -> None:
     except BaseException:
         os.unlink(staged)
         raise
+    finally:
+        os.close(lock)
     directory_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(directory_fd)
@@ -275,24 +286,52 @@ def _name(file: Any) -> str:
     return repr(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else repr(file)
 
 
+# A temporary output younger than this may be one whose run has created it and not yet locked
+# it, so only its pid can say it is dead (the CLI's rule too).
+UNLOCKED_GRACE_S = 10
+
+
+def _abandoned(file: str) -> bool:
+    """Whether no live run holds the lock its run keeps on the temporary output ``file`` from
+    its creation to its rename (the kernel drops it however the run ends), and the file is older
+    than ``UNLOCKED_GRACE_S``."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return os.fstat(fd).st_mtime < time.time() - UNLOCKED_GRACE_S
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _remove_dead_temporaries(directory: str, prefix: str) -> None:
-    """Removes the temporary outputs ``prefix<pid>-XXXXXX`` in ``directory`` whose process is gone
-    (killed with SIGKILL, or by a power loss), as the CLI does: the pid in the name says whose."""
+    """Removes the temporary outputs ``prefix<pid>-XXXXXX`` in ``directory`` that runs ended
+    without renaming (killed with SIGKILL, or by a power loss), as the CLI does: those whose pid
+    is gone, and those whose lock is free, as a live pid proves nothing (an unreaped zombie, or
+    a container restarted with the same pids)."""
     for entry in os.listdir(directory):
         if not entry.startswith(prefix):
             continue
         pid, dash, _ = entry[len(prefix):].partition("-")
         if not dash or not pid.isdigit() or int(pid) <= 0:
             continue
+        file = os.path.join(directory, entry)
         try:
             os.kill(int(pid), 0)
+            gone = False
         except ProcessLookupError:
+            gone = True
+        except OSError:  # alive under another user (EPERM)
+            gone = False
+        if gone or _abandoned(file):
             try:
-                os.unlink(os.path.join(directory, entry))
+                os.unlink(file)
             except FileNotFoundError:  # another run removed it first
                 pass
-        except OSError:  # alive under another user (EPERM)
-            pass
 
 
 def _column_index(schema: Any, name: str, what: str) -> int:

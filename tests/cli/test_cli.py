@@ -379,6 +379,52 @@ def case_interrupt_leaves_nothing():
         no_outputs_left(before)
 
 
+def case_dead_runs_temporaries_whatever_their_pid():
+    """A run holds a lock on its temporary outputs until they are renamed; the next run into the
+    same path removes the unlocked ones a killed run left, also when their names' pid is a live
+    process's (an unreaped zombie, or a container restarted with the same pids), and keeps a
+    locked one and one too new to be judged."""
+    import fcntl
+
+    proc = subprocess.Popen([BIN, "dedup", "--capacity", "1000", "-o", "out"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=WORK)
+    proc.stdin.write(b"\1" * 8000)
+    proc.stdin.flush()
+    deadline = time.time() + 10
+    while not [n for n in os.listdir(WORK) if n.startswith(".out.bulkbloom-")]:
+        check(time.time() < deadline, "the temporary output never appeared")
+        time.sleep(0.01)
+    (own,) = [n for n in os.listdir(WORK) if n.startswith(".out.bulkbloom-")]
+    with open(path(own), "rb") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            check(False, "a live run's temporary output is not locked")
+        except BlockingIOError:
+            pass
+    proc.stdin.close()
+    check(proc.wait() == 0, proc.stderr.read().decode())
+
+    alive = os.getpid()  # the name's pid is this live process, as after a pid is reused
+    names = {kind: f".out.bulkbloom-{alive}-{kind}" for kind in ("STALE1", "HELD01", "FRESH1")}
+    for name in names.values():
+        write(name, b"left by a killed run")
+    hour_ago = time.time() - 3600
+    for kind in ("STALE1", "HELD01"):
+        os.utime(path(names[kind]), (hour_ago, hour_ago))
+    write("in", b"\2" * 80)
+    with open(path(names["HELD01"]), "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        run(["dedup", "in", "-o", "out", "--stats", "none"])
+        left = set(os.listdir(WORK))
+        check(names["STALE1"] not in left, "an unlocked temporary of a live pid was kept")
+        check(names["HELD01"] in left, "a temporary a live run holds was removed")
+        check(names["FRESH1"] in left, "a temporary younger than the grace was removed")
+    run(["dedup", "in", "-o", "out", "--stats", "none"])
+    check(names["HELD01"] not in os.listdir(WORK), "a temporary whose lock was freed was kept")
+    check(read("out") == b"\2" * 8, "the output")
+
+
 def case_filter_across_runs():
     run(["gen", "--count", "40000", "-f", "hex", "--seed", "1", "-o", "day1"])
     run(["gen", "--count", "40000", "-f", "hex", "--seed", "2", "-o", "fresh"])

@@ -6,6 +6,7 @@ before stays as it was when a run fails) and a carried filter saved only after i
 import os
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -175,3 +176,37 @@ def test_temporary_outputs_of_dead_runs_are_removed_as_the_cli_removes_them(tmp_
         path.write_bytes(b"half")
     bulkbloom.dedup(inputs, "key", capacity=10_000, output=tmp_path / "out.parquet")
     assert listing(tmp_path) == sorted(["in", "out.parquet", alive.name, other.name])
+
+
+def test_temporary_outputs_are_judged_by_their_lock_not_only_their_pid(tmp_path, inputs):
+    """A run locks its temporary output until the rename; an older unlocked one is removed
+    though its name's pid is alive (a zombie, or a pid a restarted container gave again), as the
+    CLI removes it, and a locked one is kept."""
+    import fcntl
+
+    hour_ago = time.time() - 3600
+    stale = tmp_path / f".out.parquet.bulkbloom-{os.getpid()}-stale1"
+    held = tmp_path / f".out.parquet.bulkbloom-{os.getpid()}-held01"
+    for path in (stale, held):
+        path.write_bytes(b"half")
+        os.utime(path, (hour_ago, hour_ago))
+    seen_locked = []
+    table = pq.read_table(inputs)
+
+    def batches():  # looks at the run's own temporary output while it is being written
+        (own,) = [p for p in tmp_path.iterdir()
+                  if p.name.startswith(".out.parquet.bulkbloom-") and p not in (stale, held)]
+        with open(own, "rb") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen_locked.append(False)
+            except BlockingIOError:
+                seen_locked.append(True)
+        yield from table.to_batches()
+
+    with open(held, "rb") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        source = pa.RecordBatchReader.from_batches(table.schema, batches())
+        bulkbloom.dedup(source, "key", capacity=10_000, output=tmp_path / "out.parquet")
+        assert seen_locked == [True]
+        assert listing(tmp_path) == sorted(["in", "out.parquet", held.name])

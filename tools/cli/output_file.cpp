@@ -1,12 +1,14 @@
 #include "cli/output_file.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -104,8 +106,28 @@ std::string temporary_prefix(const std::string& path) {
   return prefix;
 }
 
-// Removes the temporary outputs for `path` left by processes that no longer exist (killed
-// with SIGKILL, or by a power loss): the pid in the name proves whose they were.
+// A temporary output younger than this may be one whose run has created it and not yet
+// locked it (the two are separate calls), so only its pid can say it is dead.
+constexpr auto kUnlockedGrace = std::chrono::seconds(10);
+
+// Whether no live run holds the temporary output `file`: its run locks it from creation until
+// it is renamed into place, and the kernel drops the lock however the run ends.
+bool abandoned(const std::filesystem::path& file) {
+  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  struct stat st {};
+  const bool unlocked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  const bool old = fstat(fd, &st) == 0 && std::chrono::system_clock::now() - kUnlockedGrace >
+                                              std::chrono::system_clock::from_time_t(st.st_mtime);
+  close(fd);
+  return unlocked && old;
+}
+
+// Removes the temporary outputs for `path` left by runs that ended without committing (killed
+// with SIGKILL, or by a power loss). The pid in the name is the run's, but a live process with
+// that pid proves nothing: a killed run may be an unreaped zombie, and a container restarted
+// gives the rerun (or anything else) the pids of the run before it; so a name whose pid is alive
+// is removed when its lock is free as well.
 void remove_dead_temporaries(const std::string& path) {
   const std::string prefix = temporary_prefix(path);
   std::error_code error;
@@ -115,7 +137,7 @@ void remove_dead_temporaries(const std::string& path) {
     char* end = nullptr;
     const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
     if (pid <= 0 || *end != '-') continue;
-    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    if ((kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) || abandoned(entry.path())) {
       std::filesystem::remove(entry.path(), error);
     }
   }
@@ -187,6 +209,11 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
   owns_fd_ = true;
   staged_path_ = pattern;
   remove_on_failure_ = true;
+  // Held until the rename, through a second descriptor of the same open file, as commit()
+  // closes fd_ first to see its errors. Where the filesystem has no locks the file goes
+  // unlocked: other runs then cannot take its lock either, and judge it by its pid alone.
+  lock_fd_ = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (lock_fd_ >= 0 && flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) close(std::exchange(lock_fd_, -1));
   // mkstemp creates 0600; give the output the permissions a plain creat() would.
   fchmod(fd_, 0666 & ~detail::process_umask());
 }
@@ -194,6 +221,7 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
 OutputFile::~OutputFile() {
   if (owns_fd_ && fd_ >= 0) close(fd_);
   if (!committed_ && remove_on_failure_) unlink(staged_path_.c_str());
+  if (lock_fd_ >= 0) close(lock_fd_);
   unregister_cleanup(cleanup_slot_);
 }
 
@@ -253,6 +281,7 @@ void OutputFile::commit() {
     throw IoError(with_errno("cannot rename " + staged_path_ + " to " + path_));
   }
   committed_ = true;
+  if (lock_fd_ >= 0) close(std::exchange(lock_fd_, -1));
   detail::sync_directory(directory_of(path_));
 }
 

@@ -54,6 +54,7 @@ class OutputFile {
   bool committed_ = false;
   bool remove_on_failure_ = false;
   int cleanup_slot_ = -1;
+  int lock_fd_ = -1;  // holds the temporary's lock, which tells reruns the file is in use
   std::uint64_t written_ = 0;
   std::uint64_t writeback_started_ = 0;  // bytes handed to the disk with sync_file_range
   std::uint64_t writeback_done_ = 0;     // bytes known on disk and dropped from the cache
