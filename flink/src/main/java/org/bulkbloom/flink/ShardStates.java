@@ -199,6 +199,24 @@ final class ShardStates {
       return dropped;
     }
 
+    /**
+     * Writes the fields manifest versions 3 to 5 list for a part in the same order, from its
+     * period to {@code covered}; what follows them, its logs, is each version's own.
+     */
+    void writeHead(DataOutputStream out) throws IOException {
+      out.writeLong(period);
+      out.writeInt(part);
+      out.writeLong(blocks);
+      out.writeBoolean(beforeClock);
+      out.writeLong(bytes);
+      out.writeLong(baseId);
+      final byte[] presentBytes = present.toByteArray();
+      out.writeInt(presentBytes.length);
+      out.write(presentBytes);
+      out.writeInt(folded);
+      out.writeInt(covered);
+    }
+
     boolean isPart(Snapshot snapshot, int i) {
       return period == snapshot.period(i)
           && part == snapshot.part(i)
@@ -229,26 +247,21 @@ final class ShardStates {
       return parts.get(parts.size() - 1);
     }
 
-    byte[] encode() throws IOException {
-      final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-      final DataOutputStream out = new DataOutputStream(bytes);
-      out.writeInt(MANIFEST_VERSION);
+    /** Writes what every manifest version starts with: {@code version}, then what it holds. */
+    void writeHeader(DataOutputStream out, int version) throws IOException {
+      out.writeInt(version);
       out.writeLong(nextId);
       out.writeInt(metadata.length);
       out.write(metadata);
       out.writeInt(parts.size());
+    }
+
+    byte[] encode() throws IOException {
+      final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+      final DataOutputStream out = new DataOutputStream(bytes);
+      writeHeader(out, MANIFEST_VERSION);
       for (Part p : parts) {
-        out.writeLong(p.period);
-        out.writeInt(p.part);
-        out.writeLong(p.blocks);
-        out.writeBoolean(p.beforeClock);
-        out.writeLong(p.bytes);
-        out.writeLong(p.baseId);
-        final byte[] present = p.present.toByteArray();
-        out.writeInt(present.length);
-        out.write(present);
-        out.writeInt(p.folded);
-        out.writeInt(p.covered);
+        p.writeHead(out);
         out.writeLong(p.coveredBytes);
         out.writeLong(p.logBytes);
         out.writeInt(p.logs.size());

@@ -100,23 +100,9 @@ public final class LogRunsTest {
       throws Exception {
     final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
     final DataOutputStream out = new DataOutputStream(bytes);
-    out.writeInt(4);
-    out.writeLong(m.nextId);
-    out.writeInt(m.metadata.length);
-    out.write(m.metadata);
-    out.writeInt(m.parts.size());
+    m.writeHeader(out, 4);
     for (ShardStates.Part p : m.parts) {
-      out.writeLong(p.period);
-      out.writeInt(p.part);
-      out.writeLong(p.blocks);
-      out.writeBoolean(p.beforeClock);
-      out.writeLong(p.bytes);
-      out.writeLong(p.baseId);
-      final byte[] present = p.present.toByteArray();
-      out.writeInt(present.length);
-      out.write(present);
-      out.writeInt(p.folded);
-      out.writeInt(p.covered);
+      p.writeHead(out);
       out.writeInt(p.logCount());
       for (ShardStates.LogRun run : p.logs) {
         for (long id = run.first(); id < run.first() + run.count(); ++id) {
