@@ -7,9 +7,10 @@
 // times some of these against each other call by call (cpu/plan_chooser.hpp), so bench_filter
 // shows only the mix it settled on; this shows each plan alone (#37). Cases that are no plan of
 // the library sit beside them: block ranges over keys hashed once (a second run() a call), four
-// run()s of the pool that do nothing (the in-place plan's joins alone), and "2 tasks on 1T": a
+// run()s of the pool that do nothing (the in-place plan's joins alone), "2 tasks on 1T": a
 // two-task plan's tasks run one after the other on one thread, its work without any wait for a
-// core.
+// core, and "pre-routed (ceiling)": each batch's keys split by owner before timing, each task
+// inserting its own with the one-thread kernel, what two threads could gain with routing free.
 //
 //   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
 //               [--plans "1T,2T in place"]
@@ -195,6 +196,48 @@ int main(int argc, char** argv) {
                                detail::task_blocks(layout, t, 2));
              });
            }});
+    }
+    // Not a plan: the ceiling of every plan that hands each task the keys of its own blocks. The
+    // keys of each batch are split by their block's task before timing, so each task inserts
+    // its share with the one-thread kernel and nothing is paid for routing: against 1T, what
+    // two threads of this kernel can gain on this machine at all (#37).
+    std::vector<std::vector<std::uint64_t>> own_keys(kBatchPool * 2);
+    std::vector<std::uint64_t> hashes(kBatch);
+    for (std::size_t b = 0; b < kBatchPool; ++b) {
+      const std::uint64_t* batch = keys.data() + b * kBatch;
+      kernels->hash(layout, batch, kBatch, detail::KeyMode::hash_with_layout, hashes.data());
+      const detail::BlockRange first = detail::task_blocks(layout, 0, 2);
+      for (std::size_t i = 0; i < kBatch; ++i) {
+        const bool second = layout.block_of(hashes[i]) >= first.end;
+        own_keys[b * 2 + (second ? 1 : 0)].push_back(batch[i]);
+      }
+    }
+    const auto batch_of = [&](const std::uint64_t* batch) {
+      return static_cast<std::size_t>(batch - keys.data()) / kBatch;
+    };
+    std::vector<std::uint8_t> own_flags(kBatch);
+    if (!partitioned) {
+      for (const bool dedup_keys : {false, true}) {
+        cases.push_back(
+            {dedup_keys ? "insert_if_absent 2T pre-routed (ceiling)" : "2T pre-routed (ceiling)",
+             &two,
+             [&, dedup_keys](std::byte* bits, const std::uint64_t* batch) {
+               const std::size_t b = batch_of(batch);
+               two.run(2, [&](unsigned t) {
+                 const std::vector<std::uint64_t>& own = own_keys[b * 2 + t];
+                 constexpr auto kHashed = detail::KeyMode::hash_with_layout;
+                 if (dedup_keys) {  // each task's flags in its own half, as a plan's would be
+                   kernels->insert_if_absent(layout, bits, own.data(), own.size(), kHashed,
+                                             detail::all_blocks(layout),
+                                             own_flags.data() + (t == 0 ? 0 : kBatch - own.size()));
+                 } else {
+                   kernels->insert(layout, bits, own.data(), own.size(), kHashed,
+                                   detail::all_blocks(layout));
+                 }
+               });
+             },
+             dedup_keys ? "insert_if_absent 1T" : "1T"});
+      }
     }
     // Nothing but the pool: four run()s of two tasks that do nothing, in-place key slices' joins
     // for one call of kBatch keys (the figure times kBatch / 4 is the cost of one run()).
