@@ -375,8 +375,9 @@ def main() -> None:
                 result.write.parquet(str(out))
             if variant in ("bulkbloom", "ordered"):
                 plan = result._jdf.queryExecution().executedPlan().toString()
-                joined = "BroadcastHashJoin" in plan
-                phases["filtering"] = "broadcast join" if joined else "row-id UDF"
+                phases["filtering"] = ("broadcast join" if "BroadcastHashJoin" in plan
+                                       else "bitmap in the plan" if "UnsafeArrayData" in plan
+                                       else "row-id UDF")
             wall = time.monotonic() - started
             cpu = busy_cpu_seconds() - busy_before
             app_cpu = tree_cpu_seconds(jvm_pid) - tree_before

@@ -156,7 +156,7 @@ ROUTINGS = [pytest.param(bbspark.SPARK_SEED, id="sql-routing"), pytest.param(0, 
 
 @pytest.mark.parametrize("seed", ROUTINGS)
 @pytest.mark.parametrize("num_shards", [1, 3, 7])
-def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed):
+def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed, monkeypatch):
     keys = dump(1)
     expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(RECORDS), "--fpr", str(FPR),
                          "--seed", str(seed), "--filter", str(tmp_path / "cli.bbf"))
@@ -171,12 +171,48 @@ def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed):
     state = bbspark.open_filter(tmp_path / "f")
     assert state.num_shards == num_shards and state.layout == layout
     # The input's own order when no order is given (createDataFrame keeps it), the dropped rows
-    # broadcast to a join and, past the limit, looked up by a Python function of the row id.
-    for broadcast_drops in (None, 0):
+    # as a bitmap in the plan, as the bitmap's words broadcast to a join (a bitmap larger than a
+    # plan takes) and, past broadcast_drops, looked up by a Python function of the row id.
+    for broadcast_drops, bitmap_bytes, how in ((None, _api._BITMAP_BYTES, "bitmap"),
+                                               (None, 0, "join"), (0, _api._BITMAP_BYTES, "udf")):
+        monkeypatch.setattr(_api, "_BITMAP_BYTES", bitmap_bytes)
         in_order = bbspark.dedup(frame(spark, keys), "event_id", layout=layout, fpr=FPR,
                                  num_shards=num_shards, broadcast_drops=broadcast_drops)
-        assert ("BroadcastHashJoin" in plan(in_order)) == (broadcast_drops is None)
+        assert filtering(in_order) == how
         assert_same_records(in_order, keys, expected)
+
+
+def filtering(df) -> str:
+    """How dedup's DataFrame `df` removes the dropped rows: "bitmap" (in the plan: a local
+    relation's is evaluated in planning, so the analyzed plan shows it), "join" or "udf"."""
+    if "UnsafeArrayData" in df._jdf.queryExecution().analyzed().toString():
+        return "bitmap"
+    physical = plan(df)
+    if "BroadcastHashJoin" in physical:
+        return "join"
+    return "udf" if "ArrowEvalPython" in physical else "none"
+
+
+def test_the_bitmap_of_dropped_rows_ends_at_each_partitions_last_drop(spark, cli, tmp_path):
+    """The dropped rows' bitmap in the filtering's plan gives each input partition the words up to
+    the last row dropped from any: a later row is kept, not looked up in the next partition's
+    words (which have its bits set here), in Spark's generated code over a file input."""
+    files, rng = 4, np.random.default_rng(31)
+    # Each file: 64 keys, their repeats (dropped), then 128 new keys; an input partition holds
+    # whole files, so its last two words (after its last drop) meet the next partition's first.
+    fresh = rng.integers(0, 2**64, size=(files, 192), dtype=np.uint64)
+    keys = np.concatenate([np.concatenate([f[:64], f[:64], f[64:]]) for f in fresh])
+    expected = cli_dedup(cli, tmp_path, "cli", keys, "--capacity", str(len(keys)), "--fpr",
+                         "0.001", "--seed", str(bbspark.SPARK_SEED), "--filter",
+                         str(tmp_path / "cli.bbf"))
+    assert len(expected) == fresh.size
+    df = parquet_dump(spark, tmp_path / "in", keys, files)
+    rows = df.select(F.monotonically_increasing_id().alias("row")).toArrow().column(0).to_numpy()
+    assert len(np.unique(rows >> 33)) > 1
+    layout = bulkbloom.Filter.load(tmp_path / "cli.bbf").layout
+    unique = bbspark.dedup(df, "event_id", layout=layout, num_shards=3)
+    assert filtering(unique) == "bitmap" and "UnsafeArrayData" in plan(unique)
+    assert_same_records(unique, keys, expected)
 
 
 MASK = 2**64 - 1

@@ -47,18 +47,24 @@ How it runs
        ``broadcast_drops`` rows (default: as many as
        ``spark.sql.autoBroadcastJoinThreshold`` holds at 8 bytes a row id, 1,310,720 at its
        default 10 MiB; the broadcast took about 80 bytes of Spark's storage memory a dropped
-       row in bench/RESULTS.md), Spark reads the drops files in one task, makes them a bitmap
-       over the row ids, one row a 64-bit word with a dropped row (``row_id >> 6``, its bits
-       ``row_id & 63``: at most one row a dropped row id), broadcasts those to every task, and a
-       left anti join on the word and its bit removes the dropped rows: the records never leave
-       the JVM, and 64 records in turn look up one entry. Beyond that (a dump of billions of
+       row in bench/RESULTS.md), the driver reads the drops files and makes them a bitmap over
+       the row ids, a stride of 64-bit words for each input partition up to the last row any
+       partition dropped (row ``r`` of partition ``p`` is bit ``r & 63`` of word
+       ``p * stride + (r >> 6)``), and where it takes at most 768 KiB (and the bytes of
+       ``broadcast_drops`` row ids) it is a literal array in the filtering's plan, which Spark's
+       generated code indexes: no job, no broadcast, no join, and the records never leave the
+       JVM. A larger bitmap (an input of more than about 6M rows) goes as rows, one a word with
+       a dropped row (``row_id >> 6``, its bits ``row_id & 63``), which Spark reads from the
+       drops files in one task and broadcasts to every task, and a left anti join on the word
+       and its bit removes the dropped rows: 64 records in turn look up one entry. Beyond
+       ``broadcast_drops`` (a dump of billions of
        rows drops too many to broadcast) the staging waits for one more Spark job, which
        shuffles the dropped row ids alone (8 bytes a dropped row) to regroup them into one
        sorted file per input partition, and ``filter`` on a vectorised pandas function of the
        row id removes them: only the row ids go to Python, a batch at a time, and each input
        partition's task reads its own drops file once, so no row id list is broadcast or
        joined, and no task reads the drops of every shard (at 22,000 shards that would be
-       22,000 files a task). Both give the same rows in the same order.
+       22,000 files a task). All three give the same rows in the same order.
 
 What is assumed of the input
     The input must give the same rows in the same partitions, in the same order, each time it is

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -269,9 +270,9 @@ def dedup(
     directory"; None: the driver's temporary directory, which only local mode's executors see:
     on a cluster, pass a directory on HDFS, an object store or a shared mount), removed when the
     driver's Python exits.
-    ``broadcast_drops``: the most dropped rows removed by a broadcast join (None: as many
-    8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold`` holds; 0: always the row-id
-    function; module documentation, "How it runs").
+    ``broadcast_drops``: the most dropped rows removed in the JVM, by a bitmap in the plan or a
+    broadcast join (None: as many 8-byte row ids as ``spark.sql.autoBroadcastJoinThreshold``
+    holds; 0: always the row-id function; module documentation, "How it runs").
     ``unstable_input``: what to do with an input that may give its rows in another order when
     read again (a shuffle in its plan, e.g. ``repartition(n)``, a join or an aggregation, or a
     non-deterministic expression such as ``rand()``), which the row ids of the routing and of
@@ -336,10 +337,20 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
         return df
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     if manifest["drops_by"] == "shard":
+        few = int(manifest.get("dropped", 0)) <= broadcast_drops
+        bitmap = None if not few else _dropped_bitmap(
+            store, manifest["drops"], min(8 * broadcast_drops, _BITMAP_BYTES))
+        if bitmap is not None:
+            words, stride = bitmap
+            if len(words) == 0:  # none dropped
+                return df
+            # In the plan itself: no job builds or broadcasts it, and no join.
+            return numbered.where(~_dropped_by(df.sparkSession, F.col(_ROW), words, stride)).drop(
+                _ROW)
         # The schema given: Spark infers none (a job of its own).
         schema = T.StructType([T.StructField(_DROPPED, T.LongType(), True)])
         dropped = df.sparkSession.read.schema(schema).parquet(*drops)
-        if int(manifest.get("dropped", 0)) > broadcast_drops:
+        if not few:
             # Too many to broadcast, on a directory the executors' Python cannot read: a join.
             return numbered.join(dropped.select(F.col(_DROPPED).alias(_ROW)), _ROW,
                                  "left_anti").drop(_ROW)
@@ -369,6 +380,59 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
     kept.__annotations__ = {"rows": pd.Series, "return": pd.Series}
     keep = F.pandas_udf(kept, T.BooleanType())
     return numbered.filter(keep(F.col(_ROW))).drop(_ROW)
+
+
+# The most bytes of a bitmap of the dropped rows put in the filtering's plan (_dropped_bitmap):
+# the plan travels in each stage's task binary, of which Spark warns past 1,000 KiB, so this
+# leaves room for the rest. Past it (inputs of over about 6M rows), a broadcast join of the
+# bitmap's words costs its one small job, little against such an input.
+_BITMAP_BYTES = 768 << 10
+
+
+def _dropped_bitmap(store: _Store, names: List[str], most_bytes: int) -> Optional[tuple]:
+    """The rows the drops files `names` (of input partitions' row ids) name, as (words, stride):
+    a bitmap with a stride of words for each input partition, the row id p << _PARTITION_SHIFT
+    | r being bit r & 63 of words[p * stride + (r >> 6)], the stride the words of the largest
+    row dropped from any partition (no words where none was dropped); or None where the words
+    would take more than `most_bytes`.
+    Read by the driver (a broadcast join would read them too, and more)."""
+    ids = np.concatenate([np.zeros(0, np.int64)] + [
+        pq.read_table(pa.BufferReader(store.read(name)), columns=[_DROPPED]).column(0).to_numpy()
+        for name in names])
+    if len(ids) == 0:
+        return np.zeros(0, dtype=np.uint64), 1
+    partitions = ids >> _PARTITION_SHIFT
+    within = ids & ((1 << _PARTITION_SHIFT) - 1)
+    stride = int(within.max() >> 6) + 1
+    count = (int(partitions.max()) + 1) * stride
+    if 8 * count > most_bytes:
+        return None
+    words = np.zeros(count, dtype=np.uint64)
+    # A row id is dropped once: its bit is set once.
+    np.add.at(words, partitions * stride + (within >> 6), np.left_shift(
+        np.uint64(1), (within & 63).astype(np.uint64)))
+    return words, stride
+
+
+def _dropped_by(spark: Any, row: Column, words: np.ndarray, stride: int) -> Column:
+    """Whether `row` (a row id) is a bit of the bitmap `words` with `stride` (_dropped_bitmap):
+    the words are a literal array in the expression, which Spark's generated code indexes."""
+    jvm = spark._jvm
+    longs = spark.sparkContext._gateway.new_array(jvm.long, len(words))
+    jvm.java.nio.ByteBuffer.wrap(bytearray(words.astype("<u8").tobytes())).order(
+        jvm.java.nio.ByteOrder.LITTLE_ENDIAN).asLongBuffer().get(longs)
+    types = jvm.org.apache.spark.sql.types.DataTypes
+    literal = jvm.org.apache.spark.sql.catalyst.expressions.Literal(
+        jvm.org.apache.spark.sql.catalyst.expressions.UnsafeArrayData.fromPrimitiveArray(longs),
+        types.createArrayType(types.LongType, False))
+    bitmap = Column(jvm.org.apache.spark.sql.functions.lit(literal))  # lit takes a Literal as is
+    word = F.shiftright(row.bitwiseAND((1 << _PARTITION_SHIFT) - 1), 6)
+    at = F.shiftright(row, _PARTITION_SHIFT) * F.lit(stride) + word
+    # Past its partition's last dropped row (whose word would be the next partition's), or past
+    # the last partition that dropped a row, a row is not dropped.
+    at = F.when((word < stride) & (at < len(words)), at.cast(T.IntegerType()))
+    bit = F.call_function("shiftright", F.get(bitmap, at), row.bitwiseAND(63).cast("int"))
+    return F.coalesce(bit.bitwiseAND(1), F.lit(0)) == 1
 
 
 # The broadcast holds the dropped row ids as 64-bit words of a bitmap over the row ids: a row
