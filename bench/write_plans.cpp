@@ -239,6 +239,27 @@ int main(int argc, char** argv) {
              dedup_keys ? "insert_if_absent 1T" : "1T"});
       }
     }
+    // The same, with each task's keys first copied (a run() of its own) by the task itself or
+    // by the other one: the two cost the same work and joins, so their difference is what
+    // reading keys another core has just written costs, as routed lists are read (#37).
+    std::vector<std::uint64_t> copied[2];
+    for (const bool across : {false, true}) {
+      if (partitioned) break;
+      cases.push_back(
+          {across ? "2T pre-routed, copied by the other task" : "2T pre-routed, copied by itself",
+           &two, [&, across](std::byte* bits, const std::uint64_t* batch) {
+             const std::size_t b = batch_of(batch);
+             two.run(2, [&](unsigned t) {
+               const unsigned owner = across ? 1 - t : t;
+               const std::vector<std::uint64_t>& own = own_keys[b * 2 + owner];
+               copied[owner].assign(own.begin(), own.end());
+             });
+             two.run(2, [&](unsigned t) {
+               kernels->insert(layout, bits, copied[t].data(), copied[t].size(),
+                               detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
+             });
+           }});
+    }
     // Nothing but the pool: four run()s of two tasks that do nothing, in-place key slices' joins
     // for one call of kBatch keys (the figure times kBatch / 4 is the cost of one run()).
     cases.push_back(
