@@ -206,11 +206,13 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
   const std::size_t lists = std::size_t{tasks} * tasks;
   // A list may receive every key of its slice.
   const std::size_t capacity = slice_begin(n + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
-  hashes_.resize(std::max(hashes_.size(), lists * capacity));
+  hashes_.resize(std::max(hashes_.size(), 2 * lists * capacity));
   if (is_new != nullptr) {
-    positions_.resize(std::max(positions_.size(), lists * capacity));
-    flags_.resize(std::max(flags_.size(), lists * capacity));
+    positions_.resize(std::max(positions_.size(), 2 * lists * capacity));
+    flags_.resize(std::max(flags_.size(), 2 * lists * capacity));
   }
+  const std::size_t first = set_ * lists * capacity;
+  set_ ^= 1;
   // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
   // line two tasks update at once would move between their cores all along step 1.
   constexpr std::size_t kCountsPerLine = 64 / sizeof(std::size_t);
@@ -220,7 +222,9 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
   const auto count_of = [&](unsigned s, unsigned d) { return counts[s * counts_stride + d]; };
   task_fresh_.assign(tasks, 0);
   const BlockOwners owners = BlockOwners::of(layout, tasks);
-  const auto list = [&](unsigned s, unsigned d) { return (std::size_t{s} * tasks + d) * capacity; };
+  const auto list = [&](unsigned s, unsigned d) {
+    return first + (std::size_t{s} * tasks + d) * capacity;
+  };
   pool.run(tasks, [&](unsigned s) {  // 1: slice s routed to its keys' owners
     const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
     const RouteLists to{hashes_.data() + list(s, 0),
@@ -229,8 +233,12 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
     kernels.route(layout, keys + begin, end - begin, mode, owners,
                   static_cast<std::uint32_t>(begin), to);
   });
-  pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks, slice after slice
-    for (unsigned s = 0; s < tasks; ++s) {
+  pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks
+    // insert_if_absent's flags need input order, slice after slice. An insert's bytes take any
+    // order: it reads the other slices' lists first and its own last, which measured steadier
+    // on two threads beside the two sets of lists alone (bench/DECISIONS.md #37).
+    for (unsigned k = 1; k <= tasks; ++k) {
+      const unsigned s = is_new == nullptr ? (d + k) % tasks : k - 1;
       const std::uint64_t* hashes = hashes_.data() + list(s, d);
       const std::size_t count = count_of(s, d);
       if (is_new == nullptr) {

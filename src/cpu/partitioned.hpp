@@ -92,8 +92,9 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 ///  1. each task hashes a contiguous slice of the keys and appends each hash (and, for
 ///     insert_if_absent, the key's position) to one of its lists, that of the task owning the
 ///     key's block (CpuKernels::route, BlockOwners);
-///  2. each task writes its own blocks' keys: the lists every slice made for it, slice after slice
-///     (so in input order), with the kernels over prehashed keys, flags into a list of its own;
+///  2. each task writes its own blocks' keys: the lists every slice made for it, with the kernels
+///     over prehashed keys; insert_if_absent's slice after slice (so in input order), flags into
+///     a list of its own; an insert's own slice last;
 ///  3. (insert_if_absent) each task copies the flags of its slice's keys back to their positions.
 /// Bytes, flags and count are one sequential call's. Two or three joins a chunk, against block
 /// ranges' one, for hashing and scanning each key once rather than once a task.
@@ -115,9 +116,12 @@ class RoutedScratch {
                           const std::uint64_t* keys, std::size_t n, KeyMode mode,
                           std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
 
-  // tasks × tasks lists, list (s, d) at (s * tasks + d) * capacity: slice s's keys of task d's
-  // blocks.
+  // Two sets of tasks × tasks lists, chunks taking turns; in a set, list (s, d) at
+  // (s * tasks + d) * capacity: slice s's keys of task d's blocks. A chunk writing the lists the
+  // previous one has just read would wait on the reading core for every line (a slice whose
+  // lists were read last routed 1.5x slower than the other beside it: bench/DECISIONS.md #37).
   std::vector<std::uint64_t> hashes_;
+  unsigned set_ = 0;                      // the set the next chunk uses
   std::vector<std::uint32_t> positions_;  // in the chunk
   std::vector<std::uint8_t> flags_;
   std::vector<std::size_t> counts_;  // slice s's from a cache line of their own, list d's at d
