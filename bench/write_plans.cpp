@@ -201,27 +201,29 @@ int main(int argc, char** argv) {
     // keys of each batch are split by their block's task before timing, so each task inserts
     // its share with the one-thread kernel and nothing is paid for routing: against 1T, what
     // two threads of this kernel can gain on this machine at all (#37).
+    // Filled only where those cases run (not for partitioned sizes); the cases hold references.
     std::vector<std::vector<std::uint64_t>> own_keys(kBatchPool * 2);
-    std::vector<std::uint64_t> hashes(kBatch);
-    for (std::size_t b = 0; b < kBatchPool; ++b) {
-      const std::uint64_t* batch = keys.data() + b * kBatch;
-      kernels->hash(layout, batch, kBatch, detail::KeyMode::hash_with_layout, hashes.data());
-      const detail::BlockRange first = detail::task_blocks(layout, 0, 2);
-      for (std::size_t i = 0; i < kBatch; ++i) {
-        const bool second = layout.block_of(hashes[i]) >= first.end;
-        own_keys[b * 2 + (second ? 1 : 0)].push_back(batch[i]);
-      }
-    }
-    const auto batch_of = [&](const std::uint64_t* batch) {
-      return static_cast<std::size_t>(batch - keys.data()) / kBatch;
-    };
     std::vector<std::uint8_t> own_flags(kBatch);
+    std::vector<std::uint64_t> copied[2];
     if (!partitioned) {
+      const detail::BlockRange first = detail::task_blocks(layout, 0, 2);
+      std::vector<std::uint64_t> hashes(kBatch);
+      for (std::size_t b = 0; b < kBatchPool; ++b) {
+        const std::uint64_t* batch = keys.data() + b * kBatch;
+        kernels->hash(layout, batch, kBatch, detail::KeyMode::hash_with_layout, hashes.data());
+        for (std::size_t i = 0; i < kBatch; ++i) {
+          const bool second = layout.block_of(hashes[i]) >= first.end;
+          own_keys[b * 2 + (second ? 1 : 0)].push_back(batch[i]);
+        }
+      }
+      const auto batch_of = [&keys](const std::uint64_t* batch) {
+        return static_cast<std::size_t>(batch - keys.data()) / kBatch;
+      };
       for (const bool dedup_keys : {false, true}) {
         cases.push_back(
             {dedup_keys ? "insert_if_absent 2T pre-routed (ceiling)" : "2T pre-routed (ceiling)",
              &two,
-             [&, dedup_keys](std::byte* bits, const std::uint64_t* batch) {
+             [&, batch_of, dedup_keys](std::byte* bits, const std::uint64_t* batch) {
                const std::size_t b = batch_of(batch);
                two.run(2, [&](unsigned t) {
                  const std::vector<std::uint64_t>& own = own_keys[b * 2 + t];
@@ -238,27 +240,25 @@ int main(int argc, char** argv) {
              },
              dedup_keys ? "insert_if_absent 1T" : "1T"});
       }
-    }
-    // The same, with each task's keys first copied (a run() of its own) by the task itself or
-    // by the other one: the two cost the same work and joins, so their difference is what
-    // reading keys another core has just written costs, as routed lists are read (#37).
-    std::vector<std::uint64_t> copied[2];
-    for (const bool across : {false, true}) {
-      if (partitioned) break;
-      cases.push_back(
-          {across ? "2T pre-routed, copied by the other task" : "2T pre-routed, copied by itself",
-           &two, [&, across](std::byte* bits, const std::uint64_t* batch) {
-             const std::size_t b = batch_of(batch);
-             two.run(2, [&](unsigned t) {
-               const unsigned owner = across ? 1 - t : t;
-               const std::vector<std::uint64_t>& own = own_keys[b * 2 + owner];
-               copied[owner].assign(own.begin(), own.end());
-             });
-             two.run(2, [&](unsigned t) {
-               kernels->insert(layout, bits, copied[t].data(), copied[t].size(),
-                               detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
-             });
-           }});
+      // The same, with each task's keys first copied (a run() of its own) by the task itself or
+      // by the other one: the two cost the same work and joins, so their difference is what
+      // reading keys another core has just written costs, as routed lists are read (#37).
+      for (const bool across : {false, true}) {
+        cases.push_back(
+            {across ? "2T pre-routed, copied by the other task" : "2T pre-routed, copied by itself",
+             &two, [&, batch_of, across](std::byte* bits, const std::uint64_t* batch) {
+               const std::size_t b = batch_of(batch);
+               two.run(2, [&](unsigned t) {
+                 const unsigned owner = across ? 1 - t : t;
+                 const std::vector<std::uint64_t>& own = own_keys[b * 2 + owner];
+                 copied[owner].assign(own.begin(), own.end());
+               });
+               two.run(2, [&](unsigned t) {
+                 kernels->insert(layout, bits, copied[t].data(), copied[t].size(),
+                                 detail::KeyMode::hash_with_layout, detail::all_blocks(layout));
+               });
+             }});
+      }
     }
     // Nothing but the pool: four run()s of two tasks that do nothing, in-place key slices' joins
     // for one call of kBatch keys (the figure times kBatch / 4 is the cost of one run()).
