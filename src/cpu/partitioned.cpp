@@ -248,12 +248,13 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
                                                    all_blocks(layout), flags_.data() + list(s, d));
       }
     }
-  });
-  if (is_new == nullptr) return 0;
-  // 3: each task's slice's flags to their positions, which lie in the slice: no two tasks write
-  // one line of is_new but at the slices' ends.
-  pool.run(tasks, [&](unsigned s) {
-    for (unsigned d = 0; d < tasks; ++d) {
+    if (is_new == nullptr) return;
+    // Its flags to their positions, here rather than after a third join (one join fewer a chunk:
+    // bench/DECISIONS.md #37). Each position is one key's, written by its block's owner alone;
+    // owner d starts with slice d's positions, so that the tasks write different slices' lines of
+    // is_new while they write at the same time, not the same lines from two cores.
+    for (unsigned k = 0; k < tasks; ++k) {
+      const unsigned s = (d + k) % tasks;
       const std::uint32_t* positions = positions_.data() + list(s, d);
       const std::uint8_t* flags = flags_.data() + list(s, d);
       const std::size_t count = count_of(s, d);

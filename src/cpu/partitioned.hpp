@@ -94,10 +94,9 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 ///     key's block (CpuKernels::route, BlockOwners);
 ///  2. each task writes its own blocks' keys: the lists every slice made for it, with the kernels
 ///     over prehashed keys; insert_if_absent's slice after slice (so in input order), flags into
-///     a list of its own; an insert's own slice last;
-///  3. (insert_if_absent) each task copies the flags of its slice's keys back to their positions.
-/// Bytes, flags and count are one sequential call's. Two or three joins a chunk, against block
-/// ranges' one, for hashing and scanning each key once rather than once a task.
+///     a list of its own, then copied to the keys' positions; an insert's own slice last.
+/// Bytes, flags and count are one sequential call's. Two joins a chunk, against block ranges'
+/// one, for hashing and scanning each key once rather than once a task.
 class RoutedScratch {
  public:
   void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
