@@ -53,10 +53,11 @@ How it runs
        ``p * stride + (r >> 6)``), and where it takes at most 768 KiB (and the bytes of
        ``broadcast_drops`` row ids) it is a literal array in the filtering's plan, which Spark's
        generated code indexes: no job, no broadcast, no join, and the records never leave the
-       JVM. A larger bitmap (an input of more than about 6M rows) goes as rows, one a word with
-       a dropped row (``row_id >> 6``, its bits ``row_id & 63``), which Spark reads from the
-       drops files in one task and broadcasts to every task, and a left anti join on the word
-       and its bit removes the dropped rows: 64 records in turn look up one entry. Beyond
+       JVM. A larger bitmap (an input of more than about 6M rows; its size is in the manifest,
+       ``"drops_words"``, so the driver does not read the files for it) goes as rows, one a
+       word with a dropped row (``row_id >> 6``, its bits ``row_id & 63``), which Spark reads
+       from the drops files in one task and broadcasts to every task, and a left anti join on
+       the word and its bit removes the dropped rows: 64 records in turn look up one entry. Beyond
        ``broadcast_drops`` (a dump of billions of
        rows drops too many to broadcast) the staging waits for one more Spark job, which
        shuffles the dropped row ids alone (8 bytes a dropped row) to regroup them into one
@@ -164,8 +165,9 @@ The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``
 is full, and ``key_count``, its distinct keys: docs/FORMAT.md, "Sharded filter directories"), the
 ``shards`` and ``drops`` objects (paths within
     PATH: a shard no record of the run went to is the earlier generation's object, named again),
-    how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``) and how many
-    rows were dropped (``"dropped"``), and, written by ``dedup_and_write``, the ``"run"`` that made
+    how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``), how many
+    rows were dropped (``"dropped"``) and the words of their bitmap (``"drops_words"``, "How it
+    runs", 3), and, written by ``dedup_and_write``, the ``"run"`` that made
     it ("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock, window,
     generations, lateness), the event ``time`` of the last run, the whole window's keys in each
     filter (``window_keys``) and the run's ``expected_false_drops`` (the sum of its window

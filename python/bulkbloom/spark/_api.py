@@ -173,6 +173,11 @@ def _decide(
                                    dropped)
         drops = {_input_drops_name(r["partition"]): (r["drops_file"], None) for r in regrouped}
     extra = {**extra, "dropped": dropped}
+    if write_drops:
+        # The words of the dropped rows' bitmap, so that the filtering knows whether it fits in
+        # the plan before it reads a drops file (_without_drops).
+        extra["drops_words"] = max((row["drops_partitions"] for row in rows), default=0) * max(
+            (row["drops_stride"] for row in rows), default=0)
     if run is not None:
         extra = {**extra, "run": run}
     return _stage(
@@ -333,13 +338,17 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
     """`df` less the rows whose row ids the generation `manifest` describes dropped (module
     documentation, "How it runs", 3)."""
     drops = [store.path(name) for name in manifest["drops"]]
-    if not drops:  # no record at all, or none dropped
+    # No record at all, or none dropped (said by the manifest: no drops file need be read).
+    if not drops or manifest.get("dropped") == 0:
         return df
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     if manifest["drops_by"] == "shard":
         few = int(manifest.get("dropped", 0)) <= broadcast_drops
-        bitmap = None if not few else _dropped_bitmap(
-            store, manifest["drops"], min(8 * broadcast_drops, _BITMAP_BYTES))
+        most_bytes = min(8 * broadcast_drops, _BITMAP_BYTES)
+        # A bitmap the manifest says is too large is not read here: Spark reads the files.
+        recorded = manifest.get("drops_words")
+        bitmap = None if not few or (recorded is not None and 8 * recorded > most_bytes) else (
+            _dropped_bitmap(store, manifest["drops"], most_bytes))
         if bitmap is not None:
             words, stride = bitmap
             if len(words) == 0:  # none dropped
