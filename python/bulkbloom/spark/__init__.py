@@ -123,8 +123,15 @@ Committing a run (``dedup_and_write``)
     sorted file names) matches a rerun of the same job, which changes nothing and returns the
     committed state, or, if the output is gone, raises (the filter already holds the run's
     keys). An input that reads no files (an in-memory DataFrame) has no such record: its rerun
-    after (d) dedups again. Nothing is removed until a run commits (d); then what neither the
-    new manifest nor the one before it names is removed.
+    after (d) dedups again. Any other run to the output the current manifest's run wrote (a
+    local output named by its real path, through symbolic links) is refused before anything
+    runs, in any mode, as the CLI refuses it (its keys are in the filter: nearly every record
+    would be dropped), unless ``force=True``. A run that fails leaves an output a run that
+    committed meanwhile wrote (the same job started twice). Nothing is removed until a run
+    commits (d); then what neither the new manifest nor the one before it names is removed.
+    Nothing tells a run still writing from one that crashed: a ``PENDING`` from the current
+    state naming this run's output is taken for a crashed run's (logged), so run one job a
+    filter at a time.
 
 The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``)
     Any URI Spark reads (``hdfs://``, ``s3a://``, ``gs://``, ``abfs://``, ``viewfs://``,
@@ -179,9 +186,13 @@ is full, and ``key_count``, its distinct keys: docs/FORMAT.md, "Sharded filter d
     CLI) reads. After a commit, what neither the new manifest nor the one before it names (a
     DataFrame returned earlier may still read that one) is removed, up to the new generation's
     number: older manifests and generations, and what crashed or refused runs left; a generation
-    numbered past it is a running job's, left alone. A directory of version 1 (a ``CURRENT``
-    file naming ``gen-N/``, which holds ``manifest.json``) is read as it is, and its first commit
-    writes version 2 (logged), after which older bulkbloom versions cannot read it.
+    numbered past it is a running job's, left alone. A new filter is made only in a new or
+    empty directory (or one that only runs that never committed wrote in): a file, or a
+    directory holding anything else (another tool's, such as the CLI's state directory), is
+    refused (``bulkbloom.FormatError``), as is a manifest without the fields above or a
+    generation whose shard file is missing, before any job runs. A directory of version 1 (a
+    ``CURRENT`` file naming ``gen-N/``, which holds ``manifest.json``) is read as it is, and its
+    first commit writes version 2 (logged), after which older bulkbloom versions cannot read it.
 """
 
 from __future__ import annotations

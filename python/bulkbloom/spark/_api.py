@@ -26,9 +26,9 @@ from ._plan import (
     _spark_seeded,
 )
 from ._store import (
-    _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _full_at, _input_drops,
-    _input_drops_name, _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store,
-    _store_of, _write_pending,
+    _DROPPED, PathLike, ShardedFilter, _check_shards_exist, _clean_up, _crashed_runs, _full_at,
+    _input_drops, _input_drops_name, _new_generation, _open, _publish, _scratch_store, _stage,
+    _Staged, _Store, _store_of, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
 
@@ -78,6 +78,7 @@ def _decide(
         if (base.window is None) != (window is None):
             held = "a filter" if base.window is None else f"a window ({base.window})"
             raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
+        _check_shards_exist(base)
     # The keys' hash and seed are known before the filter's size: a carried filter's, a given
     # layout's or window's, else those every new filter gets (_spark_seeded).
     known = base.layout if base is not None else layout if window is None else (
@@ -497,6 +498,7 @@ def dedup_and_write(
     unstable_input: str = "checkpoint",
     nulls: str = "error",
     on_full: str = "error",
+    force: bool = False,
     _on_task: Optional[Callable[[], None]] = None,
     _on_step: Optional[Callable[[str], None]] = None,
 ) -> ShardedFilter:
@@ -527,6 +529,8 @@ def dedup_and_write(
     and ``PENDING`` lets the rerun replace what the crashed run left at ``path``; after it, the
     current generation records the run (``path``, ``format``, the key, the order and the input's
     files), and a rerun of the same run, with file inputs, changes nothing and returns the state.
+    Another run to the output the current generation's run wrote is refused (it would replace
+    that output, the command line's ``--force``), unless ``force``.
     """
     spark = df.sparkSession
     _classic(spark)
@@ -563,6 +567,20 @@ def dedup_and_write(
     existed = output.exists()
     if existed and not ours and _WRITE_MODES[mode] != "overwrite":
         raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
+    committed = None if current is None else current.manifest.get("run")
+    if existed and not ours and not force and committed is not None and \
+            committed.get("output") == output.name:
+        # Written again from a filter that holds that run's keys, they would all be dropped.
+        raise FileExistsError(
+            f"{output.name} is the output of the run that committed {store.uri}'s current "
+            f"generation {current.number}, and this run is not that one (other inputs, key, "
+            "order or format): it would replace that output; write to another path, or pass "
+            "force=True to replace it"
+        )
+    if ours:
+        _log.warning("%s: a run that did not commit was writing %s; it is replaced (two runs "
+                     "of one filter at once are not told from a crash: run one at a time)",
+                     store.uri, output.name)
     df = _stable_input(df, unstable_input)
     pending = None
     with _new_generation(store, current) as generation:
@@ -587,8 +605,9 @@ def dedup_and_write(
             state = _publish(staged)
         except BaseException:
             # Back as it was: the filter never changed; an output that was not there before
-            # (or was a crashed run's) goes; PENDING, last, since it vouches for the output.
-            if not existed or ours:
+            # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
+            # PENDING, last, since it vouches for the output.
+            if (not existed or ours) and not _committed_since(store, current, output.name):
                 output.delete()
             if pending is not None:
                 store.delete(pending)
@@ -597,6 +616,18 @@ def dedup_and_write(
     _clean_up(store, state)
     store.delete(pending)
     return state
+
+
+def _committed_since(store: _Store, base: Optional[ShardedFilter], output: str) -> bool:
+    """Whether a run that committed after `base` wrote `output` (another run of the same job at
+    the same time, which this one's failure must not take it from)."""
+    try:
+        latest = _open(store)
+    except Exception as error:  # the failure being handled is the one to raise
+        _log.warning("%s: could not read the committed state: %s", store.uri, error)
+        return False
+    return (latest is not None and (base is None or latest.number > base.number)
+            and (latest.manifest.get("run") or {}).get("output") == output)
 
 
 def _run_record(
@@ -620,6 +651,11 @@ class _OutputPath:
         conf = spark._jsparkSession.sessionState().newHadoopConf()
         self._fs = hadoop_path.getFileSystem(conf)
         self._path = self._fs.makeQualified(hadoop_path)
+        if str(self._path.toUri().getScheme()) == "file":
+            # One name for one local directory, however a symbolic link spells it: a run's
+            # record, and the output a committed run wrote, are recognised through any.
+            real = os.path.realpath(str(self._path.toUri().getPath()))
+            self._path = self._fs.makeQualified(jvm.org.apache.hadoop.fs.Path("file", None, real))
         self.name = self._path.toString()
 
     def exists(self) -> bool:
