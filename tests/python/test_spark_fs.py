@@ -168,11 +168,12 @@ def test_two_writers_cannot_both_commit(spark, tmp_path, days, a_writes):
     assert {p.name for p in path.iterdir()} == before | {state.generation}
 
 
-def test_the_output_of_the_committed_run_is_never_replaced(spark, tmp_path, days):
+def test_the_output_of_the_committed_run_is_never_replaced(spark, tmp_path, days, caplog):
     """docs/DESIGN.md §9: a rerun can never destroy the output the last committed run wrote.
     The same job through a symbolic link to the output's folder is that run (nothing to do);
     another dump to that output is refused in any mode (its keys would all be dropped by a
-    filter that holds them, or the day replaced), unless force=True, as the CLI's --force."""
+    filter that holds them, or the day replaced), unless force=True, as the CLI's --force.
+    A capacity given to a carried filter is ignored, with the CLI's warning."""
     root, expected, _ = days
     path, out = tmp_path / "filter", tmp_path / "out"
     (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
@@ -186,15 +187,36 @@ def test_the_output_of_the_committed_run_is_never_replaced(spark, tmp_path, days
     with pytest.raises(FileExistsError, match="the output of the run that committed"):
         day(2, out, mode="overwrite")
     assert bbspark.open_filter(path).number == 1 and records(spark, out) == expected[0]
-    assert day(2, out, mode="overwrite", force=True).number == 2
+    # A run that fails while another run of the same job writes its output (whose PENDING
+    # names it) leaves that output to it.
+    other = tmp_path / "out2"
+
+    def another_run_writes_it(step):
+        if step == "written":
+            (path / "PENDING-other.json").write_text(json.dumps(
+                {"output": f"file:{other.resolve()}", "base": 1, "generation": "gen-000002-0"}))
+            raise RuntimeError("this run fails")
+
+    with pytest.raises(RuntimeError, match="this run fails"):
+        day(2, other, _on_step=another_run_writes_it)
+    assert other.exists()
+    (path / "PENDING-other.json").unlink()
+    with caplog.at_level(logging.WARNING, logger="bulkbloom.spark"):
+        assert day(2, out, mode="overwrite", force=True, capacity=ROWS).number == 2
+    assert f"capacity={ROWS} ignored" in caplog.text
     assert records(spark, out) == expected[1]
 
 
 def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spark, tmp_path):
-    """Before any job runs, with an error naming the file, and nothing in the directory changed:
-    a file, another tool's directory (the CLI's state directory, anything not empty), a
-    manifest that is not one, a generation whose shard file was removed."""
+    """Before any job runs (but the count of an empty input), with an error naming the file,
+    and nothing in the directory changed: a file, another tool's directory (the CLI's state
+    directory, anything not empty), a manifest or PENDING object that is not one, a generation
+    whose shard file was removed, and a new filter sized for an input of no rows."""
     df = spark.createDataFrame([(1,), (2,), (1,)], ["event_id"])
+    with pytest.raises(ValueError, match="the input has no rows"):
+        bbspark.dedup_and_write(df.limit(0), "event_id", tmp_path / "out",
+                                filter=tmp_path / "empty")
+    assert not any(tmp_path.iterdir())
     tool = tmp_path / "tool"
     tool.mkdir()
     (tool / "MANIFEST").write_text("the CLI's\n")
@@ -219,6 +241,10 @@ def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spar
         with pytest.raises(bulkbloom.FormatError, match=f"000001.json (is )?{error}"):
             bbspark.open_filter(path, spark)
     manifest.write_text(good)
+    (path / "PENDING-0.json").write_text("[]")
+    with pytest.raises(bulkbloom.FormatError, match="PENDING-0.json is not a PENDING"):
+        bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=path)
+    (path / "PENDING-0.json").unlink()
     shard = Path(bbspark.open_filter(path, spark).shard_path(1))
     shard.unlink()
     before = listing(tmp_path)

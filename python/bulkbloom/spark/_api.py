@@ -27,8 +27,8 @@ from ._plan import (
 )
 from ._store import (
     _DROPPED, PathLike, ShardedFilter, _check_shards_exist, _clean_up, _crashed_runs, _full_at,
-    _input_drops, _input_drops_name, _new_generation, _open, _publish, _scratch_store, _stage,
-    _Staged, _Store, _store_of, _write_pending,
+    _input_drops, _input_drops_name, _new_generation, _open, _pending_for, _publish,
+    _scratch_store, _stage, _Staged, _Store, _store_of, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
 
@@ -79,12 +79,29 @@ def _decide(
             held = "a filter" if base.window is None else f"a window ({base.window})"
             raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
         _check_shards_exist(base)
+        if base.window is None and capacity is not None and capacity != base.manifest.get(
+                "capacity"):
+            # As the command line warns of --capacity given with a filter that exists.
+            _log.warning("%s: capacity=%d ignored: the filter keeps the layout it was made with "
+                         "(capacity %s, fpr %s)", store.uri, capacity,
+                         base.manifest.get("capacity"), base.manifest.get("fpr"))
     # The keys' hash and seed are known before the filter's size: a carried filter's, a given
     # layout's or window's, else those every new filter gets (_spark_seeded).
     known = base.layout if base is not None else layout if window is None else (
         None if window.config is None else window.config.generation)
     hashing = ("xxh64", SPARK_SEED) if known is None else (known.hash, known.seed)
     narrow = _narrowed(df, key, kind, order, hashing, nulls)
+
+    def sized_from_count() -> int:
+        """The input's rows, for which a new filter is sized where no capacity is given."""
+        if row_count.counted == 0 and carry:
+            # Sized for nothing, the filter carried to the next runs would be full at once.
+            raise ValueError(
+                f"{store.uri} holds no filter yet, and the input has no rows to size one for: "
+                "pass capacity= (the keys it will hold over the runs it is carried through)"
+            )
+        return row_count()
+
     with _RowCount(narrow, df) as row_count:
         if base is not None:
             the_layout, count = base.layout, base.num_shards
@@ -98,7 +115,7 @@ def _decide(
                 config = window.config
                 if config is None:
                     if rows is None:
-                        rows = row_count()
+                        rows = sized_from_count()
                     sized = bulkbloom.WindowConfig.for_event_time(
                         rows / window.length, window.length, fpr, generations=window.generations,
                         lateness=window.lateness,
@@ -110,7 +127,7 @@ def _decide(
                 layout = config.generation
             elif layout is None:
                 if rows is None:
-                    rows = row_count()
+                    rows = sized_from_count()
                 # As the command line and bulkbloom.Filter size a filter promising `fpr`: at its
                 # first generation's target, so that it holds `rows` keys before it is full.
                 layout = _spark_seeded(bulkbloom.Layout.promising(rows, fpr))
@@ -607,7 +624,8 @@ def dedup_and_write(
             # Back as it was: the filter never changed; an output that was not there before
             # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
             # PENDING, last, since it vouches for the output.
-            if (not existed or ours) and not _committed_since(store, current, output.name):
+            if (not existed or ours) and not _written_by_another(store, current, output.name,
+                                                                 pending):
                 output.delete()
             if pending is not None:
                 store.delete(pending)
@@ -618,16 +636,19 @@ def dedup_and_write(
     return state
 
 
-def _committed_since(store: _Store, base: Optional[ShardedFilter], output: str) -> bool:
-    """Whether a run that committed after `base` wrote `output` (another run of the same job at
-    the same time, which this one's failure must not take it from)."""
+def _written_by_another(store: _Store, base: Optional[ShardedFilter], output: str,
+                        pending: Optional[str]) -> bool:
+    """Whether another run of the same job, at the same time, wrote `output` and committed
+    after `base`, or is writing it (its PENDING, not this run's `pending`): this run's failure
+    must not take the output from it."""
     try:
         latest = _open(store)
+        return (latest is not None and (base is None or latest.number > base.number)
+                and (latest.manifest.get("run") or {}).get("output") == output) or (
+                    _pending_for(store, output, pending))
     except Exception as error:  # the failure being handled is the one to raise
         _log.warning("%s: could not read the committed state: %s", store.uri, error)
         return False
-    return (latest is not None and (base is None or latest.number > base.number)
-            and (latest.manifest.get("run") or {}).get("output") == output)
 
 
 def _run_record(

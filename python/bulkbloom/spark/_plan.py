@@ -297,12 +297,17 @@ class _RowCount:
         self._cached = False
 
     def __call__(self) -> int:
+        """The rows (at least 1: a size)."""
+        return max(1, self.counted)
+
+    @property
+    def counted(self) -> int:
         if self._rows is None:
             if _counted_from_footers(self._df):
-                self._rows = max(1, self._df.count())
+                self._rows = self._df.count()
             else:
                 self._cached = True
-                self._rows = max(1, self._frame.persist().count())
+                self._rows = self._frame.persist().count()
         return self._rows
 
     def __enter__(self) -> "_RowCount":

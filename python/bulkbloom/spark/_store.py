@@ -793,6 +793,20 @@ def _write_pending(store: _Store, output: str, staged: _Staged) -> str:
     return name
 
 
+def _pending_for(store: _Store, output: str, own: Optional[str]) -> bool:
+    """Whether a PENDING object other than `own` names `output`: once a run has staged, it has
+    removed those of crashed runs (_crashed_runs), so such a one is a run's that started since."""
+    for name in store.list():
+        if name.startswith(_PENDING) and name != own:
+            try:
+                pending = json.loads(store.read(name))
+            except (FileNotFoundError, ValueError):
+                continue
+            if isinstance(pending, dict) and pending.get("output") == output:
+                return True
+    return False
+
+
 def _crashed_runs(store: _Store, current: Optional[ShardedFilter], output: str) -> tuple:
     """(whether a dedup_and_write run that crashed before its commit was writing `output` from
     the current state, so that what is there is its, to be replaced; the PENDING objects of runs
@@ -809,6 +823,9 @@ def _crashed_runs(store: _Store, current: Optional[ShardedFilter], output: str) 
             continue
         except ValueError as error:
             raise bulkbloom.FormatError(f"{store.path(name)}: {error}") from None
+        if not isinstance(pending, dict):
+            raise bulkbloom.FormatError(f"{store.path(name)} is not a PENDING object (JSON "
+                                        "{output, base, generation})")
         committed = current is not None and pending.get("generation") == current.generation
         if not committed and pending.get("base") == base:
             if pending.get("output") != output:
