@@ -211,7 +211,8 @@ def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spar
     """Before any job runs (but the count of an empty input), with an error naming the file,
     and nothing in the directory changed: a file, another tool's directory (the CLI's state
     directory, anything not empty), a manifest or PENDING object that is not one, a generation
-    whose shard file was removed, and a new filter sized for an input of no rows."""
+    whose shard file was removed, a new filter sized for an input of no rows, and an output
+    inside the filter directory or holding it (an overwrite would remove the filter)."""
     df = spark.createDataFrame([(1,), (2,), (1,)], ["event_id"])
     with pytest.raises(ValueError, match="the input has no rows"):
         bbspark.dedup_and_write(df.limit(0), "event_id", tmp_path / "out",
@@ -232,6 +233,11 @@ def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spar
         assert listing(tmp_path) == before
     path = tmp_path / "filter"
     bbspark.build(df, "event_id", path, capacity=100, num_shards=2)
+    before = listing(tmp_path)
+    for out in (tmp_path, path, path / "out"):
+        with pytest.raises(ValueError, match="one inside the other"):
+            bbspark.dedup_and_write(df, "event_id", out, filter=path, mode="overwrite")
+    assert listing(tmp_path) == before
     manifest = path / "manifests" / "000001.json"
     good = manifest.read_text()
     damaged = {"[]": "not a version-2", json.dumps({**json.loads(good), "shards": []}):

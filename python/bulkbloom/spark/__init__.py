@@ -126,7 +126,8 @@ Committing a run (``dedup_and_write``)
     after (d) dedups again. Any other run to the output the current manifest's run wrote (a
     local output named by its real path, through symbolic links) is refused before anything
     runs, in any mode, as the CLI refuses it (its keys are in the filter: nearly every record
-    would be dropped), unless ``force=True``. A run that fails leaves an output that a run
+    would be dropped), unless ``force=True``, and so is an output inside the filter directory
+    or holding it (Spark's overwrite would remove the filter). A run that fails leaves an output that a run
     which committed meanwhile wrote, or whose ``PENDING`` names it, is writing (the same job
     started twice). Nothing is removed until a run
     commits (d); then what neither the new manifest nor the one before it names is removed.

@@ -561,6 +561,13 @@ def dedup_and_write(
         )
     store = _store_of(filter, spark)
     output = _OutputPath(spark, path)
+    held = store.uri if store.local is None else f"file:{os.path.realpath(store.local)}"
+    if f"{output.name.rstrip('/')}/".startswith(f"{held.rstrip('/')}/") or \
+            f"{held.rstrip('/')}/".startswith(f"{output.name.rstrip('/')}/"):
+        # Spark's write of the output (an overwrite removes what is at its path first) would
+        # take the filter with it, or the filter's commit its output.
+        raise ValueError(f"the output {output.name} and the filter directory {store.uri} are one "
+                         "inside the other: give them paths apart")
     order_terms = _order_terms(order)
     run = _run_record(df, key, order_terms, output.name, format)
     if broadcast_drops is None:
