@@ -127,10 +127,10 @@ Committing a run (``dedup_and_write``)
     local output named by its real path, through symbolic links) is refused before anything
     runs, in any mode, as the CLI refuses it (its keys are in the filter: nearly every record
     would be dropped), unless ``force=True``, and so is an output inside the filter directory
-    or holding it (Spark's overwrite would remove the filter). A run that fails leaves an output that a run
-    which committed meanwhile wrote, or whose ``PENDING`` names it, is writing (the same job
-    started twice). Nothing is removed until a run
-    commits (d); then what neither the new manifest nor the one before it names is removed.
+    or holding it (Spark's overwrite would remove the filter). A run that fails leaves an
+    output that a run which committed meanwhile wrote, or whose ``PENDING`` names it, is
+    writing (the same job started twice). Nothing is removed until a run commits (d); then
+    what neither the new manifest nor the one before it names is removed.
     Nothing tells a run still writing from one that crashed: a ``PENDING`` from the current
     state naming this run's output is taken for a crashed run's (logged), so run one job a
     filter at a time.
