@@ -211,7 +211,7 @@ def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spar
     """Before any job runs (but the count of an empty input), with an error naming the file,
     and nothing in the directory changed: a file, another tool's directory (the CLI's state
     directory, anything not empty), a manifest or PENDING object that is not one, a generation
-    whose shard file was removed, a new filter sized for an input of no rows, and an output
+    whose shard file was truncated, replaced by another shard's or removed, a new filter sized for an input of no rows, and an output
     inside the filter directory or holding it (an overwrite would remove the filter)."""
     df = spark.createDataFrame([(1,), (2,), (1,)], ["event_id"])
     with pytest.raises(ValueError, match="the input has no rows"):
@@ -252,6 +252,16 @@ def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spar
         bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=path)
     (path / "PENDING-0.json").unlink()
     shard = Path(bbspark.open_filter(path, spark).shard_path(1))
+    before = listing(tmp_path)
+    bits = shard.read_bytes()
+    for damage, error in ((bits[:100], f"{shard}: truncated"),
+                          (Path(bbspark.open_filter(path, spark).shard_path(0)).read_bytes(),
+                           f"{shard} is shard 0 of 2 .* the manifest says shard 1")):
+        shard.write_bytes(damage)
+        with pytest.raises(bulkbloom.FormatError, match=error):
+            bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=path)
+        shard.write_bytes(bits)
+        assert listing(tmp_path) == before
     shard.unlink()
     before = listing(tmp_path)
     with pytest.raises(bulkbloom.FormatError, match=f"{shard}, shard 1 .* is missing"):

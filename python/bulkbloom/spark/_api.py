@@ -26,7 +26,7 @@ from ._plan import (
     _spark_seeded,
 )
 from ._store import (
-    _DROPPED, PathLike, ShardedFilter, _check_shards_exist, _clean_up, _crashed_runs, _full_at,
+    _DROPPED, PathLike, ShardedFilter, _check_shards, _clean_up, _crashed_runs, _full_at,
     _input_drops, _input_drops_name, _new_generation, _open, _pending_for, _publish,
     _scratch_store, _stage, _Staged, _Store, _store_of, _write_pending,
 )
@@ -78,7 +78,7 @@ def _decide(
         if (base.window is None) != (window is None):
             held = "a filter" if base.window is None else f"a window ({base.window})"
             raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
-        _check_shards_exist(base)
+        _check_shards(base)
         if base.window is None and capacity is not None and capacity != base.manifest.get(
                 "capacity"):
             # As the command line warns of --capacity given with a filter that exists.
