@@ -211,8 +211,9 @@ def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spar
     """Before any job runs (but the count of an empty input), with an error naming the file,
     and nothing in the directory changed: a file, another tool's directory (the CLI's state
     directory, anything not empty), a manifest or PENDING object that is not one, a generation
-    whose shard file was truncated, replaced by another shard's or removed, a new filter sized for an input of no rows, and an output
-    inside the filter directory or holding it (an overwrite would remove the filter)."""
+    whose shard file was truncated, replaced by another shard's or removed, a new filter sized
+    for an input of no rows, and an output inside the filter directory or holding it (an
+    overwrite would remove the filter)."""
     df = spark.createDataFrame([(1,), (2,), (1,)], ["event_id"])
     with pytest.raises(ValueError, match="the input has no rows"):
         bbspark.dedup_and_write(df.limit(0), "event_id", tmp_path / "out",

@@ -193,9 +193,10 @@ is full, and ``key_count``, its distinct keys: docs/FORMAT.md, "Sharded filter d
     directory holding anything else (another tool's, such as the CLI's state directory), is
     refused (``bulkbloom.FormatError``), as is a manifest without the fields above or a
     generation whose shard file is missing (or, on the local filesystem, truncated or another
-    shard's: the driver maps each, reading its header), before any job runs. A directory of version 1 (a
-    ``CURRENT`` file naming ``gen-N/``, which holds ``manifest.json``) is read as it is, and its
-    first commit writes version 2 (logged), after which older bulkbloom versions cannot read it.
+    shard's: the driver maps each, reading its header), before any job runs. A directory of
+    version 1 (a ``CURRENT`` file naming ``gen-N/``, which holds ``manifest.json``) is read as
+    it is, and its first commit writes version 2 (logged), after which older bulkbloom
+    versions cannot read it.
 """
 
 from __future__ import annotations
