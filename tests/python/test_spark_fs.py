@@ -173,7 +173,7 @@ def test_the_output_of_the_committed_run_is_never_replaced(spark, tmp_path, days
     The same job through a symbolic link to the output's folder is that run (nothing to do);
     another dump to that output is refused in any mode (its keys would all be dropped by a
     filter that holds them, or the day replaced), unless force=True, as the CLI's --force.
-    A capacity given to a carried filter is ignored, with the CLI's warning."""
+    A capacity or rate given to a carried filter is ignored, with the CLI's warning."""
     root, expected, _ = days
     path, out = tmp_path / "filter", tmp_path / "out"
     (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
@@ -202,8 +202,8 @@ def test_the_output_of_the_committed_run_is_never_replaced(spark, tmp_path, days
     assert other.exists()
     (path / "PENDING-other.json").unlink()
     with caplog.at_level(logging.WARNING, logger="bulkbloom.spark"):
-        assert day(2, out, mode="overwrite", force=True, capacity=ROWS).number == 2
-    assert f"capacity={ROWS} ignored" in caplog.text
+        assert day(2, out, mode="overwrite", force=True, capacity=ROWS, fpr=0.5).number == 2
+    assert f"capacity={ROWS}, fpr=0.5 ignored" in caplog.text
     assert records(spark, out) == expected[1]
 
 

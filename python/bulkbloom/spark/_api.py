@@ -42,7 +42,7 @@ def _decide(
     *,
     order: List[_OrderTerm],
     capacity: Optional[int],
-    fpr: float,
+    fpr: Optional[float],
     num_shards: Optional[int],
     layout: Optional[bulkbloom.Layout],
     carry: bool,
@@ -79,12 +79,16 @@ def _decide(
             held = "a filter" if base.window is None else f"a window ({base.window})"
             raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
         _check_shards(base)
-        if base.window is None and capacity is not None and capacity != base.manifest.get(
-                "capacity"):
-            # As the command line warns of --capacity given with a filter that exists.
-            _log.warning("%s: capacity=%d ignored: the filter keeps the layout it was made with "
-                         "(capacity %s, fpr %s)", store.uri, capacity,
+        # As the command line warns of --capacity or --fpr given with a filter that exists (a
+        # window's capacity sizes each run's generations).
+        ignored = [f"{name}={value}" for name, value, unused in (
+            ("capacity", capacity, base.window is None), ("fpr", fpr, True))
+            if unused and value is not None and value != base.manifest.get(name)]
+        if ignored:
+            _log.warning("%s: %s ignored: the filter keeps the layout it was made with "
+                         "(capacity %s, fpr %s)", store.uri, ", ".join(ignored),
                          base.manifest.get("capacity"), base.manifest.get("fpr"))
+    fpr = _FPR if fpr is None else fpr
     # The keys' hash and seed are known before the filter's size: a carried filter's, a given
     # layout's or window's, else those every new filter gets (_spark_seeded).
     known = base.layout if base is not None else layout if window is None else (
@@ -205,6 +209,8 @@ def _decide(
 
 
 _ON_FULL = ("error", "pass")
+# The false-positive rate a new filter promises where none is given.
+_FPR = 0.001
 
 
 def _check_on_full(on_full: str) -> None:
@@ -266,7 +272,7 @@ def dedup(
     order: OrderLike = None,
     num_shards: Optional[int] = None,
     capacity: Optional[int] = None,
-    fpr: float = 0.001,
+    fpr: float = _FPR,
     layout: Optional[bulkbloom.Layout] = None,
     broadcast_drops: Optional[int] = None,
     unstable_input: str = "checkpoint",
@@ -504,7 +510,7 @@ def dedup_and_write(
     order: OrderLike = None,
     num_shards: Optional[int] = None,
     capacity: Optional[int] = None,
-    fpr: float = 0.001,
+    fpr: Optional[float] = None,
     layout: Optional[bulkbloom.Layout] = None,
     window: Optional[int] = None,
     time: Optional[int] = None,
@@ -524,8 +530,10 @@ def dedup_and_write(
 
     The keys, order, sizing, ``broadcast_drops``, ``unstable_input``, ``nulls`` and ``on_full``
     are ``dedup``'s; a new filter is sized and laid out as ``dedup`` sizes one, a carried one
-    keeps what it has (its layout, promised rate and the rate at which it is full), and a run
-    that would take it past that rate is refused (``on_full``). ``format``, ``partition_by``
+    keeps what it has (its layout, promised rate and the rate at which it is full: a
+    ``capacity``, a filter's, or ``fpr`` given that differs is ignored with a warning, as the
+    command line warns; ``fpr`` None: 0.001 for a new one), and a run that would take it past
+    that rate is refused (``on_full``). ``format``, ``partition_by``
     and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
     ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
     append that crashed half way cannot be told from the data before it (write each dump to its
@@ -707,7 +715,7 @@ def build(
     path: PathLike,
     *,
     capacity: Optional[int] = None,
-    fpr: float = 0.001,
+    fpr: float = _FPR,
     num_shards: Optional[int] = None,
     layout: Optional[bulkbloom.Layout] = None,
     nulls: str = "error",
