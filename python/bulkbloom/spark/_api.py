@@ -533,8 +533,8 @@ def dedup_and_write(
     keeps what it has (its layout, promised rate and the rate at which it is full: a
     ``capacity``, a filter's, or ``fpr`` given that differs is ignored with a warning, as the
     command line warns; ``fpr`` None: 0.001 for a new one), and a run that would take it past
-    that rate is refused (``on_full``). ``format``, ``partition_by``
-    and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
+    that rate is refused (``on_full``). ``format``, ``partition_by`` and ``options`` go to
+    Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
     ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
     append that crashed half way cannot be told from the data before it (write each dump to its
     own path, e.g. a date's partition directory, instead).
@@ -570,10 +570,10 @@ def dedup_and_write(
     store = _store_of(filter, spark)
     output = _OutputPath(spark, path)
     held = store.uri if store.local is None else f"file:{os.path.realpath(store.local)}"
-    if f"{output.name.rstrip('/')}/".startswith(f"{held.rstrip('/')}/") or \
-            f"{held.rstrip('/')}/".startswith(f"{output.name.rstrip('/')}/"):
-        # Spark's write of the output (an overwrite removes what is at its path first) would
-        # take the filter with it, or the filter's commit its output.
+    if _one_inside_the_other(output.name, held):
+        # Spark's write of an output holding the filter (an overwrite removes what is at its
+        # path first) would take the filter with it; an output inside the filter's directory
+        # would go with the filter's, and could take a name of its objects.
         raise ValueError(f"the output {output.name} and the filter directory {store.uri} are one "
                          "inside the other: give them paths apart")
     order_terms = _order_terms(order)
@@ -649,6 +649,12 @@ def dedup_and_write(
     _clean_up(store, state)
     store.delete(pending)
     return state
+
+
+def _one_inside_the_other(a: str, b: str) -> bool:
+    """Whether the paths (URIs) `a` and `b` are one, or one holds the other."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 def _written_by_another(store: _Store, base: Optional[ShardedFilter], output: str,
