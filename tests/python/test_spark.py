@@ -170,15 +170,26 @@ def test_dedup_keeps_what_the_cli_keeps(spark, cli, tmp_path, num_shards, seed, 
     assert_same_records(unique, keys, expected)
     state = bbspark.open_filter(tmp_path / "f")
     assert state.num_shards == num_shards and state.layout == layout
+    # The manifest's size of the dropped rows' bitmap is the one the drops files make.
+    words, _ = _api._dropped_bitmap(state.store, state.manifest["drops"], 1 << 40)
+    assert state.manifest["drops_words"] == len(words) > 0
     # The input's own order when no order is given (createDataFrame keeps it), the dropped rows
     # as a bitmap in the plan, as the bitmap's words broadcast to a join (a bitmap larger than a
     # plan takes) and, past broadcast_drops, looked up by a Python function of the row id.
+    # The driver reads the drops files only for a bitmap that fits in the plan: the join's
+    # are read by Spark alone.
+    read_by_driver = []
+    bitmap_of = _api._dropped_bitmap
+    monkeypatch.setattr(_api, "_dropped_bitmap",
+                        lambda *args: read_by_driver.append(1) or bitmap_of(*args))
     for broadcast_drops, bitmap_bytes, how in ((None, _api._BITMAP_BYTES, "bitmap"),
                                                (None, 0, "join"), (0, _api._BITMAP_BYTES, "udf")):
         monkeypatch.setattr(_api, "_BITMAP_BYTES", bitmap_bytes)
+        read_by_driver.clear()
         in_order = bbspark.dedup(frame(spark, keys), "event_id", layout=layout, fpr=FPR,
                                  num_shards=num_shards, broadcast_drops=broadcast_drops)
         assert filtering(in_order) == how
+        assert len(read_by_driver) == (how == "bitmap"), how
         assert_same_records(in_order, keys, expected)
 
 

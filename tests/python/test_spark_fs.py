@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import bulkbloom
 from conftest import local_spark
 
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -138,10 +139,12 @@ def test_of_two_manifests_of_one_name_exactly_one_is_created(spark, tmp_path, sc
     assert store.read("manifests/000001.json") == b"first\n"
 
 
-def test_two_writers_cannot_both_commit(spark, tmp_path, days):
+@pytest.mark.parametrize("a_writes", ["a", "b"])
+def test_two_writers_cannot_both_commit(spark, tmp_path, days, a_writes):
     """Run A, between its output's write and its commit, sees run B (another dump, its own
-    output) start from the same state and commit: A's commit is refused, and A leaves nothing,
-    neither output nor objects; B's commit stands."""
+    output, or the same job started twice: A's output) start from the same state and commit:
+    A's commit is refused, and A leaves nothing, neither output nor objects; B's commit stands,
+    with its output."""
     root, expected, _ = days
     path = tmp_path / "filter"
     bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
@@ -154,14 +157,122 @@ def test_two_writers_cannot_both_commit(spark, tmp_path, days):
                                     filter=path, **OPTIONS)
 
     with pytest.raises(RuntimeError, match="another job committed generation 2"):
-        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "a",
-                                filter=path, _on_step=b_commits_first, **OPTIONS)
+        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")),
+                                path=tmp_path / a_writes, filter=path,
+                                _on_step=b_commits_first, **OPTIONS)
     assert not (tmp_path / "a").exists()
     state = bbspark.open_filter(path)
     assert state.number == 2 and state.manifest["run"]["output"].endswith("/b")
     assert records(spark, tmp_path / "b") == expected[1]
     # B's generation, B's cleanup; A's staged generation and PENDING are gone.
     assert {p.name for p in path.iterdir()} == before | {state.generation}
+
+
+def test_the_output_of_the_committed_run_is_never_replaced(spark, tmp_path, days, caplog):
+    """docs/DESIGN.md §9: a rerun can never destroy the output the last committed run wrote.
+    The same job through a symbolic link to the output's folder is that run (nothing to do);
+    another dump to that output is refused in any mode (its keys would all be dropped by a
+    filter that holds them, or the day replaced), unless force=True, as the CLI's --force.
+    A capacity or rate given to a carried filter is ignored, with the CLI's warning."""
+    root, expected, _ = days
+    path, out = tmp_path / "filter", tmp_path / "out"
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+
+    def day(number, where, **options):
+        return bbspark.dedup_and_write(spark.read.parquet(str(root / f"in{number}")),
+                                       path=where, filter=path, **OPTIONS, **options)
+
+    day(1, out, capacity=4 * ROWS, fpr=0.05)
+    assert day(1, tmp_path / "link" / "out", mode="overwrite").number == 1
+    with pytest.raises(FileExistsError, match="the output of the run that committed"):
+        day(2, out, mode="overwrite")
+    assert bbspark.open_filter(path).number == 1 and records(spark, out) == expected[0]
+    # A run that fails while another run of the same job writes its output (whose PENDING
+    # names it) leaves that output to it.
+    other = tmp_path / "out2"
+
+    def another_run_writes_it(step):
+        if step == "written":
+            (path / "PENDING-other.json").write_text(json.dumps(
+                {"output": f"file:{other.resolve()}", "base": 1, "generation": "gen-000002-0"}))
+            raise RuntimeError("this run fails")
+
+    with pytest.raises(RuntimeError, match="this run fails"):
+        day(2, other, _on_step=another_run_writes_it)
+    assert other.exists()
+    (path / "PENDING-other.json").unlink()
+    with caplog.at_level(logging.WARNING, logger="bulkbloom.spark"):
+        assert day(2, out, mode="overwrite", force=True, capacity=ROWS, fpr=0.5).number == 2
+    assert f"capacity={ROWS}, fpr=0.5 ignored" in caplog.text
+    assert records(spark, out) == expected[1]
+
+
+def test_a_directory_that_is_not_a_filter_or_is_damaged_is_refused_as_it_is(spark, tmp_path):
+    """Before any job runs (but the count of an empty input), with an error naming the file,
+    and nothing in the directory changed: a file, another tool's directory (the CLI's state
+    directory, anything not empty), a manifest or PENDING object that is not one, a generation
+    whose shard file was truncated, replaced by another shard's or removed, a new filter sized
+    for an input of no rows, and an output inside the filter directory or holding it (an
+    overwrite would remove the filter)."""
+    df = spark.createDataFrame([(1,), (2,), (1,)], ["event_id"])
+    with pytest.raises(ValueError, match="the input has no rows"):
+        bbspark.dedup_and_write(df.limit(0), "event_id", tmp_path / "out",
+                                filter=tmp_path / "empty")
+    assert not any(tmp_path.iterdir())
+    tool = tmp_path / "tool"
+    tool.mkdir()
+    (tool / "MANIFEST").write_text("the CLI's\n")
+    (tool / "tmp-notes").write_text("mine\n")
+    (tmp_path / "filter.bbf").write_bytes(b"BBF")
+    for where, error in ((tool, r"holds no sharded filter .*\(MANIFEST, tmp-notes\)"),
+                         (tmp_path / "filter.bbf", "is a file")):
+        before = listing(tmp_path)
+        with pytest.raises(bulkbloom.FormatError, match=error):
+            bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=where)
+        with pytest.raises(bulkbloom.FormatError, match=error):
+            bbspark.build(df, "event_id", where, capacity=10)
+        assert listing(tmp_path) == before
+    path = tmp_path / "filter"
+    bbspark.build(df, "event_id", path, capacity=100, num_shards=2)
+    before = listing(tmp_path)
+    for out in (tmp_path, path, path / "out"):
+        with pytest.raises(ValueError, match="one inside the other"):
+            bbspark.dedup_and_write(df, "event_id", out, filter=path, mode="overwrite")
+    assert listing(tmp_path) == before
+    manifest = path / "manifests" / "000001.json"
+    good = manifest.read_text()
+    damaged = {"[]": "not a version-2", json.dumps({**json.loads(good), "shards": []}):
+               "damaged: it names 0 shards of 2"}
+    for text, error in damaged.items():
+        manifest.write_text(text)
+        with pytest.raises(bulkbloom.FormatError, match=f"000001.json (is )?{error}"):
+            bbspark.open_filter(path, spark)
+    manifest.write_text(good)
+    (path / "PENDING-0.json").write_text("[]")
+    with pytest.raises(bulkbloom.FormatError, match="PENDING-0.json is not a PENDING"):
+        bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=path)
+    (path / "PENDING-0.json").unlink()
+    shard = Path(bbspark.open_filter(path, spark).shard_path(1))
+    before = listing(tmp_path)
+    bits = shard.read_bytes()
+    for damage, error in ((bits[:100], f"{shard}: truncated"),
+                          (Path(bbspark.open_filter(path, spark).shard_path(0)).read_bytes(),
+                           f"{shard} is shard 0 of 2 .* the manifest says shard 1")):
+        shard.write_bytes(damage)
+        with pytest.raises(bulkbloom.FormatError, match=error):
+            bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=path)
+        shard.write_bytes(bits)
+        assert listing(tmp_path) == before
+    shard.unlink()
+    before = listing(tmp_path)
+    with pytest.raises(bulkbloom.FormatError, match=f"{shard}, shard 1 .* is missing"):
+        bbspark.dedup_and_write(df, "event_id", tmp_path / "out", filter=path)
+    assert listing(tmp_path) == before
+
+
+def listing(path: Path) -> dict:
+    return {str(p.relative_to(path)): p.read_bytes() if p.is_file() else None
+            for p in sorted(path.rglob("*"))}
 
 
 def walk_faults(monkeypatch, run, check):

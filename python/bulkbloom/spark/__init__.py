@@ -53,10 +53,11 @@ How it runs
        ``p * stride + (r >> 6)``), and where it takes at most 768 KiB (and the bytes of
        ``broadcast_drops`` row ids) it is a literal array in the filtering's plan, which Spark's
        generated code indexes: no job, no broadcast, no join, and the records never leave the
-       JVM. A larger bitmap (an input of more than about 6M rows) goes as rows, one a word with
-       a dropped row (``row_id >> 6``, its bits ``row_id & 63``), which Spark reads from the
-       drops files in one task and broadcasts to every task, and a left anti join on the word
-       and its bit removes the dropped rows: 64 records in turn look up one entry. Beyond
+       JVM. A larger bitmap (an input of more than about 6M rows; its size is in the manifest,
+       ``"drops_words"``, so the driver does not read the files for it) goes as rows, one a
+       word with a dropped row (``row_id >> 6``, its bits ``row_id & 63``), which Spark reads
+       from the drops files in one task and broadcasts to every task, and a left anti join on
+       the word and its bit removes the dropped rows: 64 records in turn look up one entry. Beyond
        ``broadcast_drops`` (a dump of billions of
        rows drops too many to broadcast) the staging waits for one more Spark job, which
        shuffles the dropped row ids alone (8 bytes a dropped row) to regroup them into one
@@ -122,8 +123,17 @@ Committing a run (``dedup_and_write``)
     sorted file names) matches a rerun of the same job, which changes nothing and returns the
     committed state, or, if the output is gone, raises (the filter already holds the run's
     keys). An input that reads no files (an in-memory DataFrame) has no such record: its rerun
-    after (d) dedups again. Nothing is removed until a run commits (d); then what neither the
-    new manifest nor the one before it names is removed.
+    after (d) dedups again. Any other run to the output the current manifest's run wrote (a
+    local output named by its real path, through symbolic links) is refused before anything
+    runs, in any mode, as the CLI refuses it (its keys are in the filter: nearly every record
+    would be dropped), unless ``force=True``, and so is an output inside the filter directory
+    or holding it (Spark's overwrite would remove the filter). A run that fails leaves an
+    output that a run which committed meanwhile wrote, or whose ``PENDING`` names it, is
+    writing (the same job started twice). Nothing is removed until a run commits (d); then
+    what neither the new manifest nor the one before it names is removed.
+    Nothing tells a run still writing from one that crashed: a ``PENDING`` from the current
+    state naming this run's output is taken for a crashed run's (logged), so run one job a
+    filter at a time.
 
 The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``)
     Any URI Spark reads (``hdfs://``, ``s3a://``, ``gs://``, ``abfs://``, ``viewfs://``,
@@ -164,8 +174,9 @@ The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``
 is full, and ``key_count``, its distinct keys: docs/FORMAT.md, "Sharded filter directories"), the
 ``shards`` and ``drops`` objects (paths within
     PATH: a shard no record of the run went to is the earlier generation's object, named again),
-    how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``) and how many
-    rows were dropped (``"dropped"``), and, written by ``dedup_and_write``, the ``"run"`` that made
+    how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``), how many
+    rows were dropped (``"dropped"``) and the words of their bitmap (``"drops_words"``, "How it
+    runs", 3), and, written by ``dedup_and_write``, the ``"run"`` that made
     it ("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock, window,
     generations, lateness), the event ``time`` of the last run, the whole window's keys in each
     filter (``window_keys``) and the run's ``expected_false_drops`` (the sum of its window
@@ -177,9 +188,15 @@ is full, and ``key_count``, its distinct keys: docs/FORMAT.md, "Sharded filter d
     CLI) reads. After a commit, what neither the new manifest nor the one before it names (a
     DataFrame returned earlier may still read that one) is removed, up to the new generation's
     number: older manifests and generations, and what crashed or refused runs left; a generation
-    numbered past it is a running job's, left alone. A directory of version 1 (a ``CURRENT``
-    file naming ``gen-N/``, which holds ``manifest.json``) is read as it is, and its first commit
-    writes version 2 (logged), after which older bulkbloom versions cannot read it.
+    numbered past it is a running job's, left alone. A new filter is made only in a new or
+    empty directory (or one that only runs that never committed wrote in): a file, or a
+    directory holding anything else (another tool's, such as the CLI's state directory), is
+    refused (``bulkbloom.FormatError``), as is a manifest without the fields above or a
+    generation whose shard file is missing (or, on the local filesystem, truncated or another
+    shard's: the driver maps each, reading its header), before any job runs. A directory of
+    version 1 (a ``CURRENT`` file naming ``gen-N/``, which holds ``manifest.json``) is read as
+    it is, and its first commit writes version 2 (logged), after which older bulkbloom
+    versions cannot read it.
 """
 
 from __future__ import annotations

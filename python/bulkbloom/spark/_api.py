@@ -26,9 +26,9 @@ from ._plan import (
     _spark_seeded,
 )
 from ._store import (
-    _DROPPED, PathLike, ShardedFilter, _clean_up, _crashed_runs, _full_at, _input_drops,
-    _input_drops_name, _new_generation, _open, _publish, _scratch_store, _stage, _Staged, _Store,
-    _store_of, _write_pending,
+    _DROPPED, PathLike, ShardedFilter, _check_shards, _clean_up, _crashed_runs, _full_at,
+    _input_drops, _input_drops_name, _new_generation, _open, _pending_for, _publish,
+    _scratch_store, _stage, _Staged, _Store, _store_of, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
 
@@ -42,7 +42,7 @@ def _decide(
     *,
     order: List[_OrderTerm],
     capacity: Optional[int],
-    fpr: float,
+    fpr: Optional[float],
     num_shards: Optional[int],
     layout: Optional[bulkbloom.Layout],
     carry: bool,
@@ -78,12 +78,34 @@ def _decide(
         if (base.window is None) != (window is None):
             held = "a filter" if base.window is None else f"a window ({base.window})"
             raise ValueError(f"{store.uri} holds {held}; pass window= exactly for a window")
+        _check_shards(base)
+        # As the command line warns of --capacity or --fpr given with a filter that exists (a
+        # window's capacity sizes each run's generations).
+        ignored = [f"{name}={value}" for name, value, unused in (
+            ("capacity", capacity, base.window is None), ("fpr", fpr, True))
+            if unused and value is not None and value != base.manifest.get(name)]
+        if ignored:
+            _log.warning("%s: %s ignored: the filter keeps the layout it was made with "
+                         "(capacity %s, fpr %s)", store.uri, ", ".join(ignored),
+                         base.manifest.get("capacity"), base.manifest.get("fpr"))
+    fpr = _FPR if fpr is None else fpr
     # The keys' hash and seed are known before the filter's size: a carried filter's, a given
     # layout's or window's, else those every new filter gets (_spark_seeded).
     known = base.layout if base is not None else layout if window is None else (
         None if window.config is None else window.config.generation)
     hashing = ("xxh64", SPARK_SEED) if known is None else (known.hash, known.seed)
     narrow = _narrowed(df, key, kind, order, hashing, nulls)
+
+    def sized_from_count() -> int:
+        """The input's rows, for which a new filter is sized where no capacity is given."""
+        if row_count.counted == 0 and carry:
+            # Sized for nothing, the filter carried to the next runs would be full at once.
+            raise ValueError(
+                f"{store.uri} holds no filter yet, and the input has no rows to size one for: "
+                "pass capacity= (the keys it will hold over the runs it is carried through)"
+            )
+        return row_count()
+
     with _RowCount(narrow, df) as row_count:
         if base is not None:
             the_layout, count = base.layout, base.num_shards
@@ -97,7 +119,7 @@ def _decide(
                 config = window.config
                 if config is None:
                     if rows is None:
-                        rows = row_count()
+                        rows = sized_from_count()
                     sized = bulkbloom.WindowConfig.for_event_time(
                         rows / window.length, window.length, fpr, generations=window.generations,
                         lateness=window.lateness,
@@ -109,7 +131,7 @@ def _decide(
                 layout = config.generation
             elif layout is None:
                 if rows is None:
-                    rows = row_count()
+                    rows = sized_from_count()
                 # As the command line and bulkbloom.Filter size a filter promising `fpr`: at its
                 # first generation's target, so that it holds `rows` keys before it is full.
                 layout = _spark_seeded(bulkbloom.Layout.promising(rows, fpr))
@@ -173,6 +195,11 @@ def _decide(
                                    dropped)
         drops = {_input_drops_name(r["partition"]): (r["drops_file"], None) for r in regrouped}
     extra = {**extra, "dropped": dropped}
+    if write_drops:
+        # The words of the dropped rows' bitmap, so that the filtering knows whether it fits in
+        # the plan before it reads a drops file (_without_drops).
+        extra["drops_words"] = max((row["drops_partitions"] for row in rows), default=0) * max(
+            (row["drops_stride"] for row in rows), default=0)
     if run is not None:
         extra = {**extra, "run": run}
     return _stage(
@@ -182,6 +209,8 @@ def _decide(
 
 
 _ON_FULL = ("error", "pass")
+# The false-positive rate a new filter promises where none is given.
+_FPR = 0.001
 
 
 def _check_on_full(on_full: str) -> None:
@@ -243,7 +272,7 @@ def dedup(
     order: OrderLike = None,
     num_shards: Optional[int] = None,
     capacity: Optional[int] = None,
-    fpr: float = 0.001,
+    fpr: float = _FPR,
     layout: Optional[bulkbloom.Layout] = None,
     broadcast_drops: Optional[int] = None,
     unstable_input: str = "checkpoint",
@@ -333,13 +362,17 @@ def _without_drops(df: DataFrame, store: _Store, manifest: dict,
     """`df` less the rows whose row ids the generation `manifest` describes dropped (module
     documentation, "How it runs", 3)."""
     drops = [store.path(name) for name in manifest["drops"]]
-    if not drops:  # no record at all, or none dropped
+    # No record at all, or none dropped (said by the manifest: no drops file need be read).
+    if not drops or manifest.get("dropped") == 0:
         return df
     numbered = df.withColumn(_ROW, F.monotonically_increasing_id())
     if manifest["drops_by"] == "shard":
         few = int(manifest.get("dropped", 0)) <= broadcast_drops
-        bitmap = None if not few else _dropped_bitmap(
-            store, manifest["drops"], min(8 * broadcast_drops, _BITMAP_BYTES))
+        most_bytes = min(8 * broadcast_drops, _BITMAP_BYTES)
+        # A bitmap the manifest says is too large is not read here: Spark reads the files.
+        recorded = manifest.get("drops_words")
+        bitmap = None if not few or (recorded is not None and 8 * recorded > most_bytes) else (
+            _dropped_bitmap(store, manifest["drops"], most_bytes))
         if bitmap is not None:
             words, stride = bitmap
             if len(words) == 0:  # none dropped
@@ -477,7 +510,7 @@ def dedup_and_write(
     order: OrderLike = None,
     num_shards: Optional[int] = None,
     capacity: Optional[int] = None,
-    fpr: float = 0.001,
+    fpr: Optional[float] = None,
     layout: Optional[bulkbloom.Layout] = None,
     window: Optional[int] = None,
     time: Optional[int] = None,
@@ -488,6 +521,7 @@ def dedup_and_write(
     unstable_input: str = "checkpoint",
     nulls: str = "error",
     on_full: str = "error",
+    force: bool = False,
     _on_task: Optional[Callable[[], None]] = None,
     _on_step: Optional[Callable[[str], None]] = None,
 ) -> ShardedFilter:
@@ -496,9 +530,11 @@ def dedup_and_write(
 
     The keys, order, sizing, ``broadcast_drops``, ``unstable_input``, ``nulls`` and ``on_full``
     are ``dedup``'s; a new filter is sized and laid out as ``dedup`` sizes one, a carried one
-    keeps what it has (its layout, promised rate and the rate at which it is full), and a run
-    that would take it past that rate is refused (``on_full``). ``format``, ``partition_by``
-    and ``options`` go to Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
+    keeps what it has (its layout, promised rate and the rate at which it is full: a
+    ``capacity``, a filter's, or ``fpr`` given that differs is ignored with a warning, as the
+    command line warns; ``fpr`` None: 0.001 for a new one), and a run that would take it past
+    that rate is refused (``on_full``). ``format``, ``partition_by`` and ``options`` go to
+    Spark's ``DataFrameWriter`` (``df.write.format(format)...save(path)``).
     ``mode``: ``"error"`` (``path`` must not exist) or ``"overwrite"``; not ``"append"``, since an
     append that crashed half way cannot be told from the data before it (write each dump to its
     own path, e.g. a date's partition directory, instead).
@@ -518,6 +554,8 @@ def dedup_and_write(
     and ``PENDING`` lets the rerun replace what the crashed run left at ``path``; after it, the
     current generation records the run (``path``, ``format``, the key, the order and the input's
     files), and a rerun of the same run, with file inputs, changes nothing and returns the state.
+    Another run to the output the current generation's run wrote is refused (it would replace
+    that output, the command line's ``--force``), unless ``force``.
     """
     spark = df.sparkSession
     _classic(spark)
@@ -531,6 +569,13 @@ def dedup_and_write(
         )
     store = _store_of(filter, spark)
     output = _OutputPath(spark, path)
+    held = store.uri if store.local is None else f"file:{os.path.realpath(store.local)}"
+    if _one_inside_the_other(output.name, held):
+        # Spark's write of an output holding the filter (an overwrite removes what is at its
+        # path first) would take the filter with it; an output inside the filter's directory
+        # would go with the filter's, and could take a name of its objects.
+        raise ValueError(f"the output {output.name} and the filter directory {store.uri} are one "
+                         "inside the other: give them paths apart")
     order_terms = _order_terms(order)
     run = _run_record(df, key, order_terms, output.name, format)
     if broadcast_drops is None:
@@ -554,6 +599,20 @@ def dedup_and_write(
     existed = output.exists()
     if existed and not ours and _WRITE_MODES[mode] != "overwrite":
         raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
+    committed = None if current is None else current.manifest.get("run")
+    if existed and not ours and not force and committed is not None and \
+            committed.get("output") == output.name:
+        # Written again from a filter that holds that run's keys, they would all be dropped.
+        raise FileExistsError(
+            f"{output.name} is the output of the run that committed {store.uri}'s current "
+            f"generation {current.number}, and this run is not that one (other inputs, key, "
+            "order or format): it would replace that output; write to another path, or pass "
+            "force=True to replace it"
+        )
+    if ours:
+        _log.warning("%s: a run that did not commit was writing %s; it is replaced (two runs "
+                     "of one filter at once are not told from a crash: run one at a time)",
+                     store.uri, output.name)
     df = _stable_input(df, unstable_input)
     pending = None
     with _new_generation(store, current) as generation:
@@ -578,8 +637,10 @@ def dedup_and_write(
             state = _publish(staged)
         except BaseException:
             # Back as it was: the filter never changed; an output that was not there before
-            # (or was a crashed run's) goes; PENDING, last, since it vouches for the output.
-            if not existed or ours:
+            # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
+            # PENDING, last, since it vouches for the output.
+            if (not existed or ours) and not _written_by_another(store, current, output.name,
+                                                                 pending):
                 output.delete()
             if pending is not None:
                 store.delete(pending)
@@ -588,6 +649,27 @@ def dedup_and_write(
     _clean_up(store, state)
     store.delete(pending)
     return state
+
+
+def _one_inside_the_other(a: str, b: str) -> bool:
+    """Whether the paths (URIs) `a` and `b` are one, or one holds the other."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+def _written_by_another(store: _Store, base: Optional[ShardedFilter], output: str,
+                        pending: Optional[str]) -> bool:
+    """Whether another run of the same job, at the same time, wrote `output` and committed
+    after `base`, or is writing it (its PENDING, not this run's `pending`): this run's failure
+    must not take the output from it."""
+    try:
+        latest = _open(store)
+        return (latest is not None and (base is None or latest.number > base.number)
+                and (latest.manifest.get("run") or {}).get("output") == output) or (
+                    _pending_for(store, output, pending))
+    except Exception as error:  # the failure being handled is the one to raise
+        _log.warning("%s: could not read the committed state: %s", store.uri, error)
+        return False
 
 
 def _run_record(
@@ -611,6 +693,11 @@ class _OutputPath:
         conf = spark._jsparkSession.sessionState().newHadoopConf()
         self._fs = hadoop_path.getFileSystem(conf)
         self._path = self._fs.makeQualified(hadoop_path)
+        if str(self._path.toUri().getScheme()) == "file":
+            # One name for one local directory, however a symbolic link spells it: a run's
+            # record, and the output a committed run wrote, are recognised through any.
+            real = os.path.realpath(str(self._path.toUri().getPath()))
+            self._path = self._fs.makeQualified(jvm.org.apache.hadoop.fs.Path("file", None, real))
         self.name = self._path.toString()
 
     def exists(self) -> bool:
@@ -634,7 +721,7 @@ def build(
     path: PathLike,
     *,
     capacity: Optional[int] = None,
-    fpr: float = 0.001,
+    fpr: float = _FPR,
     num_shards: Optional[int] = None,
     layout: Optional[bulkbloom.Layout] = None,
     nulls: str = "error",

@@ -297,12 +297,17 @@ class _RowCount:
         self._cached = False
 
     def __call__(self) -> int:
+        """The rows (at least 1: a size)."""
+        return max(1, self.counted)
+
+    @property
+    def counted(self) -> int:
         if self._rows is None:
             if _counted_from_footers(self._df):
-                self._rows = max(1, self._df.count())
+                self._rows = self._df.count()
             else:
                 self._cached = True
-                self._rows = max(1, self._frame.persist().count())
+                self._rows = self._frame.persist().count()
         return self._rows
 
     def __enter__(self) -> "_RowCount":
@@ -361,6 +366,11 @@ _DECIDED = T.StructType(
         T.StructField("filter_keys", T.ArrayType(T.LongType(), False), False),
         # A window shard's own expected_false_drops over the run's records (None for a filter).
         T.StructField("expected_false_drops", T.DoubleType(), True),
+        # The extent of the dropped rows' bitmap (_dropped_bitmap) this shard's drops need: the
+        # input partitions up to its last dropped row's, and the words of its furthest dropped
+        # row within its partition (0 and 0 where it dropped none or writes no drops).
+        T.StructField("drops_partitions", T.LongType(), False),
+        T.StructField("drops_stride", T.LongType(), False),
     ]
 )
 
@@ -447,6 +457,7 @@ def _decide_shards(
         shard.keys_inserted += new_keys
         name = _attempt_name()
         shard_file = drops_file = drops_bytes = None
+        drops_partitions = drops_stride = 0
         if work_dir is not None:
             shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
         shard_bytes = saved(_relaid(shard, layout) if relaid else shard, shard_file)
@@ -457,6 +468,9 @@ def _decide_shards(
             else:
                 drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.parquet")
                 _write_drops(drops_file, dropped)
+            if len(dropped):
+                drops_partitions = int(dropped[-1] >> _PARTITION_SHIFT) + 1
+                drops_stride = int((dropped & ((1 << _PARTITION_SHIFT) - 1)).max() >> 6) + 1
         if on_task is not None:
             on_task()
         return pa.RecordBatch.from_pydict(
@@ -470,6 +484,8 @@ def _decide_shards(
                 "new_keys": pa.array([new_keys], pa.int64()),
                 "filter_keys": pa.array([filter_keys], pa.list_(pa.int64())),
                 "expected_false_drops": pa.array([expected_false_drops], pa.float64()),
+                "drops_partitions": pa.array([drops_partitions], pa.int64()),
+                "drops_stride": pa.array([drops_stride], pa.int64()),
             }
         )
 
