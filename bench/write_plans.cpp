@@ -1,16 +1,17 @@
 // Each write plan forced, side by side in one process, over the same loaded filter and batches as
-// bench_filter's `insert/.../batch:64Ki` cases: for insert, one thread, and on two threads block
-// ranges, routed key slices (each key hashed once and routed to its block's owner; the plan by
-// size from 16 MiB up to 1 GiB) or partitions (from 1 GiB), atomic key slices, and the atomic
-// kernel alone on one thread; insert_if_absent's in-place key slices run as an insert; for
-// insert_if_absent, one thread against block ranges, routed and in-place key slices. The engine
-// times some of these against each other call by call (cpu/plan_chooser.hpp), so bench_filter
-// shows only the mix it settled on; this shows each plan alone (#37). Cases that are no plan of
-// the library sit beside them: block ranges over keys hashed once (a second run() a call), four
-// run()s of the pool that do nothing (the in-place plan's joins alone), "2 tasks on 1T": a
-// two-task plan's tasks run one after the other on one thread, its work without any wait for a
-// core, and "pre-routed (ceiling)": each batch's keys split by owner before timing, each task
-// inserting its own with the one-thread kernel, what two threads could gain with routing free.
+// bench_filter's `insert/.../batch:64Ki` cases: for insert, one thread, and on two threads routed
+// key slices (each key hashed once and routed to its block's owner; the plan by size from 16 MiB
+// up to 1 GiB; forced at every size), block ranges (below 1 GiB) or partitions (from 1 GiB), atomic
+// key slices, and the atomic kernel alone on one thread; insert_if_absent's in-place key slices run
+// as an insert; for insert_if_absent, one thread against block ranges or partitions, routed and
+// in-place key slices. The engine times some of these against each other call by call
+// (cpu/plan_chooser.hpp), so bench_filter shows only the mix it settled on; this shows each plan
+// alone (#37). Cases that are no plan of the library sit beside them: block ranges over keys hashed
+// once (a second run() a call), four run()s of the pool that do nothing (the in-place plan's joins
+// alone), "2 tasks on 1T": a two-task plan's tasks run one after the other on one thread, its work
+// without any wait for a core, and "pre-routed (ceiling)": each batch's keys split by owner before
+// timing, each task inserting its own with the one-thread kernel, what two threads could gain with
+// routing free.
 //
 //   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
 //               [--plans "1T,2T in place"]
@@ -160,8 +161,9 @@ int main(int argc, char** argv) {
                                detail::KeyMode::hash_with_layout, pool, scratch, routed);
       };
     };
-    // The plans by size on two threads (none below kMinParallelWriteFilterBytes, partitions from
-    // 1 GiB) and, forced, the others below 1 GiB: block ranges, routed key slices.
+    // The plans by size on two threads (none below kMinParallelWriteFilterBytes, routed key slices
+    // up to 1 GiB, partitions from 1 GiB) and, forced, routed key slices at every size and block
+    // ranges below 1 GiB.
     const BulkPlan by_size = detail::plan_bulk(BulkOp::insert, layout, kBatch, 2);
     const bool partitioned = by_size.mode == BulkPlan::Mode::partitioned;
     std::vector<PlanCase> cases = {
@@ -171,9 +173,9 @@ int main(int argc, char** argv) {
     } else {
       cases.push_back(
           {"2T block ranges", &two, by_plan(BulkPlan{BulkPlan::Mode::block_ranges, 2, 0}, two)});
-      cases.push_back(
-          {"2T routed", &two, by_plan(BulkPlan{BulkPlan::Mode::routed_key_slices, 2, 0}, two)});
     }
+    cases.push_back(
+        {"2T routed", &two, by_plan(BulkPlan{BulkPlan::Mode::routed_key_slices, 2, 0}, two)});
     const BulkPlan atomic{BulkPlan::Mode::atomic_key_slices, 2, 0};
     cases.push_back({"2T atomic key slices", &two, by_plan(atomic, two)});
     // The atomic kernel's own cost against the plain one's.
@@ -295,6 +297,10 @@ int main(int argc, char** argv) {
             routed.insert_if_absent(*kernels, layout, bits, batch, kBatch, kHashed, flags.data(),
                                     pool, plan.tasks);
             return;
+          case BulkPlan::Mode::partitioned:
+            scratch.run(BulkOp::insert_if_absent, *kernels, layout, bits, batch, kBatch, kHashed,
+                        flags.data(), pool, plan.partition_shift);
+            return;
           case BulkPlan::Mode::in_place_key_slices:
             in_place.run(*kernels, layout, bits, batch, kBatch, kHashed, flags.data(), pool,
                          plan.tasks);
@@ -309,6 +315,11 @@ int main(int argc, char** argv) {
     cases.push_back({dedup_1t, &one, dedup(BulkPlan{}, one), dedup_1t});
     cases.push_back({"insert_if_absent 2T block ranges", &two,
                      dedup(BulkPlan{BulkPlan::Mode::block_ranges, 2, 0}, two), dedup_1t});
+    if (partitioned) {
+      cases.push_back({"insert_if_absent 2T partitioned", &two,
+                       dedup(detail::plan_bulk(BulkOp::insert_if_absent, layout, kBatch, 2), two),
+                       dedup_1t});
+    }
     cases.push_back({"insert_if_absent 2T routed", &two,
                      dedup(BulkPlan{BulkPlan::Mode::routed_key_slices, 2, 0}, two), dedup_1t});
     if (in_place_timed) {
