@@ -174,8 +174,14 @@ void add_shard_place(Summary& summary, std::uint32_t index, std::uint32_t num_sh
                      BlockSpan blocks) {
   summary.integer("shard", "shard", index);
   summary.integer("num_shards", "of shards", num_shards);
-  summary.text("blocks", "blocks",
-               "[" + std::to_string(blocks.begin) + ", " + std::to_string(blocks.end) + ")");
+  // Appended, not "[" + ...: GCC 12 warns (-Wrestrict, a false positive) on a literal + a
+  // temporary string.
+  std::string span = "[";
+  span += std::to_string(blocks.begin);
+  span += ", ";
+  span += std::to_string(blocks.end);
+  span += ")";
+  summary.text("blocks", "blocks", span);
 }
 
 // The bytes of the files in state directory `dir` (what it takes on disk, less the blocks).

@@ -496,8 +496,11 @@ std::string overlay_section(const Report& report, const std::vector<Overlay>& ov
             {}};
         for (const Case& c : r.cases) {
           if (c.role != "best" || c.operation != operation || c.threads != threads) continue;
-          line.label = "#" + std::to_string(k) + " " + c.implementation + ", " +
-                       std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+          // Appended, not "#" + ...: GCC 12 warns (-Wrestrict, a false positive) on a literal +
+          // a temporary string.
+          line.label = "#";
+          line.label += std::to_string(k) + " " + c.implementation + ", " +
+                        std::to_string(threads) + (threads == 1 ? " thread" : " threads");
           const auto [slowest, fastest] = std::minmax_element(c.runs.begin(), c.runs.end());
           const double lo = c.runs.empty() ? 0 : *slowest, hi = c.runs.empty() ? 0 : *fastest;
           smallest = std::min(smallest, c.filter_bytes);
