@@ -12,7 +12,10 @@ std::string to_csv(const Report& report) {
   const auto number = [](double v) { return format("%.6g", v); };
   const auto joined = [&](const std::vector<double>& values) {
     std::string text;
-    for (const double v : values) text += (text.empty() ? "" : ";") + number(v);
+    for (const double v : values) {
+      if (!text.empty()) text += ';';
+      text += number(v);
+    }
     return text;
   };
   for (const Case& c : report.cases) {
