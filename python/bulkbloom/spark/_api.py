@@ -21,9 +21,9 @@ from ._inputs import (
     _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log, _stable_input,
 )
 from ._plan import (
-    _BLOB, _PARTITION_SHIFT, _ROW, SPARK_SEED, OrderLike, _decide_shards, _default_shards,
-    _key_kind, _narrowed, _order_terms, _OrderTerm, _regroup_drops, _route, _RowCount,
-    _spark_seeded,
+    _BLOB, _PARTITION_SHIFT, _ROW, SPARK_SEED, OrderLike, _bitmap_extent, _decide_shards,
+    _default_shards, _key_kind, _narrowed, _order_terms, _OrderTerm, _regroup_drops, _route,
+    _RowCount, _spark_seeded,
 )
 from ._store import (
     _DROPPED, PathLike, ShardedFilter, _check_shards, _clean_up, _crashed_runs, _full_at,
@@ -434,15 +434,13 @@ def _dropped_bitmap(store: _Store, names: List[str], most_bytes: int) -> Optiona
         for name in names])
     if len(ids) == 0:
         return np.zeros(0, dtype=np.uint64), 1
-    partitions = ids >> _PARTITION_SHIFT
-    within = ids & ((1 << _PARTITION_SHIFT) - 1)
-    stride = int(within.max() >> 6) + 1
-    count = (int(partitions.max()) + 1) * stride
-    if 8 * count > most_bytes:
+    partitions, stride = _bitmap_extent(ids)  # as the shard tasks recorded it: drops_words
+    if 8 * partitions * stride > most_bytes:
         return None
-    words = np.zeros(count, dtype=np.uint64)
+    words = np.zeros(partitions * stride, dtype=np.uint64)
+    within = ids & ((1 << _PARTITION_SHIFT) - 1)
     # A row id is dropped once: its bit is set once.
-    np.add.at(words, partitions * stride + (within >> 6), np.left_shift(
+    np.add.at(words, (ids >> _PARTITION_SHIFT) * stride + (within >> 6), np.left_shift(
         np.uint64(1), (within & 63).astype(np.uint64)))
     return words, stride
 

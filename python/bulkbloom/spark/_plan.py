@@ -457,7 +457,7 @@ def _decide_shards(
         shard.keys_inserted += new_keys
         name = _attempt_name()
         shard_file = drops_file = drops_bytes = None
-        drops_partitions = drops_stride = 0
+        drops_partitions = drops_stride = 0  # where no drops are written
         if work_dir is not None:
             shard_file = os.path.join(work_dir, f"shard-{index:05d}.{name}{suffix}")
         shard_bytes = saved(_relaid(shard, layout) if relaid else shard, shard_file)
@@ -468,9 +468,7 @@ def _decide_shards(
             else:
                 drops_file = os.path.join(work_dir, f"drops-{index:05d}.{name}.parquet")
                 _write_drops(drops_file, dropped)
-            if len(dropped):
-                drops_partitions = int(dropped[-1] >> _PARTITION_SHIFT) + 1
-                drops_stride = int((dropped & ((1 << _PARTITION_SHIFT) - 1)).max() >> 6) + 1
+            drops_partitions, drops_stride = _bitmap_extent(dropped)
         if on_task is not None:
             on_task()
         return pa.RecordBatch.from_pydict(
@@ -583,3 +581,14 @@ def _regroup_drops(spark: Any, drops: dict, work: Path, dropped: int) -> list:
 _PARTITION_SHIFT = 33
 # Dropped row ids a regrouping task takes (8 MiB of them).
 _REGROUP_TASK_ROWS = 1 << 20
+
+
+def _bitmap_extent(row_ids: np.ndarray) -> Tuple[int, int]:
+    """(partitions, stride) of the bitmap of the dropped rows `row_ids` (the driver's
+    _dropped_bitmap): the input partitions up to the last with a dropped row, and the 64-bit
+    words of each partition's stretch, up to the furthest dropped row within any partition;
+    (0, 0) for none."""
+    if len(row_ids) == 0:
+        return 0, 0
+    within = row_ids & ((1 << _PARTITION_SHIFT) - 1)
+    return int(row_ids.max() >> _PARTITION_SHIFT) + 1, int(within.max() >> 6) + 1
