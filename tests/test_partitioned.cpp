@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -404,12 +405,13 @@ TEST(InPlaceInsertIfAbsent, KeySlicesGiveTheScalarAnswersForEveryThreadCountTarg
       });
 }
 
-// The routing step of routed key slices: every target lists each key's hash (and position) under
-// the task owning its block, in input order, exactly as the scalar kernel does, for 1 to 7 tasks
-// (AVX-512 compresses into up to 4 lists, appends one key at a time beyond), runs of any length
-// around a vector and a group, both indexes, fewer blocks than tasks (some tasks own none) and the
-// most blocks a layout has, and hashes on either side of each task's first hash (AVX-512 splits a
-// vector by comparing hashes with those bounds; the scalar kernel computes each key's block).
+// The routing step of routed key slices: every target lists each key's hash under the task owning
+// its block, in input order, and writes that task beside the key (when asked), exactly as the
+// scalar kernel does, for 1 to 7 tasks (AVX-512 compresses into up to 4 lists, appends one key at
+// a time beyond), runs of any length around a vector and a group, both indexes, fewer blocks than
+// tasks (some tasks own none) and the most blocks a layout has, and hashes on either side of each
+// task's first hash (AVX-512 splits a vector by comparing hashes with those bounds; the scalar
+// kernel computes each key's block).
 TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   for (BlockIndex index : kBothIndexes) {
@@ -432,48 +434,89 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
         for (const auto& [keys, mode] : batches) {
           const std::size_t n = keys.size();
           const std::size_t capacity = n + detail::RouteLists::kRouteSlack;
-          const auto route = [&](const CpuKernels& kernels, bool with_positions) {
+          // The lists, and the owner bytes (with_owners) or the sentinel bytes left untouched.
+          const auto route = [&](const CpuKernels& kernels, bool with_owners) {
             std::vector<std::uint64_t> hashes(tasks * capacity);
-            std::vector<std::uint32_t> positions(tasks * capacity);
+            constexpr std::uint8_t kUntouched = 0xEE;
+            std::vector<std::uint8_t> owner_of(n + 8, kUntouched);
             std::vector<std::size_t> counts(tasks, 0);
-            // Two calls, the second continuing the lists at position 5000.
+            // Two calls, the second continuing the lists.
             const std::size_t half = n / 2;
-            const detail::RouteLists lists{hashes.data(),
-                                           with_positions ? positions.data() : nullptr, capacity,
-                                           counts.data()};
-            kernels.route(layout, keys.data(), half, mode, owners, 0, lists);
-            kernels.route(layout, keys.data() + half, n - half, mode, owners, 5000, lists);
+            for (const auto [begin, end] : {std::pair{std::size_t{0}, half}, std::pair{half, n}}) {
+              const detail::RouteLists lists{hashes.data(),
+                                             with_owners ? owner_of.data() + begin : nullptr,
+                                             capacity, counts.data()};
+              kernels.route(layout, keys.data() + begin, end - begin, mode, owners, lists);
+            }
             std::vector<std::vector<std::uint64_t>> listed(tasks);
             for (unsigned t = 0; t < tasks; ++t) {
-              for (std::size_t j = 0; j < counts[t]; ++j) {
-                listed[t].push_back(hashes[t * capacity + j]);
-                if (with_positions) listed[t].push_back(positions[t * capacity + j]);
-              }
+              listed[t].assign(hashes.begin() + t * capacity,
+                               hashes.begin() + t * capacity + counts[t]);
             }
-            return listed;
+            return std::pair{listed, owner_of};
           };
           // What the lists must hold, from the scalar hash and Layout::block_of.
           std::vector<std::uint64_t> hashed(n);
           scalar.hash(layout, keys.data(), n, mode, hashed.data());
           std::vector<std::vector<std::uint64_t>> want(tasks);
+          std::vector<std::uint8_t> want_owner(n + 8, 0xEE);
           for (std::size_t i = 0; i < n; ++i) {
             const unsigned t = owners.owner(layout.block_of(hashed[i]));
             ASSERT_LT(t, tasks);
             want[t].push_back(hashed[i]);
-            want[t].push_back(i < n / 2 ? i : 5000 + i - n / 2);
+            want_owner[i] = static_cast<std::uint8_t>(t);
           }
           for (const CpuKernels* kernels : all_kernel_sets()) {
             SCOPED_TRACE(std::string(to_string(index)) + " blocks " + std::to_string(num_blocks) +
                          " tasks " + std::to_string(tasks) + " n " + std::to_string(n) + " " +
                          kernels->target);
-            ASSERT_EQ(route(*kernels, true), want);
-            auto hashes_only = want;
-            for (auto& list : hashes_only) {
-              for (std::size_t j = 0; j < list.size() / 2; ++j) list[j] = list[2 * j];
-              list.resize(list.size() / 2);
-            }
-            ASSERT_EQ(route(*kernels, false), hashes_only);
+            ASSERT_EQ(route(*kernels, true), std::pair(want, want_owner));
+            ASSERT_EQ(route(*kernels, false),
+                      std::pair(want, std::vector<std::uint8_t>(n + 8, 0xEE)));
           }
+        }
+      }
+    }
+  }
+}
+
+// Routed insert_if_absent's flags back to their keys: every target places a task's flags, in
+// order, at exactly the keys whose owner byte is the task's, and writes no other byte (the other
+// tasks write theirs at the same time), for runs around AVX-512's 16 keys a step and the other
+// targets' 8, owner bytes of one task, of none, alternating, random among 2 to 7 tasks, and the
+// task numbers 0, 7 and 255 (all 255 bytes are a lane's whole range).
+TEST(RoutedKeySlices, PlaceFlagsWritesATasksFlagsAtItsKeysAlone) {
+  std::mt19937_64 random(37);
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, 64u, 1000u, 4099u}) {
+    for (const std::uint8_t task : {std::uint8_t{0}, std::uint8_t{7}, std::uint8_t{255}}) {
+      std::vector<std::vector<std::uint8_t>> maps;
+      maps.emplace_back(n, task);
+      maps.emplace_back(n, static_cast<std::uint8_t>(task ^ 1));
+      maps.emplace_back(n);
+      for (std::size_t i = 0; i < n; ++i) maps.back()[i] = i % 2 == 0 ? task : task ^ 0x80;
+      for (unsigned tasks : {2u, 3u, 7u}) {
+        maps.emplace_back(n);
+        for (auto& owner : maps.back()) {
+          const auto other = static_cast<std::uint8_t>(random() % tasks);
+          owner = other == 0 ? task : static_cast<std::uint8_t>(task + other);
+        }
+      }
+      for (const auto& owner_of : maps) {
+        std::vector<std::uint8_t> flags(n);
+        for (auto& flag : flags) flag = static_cast<std::uint8_t>(random());
+        // A sentinel in every byte that is not the task's.
+        std::vector<std::uint8_t> want(n + 16, 0xEE);
+        std::size_t placed = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (owner_of[i] == task) want[i] = flags[placed++];
+        }
+        for (const CpuKernels* kernels : all_kernel_sets()) {
+          SCOPED_TRACE(std::string(kernels->target) + " n " + std::to_string(n) + " task " +
+                       std::to_string(task));
+          std::vector<std::uint8_t> is_new(n + 16, 0xEE);
+          ASSERT_EQ(kernels->place_flags(owner_of.data(), n, task, flags.data(), is_new.data()),
+                    placed);
+          ASSERT_EQ(is_new, want);
         }
       }
     }

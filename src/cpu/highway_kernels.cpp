@@ -520,7 +520,7 @@ constexpr unsigned kMaxCompressedLists = BlockOwners::kHashBounds + 1;
 // as the key). Other targets, or more tasks: each key's owner from its block, in SIMD, then
 // appended one key at a time by the owner's count alone.
 void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
-           BlockOwners owners, std::uint32_t first, RouteLists lists) {
+           BlockOwners owners, RouteLists lists) {
   const hn::ScalableTag<std::uint64_t> d;
   const std::size_t lanes = hn::Lanes(d);
   const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
@@ -532,9 +532,8 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   for (std::size_t start = 0; start < n; start += kGroup) {
     const std::size_t size = std::min(kGroup, n - start);
     HashKeys(layout, keys + start, size, mode, hashes);
-    const auto base = first + static_cast<std::uint32_t>(start);
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight 32-bit positions a vector");
+    static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight owner bytes a vector");
     if (owners.tasks <= kMaxCompressedLists) {
       // Lanes whose hash is at or past task t's first hash (none where t owns no block).
       const auto reaches = [&](hn::Vec<decltype(d)> hash, unsigned t) {
@@ -545,9 +544,9 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
       std::copy_n(lists.counts, owners.tasks, count);
       for (std::size_t i = 0; i < size; i += lanes) {
         const auto hash = hn::Load(d, hashes + i);
-        const __m256i position = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(base + i)),
-                                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        auto from_here = hn::FirstN(d, size - i);  // valid lanes at or past task t's first hash
+        const auto valid = hn::FirstN(d, size - i);
+        auto from_here = valid;  // valid lanes at or past task t's first hash
+        __m512i owner = _mm512_setzero_si512();
         for (unsigned t = 0; t < owners.tasks; ++t) {
           const auto from_next =
               t + 1 < owners.tasks ? hn::And(from_here, reaches(hash, t + 1)) : hn::FirstN(d, 0);
@@ -555,12 +554,12 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
           const std::size_t at = t * lists.capacity + count[t];
           hn::StoreU(hn::Vec<decltype(d)>{_mm512_maskz_compress_epi64(keep.raw, hash.raw)}, d,
                      lists.hashes + at);
-          if (lists.positions != nullptr) {
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(lists.positions + at),
-                                _mm256_maskz_compress_epi32(keep.raw, position));
-          }
+          owner = _mm512_mask_mov_epi64(owner, keep.raw, _mm512_set1_epi64(t));
           count[t] += hn::CountTrue(d, keep);
           from_here = from_next;
+        }
+        if (lists.owner_of != nullptr) {
+          _mm512_mask_cvtepi64_storeu_epi8(lists.owner_of + start + i, valid.raw, owner);
         }
       }
       std::copy_n(count, owners.tasks, lists.counts);
@@ -575,9 +574,49 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
       const auto t = static_cast<std::size_t>(owner_of[i]);
       const std::size_t at = t * lists.capacity + lists.counts[t]++;
       lists.hashes[at] = hashes[i];
-      if (lists.positions != nullptr) lists.positions[at] = base + static_cast<std::uint32_t>(i);
+      if (lists.owner_of != nullptr) lists.owner_of[start + i] = static_cast<std::uint8_t>(t);
     }
   }
+}
+
+// CpuKernels::place_flags. AVX-512: 16 keys a step, their owner bytes compared with the task's
+// in one mask, this task's next flags loaded (as many as the mask has bits), expanded into those
+// lanes and stored into them alone (32-bit lanes: expanding bytes needs VBMI2, which AVX3 lacks).
+// Other targets: eight owner bytes a word, the task's found without a branch per key (which is
+// as unpredictable as the keys' blocks), then one store for each of them.
+std::size_t PlaceFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n, std::uint8_t task,
+                       const std::uint8_t* HWY_RESTRICT flags, std::uint8_t* HWY_RESTRICT is_new) {
+  std::size_t placed = 0, i = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  const __m128i mine = _mm_set1_epi8(static_cast<char>(task));
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 keep =
+        _mm_cmpeq_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(owner_of + i)), mine);
+    const auto count = static_cast<unsigned>(__builtin_popcount(keep));
+    const __m128i next =
+        _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), flags + placed);
+    const __m512i spread = _mm512_maskz_expand_epi32(keep, _mm512_cvtepu8_epi32(next));
+    _mm_mask_storeu_epi8(is_new + i, keep, _mm512_cvtepi32_epi8(spread));
+    placed += count;
+  }
+#else
+  constexpr std::uint64_t kLow7 = 0x7f7f7f7f7f7f7f7fULL;
+  const std::uint64_t mine = 0x0101010101010101ULL * task;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, owner_of + i, 8);
+    const std::uint64_t differ = word ^ mine;  // zero bytes: this task's keys
+    // The top bit of each zero byte, exactly (no carry crosses a byte: the low 7 bits alone).
+    std::uint64_t zero = ~(((differ & kLow7) + kLow7) | differ | kLow7);
+    for (; zero != 0; zero &= zero - 1) {
+      is_new[i + static_cast<std::size_t>(__builtin_ctzll(zero)) / 8] = flags[placed++];
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    if (owner_of[i] == task) is_new[i] = flags[placed++];
+  }
+  return placed;
 }
 
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
@@ -616,8 +655,8 @@ CpuTarget Target() {
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
   static const CpuKernels kKernels{
-      kName, HashKeys, Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
-      Route};
+      kName, HashKeys,  Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
+      Route, PlaceFlags};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

@@ -75,15 +75,19 @@ struct BlockOwners {
 };
 
 /// Where CpuKernels::route appends: list t (the keys of task t's blocks) is
-/// hashes[t * capacity, ...) and, if `positions` is not null, positions[t * capacity, ...), with
-/// counts[t] entries so far. A list takes a whole SIMD vector past its last entry (writes of
-/// lanes beyond it), so capacity is at least the keys routed plus kRouteSlack.
+/// hashes[t * capacity, ...), with counts[t] entries so far. A list takes a whole SIMD vector past
+/// its last entry (writes of lanes beyond it), so capacity is at least the keys routed plus
+/// kRouteSlack. If `owner_of` is not null, key i's task is also written to owner_of[i]: the map
+/// by which insert_if_absent's flags go back to their keys (CpuKernels::place_flags), a byte a
+/// key where a position in each list took four.
 struct RouteLists {
   std::uint64_t* hashes;
-  std::uint32_t* positions;
+  std::uint8_t* owner_of;
   std::size_t capacity;
   std::size_t* counts;
   static constexpr std::size_t kRouteSlack = 16;
+  /// The most tasks a key's owner byte tells apart.
+  static constexpr unsigned kMaxTasks = 256;
 };
 
 struct CpuKernels {
@@ -111,10 +115,16 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent_unmarked)(const Layout& layout, std::byte* bits,
                                              const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                              BlockMarks skip, std::uint8_t* is_new);
-  /// Hashes keys[0, n) (as `hash`) and appends each key's hash, and its position `first + i`
-  /// when lists.positions is set, to the list of the task owning its block, in input order.
+  /// Hashes keys[0, n) (as `hash`) and appends each key's hash to the list of the task owning
+  /// its block, in input order, writing that task to lists.owner_of[i] when it is set (at most
+  /// RouteLists::kMaxTasks tasks).
   void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                BlockOwners owners, std::uint32_t first, RouteLists lists);
+                BlockOwners owners, RouteLists lists);
+  /// For each i in [0, n) with owner_of[i] == task, in order, the next of `flags` to is_new[i]:
+  /// a routed task's flags, which it computed in list order, back to its keys' places. Returns
+  /// the flags placed. Writes no other byte of is_new: the other tasks place theirs at once.
+  std::size_t (*place_flags)(const std::uint8_t* owner_of, std::size_t n, std::uint8_t task,
+                             const std::uint8_t* flags, std::uint8_t* is_new);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

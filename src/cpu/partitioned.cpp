@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstdint>
 #include <vector>
 
@@ -77,6 +78,7 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
     // task that owns its block.
     plan.mode =
         op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::routed_key_slices;
+    if (op != BulkOp::contains) plan.tasks = std::min(plan.tasks, RouteLists::kMaxTasks);
   }
   return plan;
 }
@@ -208,10 +210,11 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
   const std::size_t capacity = slice_begin(n + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
   hashes_.resize(std::max(hashes_.size(), 2 * lists * capacity));
   if (is_new != nullptr) {
-    positions_.resize(std::max(positions_.size(), 2 * lists * capacity));
+    owner_of_.resize(std::max(owner_of_.size(), 2 * kChunkKeys));
     flags_.resize(std::max(flags_.size(), 2 * lists * capacity));
   }
   const std::size_t first = set_ * lists * capacity;
+  std::uint8_t* const owner_of = is_new != nullptr ? owner_of_.data() + set_ * kChunkKeys : nullptr;
   set_ ^= 1;
   // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
   // line two tasks update at once would move between their cores all along step 1.
@@ -228,10 +231,9 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
   pool.run(tasks, [&](unsigned s) {  // 1: slice s routed to its keys' owners
     const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
     const RouteLists to{hashes_.data() + list(s, 0),
-                        is_new != nullptr ? positions_.data() + list(s, 0) : nullptr, capacity,
+                        owner_of != nullptr ? owner_of + begin : nullptr, capacity,
                         counts + s * counts_stride};
-    kernels.route(layout, keys + begin, end - begin, mode, owners,
-                  static_cast<std::uint32_t>(begin), to);
+    kernels.route(layout, keys + begin, end - begin, mode, owners, to);
   });
   pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks
     // insert_if_absent's flags need input order, slice after slice. An insert's bytes take any
@@ -249,16 +251,18 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
       }
     }
     if (is_new == nullptr) return;
-    // Its flags to their positions, here rather than after a third join (one join fewer a chunk:
-    // bench/DECISIONS.md #37). Each position is one key's, written by its block's owner alone;
-    // owner d starts with slice d's positions, so that the tasks write different slices' lines of
-    // is_new while they write at the same time, not the same lines from two cores.
+    // Its flags to their keys' places, here rather than after a third join (one join fewer a
+    // chunk: bench/DECISIONS.md #37). Each key's flag is written by its block's owner alone, found
+    // by the owner byte step 1 wrote for it; owner d starts with slice d's keys, so that the tasks
+    // write different slices' lines of is_new while they write at the same time, not the same
+    // lines from two cores.
     for (unsigned k = 0; k < tasks; ++k) {
       const unsigned s = (d + k) % tasks;
-      const std::uint32_t* positions = positions_.data() + list(s, d);
-      const std::uint8_t* flags = flags_.data() + list(s, d);
-      const std::size_t count = count_of(s, d);
-      for (std::size_t j = 0; j < count; ++j) is_new[positions[j]] = flags[j];
+      const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
+      [[maybe_unused]] const std::size_t placed =
+          kernels.place_flags(owner_of + begin, end - begin, static_cast<std::uint8_t>(d),
+                              flags_.data() + list(s, d), is_new + begin);
+      assert(placed == count_of(s, d));
     }
   });
   std::uint64_t fresh = 0;

@@ -89,14 +89,16 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 /// Mode::routed_key_slices: insert and insert_if_absent on several threads with every key hashed
 /// once and visited by one task (DESIGN §3, bench/DECISIONS.md "Keys routed to their blocks'
 /// owners"). Per chunk of keys:
-///  1. each task hashes a contiguous slice of the keys and appends each hash (and, for
-///     insert_if_absent, the key's position) to one of its lists, that of the task owning the
-///     key's block (CpuKernels::route, BlockOwners);
+///  1. each task hashes a contiguous slice of the keys and appends each hash to one of its
+///     lists, that of the task owning the key's block (CpuKernels::route, BlockOwners), and for
+///     insert_if_absent writes that task's number beside the key (a byte);
 ///  2. each task writes its own blocks' keys: the lists every slice made for it, with the kernels
 ///     over prehashed keys; insert_if_absent's slice after slice (so in input order), flags into
-///     a list of its own, then copied to the keys' positions; an insert's own slice last.
+///     a list of its own, then placed at the keys whose byte is its number
+///     (CpuKernels::place_flags); an insert's own slice last.
 /// Bytes, flags and count are one sequential call's. Two joins a chunk, against block ranges'
-/// one, for hashing and scanning each key once rather than once a task.
+/// one, for hashing and scanning each key once rather than once a task. At most
+/// RouteLists::kMaxTasks tasks (plan_bulk routes on no more).
 class RoutedScratch {
  public:
   void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
@@ -120,8 +122,8 @@ class RoutedScratch {
   // previous one has just read would wait on the reading core for every line (a slice whose
   // lists were read last routed 1.5x slower than the other beside it: bench/DECISIONS.md #37).
   std::vector<std::uint64_t> hashes_;
-  unsigned set_ = 0;                      // the set the next chunk uses
-  std::vector<std::uint32_t> positions_;  // in the chunk
+  unsigned set_ = 0;                    // the set the next chunk uses
+  std::vector<std::uint8_t> owner_of_;  // each key's task, a set for each set of lists
   std::vector<std::uint8_t> flags_;
   std::vector<std::size_t> counts_;  // slice s's from a cache line of their own, list d's at d
   std::vector<std::uint64_t> task_fresh_;

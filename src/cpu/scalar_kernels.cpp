@@ -111,14 +111,22 @@ std::uint64_t insert_if_absent_unmarked(const Layout& layout, std::byte* bits,
 }
 
 void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
-           BlockOwners owners, std::uint32_t first, RouteLists lists) {
+           BlockOwners owners, RouteLists lists) {
   for (std::size_t k = 0; k < n; ++k) {
     const std::uint64_t hash = key_hash(layout, keys[k], mode);
     const unsigned t = owners.owner(layout.block_of(hash));
-    const std::size_t at = t * lists.capacity + lists.counts[t]++;
-    lists.hashes[at] = hash;
-    if (lists.positions != nullptr) lists.positions[at] = first + static_cast<std::uint32_t>(k);
+    lists.hashes[t * lists.capacity + lists.counts[t]++] = hash;
+    if (lists.owner_of != nullptr) lists.owner_of[k] = static_cast<std::uint8_t>(t);
   }
+}
+
+std::size_t place_flags(const std::uint8_t* owner_of, std::size_t n, std::uint8_t task,
+                        const std::uint8_t* flags, std::uint8_t* is_new) {
+  std::size_t placed = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (owner_of[i] == task) is_new[i] = flags[placed++];
+  }
+  return placed;
 }
 
 std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
@@ -136,9 +144,15 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 }  // namespace
 
 const CpuTarget& scalar_target() {
-  static constexpr CpuKernels kKernels{
-      "scalar", hash, insert, insert_atomic, contains, insert_if_absent, insert_if_absent_unmarked,
-      route};
+  static constexpr CpuKernels kKernels{"scalar",
+                                       hash,
+                                       insert,
+                                       insert_atomic,
+                                       contains,
+                                       insert_if_absent,
+                                       insert_if_absent_unmarked,
+                                       route,
+                                       place_flags};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
