@@ -2,19 +2,18 @@
 // bench_filter's `insert/.../batch:64Ki` cases: for insert, one thread, and on two threads routed
 // key slices (each key hashed once and routed to its block's owner; the plan by size from 16 MiB
 // up to 1 GiB; forced at every size), block ranges (below 1 GiB) or partitions (from 1 GiB), atomic
-// key slices, and the atomic kernel alone on one thread; insert_if_absent's in-place key slices run
-// as an insert; for insert_if_absent, one thread against block ranges or partitions, routed and
-// in-place key slices. The engine times some of these against each other call by call
-// (cpu/plan_chooser.hpp), so bench_filter shows only the mix it settled on; this shows each plan
-// alone (#37). Cases that are no plan of the library sit beside them: block ranges over keys hashed
-// once (a second run() a call), four run()s of the pool that do nothing (the in-place plan's joins
-// alone), "2 tasks on 1T": a two-task plan's tasks run one after the other on one thread, its work
-// without any wait for a core, and "pre-routed (ceiling)": each batch's keys split by owner before
-// timing, each task inserting its own with the one-thread kernel, what two threads could gain with
-// routing free.
+// key slices, and the atomic kernel alone on one thread; for insert_if_absent, one thread against
+// block ranges or partitions and routed key slices. The engine times some of these against each
+// other call by call (cpu/plan_chooser.hpp), so bench_filter shows only the mix it settled on; this
+// shows each plan alone (#37). Cases that are no plan of the library sit beside them: block ranges
+// over keys hashed once (a second run() a call), four run()s of the pool that do nothing (what a
+// join costs), "2 tasks on 1T": a two-task plan's tasks run one after the other on one thread, its
+// work without any wait for a core, and "pre-routed (ceiling)": each batch's keys split by owner
+// before timing, each task inserting its own with the one-thread kernel, what two threads could
+// gain with routing free.
 //
 //   write_plans [--sizes 2MiB,32MiB,512MiB] [--impl AVX3] [--rounds 5] [--calls 256]
-//               [--plans "1T,2T in place"]
+//               [--plans "1T,2T routed"]
 //
 // --impl: a Highway target this CPU runs, or "scalar"; the best one by default.
 // --plans: only the plans whose names start with one of these (the 1T plans are always run: the
@@ -262,29 +261,13 @@ int main(int argc, char** argv) {
              }});
       }
     }
-    // Nothing but the pool: four run()s of two tasks that do nothing, in-place key slices' joins
-    // for one call of kBatch keys (the figure times kBatch / 4 is the cost of one run()).
-    cases.push_back(
-        {"2T four empty run()s (in place's joins)", &two, [&](std::byte*, const std::uint64_t*) {
-           for (int step = 0; step < 4; ++step) two.run(2, [](unsigned) {});
-         }});
-    // Not an insert plan: insert_if_absent's in-place key slices, whose bytes are an insert's
-    // (flags dropped), for what the same scheme would give plain inserts. Where the engine would
-    // time it for insert_if_absent only.
-    detail::InPlaceScratch in_place;
-    std::vector<std::uint8_t> flags(kBatch);
-    const bool in_place_timed =
-        detail::alternative_plan(BulkOp::insert_if_absent, layout, kBatch,
-                                 detail::plan_bulk(BulkOp::insert_if_absent, layout, kBatch, 2))
-            .has_value();
-    if (in_place_timed) {
-      cases.push_back({"2T in place (insert_if_absent's)", &two,
-                       [&](std::byte* bits, const std::uint64_t* batch) {
-                         in_place.run(*kernels, layout, bits, batch, kBatch,
-                                      detail::KeyMode::hash_with_layout, flags.data(), two, 2);
-                       }});
-    }
+    // Nothing but the pool: four run()s of two tasks that do nothing a call of kBatch keys (the
+    // figure times kBatch / 4 is the cost of one run()).
+    cases.push_back({"2T four empty run()s", &two, [&](std::byte*, const std::uint64_t*) {
+                       for (int step = 0; step < 4; ++step) two.run(2, [](unsigned) {});
+                     }});
     // insert_if_absent's plans, forced, against its own kernel on one thread.
+    std::vector<std::uint8_t> flags(kBatch);
     const auto dedup = [&](const BulkPlan& plan, detail::ThreadPool& pool) {
       return [&, plan](std::byte* bits, const std::uint64_t* batch) {
         constexpr auto kHashed = detail::KeyMode::hash_with_layout;
@@ -300,10 +283,6 @@ int main(int argc, char** argv) {
           case BulkPlan::Mode::partitioned:
             scratch.run(BulkOp::insert_if_absent, *kernels, layout, bits, batch, kBatch, kHashed,
                         flags.data(), pool, plan.partition_shift);
-            return;
-          case BulkPlan::Mode::in_place_key_slices:
-            in_place.run(*kernels, layout, bits, batch, kBatch, kHashed, flags.data(), pool,
-                         plan.tasks);
             return;
           default:
             kernels->insert_if_absent(layout, bits, batch, kBatch, kHashed,
@@ -322,10 +301,6 @@ int main(int argc, char** argv) {
     }
     cases.push_back({"insert_if_absent 2T routed", &two,
                      dedup(BulkPlan{BulkPlan::Mode::routed_key_slices, 2, 0}, two), dedup_1t});
-    if (in_place_timed) {
-      cases.push_back({"insert_if_absent 2T in place", &two,
-                       dedup(BulkPlan{BulkPlan::Mode::in_place_key_slices, 2, 0}, two), dedup_1t});
-    }
     // The work of two tasks without the waits: both run one after the other on one thread, so on
     // a loaded host the CPU time counts no polling for a descheduled peer. 2 × 1T CPU over theirs
     // is what two free cores could gain at most.

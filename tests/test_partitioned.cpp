@@ -270,54 +270,6 @@ TEST(AtomicInsert, KeySlicesGiveTheScalarBytesForEveryTargetThreadCountShapeAndI
   }
 }
 
-// The kernel behind in-place key slices: insert_if_absent over the keys of unmarked blocks only.
-// For every target, each key of an unmarked block gets the flag the scalar loop gives it over the
-// subsequence of such keys, keys of marked blocks keep their flags (7) and leave their blocks
-// alone.
-TEST(InPlaceInsertIfAbsent, UnmarkedKernelsSkipTheMarkedBlocksForEveryTarget) {
-  const auto keys = batch_with_repeats(20011);
-  for (Shape shape : kAllShapes) {
-    for (BlockIndex index : kBothIndexes) {
-      const Layout layout{shape, 3001, KeyHash::xxh64, 0, index};
-      // Folded onto 1024 bits, a quarter of them set: blocks b and b + 1024 share a mark.
-      std::vector<std::uint64_t> words(1024 / 64);
-      SplitMix64 rng(48);
-      for (auto& w : words) w = rng.next() & rng.next();
-      const detail::BlockMarks marks{words.data(), 1023};
-      const CpuKernels& scalar = *detail::scalar_target().kernels;
-      std::vector<std::uint64_t> hashes(keys.size());
-      scalar.hash(layout, keys.data(), keys.size(), KeyMode::hash_with_layout, hashes.data());
-      std::vector<std::uint64_t> unmarked;
-      for (std::uint64_t h : hashes) {
-        if (!marks.marked(layout.block_of(h))) unmarked.push_back(h);
-      }
-      ASSERT_GT(unmarked.size(), keys.size() / 2);
-      ASSERT_LT(unmarked.size(), keys.size());
-      std::vector<std::byte> want_bits(layout.size_bytes());
-      std::vector<std::uint8_t> unmarked_new(unmarked.size());
-      const auto want_fresh = scalar.insert_if_absent(
-          layout, want_bits.data(), unmarked.data(), unmarked.size(), KeyMode::prehashed,
-          detail::all_blocks(layout), unmarked_new.data());
-      std::vector<std::uint8_t> want_new(keys.size(), 7);
-      for (std::size_t i = 0, u = 0; i < keys.size(); ++i) {
-        if (!marks.marked(layout.block_of(hashes[i]))) want_new[i] = unmarked_new[u++];
-      }
-      for (const CpuKernels* kernels : all_kernel_sets()) {
-        SCOPED_TRACE(std::string(to_string(shape)) + " " + std::string(to_string(index)) + " " +
-                     kernels->target);
-        std::vector<std::byte> bits(layout.size_bytes());
-        std::vector<std::uint8_t> is_new(keys.size(), 7);
-        EXPECT_EQ(
-            kernels->insert_if_absent_unmarked(layout, bits.data(), keys.data(), keys.size(),
-                                               KeyMode::hash_with_layout, marks, is_new.data()),
-            want_fresh);
-        ASSERT_EQ(is_new, want_new);
-        ASSERT_TRUE(bits == want_bits);
-      }
-    }
-  }
-}
-
 // What one scalar insert_if_absent of a batch leaves and answers.
 struct ScalarAnswer {
   std::vector<std::byte> bits;
@@ -384,25 +336,6 @@ void check_every_thread_count(std::initializer_list<std::uint64_t> block_counts,
       }
     }
   }
-}
-
-// In-place key slices (Mode::in_place_key_slices): bytes, flags and count must be one scalar
-// insert_if_absent's (check_every_thread_count's cases), on a filter where most keys are alone in
-// their block and one where few are (the routed keys of 4097 in one block then run by block range).
-TEST(InPlaceInsertIfAbsent, KeySlicesGiveTheScalarAnswersForEveryThreadCountTargetShapeAndIndex) {
-  check_every_thread_count<detail::InPlaceScratch>(
-      {1031, 40009}, detail::InPlaceScratch::kChunkKeys,
-      [](detail::InPlaceScratch& scratch, const CpuKernels& kernels, const Layout& layout,
-         const std::vector<std::byte>& before, const NamedBatch& batch, detail::ThreadPool& pool,
-         const ScalarAnswer& want) {
-        std::vector<std::byte> bits = before;
-        std::vector<std::uint8_t> is_new(batch.keys.size(), 7);
-        EXPECT_EQ(scratch.run(kernels, layout, bits.data(), batch.keys.data(), batch.keys.size(),
-                              batch.mode, is_new.data(), pool, pool.size()),
-                  want.fresh);
-        ASSERT_EQ(is_new, want.is_new);
-        ASSERT_TRUE(bits == want.bits);
-      });
 }
 
 // The routing step of routed key slices: every target lists each key's hash under the task owning
@@ -865,21 +798,22 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
 
 // Writes of 2^16 keys or more on several threads time a second plan against the plan by size: under
 // 1 GiB block ranges against routed key slices; from 1 GiB, where the plan by size partitions,
-// atomic key slices (insert) and in-place key slices (insert_if_absent). One thread and shorter
-// calls keep the plan by size alone, and a filter under 16 MiB is written on one thread.
+// atomic key slices (insert) and routed key slices (insert_if_absent). One thread and shorter
+// calls keep the plan by size alone, and a filter under 16 MiB is written on one thread. Routed
+// key slices run on 256 tasks at most (a key's owner is a byte), whatever the thread count.
 TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize) {
   using Mode = detail::BulkPlan::Mode;
   const std::size_t n = std::size_t{1} << 16;
   const Layout at_16mib{Shape::sb512, (std::uint64_t{16} << 20) / 64};
   const Layout below_1gib{Shape::sb256, (std::uint64_t{1} << 25) - 1};
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
+  int routed_plans = 0;                                      // with 300 threads
   for (const auto& [op, layout, by_size, second] :
        {std::tuple{BulkOp::insert, at_16mib, Mode::routed_key_slices, Mode::block_ranges},
         std::tuple{BulkOp::insert_if_absent, below_1gib, Mode::routed_key_slices,
                    Mode::block_ranges},
         std::tuple{BulkOp::insert, large, Mode::partitioned, Mode::atomic_key_slices},
-        std::tuple{BulkOp::insert_if_absent, large, Mode::partitioned,
-                   Mode::in_place_key_slices}}) {
+        std::tuple{BulkOp::insert_if_absent, large, Mode::partitioned, Mode::routed_key_slices}}) {
     for (unsigned threads : {2u, 3u, 7u}) {
       for (std::size_t keys : {n, 5 * n + 1}) {
         const auto plan = detail::plan_bulk(op, layout, keys, threads);
@@ -894,6 +828,15 @@ TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize)
     }
     // One thread: the plan by size, untimed.
     EXPECT_FALSE(detail::alternative_plan(op, layout, n, detail::plan_bulk(op, layout, n, 1)));
+    // More threads than a routed plan takes.
+    const auto plan = detail::plan_bulk(op, layout, n, 300);
+    const auto other = detail::alternative_plan(op, layout, n, plan);
+    ASSERT_TRUE(other);
+    for (const auto& chosen : {plan, *other}) {
+      if (chosen.mode != Mode::routed_key_slices) continue;
+      EXPECT_EQ(chosen.tasks, 256u);
+      ++routed_plans;
+    }
   }
   const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
   for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
@@ -901,6 +844,7 @@ TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize)
     EXPECT_EQ(single.mode, Mode::single);
     EXPECT_FALSE(detail::alternative_plan(op, under, n, single));
   }
+  EXPECT_EQ(routed_plans, 3);
 }
 
 // A 1 GiB filter on two threads reads each batch of 2^18 keys or more with either plan, whichever

@@ -76,13 +76,6 @@ inline constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_
 inline constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
 inline constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;
 static_assert(kMinTimedInsertKeys >= kMinParallelKeys, "a timed insert runs on several threads");
-// The merged bitmap of InPlaceScratch has this many bits per key of a chunk (at least a cache line
-// per task), so that keys of different blocks folded onto one bit, and routed for nothing, are
-// about 1/32 of the keys with two slices; at 2^16 keys the bitmaps stay in the L2 (128 KiB each).
-inline constexpr std::size_t kMarkBitsPerKey = 16;
-inline constexpr std::size_t kMinMarkBits = 512;
-// Routed keys run by block range on several threads from this many, on the calling thread below.
-inline constexpr std::size_t kMinParallelRoutedKeys = std::size_t{1} << 12;
 
 // --- The CUDA backend (src/cuda) ---------------------------------------------------------------
 

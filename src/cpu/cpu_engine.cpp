@@ -149,9 +149,6 @@ class CpuEngine final : public Engine {
       case BulkPlan::Mode::routed_key_slices:
         return routed_.insert_if_absent(kernels_, layout_, bits_.data(), keys.data(), keys.size(),
                                         mode, is_new.data(), *pool_, plan.tasks);
-      case BulkPlan::Mode::in_place_key_slices:
-        return in_place_.run(kernels_, layout_, bits_.data(), keys.data(), keys.size(), mode,
-                             is_new.data(), *pool_, plan.tasks);
       default:
         return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
                                          all_blocks(layout_), is_new.data());
@@ -167,10 +164,9 @@ class CpuEngine final : public Engine {
   // Between the size-chosen plan and block ranges (under 1 GiB) or atomic key slices (partitions)
   // for inserts on several threads.
   PlanChooser write_plans_;
-  // Between the size-chosen plan and block ranges (under 1 GiB) or in-place key slices
+  // Between the size-chosen plan and block ranges (under 1 GiB) or routed key slices
   // (partitions) for insert_if_absent on several threads.
   PlanChooser dedup_plans_;
-  InPlaceScratch in_place_;
   RoutedScratch routed_;
   HostBuffer bits_;
 };

@@ -263,45 +263,6 @@ struct KeysInRange {
   }
 };
 
-// The keys of blocks not marked in `skip`: kept or dropped by the count alone, without a branch
-// (which keys another thread's keys collide with is as unpredictable as the keys). AVX-512
-// gathers the mark words of a vector of blocks and compresses its positions as KeepRange does:
-// with the scalar loop, whose every kept position's store waits on the previous key's mark word,
-// the kernel cost 1.5x insert_if_absent's over the same keys (1.3x with the marks in the L1);
-// the gather measured 7 % less (Zen 4, loaded host: bench/DECISIONS.md #37).
-struct UnmarkedKeys {
-  static constexpr bool kAll = false;
-  BlockMarks skip;
-  template <class D>
-  HWY_INLINE std::size_t Keep(D d, std::size_t size, const std::uint64_t* HWY_RESTRICT blocks,
-                              std::uint64_t* HWY_RESTRICT kept) const {
-    std::size_t count = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    const auto mask = hn::Set(d, skip.mask);
-    const auto low6 = hn::Set(d, 63);
-    const auto one = hn::Set(d, 1);
-    const auto* words = reinterpret_cast<const std::int64_t*>(skip.words);
-    const hn::RebindToSigned<D> di;
-    // Lanes past `size` hold blocks too (ForEachKey computes whole vectors), so every gathered
-    // index is inside the marks; CompressPositions drops those lanes.
-    count = CompressPositions(d, size, kept, [&](std::size_t i) {
-      const auto bit = hn::And(hn::Load(d, blocks + i), mask);
-      const auto word =
-          hn::BitCast(d, hn::GatherIndex(di, words, hn::BitCast(di, hn::ShiftRight<6>(bit))));
-      return hn::Eq(hn::And(hn::Shr(word, hn::And(bit, low6)), one), hn::Zero(d));
-    });
-#else
-    (void)d;
-    for (std::size_t i = 0; i < size; ++i) {
-      const std::uint64_t bit = blocks[i] & skip.mask;
-      kept[count] = i;
-      count += ((skip.words[bit >> 6] >> (bit & 63)) & 1) ^ 1;
-    }
-#endif
-    return count;
-  }
-};
-
 // Where a prefetched line is to go.
 enum class CacheLevel { l1, l2 };
 
@@ -501,14 +462,6 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
   });
 }
 
-std::uint64_t InsertIfAbsentUnmarked(const Layout& layout, std::byte* bits,
-                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                     BlockMarks skip, std::uint8_t* is_new) {
-  return TestAndSetEach(layout, is_new, [&]<class Geo>(Geo, const auto& visit) {
-    return ForEachKey<Geo>(layout, bits, keys, n, mode, UnmarkedKeys{skip}, visit);
-  });
-}
-
 // Lists that AVX-512 appends to a vector at a time (CpuKernels::route): one compressing store per
 // list and vector of keys, so beyond a few lists one key at a time is cheaper.
 constexpr unsigned kMaxCompressedLists = BlockOwners::kHashBounds + 1;
@@ -654,9 +607,8 @@ CpuTarget Target() {
   // reference kernels ("cpu/scalar").
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
-  static const CpuKernels kKernels{
-      kName, HashKeys,  Insert, InsertAtomic, Contains, InsertIfAbsent, InsertIfAbsentUnmarked,
-      Route, PlaceFlags};
+  static const CpuKernels kKernels{kName,    HashKeys,       Insert, InsertAtomic,
+                                   Contains, InsertIfAbsent, Route,  PlaceFlags};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

@@ -25,18 +25,6 @@ inline BlockRange all_blocks(const Layout& layout) {
   return {0, static_cast<std::uint32_t>(layout.num_blocks)};
 }
 
-/// A bitmap over blocks, folded: block b reads bit `b & mask` of `words` (mask + 1 a power of two,
-/// at least 64). Blocks that share a bit share its value.
-struct BlockMarks {
-  const std::uint64_t* words;
-  std::uint64_t mask;
-
-  bool marked(std::uint32_t block) const {
-    const std::uint64_t bit = block & mask;
-    return ((words[bit >> 6] >> (bit & 63)) & 1) != 0;
-  }
-};
-
 /// Which task owns a block when keys are routed to the tasks that own their blocks
 /// (Mode::routed_key_slices): task `(block * scale) >> 32` of `tasks`, scale = floor(tasks · 2^32
 /// / num_blocks), which is below `tasks` for every block and gives each task a contiguous run of
@@ -109,12 +97,6 @@ struct CpuKernels {
   std::uint64_t (*insert_if_absent)(const Layout& layout, std::byte* bits,
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                     BlockRange range, std::uint8_t* is_new);
-  /// insert_if_absent over the keys whose block is not marked in `skip`, in order: keys of marked
-  /// blocks are left out and their flags untouched, as keys outside a range are. The caller marks
-  /// the blocks that other threads' keys share (insert_if_absent_in_place, partitioned.hpp).
-  std::uint64_t (*insert_if_absent_unmarked)(const Layout& layout, std::byte* bits,
-                                             const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                             BlockMarks skip, std::uint8_t* is_new);
   /// Hashes keys[0, n) (as `hash`) and appends each key's hash to the list of the task owning
   /// its block, in input order, writing that task to lists.owner_of[i] when it is set (at most
   /// RouteLists::kMaxTasks tasks).

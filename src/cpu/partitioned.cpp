@@ -105,7 +105,8 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
     return other;
   }
   if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys) {  // partitioned
-    other.mode = BulkPlan::Mode::in_place_key_slices;
+    other.mode = BulkPlan::Mode::routed_key_slices;
+    other.tasks = std::min(other.tasks, RouteLists::kMaxTasks);
     other.partition_shift = 0;
     return other;
   }
@@ -267,120 +268,6 @@ std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& 
   });
   std::uint64_t fresh = 0;
   for (unsigned d = 0; d < tasks; ++d) fresh += task_fresh_[d];
-  return fresh;
-}
-
-// The flag step 3 of InPlaceScratch::run_chunk leaves on the keys to route: neither 0 nor 1.
-constexpr std::uint8_t kRoutedFlag = 0xFF;
-
-std::uint64_t InPlaceScratch::run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
-                                  const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                  std::uint8_t* is_new, ThreadPool& pool, unsigned tasks) {
-  std::uint64_t fresh = 0;
-  // Chunks run one after another, so keys of different chunks keep their sequential order.
-  for (std::size_t start = 0; start < n; start += kChunkKeys) {
-    const std::size_t count = std::min(kChunkKeys, n - start);
-    fresh +=
-        run_chunk(kernels, layout, bits, keys + start, count, mode, is_new + start, pool, tasks);
-  }
-  return fresh;
-}
-
-std::uint64_t InPlaceScratch::run_chunk(const CpuKernels& kernels, const Layout& layout,
-                                        std::byte* bits, const std::uint64_t* keys, std::size_t n,
-                                        KeyMode mode, std::uint8_t* is_new, ThreadPool& pool,
-                                        unsigned tasks) {
-  const std::size_t mark_bits =
-      std::max(tuning::kMinMarkBits, std::bit_ceil(n * tuning::kMarkBitsPerKey));
-  const std::size_t mark_words = mark_bits / 64;
-  constexpr std::size_t kLineWords = 64 / sizeof(std::uint64_t);
-  hashes_.resize(std::max(hashes_.size(), n));
-  mark_words_.resize(std::max(mark_words_.size(), (tasks + 1) * mark_words + kLineWords));
-  routed_.resize(std::max<std::size_t>(routed_.size(), tasks));
-  routed_count_.assign(tasks, 0);
-  task_fresh_.assign(tasks, 0);
-  // Each task's bitmap in whole cache lines of its own: a line shared by two tasks' bitmaps would
-  // move between their cores on every mark.
-  std::uint64_t* const marks = mark_words_.data() + line_offset_of(mark_words_.data());
-  std::uint64_t* const shared = marks + tasks * mark_words;
-  std::uint64_t* const hashes = hashes_.data();
-  const Layout local_layout = layout;
-  const std::uint64_t mask = mark_bits - 1;
-  // 1. Hash each slice once and mark its blocks.
-  pool.run(tasks, [&](unsigned t) {
-    std::uint64_t* const own = marks + t * mark_words;
-    std::fill_n(own, mark_words, 0);
-    for_each_hash(kernels, layout, keys, slice_begin(n, tasks, t), slice_begin(n, tasks, t + 1),
-                  mode, [=](std::size_t i, std::uint64_t hash) {
-                    hashes[i] = hash;
-                    const std::uint64_t bit = local_layout.block_of(hash) & mask;
-                    own[bit >> 6] |= std::uint64_t{1} << (bit & 63);
-                  });
-  });
-  // 2. The bits two tasks or more marked: a key's own task marked its bit, so the key shares its
-  // block (or a block folded onto the same bit) with another slice's key exactly when it is set.
-  // Two tasks need no merge: a key's bit is set twice exactly when the other task's bitmap has
-  // it, so each task tests the other's, the same answer for one run() fewer a chunk (each cost
-  // ~100 µs of CPU on a loaded host: bench/DECISIONS.md #37).
-  if (tasks != 2) {
-    pool.run(tasks, [&](unsigned t) {
-      for (std::size_t w = slice_begin(mark_words, tasks, t);
-           w < slice_begin(mark_words, tasks, t + 1); ++w) {
-        std::uint64_t once = 0, twice = 0;
-        for (unsigned u = 0; u < tasks; ++u) {
-          const std::uint64_t m = marks[u * mark_words + w];
-          twice |= once & m;
-          once |= m;
-        }
-        shared[w] = twice;
-      }
-    });
-  }
-  const auto shared_blocks = [&](unsigned t) {
-    return BlockMarks{tasks == 2 ? marks + (1 - t) * mark_words : shared, mask};
-  };
-  // 3. Keys of unshared blocks in place, by the task whose slice alone has keys there; the others
-  // listed for step 4. The kernel leaves a marked key's flag as it was, so the flags are set to a
-  // value it never writes first, and the keys still holding it afterwards are the marked ones: a
-  // sequential scan of bytes, where testing each key's bit again (a hash, a block and a bitmap
-  // word in the L2 a key, with a branch as unpredictable as the keys) measured 3x its cost.
-  pool.run(tasks, [&](unsigned t) {
-    const std::size_t begin = slice_begin(n, tasks, t), end = slice_begin(n, tasks, t + 1);
-    std::fill(is_new + begin, is_new + end, kRoutedFlag);
-    task_fresh_[t] =
-        kernels.insert_if_absent_unmarked(layout, bits, hashes + begin, end - begin,
-                                          KeyMode::prehashed, shared_blocks(t), is_new + begin);
-    std::vector<std::uint32_t>& routed = routed_[t];
-    routed.resize(std::max(routed.size(), end - begin));  // grown once, not cleared
-    std::uint32_t* const list = routed.data();
-    std::size_t count = 0;
-    for (std::size_t i = begin; i < end; ++i) {  // without a branch: which keys are is random
-      list[count] = static_cast<std::uint32_t>(i);
-      count += is_new[i] == kRoutedFlag ? 1 : 0;
-    }
-    routed_count_[t] = count;
-  });
-  std::uint64_t fresh = 0;
-  for (unsigned t = 0; t < tasks; ++t) fresh += task_fresh_[t];
-  // 4. The keys of shared blocks, slices in order: input order.
-  routed_hashes_.clear();
-  for (unsigned t = 0; t < tasks; ++t) {
-    for (std::size_t r = 0; r < routed_count_[t]; ++r)
-      routed_hashes_.push_back(hashes[routed_[t][r]]);
-  }
-  const std::size_t count = routed_hashes_.size();
-  if (count == 0) return fresh;
-  routed_flags_.resize(count);
-  fresh +=
-      count >= tuning::kMinParallelRoutedKeys && tasks > 1
-          ? insert_if_absent_in_block_ranges(kernels, layout, bits, routed_hashes_.data(), count,
-                                             KeyMode::prehashed, routed_flags_.data(), pool, tasks)
-          : kernels.insert_if_absent(layout, bits, routed_hashes_.data(), count, KeyMode::prehashed,
-                                     all_blocks(layout), routed_flags_.data());
-  std::size_t k = 0;
-  for (unsigned t = 0; t < tasks; ++t) {
-    for (std::size_t r = 0; r < routed_count_[t]; ++r) is_new[routed_[t][r]] = routed_flags_[k++];
-  }
   return fresh;
 }
 

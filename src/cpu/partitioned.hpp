@@ -58,12 +58,9 @@ struct BulkPlan {
                         // or to spread a large filter's blocks over several threads
     atomic_key_slices,  // insert: each task sets the bits of a contiguous slice of the keys with
                         // atomic ORs, in any block (CpuKernels::insert_atomic)
-    in_place_key_slices,  // insert_if_absent: each task tests and sets the keys of a contiguous
-                          // slice whose blocks no other slice shares, in place; the keys of
-                          // shared blocks follow in input order (InPlaceScratch)
-    routed_key_slices,    // insert paths: each task hashes a contiguous slice of the keys once and
-                          // routes each key to the task owning its block; each task then writes
-                          // its blocks' keys, slice after slice (RoutedScratch)
+    routed_key_slices,  // insert paths: each task hashes a contiguous slice of the keys once and
+                        // routes each key to the task owning its block; each task then writes
+                        // its blocks' keys, slice after slice (RoutedScratch)
   };
   Mode mode = Mode::single;
   unsigned tasks = 1;
@@ -79,10 +76,10 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
 /// filter of 1 to 6 GiB; block ranges, for a write of at least 2^16 keys that `plan` routes (16 MiB
 /// to 1 GiB: which of the two is faster on two threads turned on the host's load and the filter's
 /// size in the runs so far, bench/DECISIONS.md #37); atomic key slices, for an insert of at least
-/// 2^16 keys that `plan` partitions; in-place key slices, for an insert_if_absent of at least 2^16
-/// keys that `plan` partitions (from 1 GiB: at least 256 blocks for each key of an InPlaceScratch
-/// chunk, so few keys share a block with another slice's). Both give the same answers; which is
-/// faster depends on the machine (cpu/plan_chooser.hpp).
+/// 2^16 keys that `plan` partitions; routed key slices, for an insert_if_absent of at least 2^16
+/// keys that `plan` partitions (from 1 GiB, where routing measured as fast as partitions or
+/// faster: bench/DECISIONS.md #37, "Owner bytes"). Both give the same answers; which is faster
+/// depends on the machine (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
 
@@ -153,41 +150,5 @@ std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const 
                                                std::byte* bits, const std::uint64_t* keys,
                                                std::size_t n, KeyMode mode, std::uint8_t* is_new,
                                                ThreadPool& pool, unsigned tasks);
-
-/// Mode::in_place_key_slices: insert_if_absent on several threads with only the keys of shared
-/// blocks routed (DESIGN §3, bench/DECISIONS.md "insert_if_absent in place"). Per chunk of keys:
-///  1. each task hashes a contiguous slice of the keys, keeps the hashes and marks its keys'
-///     blocks in a bitmap of its own (folded: blocks that share a bit count as one);
-///  2. the tasks merge the bitmaps into the bits marked by two tasks or more (two tasks skip
-///     this: each reads the other's bitmap in step 3);
-///  3. each task tests and sets, in order, the keys of its slice whose bit that leaves clear
-///     (no other slice has a key in the block, so no other thread touches it), and lists the rest;
-///  4. the listed keys, every key of each shared block, run in input order (by block range on
-///     several threads when there are many).
-/// Flags, count and bytes are one sequential insert_if_absent's. The buffers are kept between
-/// calls; the caller serialises calls, as it does all writes to the filter.
-class InPlaceScratch {
- public:
-  std::uint64_t run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
-                    const std::uint64_t* keys, std::size_t n, KeyMode mode, std::uint8_t* is_new,
-                    ThreadPool& pool, unsigned tasks);
-
-  /// Keys per chunk. Keys of different chunks never run at once, so a smaller chunk shares fewer
-  /// blocks between slices; each chunk costs four waits for the slowest task.
-  static constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
-
- private:
-  std::uint64_t run_chunk(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
-                          const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                          std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
-
-  std::vector<std::uint64_t> hashes_;      // the chunk's, in input order
-  std::vector<std::uint64_t> mark_words_;  // tasks' bitmaps, then the merged one; + alignment
-  std::vector<std::vector<std::uint32_t>> routed_;  // [task]: positions in the chunk to route
-  std::vector<std::size_t> routed_count_;           // [task]: how many of routed_[task] are
-  std::vector<std::uint64_t> routed_hashes_;
-  std::vector<std::uint8_t> routed_flags_;
-  std::vector<std::uint64_t> task_fresh_;
-};
 
 }  // namespace bulkbloom::detail

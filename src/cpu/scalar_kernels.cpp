@@ -102,14 +102,6 @@ std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std:
       [range](std::uint32_t block) { return block >= range.begin && block < range.end; }, is_new);
 }
 
-std::uint64_t insert_if_absent_unmarked(const Layout& layout, std::byte* bits,
-                                        const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                        BlockMarks skip, std::uint8_t* is_new) {
-  return insert_if_absent_owned(
-      layout, bits, keys, n, mode, [skip](std::uint32_t block) { return !skip.marked(block); },
-      is_new);
-}
-
 void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
            BlockOwners owners, RouteLists lists) {
   for (std::size_t k = 0; k < n; ++k) {
@@ -144,15 +136,8 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 }  // namespace
 
 const CpuTarget& scalar_target() {
-  static constexpr CpuKernels kKernels{"scalar",
-                                       hash,
-                                       insert,
-                                       insert_atomic,
-                                       contains,
-                                       insert_if_absent,
-                                       insert_if_absent_unmarked,
-                                       route,
-                                       place_flags};
+  static constexpr CpuKernels kKernels{"scalar",         hash,  insert,     insert_atomic, contains,
+                                       insert_if_absent, route, place_flags};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
