@@ -532,37 +532,48 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   }
 }
 
-// CpuKernels::place_flags. AVX-512: 16 keys a step, their owner bytes compared with the task's
-// in one mask, this task's next flags loaded (as many as the mask has bits), expanded into those
-// lanes and stored into them alone (32-bit lanes: expanding bytes needs VBMI2, which AVX3 lacks).
-// Other targets: eight owner bytes a word, the task's found without a branch per key (which is
-// as unpredictable as the keys' blocks), then one store for each of them.
+// CpuKernels::place_flags. Every task scans every key's byte of a chunk for its own, so with many
+// tasks most bytes are another's: a vector of them is compared at once and skipped when none is
+// this task's. AVX-512: 64 bytes a compare, then 16 keys a step, this task's next flags loaded (as
+// many as the step's mask has bits), expanded into its lanes and stored into them alone (32-bit
+// lanes: expanding bytes needs VBMI2, which AVX3 lacks). Other targets: eight bytes a word, the
+// task's found without a branch per key (which is as unpredictable as the keys' blocks), then one
+// store for each of them.
 std::size_t PlaceFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n, std::uint8_t task,
                        const std::uint8_t* HWY_RESTRICT flags, std::uint8_t* HWY_RESTRICT is_new) {
   std::size_t placed = 0, i = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const __m128i mine = _mm_set1_epi8(static_cast<char>(task));
-  for (; i + 16 <= n; i += 16) {
-    const __mmask16 keep =
-        _mm_cmpeq_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(owner_of + i)), mine);
-    const auto count = static_cast<unsigned>(__builtin_popcount(keep));
-    const __m128i next =
-        _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), flags + placed);
-    const __m512i spread = _mm512_maskz_expand_epi32(keep, _mm512_cvtepu8_epi32(next));
-    _mm_mask_storeu_epi8(is_new + i, keep, _mm512_cvtepi32_epi8(spread));
-    placed += count;
+  const __m512i mine = _mm512_set1_epi8(static_cast<char>(task));
+  for (; i + 64 <= n; i += 64) {
+    const __mmask64 keep = _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(owner_of + i), mine);
+    if (keep == 0) continue;
+    for (unsigned step = 0; step < 4; ++step) {
+      const auto lanes = static_cast<__mmask16>(keep >> (16 * step));
+      const auto count = static_cast<unsigned>(__builtin_popcount(lanes));
+      const __m128i next =
+          _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), flags + placed);
+      const __m512i spread = _mm512_maskz_expand_epi32(lanes, _mm512_cvtepu8_epi32(next));
+      _mm_mask_storeu_epi8(is_new + i + 16 * step, lanes, _mm512_cvtepi32_epi8(spread));
+      placed += count;
+    }
   }
-#else
+#elif HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<std::uint8_t> d8;
+  const std::size_t lanes = hn::Lanes(d8);  // a multiple of 8 on every vector target
+  const auto mine_lanes = hn::Set(d8, task);
   constexpr std::uint64_t kLow7 = 0x7f7f7f7f7f7f7f7fULL;
   const std::uint64_t mine = 0x0101010101010101ULL * task;
-  for (; i + 8 <= n; i += 8) {
-    std::uint64_t word;
-    std::memcpy(&word, owner_of + i, 8);
-    const std::uint64_t differ = word ^ mine;  // zero bytes: this task's keys
-    // The top bit of each zero byte, exactly (no carry crosses a byte: the low 7 bits alone).
-    std::uint64_t zero = ~(((differ & kLow7) + kLow7) | differ | kLow7);
-    for (; zero != 0; zero &= zero - 1) {
-      is_new[i + static_cast<std::size_t>(__builtin_ctzll(zero)) / 8] = flags[placed++];
+  for (; i + lanes <= n; i += lanes) {
+    if (hn::AllFalse(d8, hn::Eq(hn::LoadU(d8, owner_of + i), mine_lanes))) continue;
+    for (std::size_t at = i; at < i + lanes; at += 8) {
+      std::uint64_t word;
+      std::memcpy(&word, owner_of + at, 8);
+      const std::uint64_t differ = word ^ mine;  // zero bytes: this task's keys
+      // The top bit of each zero byte, exactly (no carry crosses a byte: the low 7 bits alone).
+      for (std::uint64_t zero = ~(((differ & kLow7) + kLow7) | differ | kLow7); zero != 0;
+           zero &= zero - 1) {
+        is_new[at + static_cast<std::size_t>(__builtin_ctzll(zero)) / 8] = flags[placed++];
+      }
     }
   }
 #endif

@@ -98,8 +98,8 @@ struct CpuKernels {
                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                     BlockRange range, std::uint8_t* is_new);
   /// Hashes keys[0, n) (as `hash`) and appends each key's hash to the list of the task owning
-  /// its block, in input order, writing that task to lists.owner_of[i] when it is set (at most
-  /// RouteLists::kMaxTasks tasks).
+  /// its block, in input order, writing that task to lists.owner_of[i] when it is set (then at
+  /// most RouteLists::kMaxTasks tasks).
   void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
                 BlockOwners owners, RouteLists lists);
   /// For each i in [0, n) with owner_of[i] == task, in order, the next of `flags` to is_new[i]:

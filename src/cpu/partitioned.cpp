@@ -78,7 +78,6 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
     // task that owns its block.
     plan.mode =
         op == BulkOp::contains ? BulkPlan::Mode::key_slices : BulkPlan::Mode::routed_key_slices;
-    if (op != BulkOp::contains) plan.tasks = std::min(plan.tasks, RouteLists::kMaxTasks);
   }
   return plan;
 }
@@ -106,7 +105,6 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
   }
   if (op == BulkOp::insert_if_absent && n >= tuning::kMinTimedInsertKeys) {  // partitioned
     other.mode = BulkPlan::Mode::routed_key_slices;
-    other.tasks = std::min(other.tasks, RouteLists::kMaxTasks);
     other.partition_shift = 0;
     return other;
   }
@@ -193,6 +191,9 @@ std::uint64_t RoutedScratch::insert_if_absent(const CpuKernels& kernels, const L
                                               std::byte* bits, const std::uint64_t* keys,
                                               std::size_t n, KeyMode mode, std::uint8_t* is_new,
                                               ThreadPool& pool, unsigned tasks) {
+  // A key's owner is a byte; more tasks would share bytes (the pool runs the tasks on its threads
+  // whatever their number).
+  tasks = std::min(tasks, RouteLists::kMaxTasks);
   std::uint64_t fresh = 0;
   // Chunks run one after another, so keys of different chunks keep their sequential order.
   for (std::size_t start = 0; start < n; start += kChunkKeys) {

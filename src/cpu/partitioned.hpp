@@ -94,8 +94,9 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 ///     a list of its own, then placed at the keys whose byte is its number
 ///     (CpuKernels::place_flags); an insert's own slice last.
 /// Bytes, flags and count are one sequential call's. Two joins a chunk, against block ranges'
-/// one, for hashing and scanning each key once rather than once a task. At most
-/// RouteLists::kMaxTasks tasks (plan_bulk routes on no more).
+/// one, for hashing each key once rather than once a task. insert_if_absent runs on at most
+/// RouteLists::kMaxTasks tasks, whatever `tasks` asks; each owner scans every key's byte once a
+/// chunk to place its flags (64 bytes a compare with AVX-512).
 class RoutedScratch {
  public:
   void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
@@ -105,7 +106,8 @@ class RoutedScratch {
                                  const std::uint64_t* keys, std::size_t n, KeyMode mode,
                                  std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
 
-  /// Keys per chunk: the lists of a chunk (12 bytes a key) stay in the caches between the steps.
+  /// Keys per chunk: the lists of a chunk (8 bytes a key; insert_if_absent 10) stay in the caches
+  /// between the steps.
   static constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
 
  private:
