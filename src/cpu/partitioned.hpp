@@ -77,8 +77,9 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
 /// to 1 GiB: which of the two is faster on two threads turned on the host's load and the filter's
 /// size in the runs so far, bench/DECISIONS.md #37); atomic key slices, for an insert of at least
 /// 2^16 keys that `plan` partitions; routed key slices, for an insert_if_absent of at least 2^16
-/// keys that `plan` partitions (from 1 GiB, where routing measured as fast as partitions or
-/// faster: bench/DECISIONS.md #37, "Owner bytes"). Both give the same answers; which is faster
+/// keys that `plan` partitions (from 1 GiB, or a batch of 64 keys a block and more from 64 MiB;
+/// at 2 GiB routing measured as fast as partitions or faster: bench/DECISIONS.md #37, "Owner
+/// bytes"). Both give the same answers; which is faster
 /// depends on the machine (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
