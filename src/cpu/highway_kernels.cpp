@@ -196,26 +196,6 @@ HWY_INLINE hn::Vec<D> BlockOf(D d, hn::Vec<D> hash, std::uint32_t num_blocks, Bl
 #endif
 }
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// Writes the positions i in [0, size) whose lane of `keep_lanes(i)` (a mask over the vector of
-// positions from i) is true to `kept`, in order, and returns how many there are: one compressing
-// store a vector.
-template <class D, class KeepLanes>
-HWY_INLINE std::size_t CompressPositions(D d, std::size_t size, std::uint64_t* HWY_RESTRICT kept,
-                                         const KeepLanes& keep_lanes) {
-  static_assert(hn::MaxLanes(D()) == 8, "_mm512_maskz_compress_epi64 needs 512-bit vectors");
-  const std::size_t lanes = hn::Lanes(d);
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < size; i += lanes) {
-    const auto keep = hn::And(keep_lanes(i), hn::FirstN(d, size - i));
-    const auto positions = hn::Iota(d, i);
-    hn::StoreU(hn::Vec<D>{_mm512_maskz_compress_epi64(keep.raw, positions.raw)}, d, kept + count);
-    count += hn::CountTrue(d, keep);
-  }
-  return count;
-}
-#endif
-
 // Writes the positions in a group of the keys whose block is in `range`, in order, to `kept`;
 // returns how many there are. With several threads each key is in one thread's range, so a branch
 // per key would mispredict half the time: AVX-512 (every x86 target from AVX3 up, all with 512-bit
@@ -229,11 +209,16 @@ HWY_INLINE std::size_t KeepRange(D d, BlockRange range, std::size_t size,
   const std::uint32_t range_size = range.end - range.begin;
   std::size_t count = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  static_assert(hn::MaxLanes(D()) == 8, "_mm512_maskz_compress_epi64 needs 512-bit vectors");
   const auto first_block = hn::Set(d, range.begin);
   const auto in_range_size = hn::Set(d, range_size);
-  count = CompressPositions(d, size, kept, [&](std::size_t i) {
-    return hn::Lt(hn::Sub(hn::Load(d, blocks + i), first_block), in_range_size);
-  });
+  for (std::size_t i = 0; i < size; i += hn::Lanes(d)) {
+    const auto keep = hn::And(hn::Lt(hn::Sub(hn::Load(d, blocks + i), first_block), in_range_size),
+                              hn::FirstN(d, size - i));
+    const auto positions = hn::Iota(d, i);
+    hn::StoreU(hn::Vec<D>{_mm512_maskz_compress_epi64(keep.raw, positions.raw)}, d, kept + count);
+    count += hn::CountTrue(d, keep);
+  }
 #else
   (void)d;
   for (std::size_t i = 0; i < size; ++i) {
@@ -480,7 +465,7 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   // A vector of slack past a short last group, zeroed so that no lane reads indeterminate bytes.
   constexpr std::size_t kSlots = kGroup + hn::MaxLanes(d);
   HWY_ALIGN std::uint64_t hashes[kSlots] = {};
-  HWY_ALIGN std::uint64_t owner_of[kSlots] = {};
+  HWY_ALIGN std::uint64_t owner_lane[kSlots] = {};  // the generic path's, a lane a key
   const auto scale = hn::Set(d, owners.scale);
   for (std::size_t start = 0; start < n; start += kGroup) {
     const std::size_t size = std::min(kGroup, n - start);
@@ -521,10 +506,10 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
 #endif
     for (std::size_t i = 0; i < size; i += lanes) {
       const auto block = BlockOf(d, hn::Load(d, hashes + i), num_blocks, layout.index);
-      hn::Store(hn::ShiftRight<32>(MulLow64(d, block, scale)), d, owner_of + i);
+      hn::Store(hn::ShiftRight<32>(MulLow64(d, block, scale)), d, owner_lane + i);
     }
     for (std::size_t i = 0; i < size; ++i) {
-      const auto t = static_cast<std::size_t>(owner_of[i]);
+      const auto t = static_cast<std::size_t>(owner_lane[i]);
       const std::size_t at = t * lists.capacity + lists.counts[t]++;
       lists.hashes[at] = hashes[i];
       if (lists.owner_of != nullptr) lists.owner_of[start + i] = static_cast<std::uint8_t>(t);

@@ -74,16 +74,14 @@ void contains(const Layout& layout, const std::byte* bits, const std::uint64_t* 
   });
 }
 
-// The sequential loop over the keys `owned` accepts (a block's index).
-template <class Owned>
-std::uint64_t insert_if_absent_owned(const Layout& layout, std::byte* bits,
-                                     const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                                     const Owned& owned, std::uint8_t* is_new) {
+std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
+                               std::size_t n, KeyMode mode, BlockRange range,
+                               std::uint8_t* is_new) {
   std::uint64_t fresh = 0;
   with_geometry(layout.shape, [&]<typename G>(G) {
     for (std::size_t k = 0; k < n; ++k) {
       const std::uint64_t hash = key_hash(layout, keys[k], mode);
-      if (!owned(layout.block_of(hash))) continue;
+      if (!in_range(layout, hash, range)) continue;
       typename G::Word* words = block_words<G>(layout, bits, hash);
       const bool present = test_block<G>(words, hash);
       set_block<G>(words, hash);
@@ -92,14 +90,6 @@ std::uint64_t insert_if_absent_owned(const Layout& layout, std::byte* bits,
     }
   });
   return fresh;
-}
-
-std::uint64_t insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
-                               std::size_t n, KeyMode mode, BlockRange range,
-                               std::uint8_t* is_new) {
-  return insert_if_absent_owned(
-      layout, bits, keys, n, mode,
-      [range](std::uint32_t block) { return block >= range.begin && block < range.end; }, is_new);
 }
 
 void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
