@@ -21,6 +21,13 @@ bool poll(const Done& done) {
   return true;
 }
 
+std::uint32_t call_of(std::uint64_t claim) {
+  return static_cast<std::uint32_t>(claim >> 32);
+}
+std::uint32_t unclaimed_of(std::uint64_t claim) {
+  return static_cast<std::uint32_t>(claim);
+}
+
 // The pool whose task the current thread is running, if any. A call made from inside a task (a
 // worker's, or the caller's own share) runs inline: waiting for the pool it occupies would never
 // end, and splitting again onto another pool's workers would put two threads on each core.
@@ -38,7 +45,30 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::start_workers() {
-  for (unsigned w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+  for (unsigned w = 1; w < threads_; ++w) workers_.emplace_back([this] { work(); });
+}
+
+std::optional<unsigned> ThreadPool::claim(std::uint32_t call, unsigned tasks) {
+  std::uint64_t current = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (call_of(current) != call || unclaimed_of(current) == 0) return std::nullopt;
+    if (claim_.compare_exchange_weak(current, current - 1, std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+      return tasks - unclaimed_of(current);
+    }
+  }
+}
+
+void ThreadPool::run_claimed(std::uint32_t call, const std::function<void(unsigned)>* task,
+                             unsigned tasks) {
+  while (const std::optional<unsigned> i = claim(call, tasks)) {
+    (*task)(*i);
+    if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // Under the lock, so that a caller that found unfinished_ non-zero is already waiting.
+      std::lock_guard done_lock(mutex_);
+      done_.notify_one();
+    }
+  }
 }
 
 void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) {
@@ -49,41 +79,40 @@ void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) 
   std::unique_lock run_lock(run_mutex_, std::try_to_lock);
   if (!run_lock.owns_lock()) return run_inline();
   if (workers_.empty()) start_workers();
+  // Only the caller holding run_mutex_ changes the call number.
+  const std::uint32_t call = call_of(claim_.load(std::memory_order_relaxed)) + 1;
+  task_.store(&task, std::memory_order_relaxed);
+  tasks_.store(tasks, std::memory_order_relaxed);
+  unfinished_.store(tasks, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
-    task_ = &task;
-    tasks_ = tasks;
-    busy_.store(threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    claim_.store(std::uint64_t{call} << 32 | tasks, std::memory_order_release);
   }
   wake_.notify_all();
-  // Participant p runs tasks p, p + size(), ...: the caller is participant 0.
   const ThreadPool* const outer = std::exchange(running_tasks_of, this);
-  for (unsigned i = 0; i < tasks; i += threads_) task(i);
+  run_claimed(call, &task, tasks);
   running_tasks_of = outer;
-  if (poll([this] { return busy_.load(std::memory_order_acquire) == 0; })) return;
+  const auto finished = [this] { return unfinished_.load(std::memory_order_acquire) == 0; };
+  if (poll(finished)) return;
   std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return busy_.load(std::memory_order_acquire) == 0; });
+  done_.wait(lock, finished);
 }
 
-void ThreadPool::work(unsigned worker) {
+void ThreadPool::work() {
   running_tasks_of = this;  // a worker runs nothing but this pool's tasks
-  std::uint64_t seen = 0;
+  std::uint32_t seen = 0;
   for (;;) {
-    poll([&] { return generation_.load(std::memory_order_acquire) != seen; });
+    const auto new_call = [&] { return call_of(claim_.load(std::memory_order_acquire)) != seen; };
+    poll(new_call);
     std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stopping_ || generation_.load() != seen; });
+    wake_.wait(lock, [&] { return stopping_ || new_call(); });
     if (stopping_) return;
-    seen = generation_.load();
-    const auto* task = task_;
-    const unsigned tasks = tasks_;
+    seen = call_of(claim_.load(std::memory_order_acquire));
     lock.unlock();
-    for (unsigned i = worker; i < tasks; i += threads_) (*task)(i);
-    if (busy_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      // Under the lock, so that a caller that found busy_ non-zero is already waiting.
-      std::lock_guard done_lock(mutex_);
-      done_.notify_one();
-    }
+    // The call may be over already, even a later one begun: claim() then fails, and the task
+    // function read here is never called.
+    run_claimed(seen, task_.load(std::memory_order_acquire),
+                tasks_.load(std::memory_order_acquire));
   }
 }
 
