@@ -519,12 +519,13 @@ TEST(RoutedKeySlices, InsertIfAbsentOnMoreTasksThanOwnerBytesGivesTheScalarAnswe
   }
 }
 
-// Routed inserts over several chunks (each routed and written before the next): the bytes are one
-// scalar insert's for 1 to 7 threads, every shape, both indexes and every target, on batches of
-// three chunks and a bit (fresh keys with repeats, hot keys, all equal, every key in one block),
-// into an empty and a half-loaded filter, so that the lists and counts left by one chunk and those
-// of the next meet the same blocks.
-TEST(RoutedKeySlices, InsertsOfSeveralChunksGiveTheScalarBytes) {
+// Routed insert and insert_if_absent over several chunks (one chunk routed while the one before
+// it is written): bytes, flags and count are one scalar call's for 1 to 7 threads, every shape,
+// both indexes and every target, on batches of three chunks and a bit (fresh keys with repeats,
+// hot keys, all equal, every key in one block), into an empty and a half-loaded filter, so that
+// the lists and counts of one chunk and those of the next meet the same blocks, and a key's
+// repeats fall in later chunks.
+TEST(RoutedKeySlices, CallsOfSeveralChunksGiveTheScalarAnswers) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   constexpr std::size_t kKeys = 3 * detail::RoutedScratch::kChunkKeys + 5;
   std::vector<std::unique_ptr<detail::ThreadPool>> pools;
@@ -547,8 +548,10 @@ TEST(RoutedKeySlices, InsertsOfSeveralChunksGiveTheScalarBytes) {
         for (bool loaded : {false, true}) {
           const auto before = loaded ? half_loaded : std::vector<std::byte>(layout.size_bytes());
           std::vector<std::byte> want = before;
-          scalar.insert(layout, want.data(), batch.keys.data(), batch.keys.size(), batch.mode,
-                        detail::all_blocks(layout));
+          std::vector<std::uint8_t> want_new(batch.keys.size());
+          const std::uint64_t want_fresh =
+              scalar.insert_if_absent(layout, want.data(), batch.keys.data(), batch.keys.size(),
+                                      batch.mode, detail::all_blocks(layout), want_new.data());
           for (const CpuKernels* kernels : all_kernel_sets()) {
             detail::RoutedScratch scratch;
             for (const auto& pool : pools) {
@@ -558,7 +561,15 @@ TEST(RoutedKeySlices, InsertsOfSeveralChunksGiveTheScalarBytes) {
               std::vector<std::byte> bits = before;
               scratch.insert(*kernels, layout, bits.data(), batch.keys.data(), batch.keys.size(),
                              batch.mode, *pool, pool->size());
-              ASSERT_TRUE(bits == want);
+              ASSERT_TRUE(bits == want) << "insert";
+              bits = before;
+              std::vector<std::uint8_t> is_new(batch.keys.size(), 7);
+              EXPECT_EQ(scratch.insert_if_absent(*kernels, layout, bits.data(), batch.keys.data(),
+                                                 batch.keys.size(), batch.mode, is_new.data(),
+                                                 *pool, pool->size()),
+                        want_fresh);
+              ASSERT_EQ(is_new, want_new);
+              ASSERT_TRUE(bits == want) << "insert_if_absent";
             }
           }
         }

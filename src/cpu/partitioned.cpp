@@ -4,6 +4,7 @@
 #include <bit>
 #include <cassert>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "bulkbloom/detail/block_math.hpp"
@@ -181,10 +182,7 @@ std::uint64_t insert_if_absent_in_block_ranges(const CpuKernels& kernels, const 
 void RoutedScratch::insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
                            const std::uint64_t* keys, std::size_t n, KeyMode mode, ThreadPool& pool,
                            unsigned tasks) {
-  for (std::size_t start = 0; start < n; start += kChunkKeys) {
-    run_chunk(kernels, layout, bits, keys + start, std::min(kChunkKeys, n - start), mode, nullptr,
-              pool, tasks);
-  }
+  run(kernels, layout, bits, keys, n, mode, nullptr, pool, tasks);
 }
 
 std::uint64_t RoutedScratch::insert_if_absent(const CpuKernels& kernels, const Layout& layout,
@@ -193,80 +191,98 @@ std::uint64_t RoutedScratch::insert_if_absent(const CpuKernels& kernels, const L
                                               ThreadPool& pool, unsigned tasks) {
   // A key's owner is a byte; more tasks would share bytes (the pool runs the tasks on its threads
   // whatever their number).
-  tasks = std::min(tasks, RouteLists::kMaxTasks);
-  std::uint64_t fresh = 0;
-  // Chunks run one after another, so keys of different chunks keep their sequential order.
-  for (std::size_t start = 0; start < n; start += kChunkKeys) {
-    fresh += run_chunk(kernels, layout, bits, keys + start, std::min(kChunkKeys, n - start), mode,
-                       is_new + start, pool, tasks);
-  }
-  return fresh;
+  return run(kernels, layout, bits, keys, n, mode, is_new, pool,
+             std::min(tasks, RouteLists::kMaxTasks));
 }
 
-std::uint64_t RoutedScratch::run_chunk(const CpuKernels& kernels, const Layout& layout,
-                                       std::byte* bits, const std::uint64_t* keys, std::size_t n,
-                                       KeyMode mode, std::uint8_t* is_new, ThreadPool& pool,
-                                       unsigned tasks) {
+std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                                 const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                                 std::uint8_t* is_new, ThreadPool& pool, unsigned tasks) {
+  if (n == 0) return 0;
+  const std::size_t chunks = (n - 1) / kChunkKeys + 1;
   const std::size_t lists = std::size_t{tasks} * tasks;
   // A list may receive every key of its slice.
-  const std::size_t capacity = slice_begin(n + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
-  hashes_.resize(std::max(hashes_.size(), 2 * lists * capacity));
+  const std::size_t capacity =
+      slice_begin(std::min(n, kChunkKeys) + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
+  hashes_.resize(std::max(hashes_.size(), kSets * lists * capacity));
   if (is_new != nullptr) {
-    owner_of_.resize(std::max(owner_of_.size(), 2 * kChunkKeys));
-    flags_.resize(std::max(flags_.size(), 2 * lists * capacity));
+    owner_of_.resize(std::max(owner_of_.size(), kSets * kChunkKeys));
+    flags_.resize(std::max(flags_.size(), kSets * lists * capacity));
   }
-  const std::size_t first = set_ * lists * capacity;
-  std::uint8_t* const owner_of = is_new != nullptr ? owner_of_.data() + set_ * kChunkKeys : nullptr;
-  set_ ^= 1;
   // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
-  // line two tasks update at once would move between their cores all along step 1.
+  // line two tasks update at once would move between their cores all along the routing.
   constexpr std::size_t kCountsPerLine = 64 / sizeof(std::size_t);
   const std::size_t counts_stride = (tasks + kCountsPerLine - 1) / kCountsPerLine * kCountsPerLine;
-  counts_.assign(counts_stride * tasks + kCountsPerLine, 0);
+  counts_.resize(std::max(counts_.size(), kSets * counts_stride * tasks + kCountsPerLine));
   std::size_t* const counts = counts_.data() + line_offset_of(counts_.data());
-  const auto count_of = [&](unsigned s, unsigned d) { return counts[s * counts_stride + d]; };
   task_fresh_.assign(tasks, 0);
   const BlockOwners owners = BlockOwners::of(layout, tasks);
-  const auto list = [&](unsigned s, unsigned d) {
-    return first + (std::size_t{s} * tasks + d) * capacity;
+  // Chunk c's keys, and its set of lists: list (s, d) holds slice s's keys of task d's blocks.
+  const auto chunk_begin = [&](std::size_t c) { return c * kChunkKeys; };
+  const auto chunk_size = [&](std::size_t c) { return std::min(kChunkKeys, n - c * kChunkKeys); };
+  const std::size_t first_set = next_set_;
+  next_set_ = (first_set + chunks) % kSets;
+  const auto set_of = [&](std::size_t c) { return (first_set + c) % kSets; };
+  const auto list = [&](std::size_t c, unsigned s, unsigned d) {
+    return (set_of(c) * lists + std::size_t{s} * tasks + d) * capacity;
   };
-  pool.run(tasks, [&](unsigned s) {  // 1: slice s routed to its keys' owners
-    const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
-    const RouteLists to{hashes_.data() + list(s, 0),
-                        owner_of != nullptr ? owner_of + begin : nullptr, capacity,
-                        counts + s * counts_stride};
-    kernels.route(layout, keys + begin, end - begin, mode, owners, to);
-  });
-  pool.run(tasks, [&](unsigned d) {  // 2: task d's blocks
+  const auto count = [&](std::size_t c, unsigned s) -> std::size_t* {
+    return counts + (set_of(c) * tasks + s) * counts_stride;
+  };
+  const auto owner_of = [&](std::size_t c) { return owner_of_.data() + set_of(c) * kChunkKeys; };
+  const auto slice = [&](std::size_t c, unsigned s) {
+    const std::size_t size = chunk_size(c);
+    return std::pair{slice_begin(size, tasks, s), slice_begin(size, tasks, s + 1)};
+  };
+  // Chunk c's slice s routed to its keys' owners.
+  const auto route = [&](std::size_t c, unsigned s) {
+    const auto [begin, end] = slice(c, s);
+    std::fill_n(count(c, s), tasks, 0);
+    const RouteLists to{hashes_.data() + list(c, s, 0),
+                        is_new != nullptr ? owner_of(c) + begin : nullptr, capacity, count(c, s)};
+    kernels.route(layout, keys + chunk_begin(c) + begin, end - begin, mode, owners, to);
+  };
+  // Chunk c's keys of task d's blocks written.
+  const auto write = [&](std::size_t c, unsigned d) {
     // insert_if_absent's flags need input order, slice after slice. An insert's bytes take any
     // order: it reads the other slices' lists first and its own last, which measured steadier
     // on two threads beside the two sets of lists alone (bench/DECISIONS.md #37).
     for (unsigned k = 1; k <= tasks; ++k) {
       const unsigned s = is_new == nullptr ? (d + k) % tasks : k - 1;
-      const std::uint64_t* hashes = hashes_.data() + list(s, d);
-      const std::size_t count = count_of(s, d);
+      const std::uint64_t* hashes = hashes_.data() + list(c, s, d);
+      const std::size_t routed = count(c, s)[d];
       if (is_new == nullptr) {
-        kernels.insert(layout, bits, hashes, count, KeyMode::prehashed, all_blocks(layout));
+        kernels.insert(layout, bits, hashes, routed, KeyMode::prehashed, all_blocks(layout));
       } else {
-        task_fresh_[d] += kernels.insert_if_absent(layout, bits, hashes, count, KeyMode::prehashed,
-                                                   all_blocks(layout), flags_.data() + list(s, d));
+        task_fresh_[d] +=
+            kernels.insert_if_absent(layout, bits, hashes, routed, KeyMode::prehashed,
+                                     all_blocks(layout), flags_.data() + list(c, s, d));
       }
     }
     if (is_new == nullptr) return;
-    // Its flags to their keys' places, here rather than after a third join (one join fewer a
+    // Its flags to their keys' places, here rather than after another join (one join fewer a
     // chunk: bench/DECISIONS.md #37). Each key's flag is written by its block's owner alone, found
-    // by the owner byte step 1 wrote for it; owner d starts with slice d's keys, so that the tasks
-    // write different slices' lines of is_new while they write at the same time, not the same
-    // lines from two cores.
+    // by the owner byte the routing wrote for it; owner d starts with slice d's keys, so that the
+    // tasks write different slices' lines of is_new while they write at the same time, not the
+    // same lines from two cores.
     for (unsigned k = 0; k < tasks; ++k) {
       const unsigned s = (d + k) % tasks;
-      const std::size_t begin = slice_begin(n, tasks, s), end = slice_begin(n, tasks, s + 1);
+      const auto [begin, end] = slice(c, s);
       [[maybe_unused]] const std::size_t placed =
-          kernels.place_flags(owner_of + begin, end - begin, static_cast<std::uint8_t>(d),
-                              flags_.data() + list(s, d), is_new + begin);
-      assert(placed == count_of(s, d));
+          kernels.place_flags(owner_of(c) + begin, end - begin, static_cast<std::uint8_t>(d),
+                              flags_.data() + list(c, s, d), is_new + chunk_begin(c) + begin);
+      assert(placed == count(c, s)[d]);
     }
-  });
+  };
+  // Step p writes chunk p - 1 and routes chunk p: one join a chunk, and one more. Chunks are
+  // written one after another, so keys of different chunks keep their sequential order; routing
+  // reads only keys and writes only the lists of its own chunk's set.
+  for (std::size_t step = 0; step <= chunks; ++step) {
+    pool.run(tasks, [&](unsigned t) {
+      if (step > 0) write(step - 1, t);
+      if (step < chunks) route(step, t);
+    });
+  }
   std::uint64_t fresh = 0;
   for (unsigned d = 0; d < tasks; ++d) fresh += task_fresh_[d];
   return fresh;

@@ -94,10 +94,10 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 ///     over prehashed keys; insert_if_absent's slice after slice (so in input order), flags into
 ///     a list of its own, then placed at the keys whose byte is its number
 ///     (CpuKernels::place_flags); an insert's own slice last.
-/// Bytes, flags and count are one sequential call's. Two joins a chunk, against block ranges'
-/// one, for hashing each key once rather than once a task. insert_if_absent runs on at most
-/// RouteLists::kMaxTasks tasks, whatever `tasks` asks; each owner scans every key's byte once a
-/// chunk to place its flags (64 bytes a compare with AVX-512).
+/// The two steps are pipelined: one pool call runs step 2 of a chunk and step 1 of the next, so
+/// a call of c chunks joins c + 1 times. Bytes, flags and count are one sequential call's.
+/// insert_if_absent runs on at most RouteLists::kMaxTasks tasks, whatever `tasks` asks; each
+/// owner scans every key's byte once a chunk to place its flags (64 bytes a compare with AVX-512).
 class RoutedScratch {
  public:
   void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
@@ -112,20 +112,21 @@ class RoutedScratch {
   static constexpr std::size_t kChunkKeys = std::size_t{1} << 16;
 
  private:
-  // One chunk; `is_new` null for an insert. Returns the count of new keys.
-  std::uint64_t run_chunk(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
-                          const std::uint64_t* keys, std::size_t n, KeyMode mode,
-                          std::uint8_t* is_new, ThreadPool& pool, unsigned tasks);
+  // `is_new` null for an insert. Returns the count of new keys.
+  std::uint64_t run(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
+                    const std::uint64_t* keys, std::size_t n, KeyMode mode, std::uint8_t* is_new,
+                    ThreadPool& pool, unsigned tasks);
 
-  // Two sets of tasks × tasks lists, chunks taking turns; in a set, list (s, d) at
-  // (s * tasks + d) * capacity: slice s's keys of task d's blocks. A chunk writing the lists the
-  // previous one has just read would wait on the reading core for every line (a slice whose
-  // lists were read last routed 1.5x slower than the other beside it: bench/DECISIONS.md #37).
+  // Sets of tasks × tasks lists, chunks taking turns: a chunk is routed into one set while the
+  // chunk before it is written from another. A chunk writing the lists that were read just before
+  // would wait on the reading core for every line (a slice whose lists were read last routed 1.5x
+  // slower than the other beside it: bench/DECISIONS.md #37).
+  static constexpr std::size_t kSets = 2;
   std::vector<std::uint64_t> hashes_;
-  unsigned set_ = 0;                    // the set the next chunk uses
-  std::vector<std::uint8_t> owner_of_;  // each key's task, a set for each set of lists
+  std::size_t next_set_ = 0;            // the set the next call's first chunk uses
+  std::vector<std::uint8_t> owner_of_;  // each key's task, kChunkKeys for each set
   std::vector<std::uint8_t> flags_;
-  std::vector<std::size_t> counts_;  // slice s's from a cache line of their own, list d's at d
+  std::vector<std::size_t> counts_;  // a set's slice s's from a cache line of their own, d's at d
   std::vector<std::uint64_t> task_fresh_;
 };
 
