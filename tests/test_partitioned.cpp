@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -454,6 +456,35 @@ TEST(RoutedKeySlices, PlaceFlagsWritesATasksFlagsAtItsKeysAlone) {
           ASSERT_EQ(is_new, want);
         }
       }
+    }
+  }
+}
+
+// Two owners placing their flags into one is_new at once, from the same first byte, with owner
+// bytes alternating so that every vector and word holds keys of both: no flag is lost. A placement
+// that read a vector of is_new, blended its own flags in and wrote the whole vector back would
+// pass every test above and here lose the other owner's flags written in between.
+TEST(RoutedKeySlices, PlaceFlagsOfTwoOwnersAtOnceLoseNoFlag) {
+  constexpr std::size_t kKeys = std::size_t{1} << 16;
+  std::vector<std::uint8_t> owner_of(kKeys);
+  for (std::size_t i = 0; i < kKeys; ++i) owner_of[i] = static_cast<std::uint8_t>(i % 2);
+  const std::vector<std::uint8_t> flags(kKeys / 2, 1);  // each owner's: every key new
+  for (const CpuKernels* kernels : all_kernel_sets()) {
+    SCOPED_TRACE(kernels->target);
+    for (int round = 0; round < 100; ++round) {
+      std::vector<std::uint8_t> is_new(kKeys, 0);
+      std::atomic<int> ready = 0;
+      const auto place = [&](std::uint8_t task) {
+        ready.fetch_add(1);
+        while (ready.load() < 2) {
+        }
+        kernels->place_flags(owner_of.data(), kKeys, task, flags.data(), is_new.data());
+      };
+      std::thread other(place, std::uint8_t{1});
+      place(0);
+      other.join();
+      const auto lost = static_cast<std::size_t>(std::count(is_new.begin(), is_new.end(), 0));
+      ASSERT_EQ(lost, 0u) << "flags lost in round " << round;
     }
   }
 }
