@@ -552,13 +552,14 @@ TEST(RoutedKeySlices, InsertIfAbsentOnMoreTasksThanOwnerBytesGivesTheScalarAnswe
 
 // Routed insert and insert_if_absent over several chunks (one chunk routed while the one before
 // it is written): bytes, flags and count are one scalar call's for 1 to 7 threads, every shape,
-// both indexes and every target, on batches of three chunks and a bit (fresh keys with repeats,
+// both indexes and every target, on batches of two chunks and a bit (fresh keys with repeats,
 // hot keys, all equal, every key in one block), into an empty and a half-loaded filter, so that
 // the lists and counts of one chunk and those of the next meet the same blocks, and a key's
-// repeats fall in later chunks.
+// repeats fall in later chunks. Three chunks a call: successive calls on one scratch begin on
+// either set of lists. insert_if_absent also runs on 5 tasks on two threads.
 TEST(RoutedKeySlices, CallsOfSeveralChunksGiveTheScalarAnswers) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
-  constexpr std::size_t kKeys = 3 * detail::RoutedScratch::kChunkKeys + 5;
+  constexpr std::size_t kKeys = 2 * detail::RoutedScratch::kChunkKeys + 5;
   std::vector<std::unique_ptr<detail::ThreadPool>> pools;
   for (unsigned threads = 1; threads <= 7; ++threads) {
     pools.push_back(std::make_unique<detail::ThreadPool>(threads));
@@ -593,14 +594,19 @@ TEST(RoutedKeySlices, CallsOfSeveralChunksGiveTheScalarAnswers) {
               scratch.insert(*kernels, layout, bits.data(), batch.keys.data(), batch.keys.size(),
                              batch.mode, *pool, pool->size());
               ASSERT_TRUE(bits == want) << "insert";
-              bits = before;
-              std::vector<std::uint8_t> is_new(batch.keys.size(), 7);
-              EXPECT_EQ(scratch.insert_if_absent(*kernels, layout, bits.data(), batch.keys.data(),
-                                                 batch.keys.size(), batch.mode, is_new.data(),
-                                                 *pool, pool->size()),
-                        want_fresh);
-              ASSERT_EQ(is_new, want_new);
-              ASSERT_TRUE(bits == want) << "insert_if_absent";
+              std::vector<unsigned> task_counts{pool->size()};
+              if (pool->size() == 2) task_counts.push_back(5);
+              for (const unsigned tasks : task_counts) {
+                bits = before;
+                std::vector<std::uint8_t> is_new(batch.keys.size(), 7);
+                EXPECT_EQ(scratch.insert_if_absent(*kernels, layout, bits.data(), batch.keys.data(),
+                                                   batch.keys.size(), batch.mode, is_new.data(),
+                                                   *pool, tasks),
+                          want_fresh)
+                    << tasks << " tasks";
+                ASSERT_EQ(is_new, want_new) << tasks << " tasks";
+                ASSERT_TRUE(bits == want) << "insert_if_absent, " << tasks << " tasks";
+              }
             }
           }
         }

@@ -245,8 +245,9 @@ std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout
   // Chunk c's keys of task d's blocks written.
   const auto write = [&](std::size_t c, unsigned d) {
     // insert_if_absent's flags need input order, slice after slice. An insert's bytes take any
-    // order: it reads the other slices' lists first and its own last, which measured steadier
-    // on two threads beside the two sets of lists alone (bench/DECISIONS.md #37).
+    // order: it reads the other slices' lists first and slice d's last, which measured steadier
+    // on two threads beside the two sets of lists alone when the pool dealt task d to the same
+    // thread in both steps (bench/DECISIONS.md #37); claimed tasks usually still fall that way.
     for (unsigned k = 1; k <= tasks; ++k) {
       const unsigned s = is_new == nullptr ? (d + k) % tasks : k - 1;
       const std::uint64_t* hashes = hashes_.data() + list(c, s, d);

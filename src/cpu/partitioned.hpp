@@ -122,6 +122,7 @@ class RoutedScratch {
   // would wait on the reading core for every line (a slice whose lists were read last routed 1.5x
   // slower than the other beside it: bench/DECISIONS.md #37).
   static constexpr std::size_t kSets = 2;
+  static_assert(kSets >= 2, "a chunk is routed into one set while the one before is read");
   std::vector<std::uint64_t> hashes_;
   std::size_t next_set_ = 0;            // the set the next call's first chunk uses
   std::vector<std::uint8_t> owner_of_;  // each key's task, kChunkKeys for each set
