@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -18,15 +19,22 @@ TEST(ThreadPool, RunsEveryTaskOfEveryCallExactlyOnce) {
   // Back-to-back calls of tasks that take no time, their count changing from call to call, on
   // pools of up to four times as many threads as this machine has cores: workers come late to
   // most calls, often with their core taken, and one must never run a task of a call that has
-  // ended, or with a later call's function or task count.
+  // ended, or a task of a later call with the earlier call's function. Successive calls take
+  // turns between two task functions, both alive, each counting into its own vector: a task run
+  // with the other call's function is missed by its own call.
   for (const unsigned threads : {1u, 2u, 3u, 5u, 8u}) {
     detail::ThreadPool pool(threads);
+    std::vector<std::atomic<unsigned>> runs[2];
+    const std::function<void(unsigned)> count_run[2] = {
+        [&](unsigned i) { runs[0].at(i).fetch_add(1, std::memory_order_relaxed); },
+        [&](unsigned i) { runs[1].at(i).fetch_add(1, std::memory_order_relaxed); }};
     for (int call = 0; call < 20000; ++call) {
       const unsigned tasks = static_cast<unsigned>(call * 7 % 19);
-      std::vector<std::atomic<unsigned>> runs(tasks);
-      pool.run(tasks, [&](unsigned i) { runs.at(i).fetch_add(1, std::memory_order_relaxed); });
+      runs[call % 2] = std::vector<std::atomic<unsigned>>(tasks);
+      pool.run(tasks, count_run[call % 2]);
       for (unsigned i = 0; i < tasks; ++i) {
-        ASSERT_EQ(runs[i].load(), 1u) << threads << " threads, task " << i << " of " << tasks;
+        ASSERT_EQ(runs[call % 2][i].load(), 1u)
+            << threads << " threads, task " << i << " of " << tasks;
       }
     }
   }

@@ -48,20 +48,19 @@ void ThreadPool::start_workers() {
   for (unsigned w = 1; w < threads_; ++w) workers_.emplace_back([this] { work(); });
 }
 
-std::optional<unsigned> ThreadPool::claim(std::uint32_t call, unsigned tasks) {
+std::optional<unsigned> ThreadPool::claim(std::uint32_t call) {
   std::uint64_t current = claim_.load(std::memory_order_acquire);
   for (;;) {
     if (call_of(current) != call || unclaimed_of(current) == 0) return std::nullopt;
     if (claim_.compare_exchange_weak(current, current - 1, std::memory_order_acq_rel,
                                      std::memory_order_acquire)) {
-      return tasks - unclaimed_of(current);
+      return unclaimed_of(current) - 1;
     }
   }
 }
 
-void ThreadPool::run_claimed(std::uint32_t call, const std::function<void(unsigned)>* task,
-                             unsigned tasks) {
-  while (const std::optional<unsigned> i = claim(call, tasks)) {
+void ThreadPool::run_claimed(std::uint32_t call, const std::function<void(unsigned)>* task) {
+  while (const std::optional<unsigned> i = claim(call)) {
     (*task)(*i);
     if (unfinished_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       // Under the lock, so that a caller that found unfinished_ non-zero is already waiting.
@@ -82,7 +81,6 @@ void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) 
   // Only the caller holding run_mutex_ changes the call number.
   const std::uint32_t call = call_of(claim_.load(std::memory_order_relaxed)) + 1;
   task_.store(&task, std::memory_order_relaxed);
-  tasks_.store(tasks, std::memory_order_relaxed);
   unfinished_.store(tasks, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
@@ -90,7 +88,7 @@ void ThreadPool::run(unsigned tasks, const std::function<void(unsigned)>& task) 
   }
   wake_.notify_all();
   const ThreadPool* const outer = std::exchange(running_tasks_of, this);
-  run_claimed(call, &task, tasks);
+  run_claimed(call, &task);
   running_tasks_of = outer;
   const auto finished = [this] { return unfinished_.load(std::memory_order_acquire) == 0; };
   if (poll(finished)) return;
@@ -111,8 +109,7 @@ void ThreadPool::work() {
     lock.unlock();
     // The call may be over already, even a later one begun: claim() then fails, and the task
     // function read here is never called.
-    run_claimed(seen, task_.load(std::memory_order_acquire),
-                tasks_.load(std::memory_order_acquire));
+    run_claimed(seen, task_.load(std::memory_order_acquire));
   }
 }
 

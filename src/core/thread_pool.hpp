@@ -24,7 +24,7 @@ class ThreadPool {
   unsigned size() const { return threads_; }
 
   /// Runs `task(i)` once for each i in [0, tasks) on up to size() threads and returns when all
-  /// are done. Participants claim tasks one at a time, in order of i, until none is left, so
+  /// are done. Participants claim tasks one at a time, from the last i down, until none is left, so
   /// which thread runs a task is not fixed: a participant that is late (a worker asleep, or its
   /// core taken by another process) leaves its share to the others instead of holding the call
   /// up, and the call waits only for tasks already begun. A call that finds the pool busy with
@@ -35,11 +35,11 @@ class ThreadPool {
  private:
   void start_workers();
   void work();
-  // Claims the next task of call `call` of `tasks` tasks (see claim_); nullopt once that call has
-  // none left.
-  std::optional<unsigned> claim(std::uint32_t call, unsigned tasks);
+  // Claims the next task of call `call` (see claim_): the number of tasks it left unclaimed,
+  // less one. nullopt once that call has none left.
+  std::optional<unsigned> claim(std::uint32_t call);
   // Runs tasks of call `call` until none is left to claim.
-  void run_claimed(std::uint32_t call, const std::function<void(unsigned)>* task, unsigned tasks);
+  void run_claimed(std::uint32_t call, const std::function<void(unsigned)>* task);
 
   const unsigned threads_;
   std::mutex run_mutex_;  // held by the call the workers serve
@@ -48,14 +48,14 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   // The current call's number (high 32 bits) and tasks not yet claimed (low 32 bits), in one word
   // so that a claim fails once a later call has begun: a worker late for a call never runs a
-  // task of it with the next call's task function. Polled before sleeping on the condition
-  // variables, like unfinished_.
+  // task of it with the next call's task function. A claim's task is the count it leaves, so no
+  // task count is read beside it. Polled before sleeping on the condition variables, like
+  // unfinished_.
   std::atomic<std::uint64_t> claim_ = 0;
-  // The current call's task and count. Read by a worker after it sees the call's number in
-  // claim_, and trusted only once a claim against that number succeeds: the caller replaces them
-  // only after every task of its call has finished, so after every claim of it.
+  // The current call's task. Read by a worker after it sees the call's number in claim_, and
+  // called only once a claim against that number succeeds: the caller replaces it only after
+  // every task of its call has finished, so after every claim of it.
   std::atomic<const std::function<void(unsigned)>*> task_ = nullptr;
-  std::atomic<unsigned> tasks_ = 0;
   std::atomic<unsigned> unfinished_ = 0;  // tasks of the current call not yet finished
   bool stopping_ = false;
 };
