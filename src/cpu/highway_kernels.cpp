@@ -447,73 +447,140 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
   });
 }
 
-// Lists that AVX-512 appends to a vector at a time (CpuKernels::route): one compressing store per
-// list and vector of keys, so beyond a few lists one key at a time is cheaper.
-constexpr unsigned kMaxCompressedLists = BlockOwners::kHashBounds + 1;
+// CpuKernels::route is compiled for each task count up to this, its lists' counts in registers
+// (AVX-512 appends a vector at a time to each list, other targets a key to every list); beyond,
+// each key is appended to its owner's list alone.
+constexpr unsigned kMaxListsInRegisters = BlockOwners::kHashBounds + 1;
 
-// CpuKernels::route. AVX-512, up to kMaxCompressedLists tasks: a group's hashes in SIMD, each
-// vector's lanes split between the tasks by comparing the hashes with the owners' first hashes
-// (BlockOwners: no block computed), and appended to each task's list with a compressing store of
-// the lanes it owns (as KeepRange: no branch on which task owns a key, which is as unpredictable
-// as the key). Other targets, or more tasks: each key's owner from its block, in SIMD, then
-// appended one key at a time by the owner's count alone.
-void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
-           BlockOwners owners, RouteLists lists) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// CpuKernels::route on AVX-512 for kTasks tasks: each vector of keys hashed, its lanes split
+// between the tasks by comparing the hashes with the owners' first hashes (BlockOwners: no block
+// computed), and appended to each task's list with a compress into a register and a whole-vector
+// store (as KeepRange: no branch on which task owns a key, which is as unpredictable as the key;
+// the compressing store to memory is microcoded on some hosts). The task count is a template
+// argument so that the lists' counts live in registers: held in memory, each vector's appends
+// waited on the previous vector's count through a store and a load (bench/DECISIONS.md #37).
+template <unsigned kTasks>
+void RouteCompressed(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                     const BlockOwners& owners, const RouteLists& lists) {
+  const hn::ScalableTag<std::uint64_t> d;
+  static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight owner bytes a vector");
+  const bool hashing = mode != KeyMode::prehashed && layout.hash != KeyHash::identity;
+  hn::Vec<decltype(d)> first_hash[kTasks];  // lanes at or past it: task t or a later one
+  bool has_first_hash[kTasks] = {};
+  for (unsigned t = 1; t < kTasks; ++t) {
+    first_hash[t] = hn::Set(d, owners.first_hash[t]);
+    has_first_hash[t] = owners.has_first_hash[t];
+  }
+  std::size_t count[kTasks];
+  std::uint64_t* list[kTasks];
+  for (unsigned t = 0; t < kTasks; ++t) {
+    count[t] = lists.counts[t];
+    list[t] = lists.hashes + t * lists.capacity;
+  }
+  const auto append = [&](hn::Vec<decltype(d)> key, __mmask8 valid, std::size_t i) {
+    const auto hash = hashing ? Xxh64(d, key, layout.seed) : key;
+    __mmask8 from_here = valid;  // valid lanes at or past task t's first hash
+    __m512i owner = _mm512_setzero_si512();
+    for (unsigned t = 0; t < kTasks; ++t) {
+      __mmask8 from_next = 0;
+      if (t + 1 < kTasks && has_first_hash[t + 1]) {
+        from_next = _mm512_mask_cmpge_epu64_mask(from_here, hash.raw, first_hash[t + 1].raw);
+      }
+      const __mmask8 keep = static_cast<__mmask8>(from_here & ~from_next);
+      _mm512_storeu_si512(list[t] + count[t], _mm512_maskz_compress_epi64(keep, hash.raw));
+      count[t] += static_cast<std::size_t>(__builtin_popcount(keep));
+      if (lists.owner_of != nullptr && t > 0) {
+        owner = _mm512_mask_add_epi64(owner, from_here, owner, _mm512_set1_epi64(1));
+      }
+      from_here = from_next;
+    }
+    if (lists.owner_of != nullptr) {
+      _mm512_mask_cvtepi64_storeu_epi8(lists.owner_of + i, valid, owner);
+    }
+  };
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) append(hn::LoadU(d, keys + i), 0xFF, i);
+  if (i < n) {  // the tail, through a zero-padded vector
+    const auto valid = static_cast<__mmask8>((1u << (n - i)) - 1);
+    append(hn::Vec<decltype(d)>{_mm512_maskz_loadu_epi64(valid, keys + i)}, valid, i);
+  }
+  for (unsigned t = 0; t < kTasks; ++t) lists.counts[t] = count[t];
+}
+#endif
+
+// CpuKernels::route on other targets, and on AVX-512 beyond kMaxListsInRegisters tasks: a group's
+// hashes and each key's owner from its block in SIMD, then each key appended to its owner's list.
+// With kTasks (up to kMaxListsInRegisters) known, each key is stored at the end of every list and
+// only its owner's count advances, so that the counts stay in registers and no key's store waits
+// on the count the previous key updated; with more tasks (kTasks 0) one store a key, at the
+// owner's count.
+template <unsigned kTasks>
+void RouteEachKey(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+                  const BlockOwners& owners, const RouteLists& lists) {
   const hn::ScalableTag<std::uint64_t> d;
   const std::size_t lanes = hn::Lanes(d);
   const auto num_blocks = static_cast<std::uint32_t>(layout.num_blocks);
   // A vector of slack past a short last group, zeroed so that no lane reads indeterminate bytes.
   constexpr std::size_t kSlots = kGroup + hn::MaxLanes(d);
   HWY_ALIGN std::uint64_t hashes[kSlots] = {};
-  HWY_ALIGN std::uint64_t owner_lane[kSlots] = {};  // the generic path's, a lane a key
+  HWY_ALIGN std::uint64_t owner_lane[kSlots] = {};
   const auto scale = hn::Set(d, owners.scale);
+  std::size_t count[kTasks == 0 ? 1 : kTasks];
+  std::uint64_t* list[kTasks == 0 ? 1 : kTasks];
+  for (unsigned t = 0; t < kTasks; ++t) {
+    count[t] = lists.counts[t];
+    list[t] = lists.hashes + t * lists.capacity;
+  }
   for (std::size_t start = 0; start < n; start += kGroup) {
     const std::size_t size = std::min(kGroup, n - start);
     HashKeys(layout, keys + start, size, mode, hashes);
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-    static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight owner bytes a vector");
-    if (owners.tasks <= kMaxCompressedLists) {
-      // Lanes whose hash is at or past task t's first hash (none where t owns no block).
-      const auto reaches = [&](hn::Vec<decltype(d)> hash, unsigned t) {
-        return owners.has_first_hash[t] ? hn::Not(hn::Lt(hash, hn::Set(d, owners.first_hash[t])))
-                                        : hn::FirstN(d, 0);
-      };
-      std::size_t count[kMaxCompressedLists];
-      std::copy_n(lists.counts, owners.tasks, count);
-      for (std::size_t i = 0; i < size; i += lanes) {
-        const auto hash = hn::Load(d, hashes + i);
-        const auto valid = hn::FirstN(d, size - i);
-        auto from_here = valid;  // valid lanes at or past task t's first hash
-        __m512i owner = _mm512_setzero_si512();
-        for (unsigned t = 0; t < owners.tasks; ++t) {
-          const auto from_next =
-              t + 1 < owners.tasks ? hn::And(from_here, reaches(hash, t + 1)) : hn::FirstN(d, 0);
-          const auto keep = hn::AndNot(from_next, from_here);
-          const std::size_t at = t * lists.capacity + count[t];
-          hn::StoreU(hn::Vec<decltype(d)>{_mm512_maskz_compress_epi64(keep.raw, hash.raw)}, d,
-                     lists.hashes + at);
-          owner = _mm512_mask_mov_epi64(owner, keep.raw, _mm512_set1_epi64(t));
-          count[t] += hn::CountTrue(d, keep);
-          from_here = from_next;
-        }
-        if (lists.owner_of != nullptr) {
-          _mm512_mask_cvtepi64_storeu_epi8(lists.owner_of + start + i, valid.raw, owner);
-        }
-      }
-      std::copy_n(count, owners.tasks, lists.counts);
-      continue;
-    }
-#endif
     for (std::size_t i = 0; i < size; i += lanes) {
       const auto block = BlockOf(d, hn::Load(d, hashes + i), num_blocks, layout.index);
       hn::Store(hn::ShiftRight<32>(MulLow64(d, block, scale)), d, owner_lane + i);
     }
     for (std::size_t i = 0; i < size; ++i) {
-      const auto t = static_cast<std::size_t>(owner_lane[i]);
-      const std::size_t at = t * lists.capacity + lists.counts[t]++;
-      lists.hashes[at] = hashes[i];
-      if (lists.owner_of != nullptr) lists.owner_of[start + i] = static_cast<std::uint8_t>(t);
+      const auto owner = static_cast<unsigned>(owner_lane[i]);
+      if constexpr (kTasks == 0) {
+        lists.hashes[owner * lists.capacity + lists.counts[owner]++] = hashes[i];
+      } else {
+        for (unsigned t = 0; t < kTasks; ++t) {
+          list[t][count[t]] = hashes[i];
+          count[t] += owner == t;
+        }
+      }
+      if (lists.owner_of != nullptr) lists.owner_of[start + i] = static_cast<std::uint8_t>(owner);
     }
+  }
+  for (unsigned t = 0; t < kTasks; ++t) lists.counts[t] = count[t];
+}
+
+// Route for kTasks tasks, up to kMaxListsInRegisters.
+template <unsigned kTasks>
+void RouteFew(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+              const BlockOwners& owners, const RouteLists& lists) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  RouteCompressed<kTasks>(layout, keys, n, mode, owners, lists);
+#else
+  RouteEachKey<kTasks>(layout, keys, n, mode, owners, lists);
+#endif
+}
+
+// CpuKernels::route.
+void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
+           BlockOwners owners, RouteLists lists) {
+  static_assert(kMaxListsInRegisters == 4, "one case a task count below");
+  switch (owners.tasks) {
+    case 1:
+      return RouteFew<1>(layout, keys, n, mode, owners, lists);
+    case 2:
+      return RouteFew<2>(layout, keys, n, mode, owners, lists);
+    case 3:
+      return RouteFew<3>(layout, keys, n, mode, owners, lists);
+    case 4:
+      return RouteFew<4>(layout, keys, n, mode, owners, lists);
+    default:
+      return RouteEachKey<0>(layout, keys, n, mode, owners, lists);
   }
 }
 
