@@ -48,7 +48,8 @@ class FilterContract : public testing::TestWithParam<Case> {
     options.threads = 1;  // the oracle: one key at a time, in order
     return Filter(Layout{GetParam().shape, num_blocks}, options);
   }
-  // Blocks of this shape in a filter just over 16 MiB: the smallest written on several threads.
+  // Blocks of this shape in a filter just over 16 MiB: written on several threads (from 1 MiB),
+  // and too large for these tests' keys to fill, so that a key left out would show.
   std::uint64_t blocks_of_a_threaded_write() const {
     return (std::uint64_t{16} << 20) / block_bytes(GetParam().shape) + 3;
   }
@@ -255,7 +256,7 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
 }
 
 // Inserts of 2^16 keys or more on several threads are timed both ways on the CPU: the plan by size
-// (here routed key slices: the filter is over 16 MiB, written on several threads) and block ranges
+// (here routed key slices: the filter is over 1 MiB, written on several threads) and block ranges
 // (src/cpu/partitioned.hpp), the first calls taking them in turn whatever the timings
 // (src/cpu/plan_chooser.hpp). After every call the bytes are the reference's, whichever plan ran:
 // calls 1 and 3 below run by block range. The filter is large enough not to fill up, so that a key

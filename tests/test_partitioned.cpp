@@ -17,6 +17,7 @@
 
 #include "bulkbloom/detail/block_math.hpp"
 
+#include "core/tuning.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/partitioned.hpp"
 #include "cpu/plan_chooser.hpp"
@@ -913,7 +914,7 @@ TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize)
     // One thread: the plan by size, untimed.
     EXPECT_FALSE(detail::alternative_plan(op, layout, n, detail::plan_bulk(op, layout, n, 1)));
   }
-  const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
+  const Layout under{Shape::sb512, detail::tuning::kMinParallelWriteFilterBytes / 64 - 1};
   for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
     const auto single = detail::plan_bulk(op, under, n, 4);
     EXPECT_EQ(single.mode, Mode::single);
@@ -1009,21 +1010,24 @@ TEST(PlanChooser, SwitchesWhenTheOtherPlanBecomesFasterAndIgnoresOneSlowCall) {
   EXPECT_EQ(ran.back(), 1u);
 }
 
-// Writes to a filter under 16 MiB run on one thread whatever the thread count, a count the caller
-// set included: there two threads measured slower than one (2 MiB: 0.87x insert, 0.88x
-// insert_if_absent, bench/DECISIONS.md #37). From 16 MiB they are routed to the blocks' owners.
-TEST(PartitionedBulk, WritesToFiltersUnder16MiBStayOnOneThreadWhateverTheThreadCount) {
+// Writes to a filter under 1 MiB run on one thread whatever the thread count, a count the caller
+// set included: there two threads gained nothing steady (bench/DECISIONS.md #37, "Routed writes
+// from 1 MiB"). From 1 MiB they are routed to the blocks' owners.
+TEST(PartitionedBulk, WritesToFiltersUnder1MiBStayOnOneThreadWhateverTheThreadCount) {
   using Mode = detail::BulkPlan::Mode;
+  const Layout half_mib{Shape::sb512, (std::uint64_t{1} << 19) / 64};
+  const Layout under{Shape::sb512, (std::uint64_t{1} << 20) / 64 - 1};
+  const Layout at{Shape::sb512, (std::uint64_t{1} << 20) / 64};
   const Layout two_mib{Shape::sb512, (std::uint64_t{2} << 20) / 64};
-  const Layout under{Shape::sb512, (std::uint64_t{16} << 20) / 64 - 1};
-  const Layout at{Shape::sb512, (std::uint64_t{16} << 20) / 64};
   for (BulkOp op : {BulkOp::insert, BulkOp::insert_if_absent}) {
     for (unsigned threads : {2u, 4u}) {
-      EXPECT_EQ(detail::plan_bulk(op, two_mib, 1 << 20, threads).mode, Mode::single);
+      EXPECT_EQ(detail::plan_bulk(op, half_mib, 1 << 20, threads).mode, Mode::single);
       EXPECT_EQ(detail::plan_bulk(op, under, 1 << 20, threads).mode, Mode::single);
-      const auto split = detail::plan_bulk(op, at, 1 << 20, threads);
-      EXPECT_EQ(split.mode, Mode::routed_key_slices);
-      EXPECT_EQ(split.tasks, threads);
+      for (const Layout& layout : {at, two_mib}) {
+        const auto split = detail::plan_bulk(op, layout, 1 << 20, threads);
+        EXPECT_EQ(split.mode, Mode::routed_key_slices);
+        EXPECT_EQ(split.tasks, threads);
+      }
     }
   }
   // Readers share the blocks: contains splits the keys whatever the filter's size.

@@ -20,13 +20,10 @@ inline constexpr std::size_t kHashRun = 512;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // Smaller filters are written by one thread whatever the thread count, one the caller set
-// included. With block ranges each writing thread read the whole batch to find its blocks' keys:
-// at 2 MiB two threads wrote at 0.87x (insert) and 0.88x (insert_if_absent) one thread's speed
-// on a quiet host, while from 32 MiB up they gained (bench/RESULTS.md). Routed key slices read
-// each key once, but at 2-16 MiB two tasks still did 1.1-1.5x one thread's work (hashing and
-// routing each key, a second pass over the lists: bench/DECISIONS.md #37, "Keys routed to their
-// blocks' owners"), which no quiet run has yet shown repaid there.
-inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{16} << 20;
+// included. Two threads routing each key to its block's owner gained 1.3-1.5x one thread's speed
+// from 1 MiB to 16 MiB on a quiet host, and lost or gained at random below (bench/DECISIONS.md
+// #37, "Routed writes from 1 MiB").
+inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{1} << 20;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
 // partition stays cached while it is worked on. Larger filters get larger partitions rather than
 // more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no
