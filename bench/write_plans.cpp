@@ -1,6 +1,6 @@
 // Each write plan forced, side by side in one process, over the same loaded filter and batches as
 // bench_filter's `insert/.../batch:64Ki` cases: for insert, one thread, and on two threads routed
-// key slices (each key hashed once and routed to its block's owner; the plan by size from 16 MiB
+// key slices (each key hashed once and routed to its block's owner; the plan by size from 1 MiB
 // up to 1 GiB; forced at every size), block ranges (below 1 GiB) or partitions (from 1 GiB), atomic
 // key slices, and the atomic kernel alone on one thread; for insert_if_absent, one thread against
 // block ranges or partitions and routed key slices. The engine times some of these against each

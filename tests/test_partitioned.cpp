@@ -351,8 +351,11 @@ void check_every_thread_count(std::initializer_list<std::uint64_t> block_counts,
 TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   for (BlockIndex index : kBothIndexes) {
-    for (std::uint64_t num_blocks : {std::uint64_t{3}, std::uint64_t{1031}, Layout::kMaxBlocks}) {
-      const Layout layout{Shape::sb512, num_blocks, KeyHash::xxh64, 9, index};
+    for (auto [num_blocks, hash] : {std::pair{std::uint64_t{3}, KeyHash::xxh64},
+                                    std::pair{std::uint64_t{1031}, KeyHash::xxh64},
+                                    std::pair{std::uint64_t{1031}, KeyHash::identity},
+                                    std::pair{Layout::kMaxBlocks, KeyHash::xxh64}}) {
+      const Layout layout{Shape::sb512, num_blocks, hash, 9, index};
       for (unsigned tasks = 1; tasks <= 7; ++tasks) {
         const auto owners = detail::BlockOwners::of(layout, tasks);
         std::vector<std::pair<std::vector<std::uint64_t>, KeyMode>> batches;
@@ -372,7 +375,10 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
           const std::size_t capacity = n + detail::RouteLists::kRouteSlack;
           // The lists, and the owner bytes (with_owners) or the sentinel bytes left untouched.
           const auto route = [&](const CpuKernels& kernels, bool with_owners) {
-            std::vector<std::uint64_t> hashes(tasks * capacity);
+            // Guard words past the last list: no list may be written beyond its capacity.
+            constexpr std::size_t kGuardWords = 16;
+            constexpr std::uint64_t kGuard = 0x5a5a5a5a5a5a5a5aULL;
+            std::vector<std::uint64_t> hashes(tasks * capacity + kGuardWords, kGuard);
             constexpr std::uint8_t kUntouched = 0xEE;
             std::vector<std::uint8_t> owner_of(n + 8, kUntouched);
             std::vector<std::size_t> counts(tasks, 0);
@@ -384,6 +390,8 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
                                              capacity, counts.data()};
               kernels.route(layout, keys.data() + begin, end - begin, mode, owners, lists);
             }
+            EXPECT_TRUE(std::all_of(hashes.end() - kGuardWords, hashes.end(),
+                                    [](std::uint64_t word) { return word == kGuard; }));
             std::vector<std::vector<std::uint64_t>> listed(tasks);
             for (unsigned t = 0; t < tasks; ++t) {
               listed[t].assign(hashes.begin() + t * capacity,
@@ -886,7 +894,7 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
 // Writes of 2^16 keys or more on several threads time a second plan against the plan by size: under
 // 1 GiB block ranges against routed key slices; from 1 GiB, where the plan by size partitions,
 // atomic key slices (insert) and routed key slices (insert_if_absent). One thread and shorter
-// calls keep the plan by size alone, and a filter under 16 MiB is written on one thread.
+// calls keep the plan by size alone, and a filter under 1 MiB is written on one thread.
 TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize) {
   using Mode = detail::BulkPlan::Mode;
   const std::size_t n = std::size_t{1} << 16;
@@ -1026,10 +1034,17 @@ TEST(PartitionedBulk, WritesToFiltersUnder1MiBStayOnOneThreadWhateverTheThreadCo
       for (const Layout& layout : {at, two_mib}) {
         const auto split = detail::plan_bulk(op, layout, 1 << 20, threads);
         EXPECT_EQ(split.mode, Mode::routed_key_slices);
-        EXPECT_EQ(split.tasks, threads);
+        // One task per 512 KiB of the filter at most, two at least.
+        EXPECT_EQ(split.tasks, std::min(threads, static_cast<unsigned>(layout.size_bytes() >> 19)));
       }
     }
+    // The cap on tasks binds writes only: reads split the keys as many ways as asked.
+    const Layout sixteen_mib{Shape::sb512, (std::uint64_t{16} << 20) / 64};
+    EXPECT_EQ(detail::plan_bulk(op, sixteen_mib, 1 << 20, 64).tasks, 32u);
+    EXPECT_EQ(detail::plan_bulk(op, sixteen_mib, 1 << 20, 31).tasks, 31u);
+    EXPECT_EQ(detail::plan_bulk(op, two_mib, 1 << 20, 3).tasks, 3u);
   }
+  EXPECT_EQ(detail::plan_bulk(BulkOp::contains, at, 1 << 20, 8).tasks, 8u);
   // Readers share the blocks: contains splits the keys whatever the filter's size.
   EXPECT_EQ(detail::plan_bulk(BulkOp::contains, under, 1 << 20, 4).mode, Mode::key_slices);
 }

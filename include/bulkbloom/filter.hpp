@@ -44,9 +44,9 @@ struct Options {
   /// shares one process-wide set of workers, and a call that finds them busy runs on its calling
   /// thread. A number: that many threads, this filter's own. Either way they are used where more
   /// threads measured faster: every call large enough to split, except writes (insert,
-  /// insert_if_absent) to a filter small enough for the caches (under 16 MiB), which stay on the
-  /// calling thread, because there splitting a write costs more than it saves (the measured bound
-  /// is in docs/DESIGN.md §7, with the engine's other plans).
+  /// insert_if_absent) to a filter under 1 MiB, which stay on the calling thread, because there
+  /// splitting a write gained nothing steady; a write takes at most one thread per 512 KiB of the
+  /// filter (the measured bounds are in docs/DESIGN.md §7, with the engine's other plans).
   unsigned threads = 0;
 };
 

@@ -20,10 +20,15 @@ inline constexpr std::size_t kHashRun = 512;
 // Below this many keys a call stays on the calling thread: waking workers costs more.
 inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // Smaller filters are written by one thread whatever the thread count, one the caller set
-// included. Two threads routing each key to its block's owner gained 1.3-1.5x one thread's speed
+// included. Two threads routing each key to its block's owner gained 1.06-1.62x one thread's speed
 // from 1 MiB to 16 MiB on a quiet host, and lost or gained at random below (bench/DECISIONS.md
 // #37, "Routed writes from 1 MiB").
 inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{1} << 20;
+// A write on several threads takes at most one task for each this many bytes of the filter (and
+// at least two): routing keeps lists of about a MiB a task for the filter's lifetime, which for a
+// small filter on many threads would outweigh the filter, and a small filter's call is too short
+// to split many ways.
+inline constexpr std::uint64_t kMinWriteBytesPerTask = std::uint64_t{512} << 10;
 // A partition's share of the filter when partitioning for locality: an eighth of the L3, so a
 // partition stays cached while it is worked on. Larger filters get larger partitions rather than
 // more than 2^kMaxPartitionBits of them: beyond a few hundred, the scatter's output streams no

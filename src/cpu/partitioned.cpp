@@ -64,6 +64,10 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
       op == BulkOp::contains || layout.size_bytes() >= tuning::kMinParallelWriteFilterBytes;
   const bool parallel = threads > 1 && n >= tuning::kMinParallelKeys && split_pays;
   plan.tasks = parallel ? threads : 1;
+  if (parallel && op != BulkOp::contains) {
+    const std::uint64_t most = layout.size_bytes() / tuning::kMinWriteBytesPerTask;
+    plan.tasks = static_cast<unsigned>(std::clamp<std::uint64_t>(most, 2, threads));
+  }
   const bool locality = layout.size_bytes() >= tuning::kMinLocalityFilterBytes &&
                         static_cast<double>(n) >= tuning::kMinLocalityKeysPerBlock *
                                                       static_cast<double>(layout.num_blocks);

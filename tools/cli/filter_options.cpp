@@ -45,7 +45,7 @@ void add_sizing_options(ArgParser& parser) {
 void add_backend_options(ArgParser& parser) {
   parser
       .value("threads", "N",
-             "worker threads (default: one per hardware thread; writes to filters under 16 MiB use "
+             "worker threads (default: one per hardware thread; writes to filters under 1 MiB use "
              "one)")
       .value("backend", "B", "auto, cpu or cuda (default auto)");
 }

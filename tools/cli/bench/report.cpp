@@ -355,7 +355,7 @@ std::vector<std::string> explain(const Report& report) {
         "Writes on all threads run slower than on one, beyond noise: " + list +
         ". Writing threads each scan the whole batch for their blocks' keys, or route each key "
         "to the thread owning its block first, which in the caches costs what the split saves "
-        "(so a filter writes below 16 MiB on one thread whatever its thread count); on a loaded "
+        "(so a filter writes below 1 MiB on one thread whatever its thread count); on a loaded "
         "machine a thread also waits for a CPU.");
   }
   // Noisy cases.
