@@ -984,15 +984,25 @@ TEST(PlanChooser, TriesBothThenKeepsTheFasterAndRechecksTheOtherEverLessOften) {
         choices(chooser, 2000, [&](unsigned plan, int) { return plan == faster ? 1e-9 : 2e-9; });
     // The first calls alternate, the plan by size first.
     for (unsigned i = 0; i < 2 * PlanChooser::kFirstRuns; ++i) EXPECT_EQ(ran[i], i % 2) << i;
-    // Then the slower plan runs only as rechecks, each further from the last, up to the limit.
-    std::vector<std::size_t> rechecks;
+    // Then the slower plan runs only as rechecks of kFirstRuns calls in a row, each further from
+    // the last, up to the limit.
+    std::vector<std::pair<std::size_t, std::size_t>> rechecks;  // [first call, last call]
     for (std::size_t i = 2 * PlanChooser::kFirstRuns; i < ran.size(); ++i) {
-      if (ran[i] != faster) rechecks.push_back(i);
+      if (ran[i] == faster) continue;
+      if (!rechecks.empty() && rechecks.back().second + 1 == i) {
+        rechecks.back().second = i;
+      } else {
+        rechecks.emplace_back(i, i);
+      }
     }
     ASSERT_GE(rechecks.size(), 5u);
-    EXPECT_EQ(rechecks[0] - (2 * PlanChooser::kFirstRuns - 1), PlanChooser::kFirstRecheckInterval);
+    for (const auto& [first, last] : rechecks) {
+      if (last + 1 < ran.size()) EXPECT_EQ(last - first + 1, PlanChooser::kFirstRuns) << first;
+    }
+    EXPECT_EQ(rechecks[0].first - (2 * PlanChooser::kFirstRuns - 1),
+              PlanChooser::kFirstRecheckInterval);
     for (std::size_t r = 1; r < rechecks.size(); ++r) {
-      const std::size_t gap = rechecks[r] - rechecks[r - 1];
+      const std::size_t gap = rechecks[r].first - rechecks[r - 1].second;
       const std::size_t expected = std::min<std::size_t>(PlanChooser::kFirstRecheckInterval << r,
                                                          PlanChooser::kMaxRecheckInterval);
       EXPECT_EQ(gap, expected) << "recheck " << r << " (faster plan " << faster << ")";
@@ -1001,7 +1011,8 @@ TEST(PlanChooser, TriesBothThenKeepsTheFasterAndRechecksTheOtherEverLessOften) {
 }
 
 TEST(PlanChooser, SwitchesWhenTheOtherPlanBecomesFasterAndIgnoresOneSlowCall) {
-  detail::PlanChooser chooser;
+  using detail::PlanChooser;
+  PlanChooser chooser;
   // Plan 0 is faster for the first 500 calls, except one call slowed by a neighbour; from then on
   // plan 1 is.
   const auto ran = choices(chooser, 1500, [](unsigned plan, int call) {
@@ -1010,12 +1021,53 @@ TEST(PlanChooser, SwitchesWhenTheOtherPlanBecomesFasterAndIgnoresOneSlowCall) {
     return plan == 0 ? 3e-9 : 2e-9;
   });
   EXPECT_EQ(ran[101], 0u);  // the slow call alone does not make plan 0 look slower
-  // Rechecks of plan 1 at calls 19, 51, 115, 243 and 499: gaps of 16, 32, 64, 128 and 256.
-  EXPECT_EQ(std::count(ran.begin() + 4, ran.begin() + 500, 1u), 5);
-  // After the change plan 0's own slower calls hand the preference to plan 1, and plan 0 runs
-  // only as a recheck from then.
-  EXPECT_LE(std::count(ran.begin() + 1000, ran.end(), 0u), 2);
+  // Rechecks of plan 1 at calls 19-20, 52-53, 117-118 and 246-247: gaps of 16, 32, 64 and 128.
+  EXPECT_EQ(std::count(ran.begin() + 4, ran.begin() + 500, 1u), 4 * PlanChooser::kFirstRuns);
+  // After the change plan 0's own slower calls bring a recheck of plan 1 at once, which takes the
+  // preference, and plan 0 runs only as rechecks from then.
+  EXPECT_EQ(ran[502], 1u);
+  EXPECT_LE(std::count(ran.begin() + 502, ran.begin() + 1000, 0u), 5 * PlanChooser::kFirstRuns);
+  EXPECT_LE(std::count(ran.begin() + 1000, ran.end(), 0u), 2 * PlanChooser::kFirstRuns);
   EXPECT_EQ(ran.back(), 1u);
+}
+
+// A recheck is decided on the fastest of its calls: one of them slowed by a neighbour does not
+// keep the slower plan for the next interval.
+TEST(PlanChooser, ARecheckWithOneSlowedCallStillFindsTheFasterPlan) {
+  detail::PlanChooser chooser;
+  // Plan 1 is faster, but its trials (calls 1 and 3) and the first call of its first recheck
+  // (call 19) are slowed.
+  const auto ran = choices(chooser, 100, [](unsigned plan, int call) {
+    const double slowed = call == 1 || call == 3 || call == 19 ? 4.0 : 1.0;
+    return slowed * (plan == 1 ? 1e-9 : 1.5e-9);
+  });
+  ASSERT_EQ(ran[19], 1u);
+  ASSERT_EQ(ran[20], 1u);
+  EXPECT_EQ(std::count(ran.begin() + 21, ran.begin() + 36, 0u), 0);
+}
+
+// A burst of load slows every call, of either plan, for a while. The preferred plan's slowed calls
+// must not be weighed against the other plan's time from before the burst: that handed the
+// preference to the slower plan, which then ran until its next recheck, up to
+// kMaxRecheckInterval calls after the burst (bench/DECISIONS.md #37, "The chooser's stale times").
+TEST(PlanChooser, ABurstOfLoadOnEveryPlanHandsThePreferenceToTheSlowerOneForAFewCallsAtMost) {
+  using detail::PlanChooser;
+  for (unsigned faster : {0u, 1u}) {
+    for (int burst : {2, 3, 40}) {
+      PlanChooser chooser;
+      const auto ran = choices(chooser, 1200, [&](unsigned plan, int call) {
+        const double slowed = call >= 600 && call < 600 + burst ? 4.0 : 1.0;
+        return slowed * (plan == faster ? 1e-9 : 1.5e-9);
+      });
+      // A recheck of the slower plan just after the burst may win against the burst's calls; the
+      // faster plan's first recheck then takes the preference back, and the slower plan runs as
+      // rechecks from then (five of them in these 600 calls).
+      EXPECT_LE(std::count(ran.begin() + 600, ran.end(), 1 - faster),
+                PlanChooser::kFirstRecheckInterval + 6 * PlanChooser::kFirstRuns)
+          << "faster plan " << faster << ", burst of " << burst;
+      EXPECT_EQ(ran.back(), faster);
+    }
+  }
 }
 
 // Writes to a filter under 1 MiB run on one thread whatever the thread count, a count the caller

@@ -17,25 +17,34 @@ class PlanChooser {
   /// Records that plan `plan` took `seconds` for `keys` keys.
   void record(unsigned plan, std::size_t keys, double seconds);
 
-  /// Calls each plan runs before either is preferred.
+  /// Calls each plan runs before either is preferred, and each recheck of the plan not preferred
+  /// (consecutive calls).
   static constexpr unsigned kFirstRuns = 2;
-  /// The calls between two runs of the plan not preferred, at first and at most: each run of the
-  /// slower plan costs up to one call's time again, so the interval doubles while the preference
-  /// holds (a loss of at most 1/kMaxRecheckInterval of the time once settled), and starts over
-  /// when a recheck overturns it (the machine's load changes by the minute).
+  /// The calls between two rechecks of the plan not preferred, at first and at most: each run of
+  /// the slower plan costs up to one call's time again, so the interval doubles while the
+  /// preference holds (a loss of at most kFirstRuns/kMaxRecheckInterval of the calls once
+  /// settled), and starts over when a recheck overturns it.
   static constexpr unsigned kFirstRecheckInterval = 16;
   static constexpr unsigned kMaxRecheckInterval = 256;
 
  private:
-  // The faster plan so far: the one whose recent calls include the lowest seconds per key (the
-  // fastest of a few calls, since a shared machine's noise only ever slows a call down).
-  unsigned preferred() const;
-  // Whether a plan still has fewer than kFirstRuns calls recorded.
-  bool trying_both() const;
+  // The fastest of the plan's last kFirstRuns calls: a shared machine's noise only ever slows a
+  // call down.
+  double recent_best(unsigned plan) const;
 
+  // The preference changes only after a recheck, and on the recheck's calls against the preferred
+  // plan's calls just before it, so that both sides were timed under the machine's present load.
+  // A plan's time from minutes ago is no evidence against calls slowed by a neighbour now:
+  // weighed against it, a burst of load that slowed every call handed the preference to the
+  // slower plan for up to kMaxRecheckInterval calls (bench/DECISIONS.md #37, "The chooser's stale
+  // times"). When the preferred plan's recent calls fall behind the other plan's last recheck, the
+  // other plan is rechecked at once: that is how a real change of the faster plan is followed.
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::array<std::array<double, kFirstRuns>, 2> recent_{};  // seconds per key, newest overwritten
   std::array<unsigned, 2> runs_{};                          // calls recorded per plan
+  bool settled_ = false;                                    // each plan has run kFirstRuns calls
+  unsigned preferred_ = 0;
+  unsigned recheck_calls_left_ = 0;  // of the recheck under way
   unsigned since_recheck_ = 0;
   unsigned recheck_interval_ = kFirstRecheckInterval;
 };
