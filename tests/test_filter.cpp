@@ -53,6 +53,12 @@ class FilterContract : public testing::TestWithParam<Case> {
   std::uint64_t blocks_of_a_threaded_write() const {
     return (std::uint64_t{16} << 20) / block_bytes(GetParam().shape) + 3;
   }
+  // That, and a filter just over 1 MiB, whose routed writes are timed against one thread rather
+  // than block ranges (src/cpu/partitioned.hpp).
+  std::vector<std::uint64_t> blocks_of_threaded_writes() const {
+    return {(std::uint64_t{1} << 20) / block_bytes(GetParam().shape) + 3,
+            blocks_of_a_threaded_write()};
+  }
   // Calls `calls(filter, reference)` with a filter of `num_blocks` of this implementation on 2,
   // then 3 threads, and a scalar reference of the same layout.
   template <class Calls>
@@ -256,30 +262,33 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
 }
 
 // Inserts of 2^16 keys or more on several threads are timed both ways on the CPU: the plan by size
-// (here routed key slices: the filter is over 1 MiB, written on several threads) and block ranges
-// (src/cpu/partitioned.hpp), the first calls taking them in turn whatever the timings
-// (src/cpu/plan_chooser.hpp). After every call the bytes are the reference's, whichever plan ran:
-// calls 1 and 3 below run by block range. The filter is large enough not to fill up, so that a key
-// left out would show. (Atomic key slices, timed against partitions from 1 GiB: test_partitioned.)
+// (here routed key slices: the filters are over 1 MiB, written on several threads) and one thread
+// (under 16 MiB) or block ranges (src/cpu/partitioned.hpp), the first calls taking them in turn
+// whatever the timings (src/cpu/plan_chooser.hpp). After every call the bytes are the reference's,
+// whichever plan ran: calls 1 and 3 below run the other plan. The filters are large enough not to
+// fill up, so that a key left out would show. (Atomic key slices, timed against partitions from
+// 1 GiB: test_partitioned.)
 TEST_P(FilterContract, LargeInsertsOnSeveralThreadsGiveTheReferenceBytesWhicheverPlanRuns) {
   if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
   const std::size_t n = std::size_t{1} << 18;
   const std::vector<std::vector<std::uint64_t>> batches = {
       random_keys(n, 70), random_keys(2 * n - 1, 71), std::vector<std::uint64_t>(n, 72),
       hot_keys(16, n + 1, 73), random_keys(n, 70)};
-  on_two_and_three_threads(blocks_of_a_threaded_write(), [&](Filter& filter, Filter& reference) {
-    for (std::size_t call = 0; call < batches.size(); ++call) {
-      filter.insert(batches[call]);
-      reference.insert(batches[call]);
-      ASSERT_EQ(bytes_of(filter), bytes_of(reference)) << "call " << call;
-    }
-  });
+  for (const std::uint64_t num_blocks : blocks_of_threaded_writes()) {
+    on_two_and_three_threads(num_blocks, [&](Filter& filter, Filter& reference) {
+      for (std::size_t call = 0; call < batches.size(); ++call) {
+        filter.insert(batches[call]);
+        reference.insert(batches[call]);
+        ASSERT_EQ(bytes_of(filter), bytes_of(reference)) << "call " << call;
+      }
+    });
+  }
 }
 
 // insert_if_absent of 2^16 keys or more on several threads is timed both ways as well: the plan by
-// size (routed key slices) and block ranges (src/cpu/partitioned.hpp), calls 1 and 3 below by block
-// range. Flags, counts and bytes are the reference's after every call: new keys, keys of earlier
-// calls, repeats within a call, all equal and hot keys.
+// size (routed key slices) and one thread or block ranges (src/cpu/partitioned.hpp), calls 1 and 3
+// below by the other plan. Flags, counts and bytes are the reference's after every call: new keys,
+// keys of earlier calls, repeats within a call, all equal and hot keys.
 TEST_P(FilterContract, LargeInsertIfAbsentCallsOnSeveralThreadsGiveTheReferenceWhicheverPlanRuns) {
   if (GetParam().implementation.rfind("cpu/", 0) != 0) GTEST_SKIP() << "a CPU engine's plans";
   const std::size_t n = std::size_t{1} << 17;
@@ -291,16 +300,18 @@ TEST_P(FilterContract, LargeInsertIfAbsentCallsOnSeveralThreadsGiveTheReferenceW
                                                            std::vector<std::uint64_t>(n, 77),
                                                            hot_keys(16, n + 1, 78),
                                                            random_keys(n, 76)};
-  on_two_and_three_threads(blocks_of_a_threaded_write(), [&](Filter& filter, Filter& reference) {
-    for (std::size_t call = 0; call < batches.size(); ++call) {
-      SCOPED_TRACE("call " + std::to_string(call));
-      std::vector<std::uint8_t> is_new(batches[call].size()), want_new(batches[call].size());
-      EXPECT_EQ(filter.insert_if_absent(batches[call], is_new),
-                reference.insert_if_absent(batches[call], want_new));
-      ASSERT_EQ(is_new, want_new);
-      ASSERT_EQ(bytes_of(filter), bytes_of(reference));
-    }
-  });
+  for (const std::uint64_t num_blocks : blocks_of_threaded_writes()) {
+    on_two_and_three_threads(num_blocks, [&](Filter& filter, Filter& reference) {
+      for (std::size_t call = 0; call < batches.size(); ++call) {
+        SCOPED_TRACE("call " + std::to_string(call));
+        std::vector<std::uint8_t> is_new(batches[call].size()), want_new(batches[call].size());
+        EXPECT_EQ(filter.insert_if_absent(batches[call], is_new),
+                  reference.insert_if_absent(batches[call], want_new));
+        ASSERT_EQ(is_new, want_new);
+        ASSERT_EQ(bytes_of(filter), bytes_of(reference));
+      }
+    });
+  }
 }
 
 // Filters left at the default thread count share one process-wide pool; a call that finds it

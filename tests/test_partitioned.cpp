@@ -891,18 +891,23 @@ TEST(PartitionedBulk, FromOneGiBUpReadsTimePartitionsAgainstKeySlices) {
   EXPECT_FALSE(alternative(BulkOp::contains, large, (std::size_t{1} << 18) - 1, 2));
 }
 
-// Writes of 2^16 keys or more on several threads time a second plan against the plan by size: under
-// 1 GiB block ranges against routed key slices; from 1 GiB, where the plan by size partitions,
-// atomic key slices (insert) and routed key slices (insert_if_absent). One thread and shorter
-// calls keep the plan by size alone, and a filter under 1 MiB is written on one thread.
+// Writes of 2^16 keys or more on several threads time a second plan against the plan by size: one
+// thread under 16 MiB and block ranges from 16 MiB to 1 GiB against routed key slices; from 1 GiB,
+// where the plan by size partitions, atomic key slices (insert) and routed key slices
+// (insert_if_absent). One thread and shorter calls keep the plan by size alone, and a filter under
+// 1 MiB is written on one thread.
 TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize) {
   using Mode = detail::BulkPlan::Mode;
   const std::size_t n = std::size_t{1} << 16;
+  const Layout at_1mib{Shape::sb512, (std::uint64_t{1} << 20) / 64};
+  const Layout below_16mib{Shape::sb256, (std::uint64_t{16} << 20) / 32 - 1};
   const Layout at_16mib{Shape::sb512, (std::uint64_t{16} << 20) / 64};
   const Layout below_1gib{Shape::sb256, (std::uint64_t{1} << 25) - 1};
   const Layout large{Shape::sb512, std::uint64_t{1} << 24};  // 1 GiB
   for (const auto& [op, layout, by_size, second] :
-       {std::tuple{BulkOp::insert, at_16mib, Mode::routed_key_slices, Mode::block_ranges},
+       {std::tuple{BulkOp::insert, at_1mib, Mode::routed_key_slices, Mode::single},
+        std::tuple{BulkOp::insert_if_absent, below_16mib, Mode::routed_key_slices, Mode::single},
+        std::tuple{BulkOp::insert, at_16mib, Mode::routed_key_slices, Mode::block_ranges},
         std::tuple{BulkOp::insert_if_absent, below_1gib, Mode::routed_key_slices,
                    Mode::block_ranges},
         std::tuple{BulkOp::insert, large, Mode::partitioned, Mode::atomic_key_slices},
@@ -914,7 +919,7 @@ TEST(PartitionedBulk, WritesOnSeveralThreadsTimeASecondPlanAgainstThePlanBySize)
         const auto other = detail::alternative_plan(op, layout, keys, plan);
         ASSERT_TRUE(other);
         EXPECT_EQ(other->mode, second);
-        EXPECT_EQ(other->tasks, threads);
+        EXPECT_EQ(other->tasks, second == Mode::single ? 1u : plan.tasks);
       }
       EXPECT_FALSE(detail::alternative_plan(op, layout, n - 1,
                                             detail::plan_bulk(op, layout, n - 1, threads)));

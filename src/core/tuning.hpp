@@ -24,6 +24,14 @@ inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // from 1 MiB to 16 MiB on a quiet host, and lost or gained at random below (bench/DECISIONS.md
 // #37, "Routed writes from 1 MiB").
 inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{1} << 20;
+// Routed writes to smaller filters are timed against one thread, larger ones against block ranges.
+// Whether routing repays its pass over the keys there turns on the target: with AVX-512's
+// compressing stores it costs ~0.9 ns a key and two routed threads gained 1.06-1.62x from 1 MiB,
+// but AVX2 routes a key at a time (~2.8 ns), and two threads on AVX2 measured 0.89-0.95x one
+// thread for insert_if_absent from 1 to 16 MiB, 1.19-1.48x for insert (bench/DECISIONS.md #37,
+// "One thread as the other plan under 16 MiB"). A trial on one thread costs at most a call's
+// time on each of the tasks, at most 32 under this size.
+inline constexpr std::uint64_t kMinBlockRangeTrialFilterBytes = std::uint64_t{16} << 20;
 // A write on several threads takes at most one task for each this many bytes of the filter (and
 // at least two): routing keeps lists of about a MiB a task for the filter's lifetime, which for a
 // small filter on many threads would outweigh the filter, and a small filter's call is too short
@@ -61,8 +69,9 @@ inline constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6}
 // Between block ranges and partitions a write keeps the one chosen by size: one host wrote a little
 // faster by block range, the others far slower, and every trial of the slower plan costs a slow
 // call (bench/DECISIONS.md, "Plans chosen by measurement"). Below 1 GiB, routed key slices (the
-// plan by size) and block ranges are timed against each other: routed do less work, but on two
-// threads of a shared VM each was the faster in some runs (bench/DECISIONS.md, #37). Against
+// plan by size) and block ranges are timed against each other from kMinBlockRangeTrialFilterBytes
+// (below, routed writes and one thread): routed do less work, but on two threads of a shared VM
+// each was the faster in some runs (bench/DECISIONS.md, #37). Against
 // atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
 // locked OR for each word a key changes and bounce lines two threads write, an insert is timed
 // from 1 GiB, where the plan by size partitions: the balance depends on the filter's fill and the

@@ -100,7 +100,12 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
   }
   if (op != BulkOp::contains && n >= tuning::kMinTimedInsertKeys &&
       plan.mode == BulkPlan::Mode::routed_key_slices) {
-    other.mode = BulkPlan::Mode::block_ranges;
+    if (layout.size_bytes() < tuning::kMinBlockRangeTrialFilterBytes) {
+      other.mode = BulkPlan::Mode::single;
+      other.tasks = 1;
+    } else {
+      other.mode = BulkPlan::Mode::block_ranges;
+    }
     return other;
   }
   if (op == BulkOp::insert && n >= tuning::kMinTimedInsertKeys) {  // partitioned
