@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -234,14 +235,21 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   // The target beside cpu/scalar: BULKBLOOM_IMPL's, as for any filter of the process (to measure a
   // lesser target of this CPU, e.g. cpu/AVX2 on an AVX-512 host), else the best one here.
+  const std::vector<std::string> available = bulkbloom::available_implementations();
   const char* forced = std::getenv("BULKBLOOM_IMPL");
-  const std::string best = forced != nullptr && std::string_view(forced).starts_with("cpu/")
-                               ? std::string(forced)
-                               : bulkbloom::available_implementations().front();
+  std::vector<std::string> impls = {"cpu/scalar", available.front()};
+  if (forced != nullptr && std::string_view(forced).starts_with("cpu/")) {
+    if (std::find(available.begin(), available.end(), forced) == available.end()) {
+      std::fprintf(stderr, "bench_filter: BULKBLOOM_IMPL=%s does not run here\n", forced);
+      return 1;
+    }
+    impls.back() = forced;
+  }
+  if (impls.back() == impls.front()) impls.pop_back();
   for (const SizeCase& size : kSizes) {
     for (const bool capacity_batch : {false, true}) {
       for (const Op op : kOps) {
-        for (const std::string& impl : {std::string("cpu/scalar"), best}) {
+        for (const std::string& impl : impls) {
           for (unsigned threads = 1; threads <= kMaxThreads; ++threads) {
             const std::string name = std::string("size:") + size.name + "/" + op_name(op) +
                                      "/impl:" + impl.substr(4) +

@@ -24,14 +24,16 @@ inline constexpr std::size_t kMinParallelKeys = std::size_t{1} << 14;
 // from 1 MiB to 16 MiB on a quiet host, and lost or gained at random below (bench/DECISIONS.md
 // #37, "Routed writes from 1 MiB").
 inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{1} << 20;
-// Routed writes to smaller filters are timed against one thread, larger ones against block ranges.
-// Whether routing repays its pass over the keys there turns on the target: with AVX-512's
-// compressing stores it costs ~0.9 ns a key and two routed threads gained 1.06-1.62x from 1 MiB,
-// but AVX2 routes a key at a time (~2.8 ns), and two threads on AVX2 measured 0.89-0.95x one
-// thread for insert_if_absent from 1 to 16 MiB, 1.19-1.48x for insert (bench/DECISIONS.md #37,
-// "One thread as the other plan under 16 MiB"). A trial on one thread costs at most a call's
-// time on each of the tasks, at most 32 under this size.
-inline constexpr std::uint64_t kMinBlockRangeTrialFilterBytes = std::uint64_t{16} << 20;
+// Routed writes to smaller filters on up to kMaxTasksTimedAgainstOneThread tasks are timed against
+// one thread, others against block ranges. Whether routing repays its pass over the keys there
+// turns on the target: with AVX-512's compressing stores it costs ~0.9 ns a key and two routed
+// threads gained 1.06-1.62x from 1 MiB, but AVX2 routes a key at a time (~2.8 ns), and two
+// threads on AVX2 measured 0.89-0.95x one thread for insert_if_absent from 1 to 16 MiB, 1.19-1.48x
+// for insert (bench/DECISIONS.md #37, "One thread as the other plan under 16 MiB"). A one-thread
+// call takes about as long as `tasks` routed calls, so with more tasks its rechecks would cost
+// more than a slower plan found by them could save; block ranges split the work.
+inline constexpr std::uint64_t kMinBlockRangeAlternativeFilterBytes = std::uint64_t{16} << 20;
+inline constexpr unsigned kMaxTasksTimedAgainstOneThread = 4;
 // A write on several threads takes at most one task for each this many bytes of the filter (and
 // at least two): routing keeps lists of about a MiB a task for the filter's lifetime, which for a
 // small filter on many threads would outweigh the filter, and a small filter's call is too short
@@ -69,8 +71,9 @@ inline constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6}
 // Between block ranges and partitions a write keeps the one chosen by size: one host wrote a little
 // faster by block range, the others far slower, and every trial of the slower plan costs a slow
 // call (bench/DECISIONS.md, "Plans chosen by measurement"). Below 1 GiB, routed key slices (the
-// plan by size) and block ranges are timed against each other from kMinBlockRangeTrialFilterBytes
-// (below, routed writes and one thread): routed do less work, but on two threads of a shared VM
+// plan by size) and block ranges are timed against each other from
+// kMinBlockRangeAlternativeFilterBytes (below, routed writes and one thread, up to
+// kMaxTasksTimedAgainstOneThread tasks): routed do less work, but on two threads of a shared VM
 // each was the faster in some runs (bench/DECISIONS.md, #37). Against
 // atomic key slices, which neither scan the batch once per thread nor partition it, but pay a
 // locked OR for each word a key changes and bounce lines two threads write, an insert is timed
@@ -80,9 +83,10 @@ inline constexpr std::uint64_t kMinPartitionedReadFilterBytes = std::uint64_t{6}
 // keep the size-chosen plan: they are over in well under a millisecond, too short to time against a
 // shared machine's noise. Inserts are timed from 2^16 keys, a CLI chunk of 2 MiB of 8-byte keys
 // and bench_filter's small batch, or the second plan would never serve batches of that size: both
-// plans there run on every thread, so a trial of the slower costs a fraction of a millisecond,
-// and a call slowed by a neighbour does not mislead the chooser, which keeps the fastest of each
-// plan's last calls.
+// plans there run on every thread (or one thread against at most four routed tasks), so a trial of
+// the slower costs at most a few milliseconds, and a call slowed by a neighbour does not mislead
+// the chooser, which keeps the fastest of each plan's last calls and decides on calls made close
+// together.
 inline constexpr std::uint64_t kMinChosenByMeasurementFilterBytes = std::uint64_t{1} << 30;
 inline constexpr std::size_t kMinChosenByMeasurementKeys = std::size_t{1} << 18;
 inline constexpr std::size_t kMinTimedInsertKeys = std::size_t{1} << 16;

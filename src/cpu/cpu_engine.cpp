@@ -149,10 +149,13 @@ class CpuEngine final : public Engine {
       case BulkPlan::Mode::routed_key_slices:
         return routed_.insert_if_absent(kernels_, layout_, bits_.data(), keys.data(), keys.size(),
                                         mode, is_new.data(), *pool_, plan.tasks);
-      default:
-        return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
-                                         all_blocks(layout_), is_new.data());
+      case BulkPlan::Mode::single:
+      case BulkPlan::Mode::key_slices:  // a reading plan: plan_bulk never gives it to a write
+      case BulkPlan::Mode::atomic_key_slices:  // insert only
+        break;
     }
+    return kernels_.insert_if_absent(layout_, bits_.data(), keys.data(), keys.size(), mode,
+                                     all_blocks(layout_), is_new.data());
   }
 
   Layout layout_;
@@ -161,11 +164,11 @@ class CpuEngine final : public Engine {
   mutable PartitionScratch scratch_;
   // Between key slices and partitions for the reads of a filter of 1 to 6 GiB (alternative_plan).
   mutable PlanChooser read_plans_;
-  // Between the size-chosen plan and block ranges (under 1 GiB) or atomic key slices (partitions)
-  // for inserts on several threads.
+  // Between the size-chosen plan and one thread or block ranges (routed, under 1 GiB) or atomic
+  // key slices (partitions) for inserts on several threads.
   PlanChooser write_plans_;
-  // Between the size-chosen plan and block ranges (under 1 GiB) or routed key slices
-  // (partitions) for insert_if_absent on several threads.
+  // Between the size-chosen plan and one thread or block ranges (routed, under 1 GiB) or routed
+  // key slices (partitions) for insert_if_absent on several threads.
   PlanChooser dedup_plans_;
   RoutedScratch routed_;
   HostBuffer bits_;

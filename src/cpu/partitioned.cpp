@@ -100,7 +100,8 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
   }
   if (op != BulkOp::contains && n >= tuning::kMinTimedInsertKeys &&
       plan.mode == BulkPlan::Mode::routed_key_slices) {
-    if (layout.size_bytes() < tuning::kMinBlockRangeTrialFilterBytes) {
+    if (layout.size_bytes() < tuning::kMinBlockRangeAlternativeFilterBytes &&
+        plan.tasks <= tuning::kMaxTasksTimedAgainstOneThread) {
       other.mode = BulkPlan::Mode::single;
       other.tasks = 1;
     } else {
@@ -149,7 +150,8 @@ void insert_by_plan(const BulkPlan& plan, const CpuKernels& kernels, const Layou
     case BulkPlan::Mode::routed_key_slices:
       routed.insert(kernels, layout, bits, keys, n, mode, pool, plan.tasks);
       return;
-    default:
+    case BulkPlan::Mode::single:
+    case BulkPlan::Mode::key_slices:  // a reading plan: plan_bulk never gives it to a write
       kernels.insert(layout, bits, keys, n, mode, all_blocks(layout));
   }
 }

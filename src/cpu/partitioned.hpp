@@ -74,14 +74,14 @@ BulkPlan plan_bulk(BulkOp op, const Layout& layout, std::size_t n, unsigned thre
 /// The other plan worth timing against `plan` (plan_bulk's for the same call) on several threads,
 /// if any: partitions, for a contains of at least 2^18 keys that `plan` reads in key slices from a
 /// filter of 1 to 6 GiB; for a write of at least 2^16 keys that `plan` routes, one thread under
-/// 16 MiB (where routing pays on AVX-512 and not always on AVX2) and block ranges from 16 MiB to
-/// 1 GiB (which of the two is faster on two threads turned on the host's load and the filter's
-/// size in the runs so far; both: bench/DECISIONS.md #37); atomic key slices, for an insert of at
-/// least 2^16 keys that `plan` partitions; routed key slices, for an insert_if_absent of at least
-/// 2^16 keys that `plan` partitions (from 1 GiB, or a batch of 64 keys a block and more from 64
-/// MiB; at 2 GiB routing measured as fast as partitions or faster: bench/DECISIONS.md #37, "Owner
-/// bytes"). Both give the same answers; which is faster
-/// depends on the machine (cpu/plan_chooser.hpp).
+/// 16 MiB on up to four tasks (where routing pays on AVX-512 and not always on AVX2) and block
+/// ranges otherwise, up to 1 GiB (which of the two is faster on two threads turned on the host's
+/// load and the filter's size in the runs so far; both: bench/DECISIONS.md #37); atomic key slices,
+/// for an insert of at least 2^16 keys that `plan` partitions; routed key slices, for an
+/// insert_if_absent of at least 2^16 keys that `plan` partitions (from 1 GiB, or a batch of 64 keys
+/// a block and more from 64 MiB; at 2 GiB routing measured as fast as partitions or faster:
+/// bench/DECISIONS.md #37, "Owner bytes"). Both give the same answers; which is faster depends on
+/// the machine (cpu/plan_chooser.hpp).
 std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::size_t n,
                                          const BulkPlan& plan);
 

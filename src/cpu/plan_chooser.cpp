@@ -5,18 +5,22 @@
 namespace bulkbloom::detail {
 
 double PlanChooser::recent_best(unsigned plan) const {
-  const unsigned held = std::min(runs_[plan], kFirstRuns);
-  return *std::min_element(recent_[plan].begin(), recent_[plan].begin() + held);
+  return *std::min_element(recent_[plan].begin(), recent_[plan].end());
 }
 
 unsigned PlanChooser::next() {
   std::lock_guard lock(mutex_);
   // First each plan in turn, the size-chosen one first.
   if (!settled_) return runs_[0] <= runs_[1] ? 0u : 1u;
-  if (recheck_calls_left_ > 0) return 1 - preferred_;
-  if (++since_recheck_ < recheck_interval_) return preferred_;
-  since_recheck_ = 0;
-  recheck_calls_left_ = kFirstRuns;
+  if (recheck_calls_to_hand_out_ == 0) {
+    if (confirming_ || recheck_calls_awaited_ > 0 || ++since_recheck_ < recheck_interval_) {
+      return preferred_;
+    }
+    since_recheck_ = 0;
+    recheck_calls_to_hand_out_ = kFirstRuns;
+  }
+  --recheck_calls_to_hand_out_;
+  ++recheck_calls_awaited_;
   return 1 - preferred_;
 }
 
@@ -31,20 +35,34 @@ void PlanChooser::record(unsigned plan, std::size_t keys, double seconds) {
     preferred_ = recent_best(1) < recent_best(0) ? 1u : 0u;
     return;
   }
-  if (plan == preferred_) {
-    // Slower now than the other plan was at its last recheck: recheck it on the next call.
-    if (recheck_calls_left_ == 0 && recent_best(plan) > recent_best(1 - plan)) {
-      since_recheck_ = recheck_interval_ - 1;
+  const unsigned other = 1 - preferred_;
+  if (plan == other) {
+    // A call of the recheck (one from an earlier recheck, with calls from several threads, is
+    // only kept as the other plan's latest time).
+    if (recheck_calls_awaited_ == 0) return;
+    if (--recheck_calls_awaited_ > 0 || recheck_calls_to_hand_out_ > 0) return;
+    if (recent_best(other) < recent_best(preferred_)) {
+      confirming_ = true;
+    } else {
+      recheck_interval_ = std::min(2 * recheck_interval_, kMaxRecheckInterval);
     }
     return;
   }
-  // A call of a recheck (or, with calls from several threads, a straggler after one).
-  if (recheck_calls_left_ == 0 || --recheck_calls_left_ > 0) return;
-  if (recent_best(plan) < recent_best(preferred_)) {
-    preferred_ = plan;
-    recheck_interval_ = kFirstRecheckInterval;
-  } else {
-    recheck_interval_ = std::min(2 * recheck_interval_, kMaxRecheckInterval);
+  if (confirming_) {
+    confirming_ = false;
+    if (recent_best(other) < recent_best(preferred_)) {
+      preferred_ = other;
+      recheck_interval_ = kFirstRecheckInterval;
+    } else {
+      recheck_interval_ = std::min(2 * recheck_interval_, kMaxRecheckInterval);
+    }
+    return;
+  }
+  // Slower now than the other plan at its last recheck: recheck it early, though not more often
+  // than the shortest interval.
+  if (recheck_calls_to_hand_out_ == 0 && recheck_calls_awaited_ == 0 &&
+      since_recheck_ + 1 >= kFirstRecheckInterval && recent_best(plan) > recent_best(other)) {
+    since_recheck_ = std::max(since_recheck_, recheck_interval_ - 1);
   }
 }
 

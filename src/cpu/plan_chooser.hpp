@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 namespace bulkbloom::detail {
@@ -20,10 +21,10 @@ class PlanChooser {
   /// Calls each plan runs before either is preferred, and each recheck of the plan not preferred
   /// (consecutive calls).
   static constexpr unsigned kFirstRuns = 2;
-  /// The calls between two rechecks of the plan not preferred, at first and at most: each run of
-  /// the slower plan costs up to one call's time again, so the interval doubles while the
-  /// preference holds (a loss of at most kFirstRuns/kMaxRecheckInterval of the calls once
-  /// settled), and starts over when a recheck overturns it.
+  /// The calls between two rechecks of the plan not preferred, at first and at most. A recheck
+  /// costs kFirstRuns calls of the slower plan (up to a few calls' time each where the other plan
+  /// is one thread: cpu/partitioned.hpp), so the interval doubles while the preference holds and
+  /// starts over when a recheck overturns it.
   static constexpr unsigned kFirstRecheckInterval = 16;
   static constexpr unsigned kMaxRecheckInterval = 256;
 
@@ -32,19 +33,23 @@ class PlanChooser {
   // call down.
   double recent_best(unsigned plan) const;
 
-  // The preference changes only after a recheck, and on the recheck's calls against the preferred
-  // plan's calls just before it, so that both sides were timed under the machine's present load.
-  // A plan's time from minutes ago is no evidence against calls slowed by a neighbour now:
-  // weighed against it, a burst of load that slowed every call handed the preference to the
-  // slower plan for up to kMaxRecheckInterval calls (bench/DECISIONS.md #37, "The chooser's stale
-  // times"). When the preferred plan's recent calls fall behind the other plan's last recheck, the
-  // other plan is rechecked at once: that is how a real change of the faster plan is followed.
+  // The preference changes only on calls timed under the machine's present load: a recheck of
+  // the other plan, then one call of the preferred plan to confirm, and the other plan must beat
+  // the preferred plan's calls on both sides of the recheck. A plan's time from minutes ago is no
+  // evidence against calls slowed by a neighbour now: weighed against it, a burst of load that
+  // slowed every call handed the preference to the slower plan for up to kMaxRecheckInterval
+  // calls (bench/DECISIONS.md #37, "The chooser's stale times"), and the confirming call keeps a
+  // burst that ends during the recheck from doing so for a recheck interval. When the preferred
+  // plan's recent calls fall behind the other plan's last recheck, the next recheck comes early
+  // (at most one a kFirstRecheckInterval calls): that is how a real change is followed.
   std::mutex mutex_;  // contains() on a shared filter may come from several threads
   std::array<std::array<double, kFirstRuns>, 2> recent_{};  // seconds per key, newest overwritten
-  std::array<unsigned, 2> runs_{};                          // calls recorded per plan
+  std::array<std::uint64_t, 2> runs_{};                     // calls recorded per plan
   bool settled_ = false;                                    // each plan has run kFirstRuns calls
   unsigned preferred_ = 0;
-  unsigned recheck_calls_left_ = 0;  // of the recheck under way
+  unsigned recheck_calls_to_hand_out_ = 0;  // of the recheck under way
+  unsigned recheck_calls_awaited_ = 0;      // handed out, not yet recorded
+  bool confirming_ = false;  // the recheck beat the calls before it; one more call decides
   unsigned since_recheck_ = 0;
   unsigned recheck_interval_ = kFirstRecheckInterval;
 };
