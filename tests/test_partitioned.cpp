@@ -1064,19 +1064,14 @@ TEST(PlanChooser, ARecheckWithOneSlowedCallStillFindsTheFasterPlan) {
 TEST(PlanChooser, ARecheckHandsTheOtherPlanToItsCallsAloneWhenCallsOverlap) {
   using detail::PlanChooser;
   PlanChooser chooser;
-  const auto settle = [&](int calls) {
-    for (int call = 0; call < calls; ++call) {
-      const unsigned plan = chooser.next();
-      chooser.record(plan, 1000, plan == 0 ? 1e-6 : 2e-6);
-    }
-  };
-  settle(2 * PlanChooser::kFirstRuns + PlanChooser::kFirstRecheckInterval - 1);
+  choices(chooser, 2 * PlanChooser::kFirstRuns + PlanChooser::kFirstRecheckInterval - 1,
+          [](unsigned plan, int) { return plan == 0 ? 1e-9 : 2e-9; });
   // The next call starts the first recheck, with four calls under way at once.
   std::vector<unsigned> plans;
   for (int call = 0; call < 4; ++call) plans.push_back(chooser.next());
   EXPECT_EQ(std::count(plans.begin(), plans.end(), 1u), PlanChooser::kFirstRuns);
   // Plan 1 has become the faster: its recheck, then plan 0's confirming call, hand it over.
-  for (unsigned plan : plans) chooser.record(plan, 1000, plan == 0 ? 1e-6 : 0.5e-6);
+  for (unsigned plan : plans) chooser.record(plan, 1000, 1000 * (plan == 0 ? 1e-9 : 0.5e-9));
   EXPECT_EQ(chooser.next(), 1u);
 }
 

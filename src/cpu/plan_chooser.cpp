@@ -8,6 +8,10 @@ double PlanChooser::recent_best(unsigned plan) const {
   return *std::min_element(recent_[plan].begin(), recent_[plan].end());
 }
 
+void PlanChooser::hold_preference() {
+  recheck_interval_ = std::min(2 * recheck_interval_, kMaxRecheckInterval);
+}
+
 unsigned PlanChooser::next() {
   std::lock_guard lock(mutex_);
   // First each plan in turn, the size-chosen one first.
@@ -44,7 +48,7 @@ void PlanChooser::record(unsigned plan, std::size_t keys, double seconds) {
     if (recent_best(other) < recent_best(preferred_)) {
       confirming_ = true;
     } else {
-      recheck_interval_ = std::min(2 * recheck_interval_, kMaxRecheckInterval);
+      hold_preference();
     }
     return;
   }
@@ -54,7 +58,7 @@ void PlanChooser::record(unsigned plan, std::size_t keys, double seconds) {
       preferred_ = other;
       recheck_interval_ = kFirstRecheckInterval;
     } else {
-      recheck_interval_ = std::min(2 * recheck_interval_, kMaxRecheckInterval);
+      hold_preference();
     }
     return;
   }

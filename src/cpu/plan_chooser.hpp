@@ -32,6 +32,8 @@ class PlanChooser {
   // The fastest of the plan's last kFirstRuns calls: a shared machine's noise only ever slows a
   // call down.
   double recent_best(unsigned plan) const;
+  // A recheck that did not overturn the preference: the next comes twice as late.
+  void hold_preference();
 
   // The preference changes only on calls timed under the machine's present load: a recheck of
   // the other plan, then one call of the preferred plan to confirm, and the other plan must beat
