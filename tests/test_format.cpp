@@ -1,15 +1,23 @@
 // File format v1, save/load/map, checkpoints and Parquet interop.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "persist/temporary_output.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom::test {
@@ -157,6 +165,57 @@ TEST(Format, UnsearchableCheckpointDirectoryIsAnErrorNotAnAbsentCheckpoint) {
     EXPECT_EQ(e.path(), plain);
   }
   EXPECT_THROW(load_window_checkpoint(plain), IoError);
+}
+
+TEST(TemporaryOutputs, StemIsBesideTheOutput) {
+  EXPECT_EQ(detail::temporary_output_stem("dir/out.csv"), "dir/.out.csv.bulkbloom-");
+  EXPECT_EQ(detail::temporary_output_stem("out"), "./.out.bulkbloom-");
+  EXPECT_EQ(detail::temporary_output_stem("/out"), "/.out.bulkbloom-");
+}
+
+// The rule both frontends apply before staging an output (docs/FORMAT.md): a name whose pid is
+// gone goes; a name whose pid is alive goes only when its lock is free and it is past the grace;
+// anything else, other outputs' names and names that do not read as stem + pid + '-', stays.
+TEST(TemporaryOutputs, OnlyThoseOfEndedRunsAreRemoved) {
+  TempDir dir;
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: its pid is gone
+  const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
+  const std::string stem = ".out.bulkbloom-";
+  const std::set<std::string> removed = {stem + dead + "-abc123", stem + alive + "-stale1"};
+  const std::set<std::string> kept = {
+      "out",
+      stem + alive + "-fresh1",                // unlocked, but within the grace
+      stem + alive + "-held01",                // old, but a live run holds its lock
+      ".other.bulkbloom-" + dead + "-abc123",  // another output's
+      stem + "+" + dead + "-abc123",           // not a pid: signs,
+      stem + " " + dead + "-abc123",           // spaces,
+      stem + dead + "abc123",                  // no '-' after it,
+      stem + "0-abc123",                       // zero,
+      stem + "-" + dead + "-abc123",           // negative,
+      stem + "-abc123"};                       // missing
+  const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (const auto& names : {removed, kept}) {
+    for (const auto& name : names) {
+      std::ofstream(dir.path() / name) << "left by a run";
+      if (name.find("fresh1") == std::string::npos)
+        fs::last_write_time(dir.path() / name, hour_ago);
+    }
+  }
+  const int held = ::open((dir.path() / (stem + alive + "-held01")).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+  detail::remove_dead_temporary_outputs((dir.path() / "out").string());
+  std::set<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir.path())) {
+    left.insert(entry.path().filename().string());
+  }
+  EXPECT_EQ(left, kept);
+  ::close(held);  // its run is over: the next run removes it
+  detail::remove_dead_temporary_outputs((dir.path() / "out").string());
+  EXPECT_FALSE(fs::exists(dir.path() / (stem + alive + "-held01")));
 }
 
 // Damaged files. Patches that must get past the header checksum recompute it the way

@@ -6,12 +6,11 @@ from __future__ import annotations
 import fcntl
 import os
 import secrets
-import time
 from typing import Any, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
-from . import _keys
+from . import _core, _keys
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -206,11 +205,12 @@ def _write_parquet(reader: Any, output: PathLike) -> None:
     import pyarrow.parquet as pq
 
     path = os.path.abspath(output)
-    directory, name = os.path.split(path)
-    prefix = f".{name}.bulkbloom-"  # the CLI's temporary names: each of the two removes the other's
-    _remove_dead_temporaries(directory, prefix)
+    directory = os.path.dirname(path)
+    # The CLI's temporary names and rule, from the C++ core: each of the two removes the other's.
+    _core.remove_dead_temporary_outputs(path)
+    stem = _core.temporary_output_stem(path)
     while True:  # created as creat() would create the file: mode 0666 less the umask
-        staged = os.path.join(directory, f"{prefix}{os.getpid()}-{secrets.token_hex(3)}")
+        staged = f"{stem}{os.getpid()}-{secrets.token_hex(3)}"
         try:
             fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
             break
@@ -284,54 +284,6 @@ def _batch_rows(metadata: Any) -> int:
 
 def _name(file: Any) -> str:
     return repr(os.fspath(file)) if isinstance(file, (str, os.PathLike)) else repr(file)
-
-
-# A temporary output younger than this may be one whose run has created it and not yet locked
-# it, so only its pid can say it is dead (the CLI's rule too).
-UNLOCKED_GRACE_S = 10
-
-
-def _abandoned(file: str) -> bool:
-    """Whether no live run holds the lock its run keeps on the temporary output ``file`` from
-    its creation to its rename (the kernel drops it however the run ends), and the file is older
-    than ``UNLOCKED_GRACE_S``."""
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return os.fstat(fd).st_mtime < time.time() - UNLOCKED_GRACE_S
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-
-
-def _remove_dead_temporaries(directory: str, prefix: str) -> None:
-    """Removes the temporary outputs ``prefix<pid>-XXXXXX`` in ``directory`` that runs ended
-    without renaming (killed with SIGKILL, or by a power loss), as the CLI does: those whose pid
-    is gone, and those whose lock is free, as a live pid proves nothing (an unreaped zombie, or
-    a container restarted with the same pids)."""
-    for entry in os.listdir(directory):
-        if not entry.startswith(prefix):
-            continue
-        pid, dash, _ = entry[len(prefix):].partition("-")
-        if not dash or not pid.isdigit() or int(pid) <= 0:
-            continue
-        file = os.path.join(directory, entry)
-        try:
-            os.kill(int(pid), 0)
-            gone = False
-        except ProcessLookupError:
-            gone = True
-        except OSError:  # alive under another user (EPERM)
-            gone = False
-        if gone or _abandoned(file):
-            try:
-                os.unlink(file)
-            except FileNotFoundError:  # another run removed it first
-                pass
 
 
 def _column_index(schema: Any, name: str, what: str) -> int:

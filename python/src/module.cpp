@@ -1,12 +1,14 @@
 // The bulkbloom._core extension: exception types, the shared helpers, and the module itself.
 // The public Python API (bulkbloom/__init__.py) turns numpy, Arrow, buffer and DLPack inputs
 // into the plain arrays these bindings take.
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <bulkbloom/error.hpp>
 #include <bulkbloom/format.hpp>
 
+#include <filesystem>
 #include <new>
 #include <string>
 #include <string_view>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "persist/temporary_output.hpp"
 
 namespace bulkbloom::python {
 
@@ -297,6 +300,20 @@ NB_MODULE(_core, m) {
   m.def("available_implementations", &bulkbloom::available_implementations,
         "Names of every CPU implementation this build can run on this machine, best first.");
   m.attr("chunk_keys") = kChunkKeys;
+  // The command line's names and rule for staged outputs, so that each removes the other's.
+  // The command line's names and rule for staged outputs, so that each removes the other's.
+  m.def(
+      "temporary_output_stem",
+      [](const std::filesystem::path& output) {
+        return std::filesystem::path(bulkbloom::detail::temporary_output_stem(output));
+      },
+      nb::arg("output"),
+      "The start of the temporary names of ``output``: ``DIR/.NAME.bulkbloom-``; a run adds its "
+      "pid, '-' and six characters, and holds an exclusive flock on the file until its rename.");
+  m.def("remove_dead_temporary_outputs", &bulkbloom::detail::remove_dead_temporary_outputs,
+        nb::arg("output"),
+        "Removes the temporary outputs of ``output`` that runs left without renaming them: those "
+        "whose pid is gone, and those whose lock is free and whose last change is over 10 s old.");
 
   bind_filter(m);
   bind_window(m);

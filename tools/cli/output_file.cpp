@@ -8,7 +8,6 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +16,7 @@
 
 #include "cli/errors.hpp"
 #include "persist/file_io.hpp"
+#include "persist/temporary_output.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -87,62 +87,6 @@ extern "C" void delete_outputs_and_die(int signal_number) {
   delete_outputs_and_raise(signal_number);
 }
 
-std::string directory_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-std::string base_name_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-// The prefix of the temporary names of `path`'s outputs; each is followed by "<pid>-XXXXXX".
-std::string temporary_prefix(const std::string& path) {
-  std::string prefix = ".";
-  prefix += base_name_of(path);
-  prefix += ".bulkbloom-";
-  return prefix;
-}
-
-// A temporary output younger than this may be one whose run has created it and not yet
-// locked it (the two are separate calls), so only its pid can say it is dead.
-constexpr auto kUnlockedGrace = std::chrono::seconds(10);
-
-// Whether no live run holds the temporary output `file`: its run locks it from creation until
-// it is renamed into place, and the kernel drops the lock however the run ends.
-bool abandoned(const std::filesystem::path& file) {
-  const int fd = open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return false;
-  struct stat st {};
-  const bool unlocked = flock(fd, LOCK_EX | LOCK_NB) == 0;
-  const bool old = fstat(fd, &st) == 0 && std::chrono::system_clock::now() - kUnlockedGrace >
-                                              std::chrono::system_clock::from_time_t(st.st_mtime);
-  close(fd);
-  return unlocked && old;
-}
-
-// Removes the temporary outputs for `path` left by runs that ended without committing (killed
-// with SIGKILL, or by a power loss). The pid in the name is the run's, but a live process with
-// that pid proves nothing: a killed run may be an unreaped zombie, and a container restarted
-// gives the rerun (or anything else) the pids of the run before it; so a name whose pid is alive
-// is removed when its lock is free as well.
-void remove_dead_temporaries(const std::string& path) {
-  const std::string prefix = temporary_prefix(path);
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(directory_of(path), error)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(prefix)) continue;
-    char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-    if (pid <= 0 || *end != '-') continue;
-    if ((kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) || abandoned(entry.path())) {
-      std::filesystem::remove(entry.path(), error);
-    }
-  }
-}
-
 }  // namespace
 
 SignalsDeferred::SignalsDeferred() {
@@ -201,9 +145,8 @@ OutputFile::OutputFile(std::string path, Staging staging, std::uint64_t resume_a
     written_ = writeback_started_ = writeback_done_ = resume_at;
     return;
   }
-  remove_dead_temporaries(path_);
-  std::string pattern =
-      directory_of(path_) + "/" + temporary_prefix(path_) + std::to_string(getpid()) + "-XXXXXX";
+  detail::remove_dead_temporary_outputs(path_);
+  std::string pattern = detail::temporary_output_stem(path_) + std::to_string(getpid()) + "-XXXXXX";
   cleanup_slot_ = create_registered(pattern, fd_);
   if (fd_ < 0) throw IoError(with_errno("cannot create a temporary file for " + path_));
   owns_fd_ = true;
@@ -282,7 +225,7 @@ void OutputFile::commit() {
   }
   committed_ = true;
   if (lock_fd_ >= 0) close(std::exchange(lock_fd_, -1));
-  detail::sync_directory(directory_of(path_));
+  detail::sync_directory(std::filesystem::path(path_).parent_path());
 }
 
 }  // namespace bulkbloom::cli
