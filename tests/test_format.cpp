@@ -174,8 +174,9 @@ TEST(TemporaryOutputs, StemIsBesideTheOutput) {
 }
 
 // The rule both frontends apply before staging an output (docs/FORMAT.md): a name whose pid is
-// gone goes; a name whose pid is alive goes only when its lock is free and it is past the grace;
-// anything else, other outputs' names and names that do not read as stem + pid + '-', stays.
+// gone goes, however young; a name whose pid is alive goes only when its lock is free and it is
+// past the grace; anything else stays: other outputs' names, names that do not read as
+// stem + pid + '-', and what is not a regular file.
 TEST(TemporaryOutputs, OnlyThoseOfEndedRunsAreRemoved) {
   TempDir dir;
   const pid_t child = ::fork();
@@ -184,10 +185,11 @@ TEST(TemporaryOutputs, OnlyThoseOfEndedRunsAreRemoved) {
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // reaped: its pid is gone
   const std::string dead = std::to_string(child), alive = std::to_string(::getpid());
   const std::string stem = ".out.bulkbloom-";
-  const std::set<std::string> removed = {stem + dead + "-abc123", stem + alive + "-stale1"};
+  // Names with "fresh" in them keep their creation time; the others are made an hour old.
+  const std::set<std::string> removed = {stem + dead + "-fresh1", stem + alive + "-stale1"};
   const std::set<std::string> kept = {
       "out",
-      stem + alive + "-fresh1",                // unlocked, but within the grace
+      stem + alive + "-fresh2",                // unlocked, but within the grace
       stem + alive + "-held01",                // old, but a live run holds its lock
       ".other.bulkbloom-" + dead + "-abc123",  // another output's
       stem + "+" + dead + "-abc123",           // not a pid: signs,
@@ -195,31 +197,34 @@ TEST(TemporaryOutputs, OnlyThoseOfEndedRunsAreRemoved) {
       stem + dead + "abc123",                  // no '-' after it,
       stem + "0-abc123",                       // zero,
       stem + "-" + dead + "-abc123",           // negative,
+      stem + "99999999999999999999-abc123",    // too large,
       stem + "-abc123"};                       // missing
+  const std::string directory = stem + dead + "-dir123", link = stem + dead + "-lnk123";
   const auto hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (const auto& names : {removed, kept}) {
     for (const auto& name : names) {
       std::ofstream(dir.path() / name) << "left by a run";
-      if (name.find("fresh1") == std::string::npos)
-        fs::last_write_time(dir.path() / name, hour_ago);
+      if (name.find("fresh") == std::string::npos) fs::last_write_time(dir.path() / name, hour_ago);
     }
   }
+  fs::create_directory(dir.path() / directory);
+  fs::create_symlink("out", dir.path() / link);
   const int held = ::open((dir.path() / (stem + alive + "-held01")).c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(held, 0);
   ASSERT_EQ(::flock(held, LOCK_EX), 0);
-  detail::remove_dead_temporary_outputs((dir.path() / "out").string());
+  detail::remove_dead_temporary_outputs(dir.path() / "out");
   std::set<std::string> left;
   for (const auto& entry : fs::directory_iterator(dir.path())) {
     left.insert(entry.path().filename().string());
   }
-  EXPECT_EQ(left, kept);
+  std::set<std::string> expected = kept;
+  expected.insert({directory, link});
+  EXPECT_EQ(left, expected);
   ::close(held);  // its run is over: the next run removes it
-  detail::remove_dead_temporary_outputs((dir.path() / "out").string());
+  detail::remove_dead_temporary_outputs(dir.path() / "out");
   EXPECT_FALSE(fs::exists(dir.path() / (stem + alive + "-held01")));
 }
 
-// Damaged files. Patches that must get past the header checksum recompute it the way
-// docs/FORMAT.md specifies: XXH3-64 of header bytes 0..87, stored at 88.
 class BadFiles : public testing::Test {
  protected:
   void SetUp() override { good_ = to_file_bytes(filled(Layout{Shape::sb512, 100}), some_state()); }

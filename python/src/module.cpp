@@ -300,8 +300,9 @@ NB_MODULE(_core, m) {
   m.def("available_implementations", &bulkbloom::available_implementations,
         "Names of every CPU implementation this build can run on this machine, best first.");
   m.attr("chunk_keys") = kChunkKeys;
-  // The command line's names and rule for staged outputs, so that each removes the other's.
-  // The command line's names and rule for staged outputs, so that each removes the other's.
+  // The command line's names and rule for staged outputs, so that each removes the other's. The
+  // stem comes back as a path, not a str: a name that is not UTF-8 then round-trips as os.fsdecode
+  // gives it.
   m.def(
       "temporary_output_stem",
       [](const std::filesystem::path& output) {
@@ -313,7 +314,8 @@ NB_MODULE(_core, m) {
   m.def("remove_dead_temporary_outputs", &bulkbloom::detail::remove_dead_temporary_outputs,
         nb::arg("output"),
         "Removes the temporary outputs of ``output`` that runs left without renaming them: those "
-        "whose pid is gone, and those whose lock is free and whose last change is over 10 s old.");
+        "whose pid is gone, and those whose lock is free and whose last change is older than the "
+        "grace period (docs/FORMAT.md).");
 
   bind_filter(m);
   bind_window(m);

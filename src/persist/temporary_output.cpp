@@ -31,6 +31,15 @@ std::string base_name_of(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The start of the names of `output`'s temporaries in its directory: ".NAME.bulkbloom-". Appended
+// piece by piece: GCC 12 warns (-Wrestrict, wrongly) on "." + std::string.
+std::string name_prefix(const std::string& output) {
+  std::string prefix = ".";
+  prefix += base_name_of(output);
+  prefix += ".bulkbloom-";
+  return prefix;
+}
+
 // The pid of a temporary name's rest "PID-XXXXXX": ASCII digits only, then '-'.
 std::optional<pid_t> pid_of(std::string_view rest) {
   pid_t pid = 0;
@@ -45,7 +54,8 @@ std::optional<pid_t> pid_of(std::string_view rest) {
 // Whether no live run holds the temporary output `file` (its run locks it from creation until
 // the rename, and the kernel drops the lock however the run ends) and it is past the grace.
 bool abandoned(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Not blocking: a FIFO swapped in after the caller saw a regular file would wait for a writer.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return false;
   struct stat st {};
   const bool unlocked = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
@@ -60,21 +70,27 @@ bool abandoned(const std::filesystem::path& file) {
 }  // namespace
 
 std::string temporary_output_stem(const std::filesystem::path& output) {
-  const std::string directory = directory_of(output.native());
-  return (directory == "/" ? "" : directory) + "/." + base_name_of(output.native()) + ".bulkbloom-";
+  std::string stem = directory_of(output.native());
+  if (stem != "/") stem += '/';
+  return stem + name_prefix(output.native());
 }
 
 void remove_dead_temporary_outputs(const std::filesystem::path& output) {
-  const std::string prefix = "." + base_name_of(output.native()) + ".bulkbloom-";
+  const std::string prefix = name_prefix(output.native());
+  // An unreadable directory, or one that fails part-way, only leaves files behind: the run's own
+  // temporary is what must succeed, and its creation reports the directory's error.
   std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(directory_of(output.native()), error)) {
-    const std::string name = entry.path().filename().string();
+  for (std::filesystem::directory_iterator entry(directory_of(output.native()), error), end;
+       !error && entry != end; entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
     if (!name.starts_with(prefix)) continue;
     const std::optional<pid_t> pid = pid_of(std::string_view(name).substr(prefix.size()));
-    if (!pid) continue;
+    // A run's temporary is a regular file; a directory or a link of the same name is not one.
+    std::error_code status_error;
+    if (!pid || !entry->is_regular_file(status_error) || entry->is_symlink(status_error)) continue;
     const bool gone = ::kill(*pid, 0) != 0 && errno == ESRCH;
-    if (gone || abandoned(entry.path())) std::filesystem::remove(entry.path(), error);
+    std::error_code remove_error;  // another run may remove it first
+    if (gone || abandoned(entry->path())) std::filesystem::remove(entry->path(), remove_error);
   }
 }
 

@@ -18,8 +18,8 @@ std::string temporary_output_stem(const std::filesystem::path& output);
 /// last change is older than a grace period. A live pid proves nothing: a killed run may be an
 /// unreaped zombie, and a restarted container hands out the same pids again. The grace covers
 /// the instant between a file's creation and its lock, when only the pid can say it is dead.
-/// Names that do not read as stem + pid + '-' are left alone; so is whatever cannot be read or
-/// removed (another run may remove it first).
+/// Only regular files whose names read as stem + pid + '-' are candidates; whatever cannot be
+/// read or removed is left (another run may remove it first).
 void remove_dead_temporary_outputs(const std::filesystem::path& output);
 
 }  // namespace bulkbloom::detail
