@@ -219,7 +219,9 @@ fi
 
 say "check against the CPU"
 if time_for check 150; then
-  if bounded 120 150 "$bench_bin" --check >"$check_log" 2>&1; then
+  # Twelve filters up to 8 GiB, each built on the CPU too: 11 of them took 120 s on a 16-core H200
+  # host (2026-12-04), so the bound leaves room for the twelfth and for a slower host.
+  if bounded 200 150 "$bench_bin" --check >"$check_log" 2>&1; then
     result check ok "$(grep -m1 '^== check' "$check_log" | cut -c10-)"
   else
     result check FAILED "exit $? ($(grep -m1 -E '^== check|differ' "$check_log"))"
