@@ -86,8 +86,10 @@ void remove_dead_temporary_outputs(const std::filesystem::path& output) {
     if (!name.starts_with(prefix)) continue;
     const std::optional<pid_t> pid = pid_of(std::string_view(name).substr(prefix.size()));
     // A run's temporary is a regular file; a directory or a link of the same name is not one.
-    std::error_code status_error;
-    if (!pid || !entry->is_regular_file(status_error) || entry->is_symlink(status_error)) continue;
+    std::error_code status_error;  // the entry itself, not what a link names
+    if (!pid || entry->symlink_status(status_error).type() != std::filesystem::file_type::regular) {
+      continue;
+    }
     const bool gone = ::kill(*pid, 0) != 0 && errno == ESRCH;
     std::error_code remove_error;  // another run may remove it first
     if (gone || abandoned(entry->path())) std::filesystem::remove(entry->path(), remove_error);
