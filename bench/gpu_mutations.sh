@@ -19,7 +19,8 @@ cd "$(dirname "$0")/.."
 mutations=(
   "last chunk's flags dropped|src/cuda/device_engine.cpp|s/^ *finish(1);$//|*StreamsBatchesLargerThanOneChunk*"
   "kernel does not wait for its keys|src/cuda/device_engine.cpp|s/rt_->wait(stream_, slot.copied);//|*StreamsBatchesLargerThanOneChunk*"
-  "inclusive OR-scan in place of the exclusive one|src/cuda/exact_insert_if_absent.hpp|s/thrust::exclusive_scan_by_key(/thrust::inclusive_scan_by_key(/; s/typename G::Pattern{}, thrust::equal_to/thrust::equal_to/|*InsertIfAbsent*"
+  "a run's prefix from earlier tiles dropped|src/cuda/exact_insert_if_absent.hpp|s/return reinterpret_cast<const typename G::Pattern\*>(scratch.tile_carries)\[t - 1\];/return typename G::Pattern{};/|*InsertIfAbsent*"
+  "radix sort short of the top block-index bit|src/cuda/radix_sort_by_block.cuh|s/const int end_bit = block_index_bits(num_blocks);/const int end_bit = block_index_bits(num_blocks) - 1;/|*InsertIfAbsent*"
   "one bit moved in the pattern|src/cuda/kernels.cuh|s/std::memcpy(&out, &pattern, sizeof(out));/&\n  out.lane[0] <<= 1;/|*InsertGivesTheOracleBytes*"
   "contains always true|src/cuda/kernels.cuh|s/out\[i\] = covers<G>.*/out[i] = 1;/|*ContainsGivesTheOracleFlags*"
 )

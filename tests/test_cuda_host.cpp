@@ -89,16 +89,17 @@ std::vector<Batch> adversarial_batches() {
   return batches;
 }
 
-// Runs the exact algorithm on Thrust's sequential host policy with scan slices of `slice` keys.
+// Runs the exact algorithm on Thrust's sequential host policy with tiles of `tile` keys.
 void exact_on_host(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
                    std::uint32_t n, KeyMode mode, std::uint8_t* is_new, std::uint64_t* new_count,
-                   std::uint32_t slice) {
+                   std::uint32_t tile) {
   detail::with_geometry(layout.shape, [&]<typename G>(G) {
-    std::vector<std::uint64_t> scratch(
-        (detail::exact::scratch_bytes(n, slice, G::kBlockBytes) + 7) / 8);
-    detail::exact::insert_if_absent<G>(thrust::cpp::par, layout, bits, keys, n, mode, is_new,
-                                       new_count,
-                                       detail::exact::carve_scratch(scratch.data(), n, slice));
+    std::vector<std::uint64_t> scratch((detail::exact::scratch_bytes(n, tile, G::kBlockBytes) + 7) /
+                                       8);
+    detail::exact::insert_if_absent<G>(
+        thrust::cpp::par, layout, bits, keys, n, mode, is_new, new_count,
+        detail::exact::carve_scratch(scratch.data(), n, tile, G::kBlockBytes),
+        detail::exact::ThrustSortByBlock<decltype(thrust::cpp::par)>{thrust::cpp::par});
   });
 }
 
@@ -109,9 +110,10 @@ TEST_P(ExactOnHost, GivesTheSequentialLoopsFlagsAndBytes) {
     for (const BlockIndex index : {BlockIndex::high32, BlockIndex::full64}) {
       for (const Batch& batch : adversarial_batches()) {
         const auto n = static_cast<std::uint32_t>(batch.keys.size());
-        // Slices of one key, a few keys, and the whole batch: runs cut anywhere by a slice
-        // boundary must continue from the block's bits.
-        for (const std::uint32_t slice : {1u, 7u, 64u, std::max(n, 1u)}) {
+        // Tiles of one key, a few keys, the GPU's size and the whole batch: runs cut anywhere
+        // by a tile boundary, and runs over many tiles, must carry their prefix across.
+        for (const std::uint32_t tile :
+             {1u, 7u, detail::exact::kDeviceTileKeys, 64u, std::max(n, 1u)}) {
           const Layout layout{GetParam(), batch.num_blocks, hash, 3, index};
           Filter oracle(layout, on_scalar());
           oracle.insert(batch.preload);
@@ -121,9 +123,9 @@ TEST_P(ExactOnHost, GivesTheSequentialLoopsFlagsAndBytes) {
           const std::uint64_t expected_count = oracle.insert_if_absent(batch.keys, expected);
           std::uint64_t count = 5;  // added to, not overwritten
           exact_on_host(layout, bits.data(), batch.keys.data(), n, KeyMode::hash_with_layout,
-                        got.data(), &count, slice);
+                        got.data(), &count, tile);
           const std::string where =
-              batch.name + ", slice " + std::to_string(slice) + ", " + layout.describe();
+              batch.name + ", tile " + std::to_string(tile) + ", " + layout.describe();
           ASSERT_EQ(got, expected) << where;
           EXPECT_EQ(count, 5 + expected_count) << where;
           EXPECT_EQ(bits, bytes_of(oracle)) << where;
@@ -168,7 +170,7 @@ TEST_P(ExactOnHost, PrehashedKeysArePlacedByTheirOwnBits) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ExactOnHost, testing::ValuesIn(kShapes));
 
-// Block indices, positions and slices fit 32 bits for every batch a device call takes
+// Block indices, positions and tiles fit 32 bits for every batch a device call takes
 // (n < 2^32), and Thrust's counting iterator measures such ranges without overflow.
 static_assert(std::is_same_v<const std::uint32_t, decltype(detail::exact::kSettled)>);
 static_assert(
@@ -336,7 +338,7 @@ class FakeRuntime final : public detail::DeviceRuntime {
   void insert_if_absent(const Layout& layout, std::byte* bits, const std::uint64_t* keys,
                         std::uint32_t n, KeyMode mode, std::uint8_t* is_new,
                         std::uint64_t* new_count, detail::StreamHandle s) override {
-    // Slices of 100 keys, so that the chunks of a batch also span several slices.
+    // Tiles of 100 keys, so that the chunks of a batch also span several tiles.
     enqueue(s, [=, this] {
       clock_ns_ += n * insert_if_absent_ns;
       if (no_op != "insert_if_absent") {
@@ -430,9 +432,12 @@ class FakeRuntime final : public detail::DeviceRuntime {
       throw AllocationError(std::string("cannot allocate memory for ") + what +
                             " (injected by the test)");
     }
-    // Aligned for the widest word, as cudaMalloc's memory is.
+    // Aligned for the widest word, as cudaMalloc's memory is, and holding junk as it may: never
+    // what a freed buffer held, so that a kernel that does nothing cannot pass on the bytes that
+    // an earlier one left behind in reused memory.
     auto* p = static_cast<std::byte*>(
         ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{256}));
+    std::memset(p, 0xa5, bytes);
     where[p] = {bytes, current_device_};
     ++stats.live_allocations;
     return p;

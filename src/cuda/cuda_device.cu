@@ -15,6 +15,7 @@
 #include "cuda/cuda_engine.hpp"
 #include "cuda/exact_insert_if_absent.hpp"
 #include "cuda/kernels.cuh"
+#include "cuda/radix_sort_by_block.cuh"
 
 namespace bulkbloom::detail {
 namespace {
@@ -22,12 +23,10 @@ namespace {
 using gpu::grid_for;
 using gpu::kThreadsPerBlock;
 
-// Keys per slice of insert_if_absent's scan: 2^20 patterns of at most 64 bytes, 64 MiB.
-constexpr std::uint32_t kExactSliceKeys = std::uint32_t{1} << 20;
-
 // Device memory beyond the filter that the pipeline and insert_if_absent may take for one chunk
-// of 2^23 keys: two slots of streamed keys and flags (144 MiB), insert_if_absent's scratch (16
-// bytes a key and one slice of patterns, 192 MiB) and the sort's temporary storage (64 MiB).
+// of 2^23 keys: two slots of streamed keys and flags (144 MiB), insert_if_absent's scratch (24
+// bytes a key, and two patterns of at most 64 bytes and a block index a tile of 16 keys: 258
+// MiB) and the sort's and the tile scan's temporary storage (a few MiB).
 constexpr std::uint64_t kWorkingBytes = std::uint64_t{512} << 20;
 
 // Index arithmetic at the largest device batch (bulkbloom::cuda::kMaxDeviceBatch, 2^32 - 1 keys,
@@ -311,14 +310,17 @@ class CudaRuntime final : public DeviceRuntime {
                         std::uint64_t* new_count, StreamHandle stream) override {
     if (n == 0) return;
     StreamOrderedAllocator allocator(as_stream(stream));
-    const std::uint32_t slice = std::min(n, kExactSliceKeys);
-    char* scratch = allocator.allocate(
-        static_cast<std::ptrdiff_t>(exact::scratch_bytes(n, slice, block_bytes(layout.shape))));
-    const exact::Scratch arrays = exact::carve_scratch(scratch, n, slice);
+    const int pattern_bytes = block_bytes(layout.shape);
+    char* scratch = allocator.allocate(static_cast<std::ptrdiff_t>(
+        exact::scratch_bytes(n, exact::kDeviceTileKeys, pattern_bytes)));
+    const exact::Scratch arrays =
+        exact::carve_scratch(scratch, n, exact::kDeviceTileKeys, pattern_bytes);
     try {
       with_geometry(layout.shape, [&]<typename G>(G) {
         exact::insert_if_absent<G>(thrust::cuda::par_nosync(allocator).on(as_stream(stream)),
-                                   layout, bits, keys, n, mode, is_new, new_count, arrays);
+                                   layout, bits, keys, n, mode, is_new, new_count, arrays,
+                                   exact::RadixSortByBlock<StreamOrderedAllocator>{
+                                       &allocator, as_stream(stream), layout.num_blocks});
       });
     } catch (const thrust::system_error& e) {
       allocator.deallocate(scratch, 0);
