@@ -74,7 +74,9 @@ struct StreamOrderedAllocator {
     check(cudaMallocAsync(&p, static_cast<std::size_t>(bytes), nullptr), "cudaMallocAsync");
     return static_cast<char*>(p);
   }
-  void deallocate(char* p, std::size_t) { check(cudaFreeAsync(p, nullptr), "cudaFreeAsync"); }
+  // Called from Thrust's destructors, maybe while an exception unwinds: must not throw. A
+  // failure here shows in the next call's error.
+  void deallocate(char* p, std::size_t) { cudaFreeAsync(p, nullptr); }
 };
 
 // SplitMix64 of the index: distinct, uniform keys without a host round trip.

@@ -24,8 +24,8 @@ using gpu::grid_for;
 using gpu::kThreadsPerBlock;
 
 // Device memory beyond the filter that the pipeline and insert_if_absent may take for one chunk
-// of 2^23 keys: two slots of streamed keys and flags (144 MiB), insert_if_absent's scratch (24
-// bytes a key, and two patterns of at most 64 bytes and a block index a tile of 16 keys: 258
+// of 2^23 keys: two slots of streamed keys and flags (144 MiB), insert_if_absent's scratch (16
+// bytes a key, and two patterns of at most 64 bytes and a block index a tile of 16 keys: 194
 // MiB) and the sort's and the tile scan's temporary storage (a few MiB).
 constexpr std::uint64_t kWorkingBytes = std::uint64_t{512} << 20;
 
@@ -160,7 +160,7 @@ class StreamOrderedAllocator {
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       throw AllocationError("cannot allocate " + mib(bytes) +
-                            " of GPU memory for insert_if_absent's sort");
+                            " of GPU memory for insert_if_absent's working arrays");
     }
     check(err, "cudaMallocAsync");
     return static_cast<char*>(p);

@@ -64,15 +64,16 @@ inline constexpr std::uint32_t kSettled = 0xffffffffu;
 /// walked back per key, which is what a hot key's copies pay (bench/DECISIONS.md, GPU).
 inline constexpr std::uint32_t kDeviceTileKeys = 16;
 
-/// Scratch in memory the policy's threads can reach: `blocks`, `positions` and `hashes` of `n`
-/// entries each, spare block and position arrays of `n` for a sort that does not sort in place,
-/// and per tile of `tile` (at least 1) keys its last block, tail and carry.
+/// Scratch in memory the policy's threads can reach: two regions of `n` block indices then `n`
+/// positions each, and per tile of `tile` (at least 1) keys its last block, tail and carry. Step 2
+/// sorts in `blocks`/`positions`, which may use the spare region and swap it in; the region left
+/// spare then holds the `n` hashes, so that sorting and hashing share 16 bytes a key.
 struct Scratch {
   std::uint32_t* blocks;
-  std::uint32_t* positions;
+  std::uint32_t* positions;  // blocks + n
   std::uint32_t* spare_blocks;
-  std::uint32_t* spare_positions;
-  std::uint64_t* hashes;
+  std::uint32_t* spare_positions;  // spare_blocks + n
+  std::uint64_t* hashes;           // spare_blocks, once the sort is done
   std::uint32_t* tile_blocks;
   std::byte* tile_tails;
   std::byte* tile_carries;
@@ -86,26 +87,24 @@ BULKBLOOM_HOST_DEVICE inline std::uint32_t tiles_of(std::uint32_t n, std::uint32
 
 /// Bytes of one Scratch for `n` keys in tiles of `tile` keys with blocks of `block_bytes`.
 inline std::size_t scratch_bytes(std::uint32_t n, std::uint32_t tile, int block_bytes) {
-  return std::size_t{n} * (4 * sizeof(std::uint32_t) + sizeof(std::uint64_t)) +
+  return std::size_t{n} * 4 * sizeof(std::uint32_t) +
          std::size_t{tiles_of(n, tile)} *
              (2 * static_cast<std::size_t>(block_bytes) + sizeof(std::uint32_t));
 }
 
 /// Lays a Scratch out in `bytes` (scratch_bytes(n, tile, block_bytes) of them, 8-byte aligned):
-/// the 8-byte arrays first (hashes, then the patterns, whose sizes are multiples of 8), so that
-/// every array is aligned for its type.
+/// the two regions first (each 8n bytes, so that either can hold the hashes), then the patterns
+/// (sizes multiples of 8), then the tiles' blocks.
 inline Scratch carve_scratch(void* bytes, std::uint32_t n, std::uint32_t tile, int block_bytes) {
   const std::size_t pattern_bytes =
       std::size_t{tiles_of(n, tile)} * static_cast<std::size_t>(block_bytes);
-  auto* hashes = static_cast<std::uint64_t*>(bytes);
-  auto* tails = reinterpret_cast<std::byte*>(hashes + n);
+  auto* blocks = static_cast<std::uint32_t*>(bytes);
+  std::uint32_t* spare_blocks = blocks + 2 * std::size_t{n};
+  auto* tails = reinterpret_cast<std::byte*>(spare_blocks + 2 * std::size_t{n});
   std::byte* carries = tails + pattern_bytes;
-  auto* blocks = reinterpret_cast<std::uint32_t*>(carries + pattern_bytes);
-  std::uint32_t* positions = blocks + n;
-  std::uint32_t* spare_blocks = positions + n;
-  std::uint32_t* spare_positions = spare_blocks + n;
-  return {blocks, positions, spare_blocks, spare_positions, hashes, spare_positions + n,
-          tails,  carries,   tile};
+  auto* tile_blocks = reinterpret_cast<std::uint32_t*>(carries + pattern_bytes);
+  return {blocks, blocks + n, spare_blocks, spare_blocks + n, nullptr, tile_blocks,
+          tails,  carries,    tile};
 }
 
 /// Step 2's sort where Thrust's own serves (the host; tests): a stable sort by block, in place.
@@ -305,8 +304,8 @@ struct ApplyRun {
 
 /// Runs the three steps on `policy` over keys[0, n): writes is_new[0, n) and, if `new_count` is
 /// not null, adds the number of new keys to it. `sort_by_block(scratch, m)` is step 2's sort: a
-/// stable sort of blocks[0, m) carrying positions, which may leave its output in the spare arrays
-/// and swap them into `blocks` and `positions`. Keys, flags, count, scratch and bits must be
+/// stable sort of blocks[0, m) carrying positions, which may leave its output in the spare region
+/// and swap the two regions' pointers, together. Keys, flags, count, scratch and bits must be
 /// reachable by the policy's threads (device memory for a CUDA policy). Returns to the host once,
 /// after the compaction, for the number of keys left to sort.
 template <typename G, typename Policy, typename SortByBlock>
@@ -324,6 +323,7 @@ void insert_if_absent(Policy&& policy, const Layout& layout, std::byte* bits,
       thrust::remove_if(policy, entries, entries + n, IsSettled{}) - entries);
   if (m == 0) return;
   sort_by_block(scratch, m);
+  scratch.hashes = reinterpret_cast<std::uint64_t*>(scratch.spare_blocks);
   thrust::for_each(policy, index, index + m, GatherHash{layout, keys, mode, scratch});
 
   const std::uint32_t tiles = tiles_of(m, scratch.tile);
