@@ -10,7 +10,8 @@
 //      flag starts at 0 here, written in input order;
 //   2. the other keys are compacted, then stably sorted by block, carrying positions (on the GPU
 //      a radix sort of only the bits a block index of the layout can have): each block's keys
-//      become a run, in input order. Their hashes are gathered once, in sorted order;
+//      become a run, in input order. Their hashes are gathered once, in sorted order, into the
+//      scratch the sort no longer needs;
 //   3. the sorted keys are cut into tiles of `tile` keys, and the scan is done in two levels, so
 //      that no pattern is stored per key:
 //      a. one thread per tile ORs the patterns of its last block's keys (the tile's tail);
