@@ -225,6 +225,8 @@ TEST(TemporaryOutputs, OnlyThoseOfEndedRunsAreRemoved) {
   EXPECT_FALSE(fs::exists(dir.path() / (stem + alive + "-held01")));
 }
 
+// Damaged files. Patches that must get past the header checksum recompute it the way
+// docs/FORMAT.md specifies: XXH3-64 of header bytes 0..87, stored at 88.
 class BadFiles : public testing::Test {
  protected:
   void SetUp() override { good_ = to_file_bytes(filled(Layout{Shape::sb512, 100}), some_state()); }
