@@ -42,7 +42,6 @@
 
 #if defined(__CUDACC__)
 #include <cooperative_groups.h>
-#include <cooperative_groups/reduce.h>
 #endif
 
 #include <algorithm>
@@ -141,19 +140,19 @@ BULKBLOOM_HOST_DEVICE void or_word(Word* word, Word bits) {
 #endif
 }
 
-/// Adds `fresh` to `*count`. On the device the threads of a warp that call together add their
-/// sum with one atomic, so that a batch of new keys does not queue millions of atomics on one
-/// address.
-BULKBLOOM_HOST_DEVICE inline void count_fresh(std::uint64_t* count, std::uint32_t fresh) {
+/// Adds 1 to `*count` for each calling thread with `fresh` set. On the device the threads of a
+/// warp that call together add their sum with one atomic, so that a batch of new keys does not
+/// queue millions of atomics on one address.
+BULKBLOOM_HOST_DEVICE inline void count_fresh(std::uint64_t* count, bool fresh) {
 #if defined(__CUDA_ARCH__)
   const auto together = cooperative_groups::coalesced_threads();
-  const unsigned sum =
-      cooperative_groups::reduce(together, fresh, cooperative_groups::plus<unsigned>());
-  if (together.thread_rank() == 0 && sum != 0) {
-    atomicAdd(reinterpret_cast<unsigned long long*>(count), static_cast<unsigned long long>(sum));
+  const unsigned fresh_threads = __popc(together.ballot(fresh));
+  if (together.thread_rank() == 0 && fresh_threads != 0) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(count),
+              static_cast<unsigned long long>(fresh_threads));
   }
 #else
-  if (fresh != 0) __atomic_fetch_add(count, std::uint64_t{fresh}, __ATOMIC_RELAXED);
+  if (fresh) __atomic_fetch_add(count, std::uint64_t{1}, __ATOMIC_RELAXED);
 #endif
 }
 
@@ -214,6 +213,18 @@ BULKBLOOM_HOST_DEVICE void or_into(typename G::Pattern& into, const typename G::
   for (int w = 0; w < G::kWords; ++w) into.word[w] |= bits.word[w];
 }
 
+/// ORs into `into` the patterns of the sorted entries of `block` just before entry `j`, walking
+/// back no further than entry `first`; returns the first entry it reached.
+template <typename G>
+BULKBLOOM_HOST_DEVICE std::uint32_t or_back_in_block(const Scratch& scratch, std::uint32_t j,
+                                                     std::uint32_t first, std::uint32_t block,
+                                                     typename G::Pattern& into) {
+  for (; j > first && scratch.blocks[j - 1] == block; --j) {
+    or_into<G>(into, G::pattern(scratch.hashes[j - 1]));
+  }
+  return j;
+}
+
 /// Step 3a, for tile `t` of `m` sorted entries: its last block and the OR of that block's
 /// patterns within the tile.
 template <typename G>
@@ -226,9 +237,7 @@ struct TileTail {
     const std::uint32_t end = m - first < scratch.tile ? m : first + scratch.tile;
     const std::uint32_t block = scratch.blocks[end - 1];
     typename G::Pattern tail{};
-    for (std::uint32_t j = end; j > first && scratch.blocks[j - 1] == block; --j) {
-      or_into<G>(tail, G::pattern(scratch.hashes[j - 1]));
-    }
+    or_back_in_block<G>(scratch, end, first, block, tail);
     scratch.tile_blocks[t] = block;
     reinterpret_cast<typename G::Pattern*>(scratch.tile_tails)[t] = tail;
   }
@@ -252,11 +261,9 @@ BULKBLOOM_HOST_DEVICE typename G::Pattern prefix_of(const Scratch& scratch, std:
   const std::uint32_t first = t * scratch.tile;
   const std::uint32_t block = scratch.blocks[j];
   typename G::Pattern prefix{};
-  std::uint32_t i = j;
-  for (; i > first && scratch.blocks[i - 1] == block; --i) {
-    or_into<G>(prefix, G::pattern(scratch.hashes[i - 1]));
+  if (or_back_in_block<G>(scratch, j, first, block, prefix) == first) {
+    or_into<G>(prefix, carry_into<G>(scratch, t, block));
   }
-  if (i == first) or_into<G>(prefix, carry_into<G>(scratch, t, block));
   return prefix;
 }
 
@@ -276,7 +283,7 @@ struct FlagNewKeys {
     for (int w = 0; w < G::kWords; ++w)
       fresh |= (pattern.word[w] & ~(words[w] | prefix.word[w])) != 0;
     if (fresh) is_new[scratch.positions[j]] = 1;
-    if (new_count != nullptr) count_fresh(new_count, fresh ? 1 : 0);
+    if (new_count != nullptr) count_fresh(new_count, fresh);
   }
 };
 
@@ -292,10 +299,7 @@ struct ApplyRun {
     const std::uint32_t block = scratch.blocks[j];
     if (j + 1 < m && (j + 1) % scratch.tile != 0 && scratch.blocks[j + 1] == block) return;
     typename G::Pattern run = G::pattern(scratch.hashes[j]);
-    for (std::uint32_t i = j, first = j - j % scratch.tile;
-         i > first && scratch.blocks[i - 1] == block; --i) {
-      or_into<G>(run, G::pattern(scratch.hashes[i - 1]));
-    }
+    or_back_in_block<G>(scratch, j, j - j % scratch.tile, block, run);
     typename G::Word* words = block_words<G>(bits, block);
     for (int w = 0; w < G::kWords; ++w) {
       if ((words[w] & run.word[w]) != run.word[w]) or_word(words + w, run.word[w]);
