@@ -343,11 +343,11 @@ void check_every_thread_count(std::initializer_list<std::uint64_t> block_counts,
 
 // The routing step of routed key slices: every target lists each key's hash under the task owning
 // its block, in input order, and writes that task beside the key (when asked), exactly as the
-// scalar kernel does, for 1 to 7 tasks (AVX-512 compresses into up to 4 lists, appends one key at
-// a time beyond), runs of any length around a vector and a group, both indexes, fewer blocks than
-// tasks (some tasks own none) and the most blocks a layout has, and hashes on either side of each
-// task's first hash (AVX-512 splits a vector by comparing hashes with those bounds; the scalar
-// kernel computes each key's block).
+// scalar kernel does, for 1 to 7 tasks (the SIMD targets compress into up to 4 lists, append one
+// key at a time beyond), runs of any length around a vector and a group, both indexes, fewer
+// blocks than tasks (some tasks own none) and the most blocks a layout has, and hashes on either
+// side of each task's first hash (the SIMD targets split a vector by comparing hashes with those
+// bounds; the scalar kernel computes each key's block).
 TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
   for (BlockIndex index : kBothIndexes) {

@@ -12,6 +12,8 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 
 #include "bulkbloom/detail/block_math.hpp"
@@ -447,10 +449,28 @@ std::uint64_t InsertIfAbsent(const Layout& layout, std::byte* bits, const std::u
   });
 }
 
-// CpuKernels::route is compiled for each task count up to this, its lists' counts in registers
-// (AVX-512 appends a vector at a time to each list, other targets a key to every list); beyond,
-// each key is appended to its owner's list alone.
+// CpuKernels::route is compiled for each task count up to this, its lists' counts in registers,
+// each vector of keys split between the lists by compares with the owners' first hashes; beyond,
+// each key's owner is computed from its block and the key appended to that list alone.
 constexpr unsigned kMaxListsInRegisters = BlockOwners::kHashBounds + 1;
+
+// Starts a route over kTasks lists: the owners' first hashes as vectors (task 1 on) and each
+// list's start and count. The caller's own arrays, not a struct's, so that the counts stay in
+// registers while it runs (a struct's went to the stack, and each vector's appends waited on the
+// previous vector's counts through a store and a load).
+template <unsigned kTasks, class D>
+HWY_INLINE void StartRoute(D d, const BlockOwners& owners, const RouteLists& lists,
+                           hn::Vec<D> (&first_hash)[kTasks], bool (&has_first_hash)[kTasks],
+                           std::size_t (&count)[kTasks], std::uint64_t* (&list)[kTasks]) {
+  for (unsigned t = 1; t < kTasks; ++t) {
+    first_hash[t] = hn::Set(d, owners.first_hash[t]);
+    has_first_hash[t] = owners.has_first_hash[t];
+  }
+  for (unsigned t = 0; t < kTasks; ++t) {
+    count[t] = lists.counts[t];
+    list[t] = lists.hashes + t * lists.capacity;
+  }
+}
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // CpuKernels::route on AVX-512 for kTasks tasks: each vector of keys hashed, its lanes split
@@ -468,16 +488,9 @@ void RouteCompressed(const Layout& layout, const std::uint64_t* keys, std::size_
   const bool hashing = mode != KeyMode::prehashed && layout.hash != KeyHash::identity;
   hn::Vec<decltype(d)> first_hash[kTasks];  // lanes at or past it: task t or a later one
   bool has_first_hash[kTasks] = {};
-  for (unsigned t = 1; t < kTasks; ++t) {
-    first_hash[t] = hn::Set(d, owners.first_hash[t]);
-    has_first_hash[t] = owners.has_first_hash[t];
-  }
   std::size_t count[kTasks];
   std::uint64_t* list[kTasks];
-  for (unsigned t = 0; t < kTasks; ++t) {
-    count[t] = lists.counts[t];
-    list[t] = lists.hashes + t * lists.capacity;
-  }
+  StartRoute(d, owners, lists, first_hash, has_first_hash, count, list);
   const auto append = [&](hn::Vec<decltype(d)> key, __mmask8 valid, std::size_t i) {
     const auto hash = hashing ? Xxh64(d, key, layout.seed) : key;
     __mmask8 from_here = valid;  // valid lanes at or past task t's first hash
@@ -509,13 +522,95 @@ void RouteCompressed(const Layout& layout, const std::uint64_t* keys, std::size_
 }
 #endif
 
-// CpuKernels::route on other targets, and on AVX-512 beyond kMaxListsInRegisters tasks: a group's
-// hashes and each key's owner from its block in SIMD, then each key appended to its owner's list.
-// With kTasks (up to kMaxListsInRegisters) known, each key is stored at the end of every list and
-// only its owner's count advances, so that the counts stay in registers and no key's store waits
-// on the count the previous key updated; with more tasks (kTasks 0) one store a key, at the
-// owner's count.
+#if !(HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3)
+// Lane orders that compress a vector of kLanes 64-bit lanes by a mask: row `bits` lists the lanes
+// whose bit is set, lowest first, then the others. Highway 1.0.3's Compress keeps its table in a
+// function-local constexpr array, which GCC 12 copies onto the stack at every call (512 bytes on
+// AVX2, a `rep movsq` a compress): this one is static.
+template <std::size_t kLanes>
+constexpr auto MakeCompressOrders() {
+  std::array<std::array<std::int64_t, kLanes>, std::size_t{1} << kLanes> orders{};
+  for (std::size_t bits = 0; bits < orders.size(); ++bits) {
+    std::size_t at = 0;
+    for (bool kept : {true, false}) {
+      for (std::size_t lane = 0; lane < kLanes; ++lane) {
+        if (((bits >> lane & 1) != 0) == kept) orders[bits][at++] = static_cast<std::int64_t>(lane);
+      }
+    }
+  }
+  return orders;
+}
+template <std::size_t kLanes>
+alignas(64) constexpr auto kCompressOrders = MakeCompressOrders<kLanes>();
+
+// Stores the lanes of `v` that `keep` holds to out[0, count), lowest first, and returns count;
+// writes a whole vector (the lanes past count are the others).
+template <class D>
+HWY_INLINE std::size_t CompressToList(D d, hn::Vec<D> v, hn::Mask<D> keep, std::uint64_t* out) {
+  constexpr std::size_t kLanes = hn::MaxLanes(d);
+  static_assert(kLanes <= 4, "a row a mask: 2^kLanes rows");
+  std::uint8_t bits = 0;
+  hn::StoreMaskBits(d, keep, &bits);
+  hn::StoreU(hn::TableLookupLanes(v, hn::SetTableIndices(d, kCompressOrders<kLanes>[bits].data())),
+             d, out);
+  return static_cast<std::size_t>(std::popcount(bits));
+}
+
+// CpuKernels::route on the other targets for kTasks tasks: RouteCompressed's scheme in Highway's
+// portable ops. AVX2 compresses 64-bit lanes through a table and a permute (CompressToList) and
+// compares unsigned 64-bit lanes as signed ones with their top bits flipped: cheaper than the
+// block and owner products, which it builds from 32-bit ones, and a key stored to every list
+// (bench/DECISIONS.md #37, "Routing on AVX2").
 template <unsigned kTasks>
+void RouteCompressedPortable(const Layout& layout, const std::uint64_t* keys, std::size_t n,
+                             KeyMode mode, const BlockOwners& owners, const RouteLists& lists) {
+  const hn::ScalableTag<std::uint64_t> d;
+  const hn::Rebind<std::uint8_t, decltype(d)> d8;
+  const std::size_t lanes = hn::Lanes(d);
+  const bool hashing = mode != KeyMode::prehashed && layout.hash != KeyHash::identity;
+  using V = hn::Vec<decltype(d)>;
+  hn::Vec<decltype(d)> first_hash[kTasks];  // lanes at or past it: task t or a later one
+  bool has_first_hash[kTasks] = {};
+  std::size_t count[kTasks];
+  std::uint64_t* list[kTasks];
+  StartRoute(d, owners, lists, first_hash, has_first_hash, count, list);
+  // Appends the lanes of `key` that `valid` holds to their owners' lists, and writes every lane's
+  // owner byte to owner_out unless it is null.
+  const auto append = [&](V key, hn::Mask<decltype(d)> valid, std::uint8_t* owner_out) {
+    const V hash = hashing ? Xxh64(d, key, layout.seed) : key;
+    auto from_here = valid;  // valid lanes at or past task t's first hash
+    V owner = hn::Zero(d);
+    for (unsigned t = 0; t < kTasks; ++t) {  // unrolled whole: the counts stay in registers
+      auto from_next = hn::MaskFromVec(hn::Zero(d));
+      if (t + 1 < kTasks && has_first_hash[t + 1]) {
+        // hash >= first_hash[t + 1], in the compare Highway 1.0.3 has for unsigned lanes
+        from_next = hn::AndNot(hn::Gt(first_hash[t + 1], hash), from_here);
+        owner = hn::Sub(owner, hn::VecFromMask(d, from_next));  // a true lane is all ones: -1
+      }
+      count[t] += CompressToList(d, hash, hn::AndNot(from_next, from_here), list[t] + count[t]);
+      from_here = from_next;
+    }
+    if (owner_out != nullptr) hn::StoreU(hn::TruncateTo(d8, owner), d8, owner_out);
+  };
+  HWY_ALIGN std::uint8_t owner_tail[hn::MaxLanes(d)];
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    append(hn::LoadU(d, keys + i), hn::FirstN(d, lanes),
+           lists.owner_of != nullptr ? lists.owner_of + i : nullptr);
+  }
+  if (i < n) {  // the tail, through a zero-padded vector
+    HWY_ALIGN std::uint64_t tail[hn::MaxLanes(d)] = {};
+    std::copy(keys + i, keys + n, tail);
+    append(hn::Load(d, tail), hn::FirstN(d, n - i),
+           lists.owner_of != nullptr ? owner_tail : nullptr);
+    if (lists.owner_of != nullptr) std::copy(owner_tail, owner_tail + (n - i), lists.owner_of + i);
+  }
+  for (unsigned t = 0; t < kTasks; ++t) lists.counts[t] = count[t];
+}
+#endif
+
+// CpuKernels::route beyond kMaxListsInRegisters tasks: a group's hashes and each key's owner from
+// its block in SIMD, then each key stored at its owner's count.
 void RouteEachKey(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
                   const BlockOwners& owners, const RouteLists& lists) {
   const hn::ScalableTag<std::uint64_t> d;
@@ -526,12 +621,6 @@ void RouteEachKey(const Layout& layout, const std::uint64_t* keys, std::size_t n
   HWY_ALIGN std::uint64_t hashes[kSlots] = {};
   HWY_ALIGN std::uint64_t owner_lane[kSlots] = {};
   const auto scale = hn::Set(d, owners.scale);
-  std::size_t count[kTasks == 0 ? 1 : kTasks];
-  std::uint64_t* list[kTasks == 0 ? 1 : kTasks];
-  for (unsigned t = 0; t < kTasks; ++t) {
-    count[t] = lists.counts[t];
-    list[t] = lists.hashes + t * lists.capacity;
-  }
   for (std::size_t start = 0; start < n; start += kGroup) {
     const std::size_t size = std::min(kGroup, n - start);
     HashKeys(layout, keys + start, size, mode, hashes);
@@ -541,18 +630,10 @@ void RouteEachKey(const Layout& layout, const std::uint64_t* keys, std::size_t n
     }
     for (std::size_t i = 0; i < size; ++i) {
       const auto owner = static_cast<unsigned>(owner_lane[i]);
-      if constexpr (kTasks == 0) {
-        lists.hashes[owner * lists.capacity + lists.counts[owner]++] = hashes[i];
-      } else {
-        for (unsigned t = 0; t < kTasks; ++t) {
-          list[t][count[t]] = hashes[i];
-          count[t] += owner == t;
-        }
-      }
+      lists.hashes[owner * lists.capacity + lists.counts[owner]++] = hashes[i];
       if (lists.owner_of != nullptr) lists.owner_of[start + i] = static_cast<std::uint8_t>(owner);
     }
   }
-  for (unsigned t = 0; t < kTasks; ++t) lists.counts[t] = count[t];
 }
 
 // Route for kTasks tasks, up to kMaxListsInRegisters.
@@ -562,7 +643,7 @@ void RouteFew(const Layout& layout, const std::uint64_t* keys, std::size_t n, Ke
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   RouteCompressed<kTasks>(layout, keys, n, mode, owners, lists);
 #else
-  RouteEachKey<kTasks>(layout, keys, n, mode, owners, lists);
+  RouteCompressedPortable<kTasks>(layout, keys, n, mode, owners, lists);
 #endif
 }
 
@@ -580,7 +661,7 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
     case 4:
       return RouteFew<4>(layout, keys, n, mode, owners, lists);
     default:
-      return RouteEachKey<0>(layout, keys, n, mode, owners, lists);
+      return RouteEachKey(layout, keys, n, mode, owners, lists);
   }
 }
 
