@@ -669,9 +669,11 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
 // tasks most bytes are another's: a vector of them is compared at once and skipped when none is
 // this task's. AVX-512: 64 bytes a compare, then 16 keys a step, this task's next flags loaded (as
 // many as the step's mask has bits), expanded into its lanes and stored into them alone (32-bit
-// lanes: expanding bytes needs VBMI2, which AVX3 lacks). Other targets: eight bytes a word, the
-// task's found without a branch per key (which is as unpredictable as the keys' blocks), then one
-// store for each of them.
+// lanes: expanding bytes needs VBMI2, which AVX3 lacks). Other targets: a vector's compare as a
+// bit mask, then one store for each set bit. The loop over the bits ends at an unpredictable
+// count (the keys' blocks decide it), so the mask is a whole vector's: one mispredicted exit for
+// 32 keys on AVX2 where a mask per 8-byte word took four (bench/DECISIONS.md #37, "Routing on
+// AVX2").
 std::size_t PlaceFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n, std::uint8_t task,
                        const std::uint8_t* HWY_RESTRICT flags, std::uint8_t* HWY_RESTRICT is_new) {
   std::size_t placed = 0, i = 0;
@@ -692,21 +694,16 @@ std::size_t PlaceFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n,
   }
 #elif HWY_TARGET != HWY_SCALAR
   const hn::ScalableTag<std::uint8_t> d8;
-  const std::size_t lanes = hn::Lanes(d8);  // a multiple of 8 on every vector target
-  const auto mine_lanes = hn::Set(d8, task);
-  constexpr std::uint64_t kLow7 = 0x7f7f7f7f7f7f7f7fULL;
-  const std::uint64_t mine = 0x0101010101010101ULL * task;
+  const std::size_t lanes = hn::Lanes(d8);
+  static_assert(hn::MaxLanes(d8) <= 64, "a vector's mask in 64 bits");
+  const auto mine = hn::Set(d8, task);
   for (; i + lanes <= n; i += lanes) {
-    if (hn::AllFalse(d8, hn::Eq(hn::LoadU(d8, owner_of + i), mine_lanes))) continue;
-    for (std::size_t at = i; at < i + lanes; at += 8) {
-      std::uint64_t word;
-      std::memcpy(&word, owner_of + at, 8);
-      const std::uint64_t differ = word ^ mine;  // zero bytes: this task's keys
-      // The top bit of each zero byte, exactly (no carry crosses a byte: the low 7 bits alone).
-      for (std::uint64_t zero = ~(((differ & kLow7) + kLow7) | differ | kLow7); zero != 0;
-           zero &= zero - 1) {
-        is_new[at + static_cast<std::size_t>(__builtin_ctzll(zero)) / 8] = flags[placed++];
-      }
+    std::uint8_t mask_bytes[8] = {};
+    hn::StoreMaskBits(d8, hn::Eq(hn::LoadU(d8, owner_of + i), mine), mask_bytes);
+    std::uint64_t keep;
+    std::memcpy(&keep, mask_bytes, sizeof keep);
+    for (; keep != 0; keep &= keep - 1) {
+      is_new[i + static_cast<std::size_t>(std::countr_zero(keep))] = flags[placed++];
     }
   }
 #endif
