@@ -19,8 +19,19 @@ if(NOT BULKBLOOM_CUDA STREQUAL "OFF")
       endif()
     endif()
     enable_language(CUDA)
-    find_package(CUDAToolkit REQUIRED)
-    set(BULKBLOOM_WITH_CUDA ON)
+    # CUDA 12.0 is the first whose nvcc takes -std=c++20 and whose CUB sorts more than 2^31 - 1
+    # items (num_items was an int before CUB 1.16); a device batch holds up to 2^32 - 1 keys.
+    if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.0)
+      if(BULKBLOOM_CUDA STREQUAL "ON")
+        message(FATAL_ERROR "BULKBLOOM_CUDA=ON but ${CMAKE_CUDA_COMPILER} is CUDA "
+                            "${CMAKE_CUDA_COMPILER_VERSION}; the CUDA backend needs 12.0 or later")
+      endif()
+      message(STATUS "bulkbloom CUDA backend: skipped, CUDA ${CMAKE_CUDA_COMPILER_VERSION} is "
+                     "older than 12.0")
+    else()
+      find_package(CUDAToolkit 12.0 REQUIRED)
+      set(BULKBLOOM_WITH_CUDA ON)
+    endif()
   elseif(BULKBLOOM_CUDA STREQUAL "ON")
     message(FATAL_ERROR "BULKBLOOM_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER "
                         "or put nvcc on PATH)")
