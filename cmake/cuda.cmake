@@ -7,7 +7,26 @@ set(BULKBLOOM_WITH_CUDA OFF)
 if(NOT BULKBLOOM_CUDA STREQUAL "OFF")
   include(CheckLanguage)
   check_language(CUDA)
+  # CUDA 12.0 is the first whose nvcc takes -std=c++20 and whose CUB sorts more than 2^31 - 1
+  # items (num_items was an int before CUB 1.16); a device batch holds up to 2^32 - 1 keys. The
+  # version is read before enable_language: an older nvcc fails CMake's compiler check on the
+  # sm_90 default below before any message could say why.
+  set(bulkbloom_nvcc_version "")
   if(CMAKE_CUDA_COMPILER)
+    execute_process(COMMAND "${CMAKE_CUDA_COMPILER}" --version OUTPUT_VARIABLE bulkbloom_nvcc_says
+                    ERROR_QUIET)
+    if(bulkbloom_nvcc_says MATCHES "release ([0-9]+\\.[0-9]+)")
+      set(bulkbloom_nvcc_version "${CMAKE_MATCH_1}")
+    endif()
+  endif()
+  if(bulkbloom_nvcc_version AND bulkbloom_nvcc_version VERSION_LESS 12.0)
+    if(BULKBLOOM_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "BULKBLOOM_CUDA=ON but ${CMAKE_CUDA_COMPILER} is CUDA "
+                          "${bulkbloom_nvcc_version}; the CUDA backend needs 12.0 or later")
+    endif()
+    message(STATUS "bulkbloom CUDA backend: skipped, ${CMAKE_CUDA_COMPILER} is CUDA "
+                   "${bulkbloom_nvcc_version}, older than 12.0")
+  elseif(CMAKE_CUDA_COMPILER)
     # Machine code for Hopper (the target of the performance work) plus PTX that the driver
     # compiles for any other GPU from Ampere on, unless the builder chose. Embedded, only the
     # library's own target gets them: the embedding project's default stays its own.
@@ -19,19 +38,9 @@ if(NOT BULKBLOOM_CUDA STREQUAL "OFF")
       endif()
     endif()
     enable_language(CUDA)
-    # CUDA 12.0 is the first whose nvcc takes -std=c++20 and whose CUB sorts more than 2^31 - 1
-    # items (num_items was an int before CUB 1.16); a device batch holds up to 2^32 - 1 keys.
-    if(CMAKE_CUDA_COMPILER_VERSION VERSION_LESS 12.0)
-      if(BULKBLOOM_CUDA STREQUAL "ON")
-        message(FATAL_ERROR "BULKBLOOM_CUDA=ON but ${CMAKE_CUDA_COMPILER} is CUDA "
-                            "${CMAKE_CUDA_COMPILER_VERSION}; the CUDA backend needs 12.0 or later")
-      endif()
-      message(STATUS "bulkbloom CUDA backend: skipped, CUDA ${CMAKE_CUDA_COMPILER_VERSION} is "
-                     "older than 12.0")
-    else()
-      find_package(CUDAToolkit 12.0 REQUIRED)
-      set(BULKBLOOM_WITH_CUDA ON)
-    endif()
+    # The toolkit's version too: a CUDA compiler other than nvcc printed no CUDA release above.
+    find_package(CUDAToolkit 12.0 REQUIRED)
+    set(BULKBLOOM_WITH_CUDA ON)
   elseif(BULKBLOOM_CUDA STREQUAL "ON")
     message(FATAL_ERROR "BULKBLOOM_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER "
                         "or put nvcc on PATH)")
