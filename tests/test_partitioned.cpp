@@ -427,7 +427,7 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
 // Routed insert_if_absent's flags back to their keys: every target places a task's flags, in
 // order, at exactly the keys whose owner byte is the task's, and writes no other byte (the other
 // tasks write theirs at the same time), for runs around AVX-512's 64-byte compares and 16-key
-// steps and the other targets' vectors and 8-byte words, owner bytes of one task, of none (every
+// steps and the other targets' vectors, owner bytes of one task, of none (every
 // vector skipped), alternating, random among 2 to 7 tasks, and the task numbers 0, 7 and 255 (all
 // 255 bytes are a lane's whole range).
 TEST(RoutedKeySlices, PlaceFlagsWritesATasksFlagsAtItsKeysAlone) {

@@ -27,9 +27,10 @@ inline constexpr std::uint64_t kMinParallelWriteFilterBytes = std::uint64_t{1} <
 // Routed writes to smaller filters on up to kMaxTasksTimedAgainstOneThread tasks are timed against
 // one thread, others against block ranges. Whether routing repays its pass over the keys there
 // turns on the target: with AVX-512's compressing stores it costs ~0.9 ns a key and two routed
-// threads gained 1.06-1.62x from 1 MiB, but AVX2 routes a key at a time (~2.8 ns), and two
+// threads gained 1.06-1.62x from 1 MiB, but AVX2 then routed a key at a time (~2.8 ns), and two
 // threads on AVX2 measured 0.89-0.95x one thread for insert_if_absent from 1 to 16 MiB, 1.19-1.48x
-// for insert (bench/DECISIONS.md #37, "One thread as the other plan under 16 MiB"). A one-thread
+// for insert (bench/DECISIONS.md #37, "One thread as the other plan under 16 MiB"; AVX2 has split
+// vectors as AVX-512 does since "Routing on AVX2", not remeasured under 16 MiB). A one-thread
 // call takes about as long as `tasks` routed calls, so with more tasks its rechecks would cost
 // more than a slower plan found by them could save; block ranges split the work.
 inline constexpr std::uint64_t kMinBlockRangeAlternativeFilterBytes = std::uint64_t{16} << 20;

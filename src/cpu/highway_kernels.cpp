@@ -522,7 +522,9 @@ void RouteCompressed(const Layout& layout, const std::uint64_t* keys, std::size_
 }
 #endif
 
-#if !(HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3)
+// Scalable vectors (SVE, RVV) have no lane count to size a table by, nor arrays of vectors: they
+// route as RouteEachKey does for many tasks.
+#if !(HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3) && !HWY_HAVE_SCALABLE
 // Lane orders that compress a vector of kLanes 64-bit lanes by a mask: row `bits` lists the lanes
 // whose bit is set, lowest first, then the others. Highway 1.0.3's Compress keeps its table in a
 // function-local constexpr array, which GCC 12 copies onto the stack at every call (512 bytes on
@@ -642,6 +644,8 @@ void RouteFew(const Layout& layout, const std::uint64_t* keys, std::size_t n, Ke
               const BlockOwners& owners, const RouteLists& lists) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   RouteCompressed<kTasks>(layout, keys, n, mode, owners, lists);
+#elif HWY_HAVE_SCALABLE
+  RouteEachKey(layout, keys, n, mode, owners, lists);
 #else
   RouteCompressedPortable<kTasks>(layout, keys, n, mode, owners, lists);
 #endif
@@ -692,7 +696,7 @@ std::size_t PlaceFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n,
       placed += count;
     }
   }
-#elif HWY_TARGET != HWY_SCALAR
+#elif HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE  // scalable vectors: the loop below
   const hn::ScalableTag<std::uint8_t> d8;
   const std::size_t lanes = hn::Lanes(d8);
   static_assert(hn::MaxLanes(d8) <= 64, "a vector's mask in 64 bits");
