@@ -51,6 +51,15 @@ if ((${#missing[@]})); then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
+# Thrust's headers, where no CUDA toolkit brings them: the tests then run the CUDA backend's
+# algorithms on Thrust's host backend (tests/CMakeLists.txt). Optional: a distribution without the
+# package builds and tests everything else.
+if [[ ! -e /usr/local/cuda/include/cccl/thrust/version.h && ! -e /usr/local/cuda/include/thrust/version.h ]] &&
+   ! dpkg-query -W -f='${Status}' libthrust-dev 2>/dev/null | grep -q "install ok installed"; then
+  echo "installing: libthrust-dev"
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libthrust-dev ||
+    echo "libthrust-dev not installed: the CUDA backend's host-side tests will not be built" >&2
+fi
 
 if ((with_python)); then
   # A virtual environment, so that neither a system Python that forbids pip installs (PEP 668)
