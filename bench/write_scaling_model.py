@@ -17,8 +17,10 @@ pooled as a median of medians). From it, per filter size and per operation:
 
 Predicted wall time of one call of B keys (--batch; write_plans' calls are 65,536) on T
 threads, memory not a limit:
-  routed        wr B / T + 2 j (T / 2)     (two run()s a call; a run()'s cost taken as linear in
-                                            T, the conservative end: the pool wakes each worker)
+  routed        wr B / T + r j (T / 2)     (r run()s a call: one a chunk of 65,536 keys and one
+                                            more, and for insert_if_absent another, which merges
+                                            the last chunk's flags; a run()'s cost taken as linear
+                                            in T, the conservative end: the pool wakes each worker)
   block ranges  (c1 + (T - 1) h) B / T + j (T / 2)
 and the keys/s of the faster plan (the engine times the two and keeps the faster, DESIGN §8),
 capped by the memory system: every key is one random 64-byte line read-modify-write, so keys/s
@@ -40,6 +42,7 @@ import sys
 from collections import defaultdict
 
 WRITE_PLANS_BATCH = 65536
+ROUTED_CHUNK_KEYS = 65536  # RoutedScratch::kChunkKeys
 
 ROW = re.compile(r"^\| (\S+) \| ([^|]+?) \| ([\d.]+) \([^|]*\) \| ([\d.]+)× \([^|]*\) \| ([\d.]+) \(")
 
@@ -62,11 +65,19 @@ def read_tables(paths: list[str]) -> dict[tuple[str, str], dict[str, float]]:
     return {k: {f: statistics.median(v) for f, v in d.items()} for k, d in pooled.items()}
 
 
-def predict(c1: float, wr: float, wb: float, j: float, threads: int, batch: int) -> dict[str, float]:
-    """ns a key of each plan on `threads` threads, the memory not being a limit."""
+def routed_runs(op: str, batch: int) -> int:
+    """The pool run()s of one routed call of `batch` keys."""
+    chunks = -(-batch // ROUTED_CHUNK_KEYS)
+    return chunks + (2 if op == "insert_if_absent" else 1)
+
+
+def predict(c1: float, wr: float, wb: float, j: float, threads: int, batch: int,
+            runs: int) -> dict[str, float]:
+    """ns a key of each plan on `threads` threads, the memory not being a limit; `runs` is the
+    routed call's run()s."""
     join = j * threads / 2 / batch  # ns a key of one run() at this width
     h = max(wb - c1, 0.0)
-    routed = wr / threads + 2 * join if threads > 1 else c1
+    routed = wr / threads + runs * join if threads > 1 else c1
     ranges = (c1 + (threads - 1) * h) / threads + join if threads > 1 else c1
     return {"routed": routed, "block ranges": ranges}
 
@@ -118,12 +129,14 @@ def main() -> int:
         for op, (c1, wr, wb, measured_2t) in ops.items():
             cells = []
             for t in threads:
-                ns = min(predict(c1, wr, wb, j, t, args.batch).values())
+                ns = min(predict(c1, wr, wb, j, t, args.batch,
+                                 routed_runs(op, args.batch)).values())
                 keys_per_s = min(1e9 / ns, args.socket_lines_per_s) if t > 1 else 1e9 / c1
                 speedup = keys_per_s * c1 / 1e9
                 cells.append(f"{speedup:.1f}× ({keys_per_s / 1e9:.2f} G/s)")
             print(f"| {op} | {c1:.2f} | {wr:.2f} | {wb:.2f} | " + " | ".join(cells) + " |")
-            two = min(predict(c1, wr, wb, j, 2, WRITE_PLANS_BATCH).values())
+            two = min(predict(c1, wr, wb, j, 2, WRITE_PLANS_BATCH,
+                              routed_runs(op, WRITE_PLANS_BATCH)).values())
             print(f"|   measured 2T wall speed-up: {measured_2t:.2f}×; the model's, compute only: "
                   f"{c1 / two:.2f}× |")
     return 0

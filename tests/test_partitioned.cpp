@@ -424,76 +424,46 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
   }
 }
 
-// Routed insert_if_absent's flags back to their keys: every target places a task's flags, in
-// order, at exactly the keys whose owner byte is the task's, and writes no other byte (the other
-// tasks write theirs at the same time), for runs around AVX-512's 64-byte compares and 16-key
-// steps and the other targets' vectors, owner bytes of one task, of none (every
-// vector skipped), alternating, random among 2 to 7 tasks, and the task numbers 0, 7 and 255 (all
-// 255 bytes are a lane's whole range).
-TEST(RoutedKeySlices, PlaceFlagsWritesATasksFlagsAtItsKeysAlone) {
+// Routed insert_if_absent's flags back in input order: every target gives each key the next flag
+// of its owner's list and no other byte, for runs around the vectors' 16-key steps and their
+// 8-key halves, task counts up to the vector loop's bound of 8, past it and 256 (every owner
+// byte), owner bytes all of the first task, all of the last, alternating and random; the lists'
+// slack bytes (which a target may read) hold a sentinel that no key may take, and the bytes past
+// n of is_new stay untouched.
+TEST(RoutedKeySlices, MergeFlagsGivesEachKeyTheNextFlagOfItsOwnersList) {
   std::mt19937_64 random(37);
+  constexpr std::uint8_t kSentinel = 0xEE;
   for (std::size_t n :
        {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, 64u, 65u, 127u, 129u, 1000u, 4099u}) {
-    for (const std::uint8_t task : {std::uint8_t{0}, std::uint8_t{7}, std::uint8_t{255}}) {
+    for (unsigned tasks : {1u, 2u, 3u, 7u, 8u, 9u, 16u, 256u}) {
       std::vector<std::vector<std::uint8_t>> maps;
-      maps.emplace_back(n, task);
-      maps.emplace_back(n, static_cast<std::uint8_t>(task ^ 1));
+      maps.emplace_back(n, 0);
+      maps.emplace_back(n, static_cast<std::uint8_t>(tasks - 1));
       maps.emplace_back(n);
-      for (std::size_t i = 0; i < n; ++i) maps.back()[i] = i % 2 == 0 ? task : task ^ 0x80;
-      for (unsigned tasks : {2u, 3u, 7u}) {
-        maps.emplace_back(n);
-        for (auto& owner : maps.back()) {
-          const auto other = static_cast<std::uint8_t>(random() % tasks);
-          owner = other == 0 ? task : static_cast<std::uint8_t>(task + other);
-        }
-      }
+      for (std::size_t i = 0; i < n; ++i) maps.back()[i] = i % 2 == 0 ? 0 : tasks - 1;
+      maps.emplace_back(n);
+      for (auto& owner : maps.back()) owner = static_cast<std::uint8_t>(random() % tasks);
       for (const auto& owner_of : maps) {
-        std::vector<std::uint8_t> flags(n);
-        for (auto& flag : flags) flag = static_cast<std::uint8_t>(random());
-        // A sentinel in every byte that is not the task's.
-        std::vector<std::uint8_t> want(n + 16, 0xEE);
-        std::size_t placed = 0;
+        std::vector<std::vector<std::uint8_t>> lists(tasks);
+        std::vector<std::uint8_t> want(n + 16, kSentinel);
         for (std::size_t i = 0; i < n; ++i) {
-          if (owner_of[i] == task) want[i] = flags[placed++];
+          const auto flag = static_cast<std::uint8_t>(random() % kSentinel);
+          lists[owner_of[i]].push_back(flag);
+          want[i] = flag;
+        }
+        std::vector<const std::uint8_t*> from;
+        for (auto& list : lists) {
+          list.resize(list.size() + detail::RouteLists::kRouteSlack, kSentinel);
+          from.push_back(list.data());
         }
         for (const CpuKernels* kernels : all_kernel_sets()) {
-          SCOPED_TRACE(std::string(kernels->target) + " n " + std::to_string(n) + " task " +
-                       std::to_string(task));
-          std::vector<std::uint8_t> is_new(n + 16, 0xEE);
-          ASSERT_EQ(kernels->place_flags(owner_of.data(), n, task, flags.data(), is_new.data()),
-                    placed);
+          SCOPED_TRACE(std::string(kernels->target) + " n " + std::to_string(n) + " tasks " +
+                       std::to_string(tasks));
+          std::vector<std::uint8_t> is_new(n + 16, kSentinel);
+          kernels->merge_flags(owner_of.data(), n, from.data(), tasks, is_new.data());
           ASSERT_EQ(is_new, want);
         }
       }
-    }
-  }
-}
-
-// Two owners placing their flags into one is_new at once, from the same first byte, with owner
-// bytes alternating so that every vector and word holds keys of both: no flag is lost. A placement
-// that read a vector of is_new, blended its own flags in and wrote the whole vector back would
-// pass every test above and here lose the other owner's flags written in between.
-TEST(RoutedKeySlices, PlaceFlagsOfTwoOwnersAtOnceLoseNoFlag) {
-  constexpr std::size_t kKeys = std::size_t{1} << 16;
-  std::vector<std::uint8_t> owner_of(kKeys);
-  for (std::size_t i = 0; i < kKeys; ++i) owner_of[i] = static_cast<std::uint8_t>(i % 2);
-  const std::vector<std::uint8_t> flags(kKeys / 2, 1);  // each owner's: every key new
-  for (const CpuKernels* kernels : all_kernel_sets()) {
-    SCOPED_TRACE(kernels->target);
-    for (int round = 0; round < 100; ++round) {
-      std::vector<std::uint8_t> is_new(kKeys, 0);
-      std::atomic<int> ready = 0;
-      const auto place = [&](std::uint8_t task) {
-        ready.fetch_add(1);
-        while (ready.load() < 2) {
-        }
-        kernels->place_flags(owner_of.data(), kKeys, task, flags.data(), is_new.data());
-      };
-      std::thread other(place, std::uint8_t{1});
-      place(0);
-      other.join();
-      const auto lost = static_cast<std::size_t>(std::count(is_new.begin(), is_new.end(), 0));
-      ASSERT_EQ(lost, 0u) << "flags lost in round " << round;
     }
   }
 }

@@ -669,52 +669,60 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   }
 }
 
-// CpuKernels::place_flags. Every task scans every key's byte of a chunk for its own, so with many
-// tasks most bytes are another's: a vector of them is compared at once and skipped when none is
-// this task's. AVX-512: 64 bytes a compare, then 16 keys a step, this task's next flags loaded (as
-// many as the step's mask has bits), expanded into its lanes and stored into them alone (32-bit
-// lanes: expanding bytes needs VBMI2, which AVX3 lacks). Other targets: a vector's compare as a
-// bit mask, then one store for each set bit. The loop over the bits ends at an unpredictable
-// count (the keys' blocks decide it), so the mask is a whole vector's: one mispredicted exit for
-// 32 keys on AVX2 where a mask per 8-byte word took four (bench/DECISIONS.md #37, "Routing on
-// AVX2").
-std::size_t PlaceFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n, std::uint8_t task,
-                       const std::uint8_t* HWY_RESTRICT flags, std::uint8_t* HWY_RESTRICT is_new) {
-  std::size_t placed = 0, i = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  const __m512i mine = _mm512_set1_epi8(static_cast<char>(task));
-  for (; i + 64 <= n; i += 64) {
-    const __mmask64 keep = _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(owner_of + i), mine);
-    if (keep == 0) continue;
-    for (unsigned step = 0; step < 4; ++step) {
-      const auto lanes = static_cast<__mmask16>(keep >> (16 * step));
-      const auto count = static_cast<unsigned>(__builtin_popcount(lanes));
-      const __m128i next =
-          _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << count) - 1), flags + placed);
-      const __m512i spread = _mm512_maskz_expand_epi32(lanes, _mm512_cvtepu8_epi32(next));
-      _mm_mask_storeu_epi8(is_new + i + 16 * step, lanes, _mm512_cvtepi32_epi8(spread));
-      placed += count;
+// CpuKernels::merge_flags. A slice's keys take their flags from the tasks' lists in an order
+// the keys' blocks decide, so no branch per key: eight keys a step, each task's next eight flags
+// spread over the keys it owns by a byte shuffle from a table indexed by its owners' mask, and
+// OR'd together (a lane no task of the step owns stays zero). A task count beyond
+// kMaxMergeTasksInVectors costs more compares and shuffles a step than the loop a key below, which
+// takes every key's flag from its task's list at its own count.
+constexpr unsigned kMaxMergeTasksInVectors = 8;
+
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+// Row `mask` spreads consecutive bytes over the lanes of an 8-lane mask: lane j takes byte
+// (rank of j among the mask's set bits) when its bit is set; other lanes' index has the top bit
+// set, which TableLookupBytesOr0 turns into zero.
+constexpr auto MakeExpandOrders() {
+  std::array<std::array<std::uint8_t, 8>, 256> orders{};
+  for (std::size_t mask = 0; mask < orders.size(); ++mask) {
+    std::uint8_t rank = 0;
+    for (std::size_t lane = 0; lane < 8; ++lane) {
+      orders[mask][lane] = (mask >> lane & 1) != 0 ? rank++ : std::uint8_t{0x80};
     }
   }
-#elif HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE  // scalable vectors: the loop below
-  const hn::ScalableTag<std::uint8_t> d8;
-  const std::size_t lanes = hn::Lanes(d8);
-  static_assert(hn::MaxLanes(d8) <= 64, "a vector's mask in 64 bits");
-  const auto mine = hn::Set(d8, task);
-  for (; i + lanes <= n; i += lanes) {
-    std::uint8_t mask_bytes[8] = {};
-    hn::StoreMaskBits(d8, hn::Eq(hn::LoadU(d8, owner_of + i), mine), mask_bytes);
-    std::uint64_t keep;
-    std::memcpy(&keep, mask_bytes, sizeof keep);
-    for (; keep != 0; keep &= keep - 1) {
-      is_new[i + static_cast<std::size_t>(std::countr_zero(keep))] = flags[placed++];
+  return orders;
+}
+alignas(64) constexpr auto kExpandOrders = MakeExpandOrders();
+#endif
+
+void MergeFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n,
+                const std::uint8_t* const* flags, unsigned tasks,
+                std::uint8_t* HWY_RESTRICT is_new) {
+  std::array<const std::uint8_t*, RouteLists::kMaxTasks> next;
+  std::copy(flags, flags + tasks, next.begin());
+  std::size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
+  if (tasks <= kMaxMergeTasksInVectors) {
+    const hn::FixedTag<std::uint8_t, 16> d16;
+    const hn::FixedTag<std::uint8_t, 8> d8;
+    for (; i + 16 <= n; i += 16) {
+      const auto owners = hn::LoadU(d16, owner_of + i);
+      hn::Vec<decltype(d8)> merged[2] = {hn::Zero(d8), hn::Zero(d8)};  // keys i on, i + 8 on
+      for (unsigned t = 0; t < tasks; ++t) {
+        std::uint8_t masks[2];
+        hn::StoreMaskBits(d16, hn::Eq(owners, hn::Set(d16, static_cast<std::uint8_t>(t))), masks);
+        for (int half = 0; half < 2; ++half) {
+          merged[half] = hn::Or(merged[half], hn::TableLookupBytesOr0(
+                                                  hn::LoadU(d8, next[t]),
+                                                  hn::Load(d8, kExpandOrders[masks[half]].data())));
+          next[t] += std::popcount(masks[half]);
+        }
+      }
+      hn::StoreU(merged[0], d8, is_new + i);
+      hn::StoreU(merged[1], d8, is_new + i + 8);
     }
   }
 #endif
-  for (; i < n; ++i) {
-    if (owner_of[i] == task) is_new[i] = flags[placed++];
-  }
-  return placed;
+  for (; i < n; ++i) is_new[i] = *next[owner_of[i]]++;
 }
 
 // A window's compaction after each generation (CpuKernels::keep_not_found). Whether a key was
@@ -753,7 +761,7 @@ CpuTarget Target() {
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
   static const CpuKernels kKernels{kName,    HashKeys,       Insert, InsertAtomic,
-                                   Contains, InsertIfAbsent, Route,  PlaceFlags};
+                                   Contains, InsertIfAbsent, Route,  MergeFlags};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

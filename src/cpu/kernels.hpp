@@ -66,7 +66,7 @@ struct BlockOwners {
 /// hashes[t * capacity, ...), with counts[t] entries so far. A list takes a whole SIMD vector past
 /// its last entry (writes of lanes beyond it), so capacity is at least the keys routed plus
 /// kRouteSlack. If `owner_of` is not null, key i's task is also written to owner_of[i]: the map
-/// by which insert_if_absent's flags go back to their keys (CpuKernels::place_flags), a byte a
+/// by which insert_if_absent's flags go back to their keys (CpuKernels::merge_flags), a byte a
 /// key where a position in each list took four.
 struct RouteLists {
   std::uint64_t* hashes;
@@ -102,11 +102,13 @@ struct CpuKernels {
   /// most RouteLists::kMaxTasks tasks).
   void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
                 BlockOwners owners, RouteLists lists);
-  /// For each i in [0, n) with owner_of[i] == task, in order, the next of `flags` to is_new[i]:
-  /// a routed task's flags, which it computed in list order, back to its keys' places. Returns
-  /// the flags placed. Writes no other byte of is_new: the other tasks place theirs at once.
-  std::size_t (*place_flags)(const std::uint8_t* owner_of, std::size_t n, std::uint8_t task,
-                             const std::uint8_t* flags, std::uint8_t* is_new);
+  /// Puts a routed slice's insert_if_absent flags back in input order: for each i in [0, n), in
+  /// order, is_new[i] is the next unread flag of list flags[owner_of[i]], which holds task
+  /// owner_of[i]'s flags for this slice's keys in slice order (owner bytes below `tasks`). A list
+  /// may be read up to RouteLists::kRouteSlack bytes past its last flag; those bytes are not
+  /// used.
+  void (*merge_flags)(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* const* flags,
+                      unsigned tasks, std::uint8_t* is_new);
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cassert>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -215,32 +214,41 @@ std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout
   // A list may receive every key of its slice.
   const std::size_t capacity =
       slice_begin(std::min(n, kChunkKeys) + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
-  hashes_.resize(std::max(hashes_.size(), kSets * lists * capacity));
+  hashes_.resize(std::max(hashes_.size(), kHashSets * lists * capacity));
   if (is_new != nullptr) {
-    owner_of_.resize(std::max(owner_of_.size(), kSets * kChunkKeys));
-    flags_.resize(std::max(flags_.size(), kSets * lists * capacity));
+    owner_of_.resize(std::max(owner_of_.size(), kFlagSets * kChunkKeys));
+    flags_.resize(std::max(flags_.size(), kFlagSets * lists * capacity));
+    merge_from_.resize(std::max(merge_from_.size(), lists));
   }
   // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
   // line two tasks update at once would move between their cores all along the routing.
   constexpr std::size_t kCountsPerLine = 64 / sizeof(std::size_t);
   const std::size_t counts_stride = (tasks + kCountsPerLine - 1) / kCountsPerLine * kCountsPerLine;
-  counts_.resize(std::max(counts_.size(), kSets * counts_stride * tasks + kCountsPerLine));
+  counts_.resize(std::max(counts_.size(), kHashSets * counts_stride * tasks + kCountsPerLine));
   std::size_t* const counts = counts_.data() + line_offset_of(counts_.data());
   task_fresh_.assign(tasks, 0);
   const BlockOwners owners = BlockOwners::of(layout, tasks);
-  // Chunk c's keys, and its set of lists: list (s, d) holds slice s's keys of task d's blocks.
+  // Chunk c's keys, and its sets of lists: list (s, d) holds slice s's keys of task d's blocks,
+  // and their flags.
   const auto chunk_begin = [&](std::size_t c) { return c * kChunkKeys; };
   const auto chunk_size = [&](std::size_t c) { return std::min(kChunkKeys, n - c * kChunkKeys); };
-  const std::size_t first_set = next_set_;
-  next_set_ = (first_set + chunks) % kSets;
-  const auto set_of = [&](std::size_t c) { return (first_set + c) % kSets; };
-  const auto list = [&](std::size_t c, unsigned s, unsigned d) {
-    return (set_of(c) * lists + std::size_t{s} * tasks + d) * capacity;
+  const std::size_t first_chunk = next_chunk_;
+  next_chunk_ += chunks;
+  const auto hash_set = [&](std::size_t c) { return (first_chunk + c) % kHashSets; };
+  const auto flag_set = [&](std::size_t c) { return (first_chunk + c) % kFlagSets; };
+  const auto list_in = [&](std::size_t set, unsigned s, unsigned d) {
+    return (set * lists + std::size_t{s} * tasks + d) * capacity;
+  };
+  const auto hash_list = [&](std::size_t c, unsigned s, unsigned d) {
+    return hashes_.data() + list_in(hash_set(c), s, d);
+  };
+  const auto flag_list = [&](std::size_t c, unsigned s, unsigned d) {
+    return flags_.data() + list_in(flag_set(c), s, d);
   };
   const auto count = [&](std::size_t c, unsigned s) -> std::size_t* {
-    return counts + (set_of(c) * tasks + s) * counts_stride;
+    return counts + (hash_set(c) * tasks + s) * counts_stride;
   };
-  const auto owner_of = [&](std::size_t c) { return owner_of_.data() + set_of(c) * kChunkKeys; };
+  const auto owner_of = [&](std::size_t c) { return owner_of_.data() + flag_set(c) * kChunkKeys; };
   const auto slice = [&](std::size_t c, unsigned s) {
     const std::size_t size = chunk_size(c);
     return std::pair{slice_begin(size, tasks, s), slice_begin(size, tasks, s + 1)};
@@ -249,11 +257,11 @@ std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout
   const auto route = [&](std::size_t c, unsigned s) {
     const auto [begin, end] = slice(c, s);
     std::fill_n(count(c, s), tasks, 0);
-    const RouteLists to{hashes_.data() + list(c, s, 0),
-                        is_new != nullptr ? owner_of(c) + begin : nullptr, capacity, count(c, s)};
+    const RouteLists to{hash_list(c, s, 0), is_new != nullptr ? owner_of(c) + begin : nullptr,
+                        capacity, count(c, s)};
     kernels.route(layout, keys + chunk_begin(c) + begin, end - begin, mode, owners, to);
   };
-  // Chunk c's keys of task d's blocks written.
+  // Chunk c's keys of task d's blocks written, and their flags into the flag lists.
   const auto write = [&](std::size_t c, unsigned d) {
     // insert_if_absent's flags need input order, slice after slice. An insert's bytes take any
     // order: it reads the other slices' lists first and slice d's last, which measured steadier
@@ -261,37 +269,36 @@ std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout
     // thread in both steps (bench/DECISIONS.md #37); claimed tasks usually still fall that way.
     for (unsigned k = 1; k <= tasks; ++k) {
       const unsigned s = is_new == nullptr ? (d + k) % tasks : k - 1;
-      const std::uint64_t* hashes = hashes_.data() + list(c, s, d);
+      const std::uint64_t* hashes = hash_list(c, s, d);
       const std::size_t routed = count(c, s)[d];
       if (is_new == nullptr) {
         kernels.insert(layout, bits, hashes, routed, KeyMode::prehashed, all_blocks(layout));
       } else {
-        task_fresh_[d] +=
-            kernels.insert_if_absent(layout, bits, hashes, routed, KeyMode::prehashed,
-                                     all_blocks(layout), flags_.data() + list(c, s, d));
+        task_fresh_[d] += kernels.insert_if_absent(layout, bits, hashes, routed, KeyMode::prehashed,
+                                                   all_blocks(layout), flag_list(c, s, d));
       }
     }
-    if (is_new == nullptr) return;
-    // Its flags to their keys' places, here rather than after another join (one join fewer a
-    // chunk: bench/DECISIONS.md #37). Each key's flag is written by its block's owner alone, found
-    // by the owner byte the routing wrote for it; owner d starts with slice d's keys, so that the
-    // tasks write different slices' lines of is_new while they write at the same time, not the
-    // same lines from two cores.
-    for (unsigned k = 0; k < tasks; ++k) {
-      const unsigned s = (d + k) % tasks;
-      const auto [begin, end] = slice(c, s);
-      [[maybe_unused]] const std::size_t placed =
-          kernels.place_flags(owner_of(c) + begin, end - begin, static_cast<std::uint8_t>(d),
-                              flags_.data() + list(c, s, d), is_new + chunk_begin(c) + begin);
-      assert(placed == count(c, s)[d]);
-    }
   };
-  // Step p writes chunk p - 1 and routes chunk p: one join a chunk, and one more. Chunks are
-  // written one after another, so keys of different chunks keep their sequential order; routing
-  // reads only keys and writes only the lists of its own chunk's set.
-  for (std::size_t step = 0; step <= chunks; ++step) {
+  // Chunk c's slice s's flags from every task's list to its keys' places, each key's from the
+  // list its owner byte names: each task writes the flags of its own slice, so that no two cores
+  // write one line of is_new.
+  const auto merge = [&](std::size_t c, unsigned s) {
+    const auto [begin, end] = slice(c, s);
+    const std::uint8_t** from = merge_from_.data() + std::size_t{s} * tasks;
+    for (unsigned d = 0; d < tasks; ++d) from[d] = flag_list(c, s, d);
+    kernels.merge_flags(owner_of(c) + begin, end - begin, from, tasks,
+                        is_new + chunk_begin(c) + begin);
+  };
+  // Step p routes chunk p, writes chunk p - 1 and, for insert_if_absent, merges chunk p - 2's
+  // flags: one join a chunk, and one or two more. Chunks are written one after another, so keys
+  // of different chunks keep their sequential order; routing reads only keys and writes only the
+  // lists and owner bytes of its own chunk's sets, and merging reads only flags that the join
+  // before it completed and writes only its slice of is_new.
+  const std::size_t steps = chunks + (is_new == nullptr ? 1 : 2);
+  for (std::size_t step = 0; step < steps; ++step) {
     pool.run(tasks, [&](unsigned t) {
-      if (step > 0) write(step - 1, t);
+      if (is_new != nullptr && step >= 2) merge(step - 2, t);
+      if (step >= 1 && step <= chunks) write(step - 1, t);
       if (step < chunks) route(step, t);
     });
   }

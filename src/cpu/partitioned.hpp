@@ -93,12 +93,13 @@ std::optional<BulkPlan> alternative_plan(BulkOp op, const Layout& layout, std::s
 ///     insert_if_absent writes that task's number beside the key (a byte);
 ///  2. each task writes its own blocks' keys: the lists every slice made for it, with the kernels
 ///     over prehashed keys; insert_if_absent's slice after slice (so in input order), flags into
-///     a list of its own, then placed at the keys whose byte is its number
-///     (CpuKernels::place_flags); an insert's own slice last.
-/// The two steps are pipelined: one pool call runs step 2 of a chunk and step 1 of the next, so
-/// a call of c chunks joins c + 1 times. Bytes, flags and count are one sequential call's.
-/// insert_if_absent runs on at most RouteLists::kMaxTasks tasks, whatever `tasks` asks; each
-/// owner scans every key's byte once a chunk to place its flags (64 bytes a compare with AVX-512).
+///     a list beside each list of keys; an insert's own slice last;
+///  3. insert_if_absent: each task puts its own slice's flags back in input order, each key's
+///     from the list of the task its byte names (CpuKernels::merge_flags).
+/// The steps are pipelined: one pool call runs step 3 of a chunk, step 2 of the next and step 1 of
+/// the one after, so a call of c chunks joins c + 1 times for an insert and c + 2 for
+/// insert_if_absent. Bytes, flags and count are one sequential call's. insert_if_absent runs on
+/// at most RouteLists::kMaxTasks tasks, whatever `tasks` asks.
 class RoutedScratch {
  public:
   void insert(const CpuKernels& kernels, const Layout& layout, std::byte* bits,
@@ -121,13 +122,17 @@ class RoutedScratch {
   // Sets of tasks × tasks lists, chunks taking turns: a chunk is routed into one set while the
   // chunk before it is written from another. A chunk writing the lists that were read just before
   // would wait on the reading core for every line (a slice whose lists were read last routed 1.5x
-  // slower than the other beside it: bench/DECISIONS.md #37).
-  static constexpr std::size_t kSets = 2;
-  static_assert(kSets >= 2, "a chunk is routed into one set while the one before is read");
+  // slower than the other beside it: bench/DECISIONS.md #37). Owner bytes and flags live a step
+  // longer, until the chunk's merge, so they take turns in three sets.
+  static constexpr std::size_t kHashSets = 2;
+  static constexpr std::size_t kFlagSets = 3;
+  static_assert(kHashSets >= 2, "a chunk is routed into one set while the one before is read");
+  static_assert(kFlagSets >= 3, "routed, written and merged in one step: three chunks' flags");
   std::vector<std::uint64_t> hashes_;
-  std::size_t next_set_ = 0;            // the set the next call's first chunk uses
+  std::size_t next_chunk_ = 0;          // the chunks run so far: which sets the next call starts in
   std::vector<std::uint8_t> owner_of_;  // each key's task, kChunkKeys for each set
   std::vector<std::uint8_t> flags_;
+  std::vector<const std::uint8_t*> merge_from_;  // slice s's lists of flags from s * tasks
   std::vector<std::size_t> counts_;  // a set's slice s's from a cache line of their own, d's at d
   std::vector<std::uint64_t> task_fresh_;
 };

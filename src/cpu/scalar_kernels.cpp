@@ -102,13 +102,13 @@ void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   }
 }
 
-std::size_t place_flags(const std::uint8_t* owner_of, std::size_t n, std::uint8_t task,
-                        const std::uint8_t* flags, std::uint8_t* is_new) {
-  std::size_t placed = 0;
+void merge_flags(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* const* flags,
+                 unsigned tasks, std::uint8_t* is_new) {
+  std::vector<std::size_t> next(tasks, 0);
   for (std::size_t i = 0; i < n; ++i) {
-    if (owner_of[i] == task) is_new[i] = flags[placed++];
+    const unsigned t = owner_of[i];
+    is_new[i] = flags[t][next[t]++];
   }
-  return placed;
 }
 
 std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std::uint64_t* hashes,
@@ -127,7 +127,7 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 
 const CpuTarget& scalar_target() {
   static constexpr CpuKernels kKernels{"scalar",         hash,  insert,     insert_atomic, contains,
-                                       insert_if_absent, route, place_flags};
+                                       insert_if_absent, route, merge_flags};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
