@@ -10,7 +10,9 @@ pooled as a median of medians). From it, per filter size and per operation:
   c1  CPU ns a key of the one-thread kernel ("1T", "insert_if_absent 1T");
   wr  CPU ns a key of the routed plan's two tasks run on one thread ("2 tasks on 1T, routed"):
       each key is hashed and listed once by its slice's task and written once by its block's
-      owner, so this work per key does not grow with the thread count;
+      owner, so this work per key does not grow with the thread count, but for merging
+      insert_if_absent's flags, whose cost a key grows with the tasks up to 8 (on AVX2 from 0.35
+      ns at 2 to 1.28 at 8, then 1.4-1.7 whatever the count), not counted here;
   wb  the same for block ranges: every task hashes every key and writes its own blocks' keys, so
       its work is c1 + (T - 1) h with h = wb - c1 the hashing a task repeats;
   j   wall ns of one pool run() of two tasks (the "four empty run()s" row, per call).

@@ -4,13 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -427,9 +425,9 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
 // Routed insert_if_absent's flags back in input order: every target gives each key the next flag
 // of its owner's list and no other byte, for runs around the vectors' 16-key steps and their
 // 8-key halves, task counts up to the vector loop's bound of 8, past it and 256 (every owner
-// byte), owner bytes all of the first task, all of the last, alternating and random; the lists'
-// slack bytes (which a target may read) hold a sentinel that no key may take, and the bytes past
-// n of is_new stay untouched.
+// byte), owner bytes all of the first task, all of the last, alternating and random; the lists
+// lie a stride apart with their read slack (CpuKernels::kMergeReadSlack) after the longest,
+// holding a sentinel that no key may take, and the bytes past n of is_new stay untouched.
 TEST(RoutedKeySlices, MergeFlagsGivesEachKeyTheNextFlagOfItsOwnersList) {
   std::mt19937_64 random(37);
   constexpr std::uint8_t kSentinel = 0xEE;
@@ -444,23 +442,23 @@ TEST(RoutedKeySlices, MergeFlagsGivesEachKeyTheNextFlagOfItsOwnersList) {
       maps.emplace_back(n);
       for (auto& owner : maps.back()) owner = static_cast<std::uint8_t>(random() % tasks);
       for (const auto& owner_of : maps) {
-        std::vector<std::vector<std::uint8_t>> lists(tasks);
+        std::vector<std::size_t> counts(tasks, 0);
+        for (std::uint8_t owner : owner_of) ++counts[owner];
+        const std::size_t stride =
+            *std::max_element(counts.begin(), counts.end()) + CpuKernels::kMergeReadSlack;
+        std::vector<std::uint8_t> lists(tasks * stride, kSentinel);
         std::vector<std::uint8_t> want(n + 16, kSentinel);
+        std::fill(counts.begin(), counts.end(), 0);
         for (std::size_t i = 0; i < n; ++i) {
           const auto flag = static_cast<std::uint8_t>(random() % kSentinel);
-          lists[owner_of[i]].push_back(flag);
+          lists[owner_of[i] * stride + counts[owner_of[i]]++] = flag;
           want[i] = flag;
-        }
-        std::vector<const std::uint8_t*> from;
-        for (auto& list : lists) {
-          list.resize(list.size() + detail::RouteLists::kRouteSlack, kSentinel);
-          from.push_back(list.data());
         }
         for (const CpuKernels* kernels : all_kernel_sets()) {
           SCOPED_TRACE(std::string(kernels->target) + " n " + std::to_string(n) + " tasks " +
                        std::to_string(tasks));
           std::vector<std::uint8_t> is_new(n + 16, kSentinel);
-          kernels->merge_flags(owner_of.data(), n, from.data(), tasks, is_new.data());
+          kernels->merge_flags(owner_of.data(), n, lists.data(), stride, tasks, is_new.data());
           ASSERT_EQ(is_new, want);
         }
       }
@@ -530,15 +528,16 @@ TEST(RoutedKeySlices, InsertIfAbsentOnMoreTasksThanOwnerBytesGivesTheScalarAnswe
 }
 
 // Routed insert and insert_if_absent over several chunks (one chunk routed while the one before
-// it is written): bytes, flags and count are one scalar call's for 1 to 7 threads, every shape,
-// both indexes and every target, on batches of two chunks and a bit (fresh keys with repeats,
-// hot keys, all equal, every key in one block), into an empty and a half-loaded filter, so that
-// the lists and counts of one chunk and those of the next meet the same blocks, and a key's
-// repeats fall in later chunks. Three chunks a call: successive calls on one scratch begin on
-// either set of lists. insert_if_absent also runs on 5 tasks on two threads.
+// it is written, and insert_if_absent's flags of the one before that merged): bytes, flags and
+// count are one scalar call's for 1 to 7 threads, every shape, both indexes and every target, on
+// batches of four chunks and a bit (fresh keys with repeats, hot keys, all equal, every key in one
+// block), into an empty and a half-loaded filter, so that the lists and counts of one chunk and
+// those of the next meet the same blocks, a key's repeats fall in later chunks, and a call reuses
+// its first set of lists, owner bytes and flags. Five chunks a call: successive calls on one
+// scratch begin on every set of each. insert_if_absent also runs on 5 tasks on two threads.
 TEST(RoutedKeySlices, CallsOfSeveralChunksGiveTheScalarAnswers) {
   const CpuKernels& scalar = *detail::scalar_target().kernels;
-  constexpr std::size_t kKeys = 2 * detail::RoutedScratch::kChunkKeys + 5;
+  constexpr std::size_t kKeys = 4 * detail::RoutedScratch::kChunkKeys + 5;
   std::vector<std::unique_ptr<detail::ThreadPool>> pools;
   for (unsigned threads = 1; threads <= 7; ++threads) {
     pools.push_back(std::make_unique<detail::ThreadPool>(threads));

@@ -670,11 +670,11 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
 }
 
 // CpuKernels::merge_flags. A slice's keys take their flags from the tasks' lists in an order
-// the keys' blocks decide, so no branch per key: eight keys a step, each task's next eight flags
-// spread over the keys it owns by a byte shuffle from a table indexed by its owners' mask, and
-// OR'd together (a lane no task of the step owns stays zero). A task count beyond
-// kMaxMergeTasksInVectors costs more compares and shuffles a step than the loop a key below, which
-// takes every key's flag from its task's list at its own count.
+// the keys' blocks decide, so no branch per key: 16 keys a step, one compare a task, then in two
+// halves of 8 keys each task's next 8 flags spread over the keys it owns by a byte shuffle from a
+// table indexed by its owners' mask, and OR'd together (a lane no task owns stays zero). A task
+// count beyond kMaxMergeTasksInVectors costs more compares and shuffles a step than the loop a key
+// below, which takes every key's flag from its task's list at its own count.
 constexpr unsigned kMaxMergeTasksInVectors = 8;
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
@@ -695,10 +695,11 @@ alignas(64) constexpr auto kExpandOrders = MakeExpandOrders();
 #endif
 
 void MergeFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n,
-                const std::uint8_t* const* flags, unsigned tasks,
+                const std::uint8_t* HWY_RESTRICT flags, std::size_t list_stride, unsigned tasks,
                 std::uint8_t* HWY_RESTRICT is_new) {
+  static_assert(CpuKernels::kMergeReadSlack >= 8, "8 flags loaded a task a half step");
   std::array<const std::uint8_t*, RouteLists::kMaxTasks> next;
-  std::copy(flags, flags + tasks, next.begin());
+  for (unsigned t = 0; t < tasks; ++t) next[t] = flags + t * list_stride;
   std::size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
   if (tasks <= kMaxMergeTasksInVectors) {

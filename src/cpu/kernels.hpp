@@ -103,12 +103,13 @@ struct CpuKernels {
   void (*route)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
                 BlockOwners owners, RouteLists lists);
   /// Puts a routed slice's insert_if_absent flags back in input order: for each i in [0, n), in
-  /// order, is_new[i] is the next unread flag of list flags[owner_of[i]], which holds task
-  /// owner_of[i]'s flags for this slice's keys in slice order (owner bytes below `tasks`). A list
-  /// may be read up to RouteLists::kRouteSlack bytes past its last flag; those bytes are not
-  /// used.
-  void (*merge_flags)(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* const* flags,
-                      unsigned tasks, std::uint8_t* is_new);
+  /// order, is_new[i] is the next unread flag of task owner_of[i]'s list, flags + owner_of[i] *
+  /// list_stride, which holds that task's flags for this slice's keys in slice order (owner bytes
+  /// below `tasks`, at most RouteLists::kMaxTasks). A list may be read up to kMergeReadSlack
+  /// bytes past its last flag; those bytes are not used.
+  void (*merge_flags)(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* flags,
+                      std::size_t list_stride, unsigned tasks, std::uint8_t* is_new);
+  static constexpr std::size_t kMergeReadSlack = 8;
 };
 
 /// What one CPU target compiles: its engine's kernels and the host-side steps that go with them.

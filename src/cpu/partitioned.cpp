@@ -211,14 +211,15 @@ std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout
   if (n == 0) return 0;
   const std::size_t chunks = (n - 1) / kChunkKeys + 1;
   const std::size_t lists = std::size_t{tasks} * tasks;
-  // A list may receive every key of its slice.
+  // A list may receive every key of its slice; past it, the route's whole-vector writes and the
+  // merge's reads of flags.
+  static_assert(RouteLists::kRouteSlack >= CpuKernels::kMergeReadSlack);
   const std::size_t capacity =
       slice_begin(std::min(n, kChunkKeys) + tasks - 1, tasks, 1) + RouteLists::kRouteSlack;
   hashes_.resize(std::max(hashes_.size(), kHashSets * lists * capacity));
   if (is_new != nullptr) {
     owner_of_.resize(std::max(owner_of_.size(), kFlagSets * kChunkKeys));
     flags_.resize(std::max(flags_.size(), kFlagSets * lists * capacity));
-    merge_from_.resize(std::max(merge_from_.size(), lists));
   }
   // Each slice's counts on cache lines of their own: route() updates them as it appends, and a
   // line two tasks update at once would move between their cores all along the routing.
@@ -281,12 +282,11 @@ std::uint64_t RoutedScratch::run(const CpuKernels& kernels, const Layout& layout
   };
   // Chunk c's slice s's flags from every task's list to its keys' places, each key's from the
   // list its owner byte names: each task writes the flags of its own slice, so that no two cores
-  // write one line of is_new.
+  // write one line of is_new. Not chunk c's counts: the route of chunk c + 2, in the same step,
+  // rewrites them.
   const auto merge = [&](std::size_t c, unsigned s) {
     const auto [begin, end] = slice(c, s);
-    const std::uint8_t** from = merge_from_.data() + std::size_t{s} * tasks;
-    for (unsigned d = 0; d < tasks; ++d) from[d] = flag_list(c, s, d);
-    kernels.merge_flags(owner_of(c) + begin, end - begin, from, tasks,
+    kernels.merge_flags(owner_of(c) + begin, end - begin, flag_list(c, s, 0), capacity, tasks,
                         is_new + chunk_begin(c) + begin);
   };
   // Step p routes chunk p, writes chunk p - 1 and, for insert_if_absent, merges chunk p - 2's

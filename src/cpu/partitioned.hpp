@@ -132,7 +132,6 @@ class RoutedScratch {
   std::size_t next_chunk_ = 0;          // the chunks run so far: which sets the next call starts in
   std::vector<std::uint8_t> owner_of_;  // each key's task, kChunkKeys for each set
   std::vector<std::uint8_t> flags_;
-  std::vector<const std::uint8_t*> merge_from_;  // slice s's lists of flags from s * tasks
   std::vector<std::size_t> counts_;  // a set's slice s's from a cache line of their own, d's at d
   std::vector<std::uint64_t> task_fresh_;
 };

@@ -102,12 +102,12 @@ void route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
   }
 }
 
-void merge_flags(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* const* flags,
-                 unsigned tasks, std::uint8_t* is_new) {
-  std::vector<std::size_t> next(tasks, 0);
+void merge_flags(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* flags,
+                 std::size_t list_stride, unsigned /*tasks*/, std::uint8_t* is_new) {
+  std::array<std::size_t, RouteLists::kMaxTasks> next{};
   for (std::size_t i = 0; i < n; ++i) {
     const unsigned t = owner_of[i];
-    is_new[i] = flags[t][next[t]++];
+    is_new[i] = flags[t * list_stride + next[t]++];
   }
 }
 
