@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/splitmix64.hpp"
 #include "cuda/cuda_engine.hpp"
 #include "cuda/device_bench.hpp"
 #include "cuda/exact_insert_if_absent.hpp"
@@ -83,10 +84,7 @@ struct StreamOrderedAllocator {
 __global__ void fill_keys(std::uint64_t* keys, std::uint64_t n, std::uint64_t seed) {
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += stride) {
-    std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    keys[i] = z ^ (z >> 31);
+    keys[i] = detail::splitmix64_mix(seed + (i + 1) * detail::kSplitMix64Gamma);
   }
 }
 
@@ -285,12 +283,8 @@ void bench_host_streaming(std::uint64_t host_keys_n, double h2d_pinned) {
 // SplitMix64 keys on the host, as fill_keys makes them on the device.
 std::vector<std::uint64_t> host_keys(std::uint64_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
-  for (std::uint64_t i = 0; i < n; ++i) {
-    std::uint64_t z = seed + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    keys[i] = z ^ (z >> 31);
-  }
+  detail::SplitMix64 stream(seed);
+  for (auto& key : keys) key = stream.next();
   return keys;
 }
 
