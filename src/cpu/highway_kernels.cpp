@@ -81,14 +81,16 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
   }
   const hn::ScalableTag<std::uint64_t> d;
   const std::size_t lanes = hn::Lanes(d);
+  // A local: read through `layout`, which the stores may alias, it was loaded every vector.
+  const std::uint64_t seed = layout.seed;
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    hn::StoreU(Xxh64(d, hn::LoadU(d, keys + i), layout.seed), d, out + i);
+    hn::StoreU(Xxh64(d, hn::LoadU(d, keys + i), seed), d, out + i);
   }
   if (i < n) {  // the tail, through a zero-padded vector
     HWY_ALIGN std::uint64_t tail[hn::MaxLanes(d)] = {};
     std::copy(keys + i, keys + n, tail);
-    hn::Store(Xxh64(d, hn::Load(d, tail), layout.seed), d, tail);
+    hn::Store(Xxh64(d, hn::Load(d, tail), seed), d, tail);
     std::copy(tail, tail + (n - i), out + i);
   }
 }
@@ -496,13 +498,15 @@ void RouteCompressed(const Layout& layout, const std::uint64_t* keys, std::size_
   const hn::ScalableTag<std::uint64_t> d;
   static_assert(hn::MaxLanes(d) == 8, "one __mmask8 and eight owner bytes a vector");
   const bool hashing = mode != KeyMode::prehashed && layout.hash != KeyHash::identity;
+  // A local: read through `layout`, which the stores may alias, it was loaded every vector.
+  const std::uint64_t seed = layout.seed;
   hn::Vec<decltype(d)> first_hash[kTasks];  // lanes at or past it: task t or a later one
   bool has_first_hash[kTasks] = {};
   std::size_t count[kTasks];
   std::uint64_t* list[kTasks];
   StartRoute(d, owners, lists, first_hash, has_first_hash, count, list);
   const auto append = [&](hn::Vec<decltype(d)> key, __mmask8 valid, std::size_t i) {
-    const auto hash = hashing ? Xxh64(d, key, layout.seed) : key;
+    const auto hash = hashing ? Xxh64(d, key, seed) : key;
     __mmask8 from_here = valid;  // valid lanes at or past task t's first hash
     __m512i owner = _mm512_setzero_si512();
     for (unsigned t = 0; t < kTasks; ++t) {
@@ -555,6 +559,22 @@ constexpr auto MakeCompressOrders() {
 template <std::size_t kLanes>
 alignas(64) constexpr auto kCompressOrders = MakeCompressOrders<kLanes>();
 
+// kCompressOrders as the orders of the 32-bit halves of the lanes: lane L is halves 2L, 2L + 1.
+template <std::size_t kLanes>
+constexpr auto MakeCompressHalfOrders() {
+  std::array<std::array<std::int32_t, 2 * kLanes>, std::size_t{1} << kLanes> orders{};
+  for (std::size_t bits = 0; bits < orders.size(); ++bits) {
+    for (std::size_t at = 0; at < kLanes; ++at) {
+      const auto lane = static_cast<std::int32_t>(kCompressOrders<kLanes>[bits][at]);
+      orders[bits][2 * at] = 2 * lane;
+      orders[bits][2 * at + 1] = 2 * lane + 1;
+    }
+  }
+  return orders;
+}
+template <std::size_t kLanes>
+alignas(64) constexpr auto kCompressHalfOrders = MakeCompressHalfOrders<kLanes>();
+
 // Stores the lanes of `v` that `keep` holds to out[0, count), lowest first, and returns count;
 // writes a whole vector (the lanes past count are the others).
 template <class D>
@@ -563,8 +583,16 @@ HWY_INLINE std::size_t CompressToList(D d, hn::Vec<D> v, hn::Mask<D> keep, std::
   static_assert(kLanes <= 4, "a row a mask: 2^kLanes rows");
   std::uint8_t bits = 0;
   hn::StoreMaskBits(d, keep, &bits);
+#if HWY_TARGET == HWY_AVX2
+  // vpermd takes 32-bit indices as loaded; 64-bit ones Highway 1.0.3 turns into those with three
+  // more instructions a compress, and a key is compressed once a task.
+  const hn::RepartitionToNarrow<D> d32;
+  const auto halves = hn::SetTableIndices(d32, kCompressHalfOrders<kLanes>[bits].data());
+  hn::StoreU(hn::BitCast(d, hn::TableLookupLanes(hn::BitCast(d32, v), halves)), d, out);
+#else
   hn::StoreU(hn::TableLookupLanes(v, hn::SetTableIndices(d, kCompressOrders<kLanes>[bits].data())),
              d, out);
+#endif
   return static_cast<std::size_t>(std::popcount(bits));
 }
 
@@ -580,6 +608,8 @@ void RouteCompressedPortable(const Layout& layout, const std::uint64_t* keys, st
   const hn::Rebind<std::uint8_t, decltype(d)> d8;
   const std::size_t lanes = hn::Lanes(d);
   const bool hashing = mode != KeyMode::prehashed && layout.hash != KeyHash::identity;
+  // A local: read through `layout`, which the stores may alias, it was loaded every vector.
+  const std::uint64_t seed = layout.seed;
   using V = hn::Vec<decltype(d)>;
   hn::Vec<decltype(d)> first_hash[kTasks];  // lanes at or past it: task t or a later one
   bool has_first_hash[kTasks] = {};
@@ -589,7 +619,7 @@ void RouteCompressedPortable(const Layout& layout, const std::uint64_t* keys, st
   // Appends the lanes of `key` that `valid` holds to their owners' lists, and writes every lane's
   // owner byte to owner_out unless it is null.
   const auto append = [&](V key, hn::Mask<decltype(d)> valid, std::uint8_t* owner_out) {
-    const V hash = hashing ? Xxh64(d, key, layout.seed) : key;
+    const V hash = hashing ? Xxh64(d, key, seed) : key;
     auto from_here = valid;  // valid lanes at or past task t's first hash
     V owner = hn::Zero(d);
     for (unsigned t = 0; t < kTasks; ++t) {  // unrolled whole: the counts stay in registers
