@@ -84,6 +84,17 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
   // A local: read through `layout`, which the stores may alias, it was loaded every vector.
   const std::uint64_t seed = layout.seed;
   std::size_t i = 0;
+#if HWY_TARGET == HWY_AVX2
+  // AVX2 builds each 64-bit product from three 32-bit ones on the vector multipliers, while the
+  // integer one, which multiplies 64 bits at once, is idle: a few keys of each step go to it.
+  constexpr std::size_t kScalarKeys = 2;
+  for (; i + lanes + kScalarKeys <= n; i += lanes + kScalarKeys) {
+    hn::StoreU(Xxh64(d, hn::LoadU(d, keys + i), seed), d, out + i);
+    for (std::size_t k = i + lanes; k < i + lanes + kScalarKeys; ++k) {
+      out[k] = xxh64_u64(keys[k], seed);
+    }
+  }
+#endif
   for (; i + lanes <= n; i += lanes) {
     hn::StoreU(Xxh64(d, hn::LoadU(d, keys + i), seed), d, out + i);
   }
@@ -600,7 +611,8 @@ HWY_INLINE std::size_t CompressToList(D d, hn::Vec<D> v, hn::Mask<D> keep, std::
 // portable ops. AVX2 compresses 64-bit lanes through a table and a permute (CompressToList) and
 // compares unsigned 64-bit lanes as signed ones with their top bits flipped: cheaper than the
 // block and owner products, which it builds from 32-bit ones, and a key stored to every list
-// (bench/DECISIONS.md #37, "Routing on AVX2").
+// (bench/DECISIONS.md #37, "Routing on AVX2"). Keys are hashed a group at a time, not a vector
+// (DECISIONS.md, "Hashing and compressing on AVX2").
 template <unsigned kTasks>
 void RouteCompressedPortable(const Layout& layout, const std::uint64_t* keys, std::size_t n,
                              KeyMode mode, const BlockOwners& owners, const RouteLists& lists) {
@@ -608,18 +620,15 @@ void RouteCompressedPortable(const Layout& layout, const std::uint64_t* keys, st
   const hn::Rebind<std::uint8_t, decltype(d)> d8;
   const std::size_t lanes = hn::Lanes(d);
   const bool hashing = mode != KeyMode::prehashed && layout.hash != KeyHash::identity;
-  // A local: read through `layout`, which the stores may alias, it was loaded every vector.
-  const std::uint64_t seed = layout.seed;
   using V = hn::Vec<decltype(d)>;
   hn::Vec<decltype(d)> first_hash[kTasks];  // lanes at or past it: task t or a later one
   bool has_first_hash[kTasks] = {};
   std::size_t count[kTasks];
   std::uint64_t* list[kTasks];
   StartRoute(d, owners, lists, first_hash, has_first_hash, count, list);
-  // Appends the lanes of `key` that `valid` holds to their owners' lists, and writes every lane's
-  // owner byte to owner_out unless it is null.
-  const auto append = [&](V key, hn::Mask<decltype(d)> valid, std::uint8_t* owner_out) {
-    const V hash = hashing ? Xxh64(d, key, seed) : key;
+  // Appends the lanes of `hash` that `valid` holds to their owners' lists, and writes every
+  // lane's owner byte to owner_out unless it is null.
+  const auto append = [&](V hash, hn::Mask<decltype(d)> valid, std::uint8_t* owner_out) {
     auto from_here = valid;  // valid lanes at or past task t's first hash
     V owner = hn::Zero(d);
     for (unsigned t = 0; t < kTasks; ++t) {  // unrolled whole: the counts stay in registers
@@ -634,18 +643,29 @@ void RouteCompressedPortable(const Layout& layout, const std::uint64_t* keys, st
     }
     if (owner_out != nullptr) hn::StoreU(hn::TruncateTo(d8, owner), d8, owner_out);
   };
+  // HashKeys on AVX2 gives some keys of each step to the integer multiplier.
+  HWY_ALIGN std::uint64_t hashed[kGroup];
   HWY_ALIGN std::uint8_t owner_tail[hn::MaxLanes(d)];
-  std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    append(hn::LoadU(d, keys + i), hn::FirstN(d, lanes),
-           lists.owner_of != nullptr ? lists.owner_of + i : nullptr);
-  }
-  if (i < n) {  // the tail, through a zero-padded vector
-    HWY_ALIGN std::uint64_t tail[hn::MaxLanes(d)] = {};
-    std::copy(keys + i, keys + n, tail);
-    append(hn::Load(d, tail), hn::FirstN(d, n - i),
-           lists.owner_of != nullptr ? owner_tail : nullptr);
-    if (lists.owner_of != nullptr) std::copy(owner_tail, owner_tail + (n - i), lists.owner_of + i);
+  for (std::size_t start = 0; start < n; start += kGroup) {
+    const std::size_t size = std::min(kGroup, n - start);
+    const std::uint64_t* hashes = keys + start;
+    if (hashing) {
+      HashKeys(layout, keys + start, size, mode, hashed);
+      hashes = hashed;
+    }
+    std::uint8_t* owner_out = lists.owner_of != nullptr ? lists.owner_of + start : nullptr;
+    std::size_t i = 0;
+    for (; i + lanes <= size; i += lanes) {
+      append(hn::LoadU(d, hashes + i), hn::FirstN(d, lanes),
+             owner_out != nullptr ? owner_out + i : nullptr);
+    }
+    if (i < size) {  // the last group's tail, through a zero-padded vector
+      HWY_ALIGN std::uint64_t tail[hn::MaxLanes(d)] = {};
+      std::copy(hashes + i, hashes + size, tail);
+      append(hn::Load(d, tail), hn::FirstN(d, size - i),
+             owner_out != nullptr ? owner_tail : nullptr);
+      if (owner_out != nullptr) std::copy(owner_tail, owner_tail + (size - i), owner_out + i);
+    }
   }
   for (unsigned t = 0; t < kTasks; ++t) lists.counts[t] = count[t];
 }
