@@ -2,15 +2,16 @@
 // hashing, CpuKernels::route (the hashes appended to their blocks' owners' lists, with and without
 // insert_if_absent's owner bytes) and CpuKernels::merge_flags (the owners' flags back in input
 // order), over one task's share of a routed chunk (2^15 keys: 2^16-key calls on two threads),
-// which stays in the L2 as it does in the engine. Beside them, in the same run, this machine's
-// limit for a pass that reads the keys and writes them once (a loop the compiler vectorizes for
-// the build's baseline; not memcpy, which is rep movsb here and slower than route on some AMD
-// hosts): route's floor, whatever the task count.
+// whose keys and lists are about the L2's size, as in the engine. Beside them, in the same run,
+// this machine's limit for a pass that reads the keys and writes them once (a loop the compiler
+// vectorizes for the build's baseline; not memcpy, which is rep movsb here and slower than route on
+// some AMD hosts): route's floor, whatever the task count.
 //
 //   cpu_kernels [--benchmark_filter=route/impl:AVX2/] [--benchmark_repetitions=5]
 //
-// Figures: ns_per_key (per call's key) and items_per_second (keys). Not a test: the kernels'
-// answers are checked against the scalar oracle in tests/test_partitioned.cpp.
+// Figures: time_per_key (the process's CPU time over a call's keys, shown as ns on the console,
+// seconds in JSON) and items_per_second. Not a test: the kernels' answers are checked against the
+// scalar oracle in tests/test_partitioned.cpp.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -42,7 +43,7 @@ std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t stream) {
 void report_keys(benchmark::State& state, std::size_t keys_a_call) {
   const auto keys = static_cast<double>(state.iterations()) * static_cast<double>(keys_a_call);
   state.SetItemsProcessed(static_cast<std::int64_t>(keys));
-  state.counters["ns_per_key"] =
+  state.counters["time_per_key"] =
       benchmark::Counter(keys, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
@@ -51,7 +52,8 @@ void copy_keys(benchmark::State& state) {
   std::vector<std::uint64_t> out(kKeys);
   for (auto _ : state) {
     // The xor keeps GCC from making the loop a memcpy call.
-    for (std::size_t i = 0; i < kKeys; ++i) out[i] = keys[i] ^ state.iterations();
+    const auto salt = static_cast<std::uint64_t>(state.iterations());
+    for (std::size_t i = 0; i < kKeys; ++i) out[i] = keys[i] ^ salt;
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -93,12 +95,11 @@ void merge_flags(benchmark::State& state, const CpuKernels* kernels) {
   const auto tasks = static_cast<unsigned>(state.range(0));
   // Owner bytes as routing random keys gives them, each list's flags 0 or 1.
   std::vector<std::uint8_t> owner_of(kKeys);
-  std::vector<std::size_t> listed(tasks);
   for (std::size_t i = 0; i < kKeys; ++i) {
     owner_of[i] = static_cast<std::uint8_t>(detail::splitmix64_mix(i) % tasks);
-    ++listed[owner_of[i]];
   }
-  const std::size_t stride = kKeys + CpuKernels::kMergeReadSlack;
+  // Lists as far apart as the engine's: each may hold every key of the slice, and the slack.
+  const std::size_t stride = kKeys + detail::RouteLists::kRouteSlack;
   std::vector<std::uint8_t> flags(tasks * stride);
   for (std::size_t i = 0; i < flags.size(); ++i) {
     flags[i] = static_cast<std::uint8_t>(detail::splitmix64_mix(i ^ 0xf1a9) & 1);

@@ -33,7 +33,7 @@ constexpr std::size_t kGroup = 64;
 
 // The low 64 bits of a 64x64-bit lane product. AVX-512DQ, which every x86 target from AVX3 up has
 // (lower target bits are the better targets), multiplies 64-bit lanes natively; Highway 1.0.3
-// lacks the op on the other x86 targets, so there it is built from 32x32->64 products.
+// lacks the op on the other x86 targets, so there it is built from 32-bit products.
 template <class D>
 HWY_INLINE hn::Vec<D> MulLow64(D d, hn::Vec<D> a, hn::Vec<D> b) {
 #if (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3) || HWY_TARGET == HWY_EMU128 || HWY_TARGET == HWY_SCALAR
@@ -42,7 +42,8 @@ HWY_INLINE hn::Vec<D> MulLow64(D d, hn::Vec<D> a, hn::Vec<D> b) {
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4
   // Both cross products' low halves from one 32-bit multiply (pmulld) of a by b with b's halves
   // swapped, summed by swapping them back: two multiplies and no 64-bit shift, where the form
-  // below takes three and two (XXH64's five products are most of a hash here).
+  // below takes three multiplies and two shifts for a constant b (XXH64's five products are most
+  // of a hash here). Measured on Zen 3, where pmulld is one micro-op; it is two on Intel's cores.
   const hn::RepartitionToNarrow<D> d32;
   const auto a32 = hn::BitCast(d32, a), b32 = hn::BitCast(d32, b);
   const auto cross_halves = hn::Mul(a32, hn::Shuffle2301(b32));
@@ -81,12 +82,13 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
   }
   const hn::ScalableTag<std::uint64_t> d;
   const std::size_t lanes = hn::Lanes(d);
-  // A local: read through `layout`, which the stores may alias, it was loaded every vector.
+  // A local: read through `layout`, GCC 12 loaded and broadcast it every vector.
   const std::uint64_t seed = layout.seed;
   std::size_t i = 0;
 #if HWY_TARGET == HWY_AVX2
-  // AVX2 builds each 64-bit product from three 32-bit ones on the vector multipliers, while the
-  // integer one, which multiplies 64 bits at once, is idle: a few keys of each step go to it.
+  // AVX2 builds each 64-bit product from two 32-bit multiplies on the vector units, while the
+  // integer unit, which multiplies 64 bits at once, is idle: two keys of every six go to it (the
+  // share measured fastest, bench/DECISIONS.md #37, "Hashing and compressing on AVX2").
   constexpr std::size_t kScalarKeys = 2;
   for (; i + lanes + kScalarKeys <= n; i += lanes + kScalarKeys) {
     hn::StoreU(Xxh64(d, hn::LoadU(d, keys + i), seed), d, out + i);
