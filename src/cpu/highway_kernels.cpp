@@ -80,10 +80,15 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
     std::memcpy(out, keys, n * sizeof(std::uint64_t));
     return;
   }
-  const hn::ScalableTag<std::uint64_t> d;
-  const std::size_t lanes = hn::Lanes(d);
   // A local: read through `layout`, GCC 12 loaded and broadcast it every vector.
   const std::uint64_t seed = layout.seed;
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
+  // Two lanes' products built from 32-bit ones cost more than the integer unit's one each
+  // (bench/DECISIONS.md #37, "Hashing and compressing on AVX2"): scalar code hashes every key.
+  for (std::size_t i = 0; i < n; ++i) out[i] = xxh64_u64(keys[i], seed);
+#else
+  const hn::ScalableTag<std::uint64_t> d;
+  const std::size_t lanes = hn::Lanes(d);
   std::size_t i = 0;
 #if HWY_TARGET == HWY_AVX2
   // AVX2 builds each 64-bit product from two 32-bit multiplies on the vector units, while the
@@ -106,6 +111,7 @@ void HashKeys(const Layout& layout, const std::uint64_t* HWY_RESTRICT keys, std:
     hn::Store(Xxh64(d, hn::Load(d, tail), seed), d, tail);
     std::copy(tail, tail + (n - i), out + i);
   }
+#endif
 }
 
 // Filters up to this size load 64-byte vectors of words whole, larger ones in halves (see
