@@ -14,6 +14,7 @@
 // scalar oracle in tests/test_partitioned.cpp.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,11 +33,10 @@ constexpr std::size_t kKeys = std::size_t{1} << 15;
 // A 32 MiB filter of 64-byte blocks: the owners' first hashes are those of bench_filter's size.
 const Layout kLayout{Shape::sb512, (std::uint64_t{32} << 20) / 64};
 
-std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t stream) {
+std::vector<std::uint64_t> random_keys(std::size_t n, std::uint64_t seed) {
   std::vector<std::uint64_t> keys(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    keys[i] = detail::splitmix64_mix(i + (stream << 48) + detail::kSplitMix64Gamma);
-  }
+  detail::SplitMix64 stream(seed);
+  for (auto& key : keys) key = stream.next();
   return keys;
 }
 

@@ -43,7 +43,7 @@ HWY_INLINE hn::Vec<D> MulLow64(D d, hn::Vec<D> a, hn::Vec<D> b) {
   // Both cross products' low halves from one 32-bit multiply (pmulld) of a by b with b's halves
   // swapped, summed by swapping them back: two multiplies and no 64-bit shift, where the form
   // below takes three multiplies and two shifts for a constant b (XXH64's five products are most
-  // of a hash here). Measured on Zen 3, where pmulld is one micro-op; it is two on Intel's cores.
+  // of AVX2's hash). Measured on Zen 3, where pmulld is one micro-op; it is two on Intel's cores.
   const hn::RepartitionToNarrow<D> d32;
   const auto a32 = hn::BitCast(d32, a), b32 = hn::BitCast(d32, b);
   const auto cross_halves = hn::Mul(a32, hn::Shuffle2301(b32));
