@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <unordered_set>
@@ -257,6 +259,65 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
       ASSERT_EQ(got, want);
       inserted.contains(batch, got);
       ASSERT_EQ(std::count(got.begin(), got.end(), 1), std::ptrdiff_t(batch.size()));
+    }
+  }
+}
+
+// popcount and current_fpr read the whole filter, on the engine's threads for a CPU filter, split
+// into spans (core/tuning.hpp): on filters of under one span and of two and a part, whose words
+// hold 1/2, 1/4 or 1/8 set bits (so that the blocks' rates carry enough digits for the sum to
+// round, and a sum in another order to differ), every thread count and every CPU target give
+// the scalar reference's count exactly and its rate to the last bit, and both are what a plain
+// pass over the bytes gives.
+TEST_P(FilterContract, FillStatisticsAreTheReferenceOnesForEveryThreadCount) {
+  const bool cpu = GetParam().implementation.rfind("cpu/", 0) == 0;
+  const auto [words, word_bits] = detail::with_geometry(GetParam().shape, []<typename G>(G) {
+    return std::pair{G::kWords, G::kWordBits};
+  });
+  const std::uint64_t span_blocks = (std::uint64_t{4} << 20) / block_bytes(GetParam().shape);
+  for (const std::uint64_t num_blocks : {std::uint64_t{1021}, 2 * span_blocks + 7}) {
+    const Layout layout{GetParam().shape, num_blocks};
+    std::vector<std::byte> bytes(layout.size_bytes());
+    std::mt19937_64 random(36);
+    for (std::size_t i = 0; i < bytes.size(); i += 8) {
+      std::uint64_t word = random();
+      for (std::uint64_t halvings = random() % 3; halvings > 0; --halvings) word &= random();
+      std::memcpy(bytes.data() + i, &word, 8);
+    }
+    std::uint64_t set_bits = 0;
+    double rate = 0.0;
+    for (std::uint64_t b = 0; b < num_blocks; ++b) {
+      double p = 1.0;
+      for (int w = 0; w < words; ++w) {
+        std::uint64_t word = 0;
+        std::memcpy(&word, bytes.data() + b * block_bytes(layout.shape) + w * word_bits / 8,
+                    static_cast<std::size_t>(word_bits / 8));
+        set_bits += static_cast<std::uint64_t>(std::popcount(word));
+        p *= std::popcount(word) / static_cast<double>(word_bits);
+      }
+      rate += p;
+    }
+    rate /= static_cast<double>(num_blocks);
+    Options reference_options;
+    reference_options.implementation = "cpu/scalar";
+    reference_options.threads = 1;
+    Filter reference(layout, reference_options);
+    reference.copy_bytes_from(bytes);
+    ASSERT_EQ(reference.popcount(), set_bits);
+    ASSERT_NEAR(reference.current_fpr(), rate, 1e-12 * rate);
+    for (unsigned threads = 1; threads <= 4; ++threads) {
+      SCOPED_TRACE(std::to_string(num_blocks) + " blocks, " + std::to_string(threads) + " threads");
+      Options options;
+      options.implementation = GetParam().implementation;
+      options.threads = threads;
+      Filter filter(layout, options);
+      filter.copy_bytes_from(bytes);
+      EXPECT_EQ(filter.popcount(), set_bits);
+      if (cpu) {
+        EXPECT_EQ(filter.current_fpr(), reference.current_fpr());
+      } else {  // a GPU sums in its own order
+        EXPECT_NEAR(filter.current_fpr(), rate, 1e-12 * rate);
+      }
     }
   }
 }

@@ -116,6 +116,11 @@ inline constexpr std::size_t kByteKeyHashChunk = 4096;
 // cache while the engine works on them (2 MiB chunks dedup faster than 32 MiB ones,
 // bench/DECISIONS.md).
 inline constexpr std::size_t kInputChunkBytes = std::size_t{2} << 20;
+// The CPU's fill statistics (Filter::popcount, Filter::current_fpr) split a filter into spans of
+// this many bytes, which the engine's threads share out. The rate's partial sums are added span by
+// span in order, so the span fixes the summation order: the rate is the same double for every
+// thread count. 4 MiB: a span's pass is about a millisecond, long beside a task's start.
+inline constexpr std::uint64_t kFillSpanBytes = std::uint64_t{4} << 20;
 // Bytes per read or write call of the file helpers.
 inline constexpr std::size_t kIoChunk = std::size_t{8} << 20;
 // How long a thread polls before it blocks: back-to-back bulk calls come microseconds apart, while

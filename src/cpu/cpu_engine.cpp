@@ -1,11 +1,13 @@
 // The CPU backend: host memory, a kernel set chosen by target, and the whole-filter operations.
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <optional>
+#include <vector>
 
+#include "core/tuning.hpp"
 #include "cpu/cpu_engine.hpp"
 #include "cpu/partitioned.hpp"
 #include "cpu/plan_chooser.hpp"
@@ -75,23 +77,26 @@ class CpuEngine final : public Engine {
 
   std::uint64_t popcount() const override {
     const auto* words = reinterpret_cast<const std::uint64_t*>(bits_.data());
-    const std::size_t count = bits_.size() / sizeof(std::uint64_t);
-    std::uint64_t total = 0;
-    for (std::size_t i = 0; i < count; ++i) total += std::popcount(words[i]);
-    return total;
+    constexpr std::uint64_t kSpanWords = tuning::kFillSpanBytes / sizeof(std::uint64_t);
+    const std::uint64_t count = bits_.size() / sizeof(std::uint64_t);
+    std::vector<std::uint64_t> counts(span_count(count, kSpanWords));
+    for_each_span(count, kSpanWords, [&](std::size_t span, std::uint64_t begin, std::uint64_t end) {
+      counts[span] = kernels_.popcount(words + begin, end - begin);
+    });
+    return std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
   }
 
   double current_fpr() const override {
-    return with_geometry(layout_.shape, [&]<typename G>(G) {
-      const auto* words = reinterpret_cast<const typename G::Word*>(bits_.data());
-      double sum = 0.0;
-      for (std::uint64_t b = 0; b < layout_.num_blocks; ++b, words += G::kWords) {
-        double p = 1.0;
-        for (int i = 0; i < G::kWords; ++i) p *= std::popcount(words[i]) / double(G::kWordBits);
-        sum += p;
-      }
-      return sum / static_cast<double>(layout_.num_blocks);
-    });
+    const std::uint64_t span_blocks = tuning::kFillSpanBytes / block_bytes(layout_.shape);
+    std::vector<double> sums(span_count(layout_.num_blocks, span_blocks));
+    for_each_span(layout_.num_blocks, span_blocks,
+                  [&](std::size_t span, std::uint64_t begin, std::uint64_t end) {
+                    sums[span] = kernels_.fpr_sum(layout_, bits_.data(), begin, end);
+                  });
+    // In span order whatever the threads: the same double for every thread count.
+    double sum = 0.0;
+    for (const double span_sum : sums) sum += span_sum;
+    return sum / static_cast<double>(layout_.num_blocks);
   }
 
   const std::byte* host_bytes() const override { return bits_.data(); }
@@ -114,6 +119,23 @@ class CpuEngine final : public Engine {
     run(choice == 0 ? plan : other);
     chooser.record(choice, keys,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+
+  static std::size_t span_count(std::uint64_t items, std::uint64_t span) {
+    return static_cast<std::size_t>((items + span - 1) / span);
+  }
+
+  // Calls visit(span, begin, end) for each span of `span` items of [0, items), the spans shared
+  // among the pool's threads in contiguous runs.
+  template <class Visit>
+  void for_each_span(std::uint64_t items, std::uint64_t span, const Visit& visit) const {
+    const std::size_t spans = span_count(items, span);
+    const auto tasks = static_cast<unsigned>(std::min<std::size_t>(pool_->size(), spans));
+    pool_->run(tasks, [&](unsigned t) {
+      for (std::size_t s = spans * t / tasks; s < spans * (t + 1) / tasks; ++s) {
+        visit(s, s * span, std::min(items, (s + 1) * span));
+      }
+    });
   }
 
   void insert_with(const BulkPlan& plan, std::span<const std::uint64_t> keys, KeyMode mode) {

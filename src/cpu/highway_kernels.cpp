@@ -18,6 +18,7 @@
 
 #include "bulkbloom/detail/block_math.hpp"
 #include "cpu/atomic_block.hpp"
+#include "cpu/fill_stats.hpp"
 #include "cpu/kernels.hpp"
 
 HWY_BEFORE_NAMESPACE();
@@ -823,14 +824,31 @@ std::size_t KeepNotFound(const std::uint8_t* HWY_RESTRICT found, std::uint32_t* 
   return kept;
 }
 
+// The fill statistics with this target's bit count: the popcount instruction where the target
+// has it (cpu/fill_stats.hpp).
+struct CountBits {
+  int operator()(std::uint64_t word) const {
+    return static_cast<int>(hwy::PopCount(word));
+  }
+};
+
+std::uint64_t PopCount(const std::uint64_t* words, std::size_t n) {
+  return count_set_bits(words, n, CountBits());
+}
+
+double FprSum(const Layout& layout, const std::byte* bits, std::uint64_t begin, std::uint64_t end) {
+  return with_geometry(
+      layout.shape, [&]<typename G>(G) { return block_fpr_sum<G>(bits, begin, end, CountBits()); });
+}
+
 // Exported per target: its kernel sets, and the Highway target it was compiled for.
 CpuTarget Target() {
   // Highway's portable fallback is called SCALAR; a distinct name keeps it apart from the
   // reference kernels ("cpu/scalar").
   static const char* const kName =
       HWY_TARGET == HWY_SCALAR ? "HWY_SCALAR" : hwy::TargetName(HWY_TARGET);
-  static const CpuKernels kKernels{kName,    HashKeys,       Insert, InsertAtomic,
-                                   Contains, InsertIfAbsent, Route,  MergeFlags};
+  static const CpuKernels kKernels{kName,          HashKeys, Insert,     InsertAtomic, Contains,
+                                   InsertIfAbsent, Route,    MergeFlags, PopCount,     FprSum};
   static const HostKernels kHost{kName, HashKeys, KeepNotFound};
   return {&kKernels, &kHost};
 }

@@ -109,6 +109,13 @@ struct CpuKernels {
   /// bytes past its last flag; those bytes are not used.
   void (*merge_flags)(const std::uint8_t* owner_of, std::size_t n, const std::uint8_t* flags,
                       std::size_t list_stride, unsigned tasks, std::uint8_t* is_new);
+  /// Set bits of words[0, n).
+  std::uint64_t (*popcount)(const std::uint64_t* words, std::size_t n);
+  /// Σ over the blocks [begin, end), in block order, of the product over each block's words, in
+  /// word order, of the word's share of set bits (cpu/fill_stats.hpp): every target gives the
+  /// same double.
+  double (*fpr_sum)(const Layout& layout, const std::byte* bits, std::uint64_t begin,
+                    std::uint64_t end);
   static constexpr std::size_t kMergeReadSlack = 8;
 };
 

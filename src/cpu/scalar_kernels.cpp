@@ -1,6 +1,9 @@
 // The reference implementation. Kept deliberately plain: every other kernel is tested against it.
+#include <bit>
+
 #include "bulkbloom/detail/block_math.hpp"
 #include "cpu/atomic_block.hpp"
+#include "cpu/fill_stats.hpp"
 #include "cpu/kernels.hpp"
 
 namespace bulkbloom::detail {
@@ -123,11 +126,29 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
   return kept;
 }
 
+// std::popcount, built for any x86-64: without the popcount instruction, which not every CPU
+// this build runs on has.
+int count_bits(std::uint64_t word) {
+  return std::popcount(word);
+}
+
+std::uint64_t popcount(const std::uint64_t* words, std::size_t n) {
+  return count_set_bits(words, n, [](std::uint64_t word) { return count_bits(word); });
+}
+
+double fpr_sum(const Layout& layout, const std::byte* bits, std::uint64_t begin,
+               std::uint64_t end) {
+  return with_geometry(layout.shape, [&]<typename G>(G) {
+    return block_fpr_sum<G>(bits, begin, end, [](std::uint64_t word) { return count_bits(word); });
+  });
+}
+
 }  // namespace
 
 const CpuTarget& scalar_target() {
-  static constexpr CpuKernels kKernels{"scalar",         hash,  insert,     insert_atomic, contains,
-                                       insert_if_absent, route, merge_flags};
+  static constexpr CpuKernels kKernels{
+      "scalar",         hash,  insert,      insert_atomic, contains,
+      insert_if_absent, route, merge_flags, popcount,      fpr_sum};
   static constexpr HostKernels kHost{"scalar", hash, keep_not_found};
   static constexpr CpuTarget kTarget{&kKernels, &kHost};
   return kTarget;
