@@ -478,6 +478,8 @@ class DedupRun {
 void print_summary(const DedupRequest& request, const StartingState& start, const ScanState& end,
                    std::uint64_t state_bytes_written,
                    std::chrono::steady_clock::time_point start_time) {
+  // Nothing to build: describing the state reads every bit of its filters.
+  if (request.scan.stats == ScanOptions::Stats::none) return;
   const ScanCounters& c = end.counters;
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(c.records));

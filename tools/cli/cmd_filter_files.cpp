@@ -124,7 +124,9 @@ int run_query(const Arguments& args) {
   summary.number("seen", "seen", static_cast<double>(end.counters.flagged));
   summary.number("unseen", "not seen",
                  static_cast<double>(end.counters.records - end.counters.flagged));
-  summary.number("filter_fpr", "filter's false-positive rate", filter.current_fpr());
+  if (scan.stats != ScanOptions::Stats::none) {  // a pass over the whole filter
+    summary.number("filter_fpr", "filter's false-positive rate", filter.current_fpr());
+  }
   print_scan_summary(summary, filter.newest(), end.counters, start_time, scan);
   return 0;
 }
@@ -158,15 +160,15 @@ void add_window_lines(Summary& summary, const Window& window, const FileState& s
   summary.integer("rotations", "rotations (periods the clock moved on)", window.rotations());
   summary.integer("keys_inserted", "keys inserted (saved count)", state.keys_inserted);
   const double promised = window.config().fpr;
+  const double current = window.current_fpr();  // a pass over every generation's bits
   char line[96];
   if (promised != 0.0) {
-    std::snprintf(line, sizeof line, "%.3g (promised %.3g)", window.current_fpr(), promised);
+    std::snprintf(line, sizeof line, "%.3g (promised %.3g)", current, promised);
     summary.number("promised_fpr", "promised false-positive rate", promised);
   } else {
-    std::snprintf(line, sizeof line, "%.3g (promise not recorded: a version 1 file)",
-                  window.current_fpr());
+    std::snprintf(line, sizeof line, "%.3g (promise not recorded: a version 1 file)", current);
   }
-  summary.number("current_fpr", "current false-positive rate", window.current_fpr(), line);
+  summary.number("current_fpr", "current false-positive rate", current, line);
 }
 
 // Which part of the whole filter or window a shard's file holds (DESIGN §9).
