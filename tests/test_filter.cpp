@@ -8,6 +8,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "core/tuning.hpp"
 #include "test_support.hpp"
 
 namespace bulkbloom::test {
@@ -265,23 +266,27 @@ TEST_P(FilterContract, EveryThreadCountGivesTheReferenceBytesAndFlags) {
 
 // popcount and current_fpr read the whole filter, on the engine's threads for a CPU filter, split
 // into spans (core/tuning.hpp): on filters of under one span and of two and a part, whose words
-// hold 1/2, 1/4 or 1/8 set bits (so that the blocks' rates carry enough digits for the sum to
-// round, and a sum in another order to differ), every thread count and every CPU target give
-// the scalar reference's count exactly and its rate to the last bit, and both are what a plain
-// pass over the bytes gives.
+// hold half their bits set, or a quarter, or an eighth (so that the blocks' rates carry enough
+// digits for a block's product and the sum to round: a product fused with the sum's add, or a
+// sum in another order, then differs), every thread count and every CPU target give the scalar
+// reference's count exactly and its rate to the last bit, and both are what a plain pass over
+// the bytes gives.
 TEST_P(FilterContract, FillStatisticsAreTheReferenceOnesForEveryThreadCount) {
   const bool cpu = GetParam().implementation.rfind("cpu/", 0) == 0;
   const auto [words, word_bits] = detail::with_geometry(GetParam().shape, []<typename G>(G) {
     return std::pair{G::kWords, G::kWordBits};
   });
-  const std::uint64_t span_blocks = (std::uint64_t{4} << 20) / block_bytes(GetParam().shape);
+  const std::uint64_t span_blocks = detail::tuning::kFillSpanBytes / block_bytes(GetParam().shape);
   for (const std::uint64_t num_blocks : {std::uint64_t{1021}, 2 * span_blocks + 7}) {
     const Layout layout{GetParam().shape, num_blocks};
     std::vector<std::byte> bytes(layout.size_bytes());
     std::mt19937_64 random(36);
     for (std::size_t i = 0; i < bytes.size(); i += 8) {
       std::uint64_t word = random();
-      for (std::uint64_t halvings = random() % 3; halvings > 0; --halvings) word &= random();
+      // The first 1024 blocks' words half set, and half the others': sb512x16's products of 16
+      // shares then need more than 53 bits, and the sum is still small beside them at first.
+      const std::uint64_t halvings = i < 1024 * block_bytes(layout.shape) ? 0 : random() % 4;
+      for (std::uint64_t left = halvings; left > 1; --left) word &= random();
       std::memcpy(bytes.data() + i, &word, 8);
     }
     std::uint64_t set_bits = 0;
@@ -298,10 +303,7 @@ TEST_P(FilterContract, FillStatisticsAreTheReferenceOnesForEveryThreadCount) {
       rate += p;
     }
     rate /= static_cast<double>(num_blocks);
-    Options reference_options;
-    reference_options.implementation = "cpu/scalar";
-    reference_options.threads = 1;
-    Filter reference(layout, reference_options);
+    Filter reference = make_scalar(num_blocks);
     reference.copy_bytes_from(bytes);
     ASSERT_EQ(reference.popcount(), set_bits);
     ASSERT_NEAR(reference.current_fpr(), rate, 1e-12 * rate);

@@ -80,9 +80,10 @@ class CpuEngine final : public Engine {
     constexpr std::uint64_t kSpanWords = tuning::kFillSpanBytes / sizeof(std::uint64_t);
     const std::uint64_t count = bits_.size() / sizeof(std::uint64_t);
     std::vector<std::uint64_t> counts(span_count(count, kSpanWords));
-    for_each_span(count, kSpanWords, [&](std::size_t span, std::uint64_t begin, std::uint64_t end) {
-      counts[span] = kernels_.popcount(words + begin, end - begin);
-    });
+    for_each_span(count, kSpanWords,
+                  [&](std::size_t index, std::uint64_t begin, std::uint64_t end) {
+                    counts[index] = kernels_.popcount(words + begin, end - begin);
+                  });
     return std::accumulate(counts.begin(), counts.end(), std::uint64_t{0});
   }
 
@@ -90,8 +91,8 @@ class CpuEngine final : public Engine {
     const std::uint64_t span_blocks = tuning::kFillSpanBytes / block_bytes(layout_.shape);
     std::vector<double> sums(span_count(layout_.num_blocks, span_blocks));
     for_each_span(layout_.num_blocks, span_blocks,
-                  [&](std::size_t span, std::uint64_t begin, std::uint64_t end) {
-                    sums[span] = kernels_.fpr_sum(layout_, bits_.data(), begin, end);
+                  [&](std::size_t index, std::uint64_t begin, std::uint64_t end) {
+                    sums[index] = kernels_.fpr_sum(layout_, bits_.data(), begin, end);
                   });
     // In span order whatever the threads: the same double for every thread count.
     double sum = 0.0;
@@ -121,19 +122,20 @@ class CpuEngine final : public Engine {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
-  static std::size_t span_count(std::uint64_t items, std::uint64_t span) {
-    return static_cast<std::size_t>((items + span - 1) / span);
+  // Spans of `span_size` items that [0, items) is cut into, the last one shorter.
+  static std::size_t span_count(std::uint64_t items, std::uint64_t span_size) {
+    return static_cast<std::size_t>((items + span_size - 1) / span_size);
   }
 
-  // Calls visit(span, begin, end) for each span of `span` items of [0, items), the spans shared
-  // among the pool's threads in contiguous runs.
+  // Calls visit(index, begin, end) for each span of [0, items), the spans shared among the pool's
+  // threads in contiguous runs. The pool's workers start on the first call that splits.
   template <class Visit>
-  void for_each_span(std::uint64_t items, std::uint64_t span, const Visit& visit) const {
-    const std::size_t spans = span_count(items, span);
+  void for_each_span(std::uint64_t items, std::uint64_t span_size, const Visit& visit) const {
+    const std::size_t spans = span_count(items, span_size);
     const auto tasks = static_cast<unsigned>(std::min<std::size_t>(pool_->size(), spans));
     pool_->run(tasks, [&](unsigned t) {
       for (std::size_t s = spans * t / tasks; s < spans * (t + 1) / tasks; ++s) {
-        visit(s, s * span, std::min(items, (s + 1) * span));
+        visit(s, s * span_size, std::min(items, (s + 1) * span_size));
       }
     });
   }

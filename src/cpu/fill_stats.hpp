@@ -2,10 +2,12 @@
 // CpuKernels::fpr_sum): the same arithmetic in the same order on every target, each counting a
 // word's set bits with `count_bits`, which each kernel set defines with its target's instructions.
 //
-// The templates are forced inline into each kernel set's functions, and each set defines
-// `count_bits` in its own target's code, so that every copy is compiled for that set's target:
-// one copy shared between the reference and a SIMD target could run the target's instructions
-// on a CPU that lacks them.
+// Each kernel set passes a `count_bits` type of its own, defined in its target's code, so no two
+// sets share an instantiation: one copy shared between the reference and a SIMD target could run
+// the target's instructions on a CPU that lacks them. The templates are forced inline, so each
+// set's loop is compiled for its target (the popcount instruction from SSE4 up); the kernel files
+// are built without contracting multiplies and adds (CMakeLists.txt), since a fused one would
+// round the rate differently where a target has FMA.
 #pragma once
 
 #include <cstddef>
