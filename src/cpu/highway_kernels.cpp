@@ -827,9 +827,7 @@ std::size_t KeepNotFound(const std::uint8_t* HWY_RESTRICT found, std::uint32_t* 
 // The fill statistics with this target's bit count: the popcount instruction where the target
 // has it (cpu/fill_stats.hpp).
 struct CountBits {
-  int operator()(std::uint64_t word) const {
-    return static_cast<int>(hwy::PopCount(word));
-  }
+  int operator()(std::uint64_t word) const { return static_cast<int>(hwy::PopCount(word)); }
 };
 
 std::uint64_t PopCount(const std::uint64_t* words, std::size_t n) {

@@ -127,20 +127,19 @@ std::size_t keep_not_found(const std::uint8_t* found, std::uint32_t* index, std:
 }
 
 // std::popcount, built for any x86-64: without the popcount instruction, which not every CPU
-// this build runs on has.
-int count_bits(std::uint64_t word) {
-  return std::popcount(word);
-}
+// this build runs on has (cpu/fill_stats.hpp).
+struct CountBits {
+  int operator()(std::uint64_t word) const { return std::popcount(word); }
+};
 
 std::uint64_t popcount(const std::uint64_t* words, std::size_t n) {
-  return count_set_bits(words, n, [](std::uint64_t word) { return count_bits(word); });
+  return count_set_bits(words, n, CountBits());
 }
 
 double fpr_sum(const Layout& layout, const std::byte* bits, std::uint64_t begin,
                std::uint64_t end) {
-  return with_geometry(layout.shape, [&]<typename G>(G) {
-    return block_fpr_sum<G>(bits, begin, end, [](std::uint64_t word) { return count_bits(word); });
-  });
+  return with_geometry(
+      layout.shape, [&]<typename G>(G) { return block_fpr_sum<G>(bits, begin, end, CountBits()); });
 }
 
 }  // namespace
