@@ -4,6 +4,7 @@
 usage: test_cli.py BULKBLOOM_BINARY CASE   (CASE is a function name below without "case_")
 Exact answers are computed here in Python, on small generated inputs.
 """
+import fcntl
 import json
 import math
 import os
@@ -1510,6 +1511,82 @@ def case_rerun_input_grew_during_run():
             break
     check(True in outcomes, f"the input never grew while the run read it ({outcomes}): the "
           "case is untested")
+
+
+def case_input_shrinks_while_read():
+    """An input cut short while a run reads it fails the run, naming the input and its sizes, with
+    the carried filter untouched and no output or temporary file left: whether the cut pages were
+    mapped and in flight (the engine would read them as zeros) or still to be read."""
+    run(["gen", "--count", "2000", "--seed", "1", "-o", "first.u64"])
+    run(["dedup", "first.u64", "--filter", "base.bbf", "--capacity", "3000000", "-o", "first.out",
+         "--stats", "none"])
+    base = read("base.bbf")
+    # Four 64000-byte windows and a tail that read() takes (the last chunk's worth is never mapped).
+    run(["gen", "--count", "36000", "--seed", "2", "--dup-fraction", "0", "-o", "whole.u64"])
+    whole = read("whole.u64")
+    cut = 800
+
+    def attempt(inputs, output, between):
+        """Runs dedup on `inputs` into `output` (a FIFO the test reads) with --dups dups.u64, calls
+        `between()` while the run waits on the FIFOs, and returns the failed run's stderr."""
+        write("f.bbf", base)
+        write("day.u64", whole)
+        for name in ("dups.u64",):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+        proc = subprocess.Popen([BIN, "dedup"] + inputs + ["-o", output, "--dups", "dups.u64",
+                                "--filter", "f.bbf", "--buffer-size", "64K", "--threads", "1",
+                                "--stats", "none"], cwd=WORK, stderr=subprocess.PIPE)
+        between(proc)
+        err = proc.communicate()[1].decode()
+        check(proc.returncode == 1, f"exit {proc.returncode}: {err}")
+        check(f"input day.u64 shrank from {len(whole)} to {cut} bytes while it was read" in err,
+              err)
+        check(read("f.bbf") == base, "the carried filter changed")
+        check(not os.path.exists(path("dups.u64")), "a failed run left its duplicates")
+        debris = [n for n in os.listdir(WORK) if ".bulkbloom-" in n or ".tmp." in n]
+        check(not debris, f"left behind: {debris}")
+
+    # Cut under a mapped window after the reader has read the whole file, so that only the window
+    # can tell. The output is a FIFO the test opens but does not read yet, of 64 KiB: the first
+    # chunk's records fill it and the second's stop the writer; with both of the writer's
+    # batches taken, the run waits holding the fourth window, not yet read, the reader's last.
+    os.mkfifo(path("out.fifo"))
+
+    def cut_while_mapped(proc):
+        with open(path("out.fifo"), "rb") as out:
+            fcntl.fcntl(out, 1031, 1 << 16)  # F_SETPIPE_SZ
+            deadline = time.monotonic() + 20
+            while True:
+                fds = []
+                for fd in os.listdir(f"/proc/{proc.pid}/fd"):
+                    try:
+                        fds.append(os.readlink(f"/proc/{proc.pid}/fd/{fd}"))
+                    except FileNotFoundError:
+                        pass  # closed since listed
+                with open(f"/proc/{proc.pid}/maps") as maps:
+                    mapped = path("day.u64") in maps.read()
+                if mapped and path("day.u64") not in fds:
+                    break  # read to the end, and a window still mapped
+                check(time.monotonic() < deadline, "the run never waited holding a window of a "
+                      "file it had read to the end: the case is untested")
+                time.sleep(0.01)
+            os.truncate(path("day.u64"), cut)
+            while out.read(1 << 16):
+                pass
+
+    attempt(["day.u64"], "out.fifo", cut_while_mapped)
+
+    # Cut before it is opened: the first input is a FIFO, and day.u64 is read after it.
+    os.mkfifo(path("in.fifo"))
+
+    def cut_before_open(proc):
+        with open(path("in.fifo"), "wb") as first:
+            os.truncate(path("day.u64"), cut)
+            first.write(read("first.u64"))
+
+    attempt(["in.fifo", "day.u64"], "second.out", cut_before_open)
+    check(not os.path.exists(path("second.out")), "a failed run left its output")
 
 
 def case_state_through_links():

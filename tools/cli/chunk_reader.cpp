@@ -75,7 +75,8 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
     : format_(format),
       start_(start),
       skip_empty_(skip_empty),
-      hash_contents_(hash_contents && start.input == 0 && start.offset == 0) {
+      hash_contents_(hash_contents && start.input == 0 && start.offset == 0),
+      chunk_bytes_(chunk_bytes) {
   if (inputs.empty()) inputs.push_back("-");
   // Each input is checked here, so that a missing one fails before any output exists, but
   // opened only when its turn comes: thousands of inputs need one descriptor, not thousands.
@@ -91,6 +92,7 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
     names_.push_back(name);
     if (S_ISDIR(st.st_mode)) throw IoError("cannot read input " + name + ": it is a directory");
     regular_.push_back(S_ISREG(st.st_mode));
+    sizes_.push_back(S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0);
     if (S_ISREG(st.st_mode)) {
       if (st.st_size == 0 && !skip_empty_) throw DataError("input " + name + " is empty");
       if (st.st_size == 0)
@@ -178,11 +180,19 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
   if (offset > 0 && lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
     throw IoError(with_errno("cannot seek in " + name + " to resume"));
   }
-  current->size = 0;
-  current->position = {input, offset};
-  std::uint64_t total_read = 0;
   std::optional<detail::DataChecksum> checksum;
   if (hash_contents_ && regular_[input]) checksum.emplace();
+  const std::uint64_t start_offset = offset;
+  if (regular_[input]) {
+    offset = map_windows(input, fd, offset, current, checksum);
+    if (!current) return;  // the consumer has stopped
+    if (offset != start_offset && lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
+      throw IoError(with_errno("cannot seek in " + name));
+    }
+  }
+  current->size = 0;
+  current->position = {input, offset};
+  std::uint64_t total_read = offset - start_offset;
   for (;;) {
     const auto [got, at_end] =
         read_some(fd, regular_[input], stop_pipe_[0], current->bytes() + current->size,
@@ -192,14 +202,19 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
     }
     current->size += got;
     total_read += got;
+    // A file that grows is read to its end; one cut short is being rewritten, and its records
+    // are not those the run was sized for, nor any the user can name.
+    if (at_end && regular_[input] && start_offset + total_read < sizes_[input]) {
+      throw shrank(input, start_offset + total_read);
+    }
     if (at_end && checksum) contents_[input] = InputContent{total_read, checksum->digest()};
     // The end of the whole records in the buffer; the tail waits for the next read.
     std::size_t boundary;
     if (format_.kind == FormatKind::u64) {
       boundary = current->size - current->size % 8;
       if (at_end && boundary != current->size) {
-        throw DataError("input " + name +
-                        " ends with a partial record: " + std::to_string(offset + total_read) +
+        throw DataError("input " + name + " ends with a partial record: " +
+                        std::to_string(start_offset + total_read) +
                         " bytes is not a multiple of 8, so it is not a u64 file");
       }
     } else if (at_end) {
@@ -207,7 +222,7 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
     } else {
       boundary = complete_records_length(format_, {current->bytes(), current->size});
     }
-    if (at_end && total_read == 0 && offset == 0 && !skip_empty_) {
+    if (at_end && total_read == 0 && start_offset == 0 && !skip_empty_) {
       throw DataError("input " + name + " is empty");
     }
     if (boundary == 0) {
@@ -232,6 +247,71 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
   }
 }
 
+std::uint64_t ChunkReader::map_windows(std::size_t input, int fd, std::uint64_t offset,
+                                       std::unique_ptr<Chunk>& current,
+                                       std::optional<detail::DataChecksum>& checksum) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return offset;
+  const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
+  // The last chunk's worth is read(): it finds the end, and whatever was appended since.
+  while (file_bytes > offset && file_bytes - offset > chunk_bytes_) {
+    std::size_t length = chunk_bytes_;
+    std::optional<InputWindow> window;
+    std::size_t boundary = 0;
+    for (;;) {
+      window = InputWindow::map(fd, offset, length);
+      if (!window) return offset;
+      boundary = format_.kind == FormatKind::u64
+                     ? length
+                     : complete_records_length(format_, {window->data(), length});
+      check_window(input, *window);
+      if (boundary != 0) break;
+      // One record longer than the window: a larger one, or read() for the last of the file.
+      if (file_bytes - offset <= 2 * length) return offset;
+      length *= 2;
+    }
+    if (checksum) {
+      checksum->update(reinterpret_cast<const std::byte*>(window->data()), boundary);
+    } else {
+      window->read_ahead();
+    }
+    check_window(input, *window);
+    std::unique_ptr<Chunk> next = take_free_chunk();
+    if (!next) {
+      current.reset();
+      return offset;
+    }
+    current->window = std::move(window);
+    current->size = boundary;
+    current->position = {input, offset};
+    filled_.push(std::move(current));
+    current = std::move(next);
+    offset += boundary;
+  }
+  return offset;
+}
+
+void ChunkReader::check_window(std::size_t input, const InputWindow& window) const {
+  const std::optional<std::uint64_t> lost = window.fault_offset();
+  if (!lost) return;
+  struct stat st {};
+  if (stat(paths_[input].c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) <= *lost) {
+    throw shrank(input, *lost);
+  }
+  throw IoError("cannot read input " + names_[input] + ": its page at byte " +
+                std::to_string(*lost) + " could not be read (an I/O error)");
+}
+
+IoError ChunkReader::shrank(std::size_t input, std::uint64_t end) const {
+  struct stat st {};
+  if (stat(paths_[input].c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) < end) {
+    end = static_cast<std::uint64_t>(st.st_size);
+  }
+  return IoError("input " + names_[input] + " shrank from " + std::to_string(sizes_[input]) +
+                 " to " + std::to_string(end) +
+                 " bytes while it was read: something is rewriting it");
+}
+
 std::unique_ptr<Chunk> ChunkReader::next() {
   auto chunk = filled_.pop();
   if (chunk) return std::move(*chunk);
@@ -240,7 +320,11 @@ std::unique_ptr<Chunk> ChunkReader::next() {
 }
 
 void ChunkReader::recycle(std::unique_ptr<Chunk> chunk) {
+  std::optional<InputWindow> window = std::move(chunk->window);
+  chunk->window.reset();
+  const std::size_t input = chunk->position.input;
   free_.push(std::move(chunk));
+  if (window) check_window(input, *window);
 }
 
 }  // namespace bulkbloom::cli

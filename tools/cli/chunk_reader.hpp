@@ -13,8 +13,14 @@
 #include <thread>
 #include <vector>
 
+#include "cli/errors.hpp"
+#include "cli/input_window.hpp"
 #include "cli/record_format.hpp"
 #include "cli/work_queue.hpp"
+
+namespace bulkbloom::detail {
+class DataChecksum;
+}
 
 namespace bulkbloom::cli {
 
@@ -30,16 +36,24 @@ struct InputContent {
   std::uint64_t hash = 0;
 };
 
-/// Whole records from one input. Storage is 64-bit words so u64 keys are read into place.
+/// Whole records from one input: a window of a mapped regular file, or bytes read into storage.
+/// Storage is 64-bit words so u64 keys are read into place (a window's u64 records are aligned
+/// too: they start at a multiple of 8 in the file, and a mapping at a page).
 struct Chunk {
   std::vector<std::uint64_t> storage;
-  std::size_t size = 0;    ///< Bytes of records.
-  InputPosition position;  ///< Where byte 0 came from.
+  std::optional<InputWindow> window;  ///< When set, the records are its bytes, not storage's.
+  std::size_t size = 0;               ///< Bytes of records.
+  InputPosition position;             ///< Where byte 0 came from.
 
   char* bytes() { return reinterpret_cast<char*>(storage.data()); }
   std::size_t capacity() const { return storage.size() * sizeof(std::uint64_t); }
-  std::string_view text() const { return {reinterpret_cast<const char*>(storage.data()), size}; }
-  std::span<const std::uint64_t> words() const { return {storage.data(), size / 8}; }
+  const char* data() const {
+    return window ? window->data() : reinterpret_cast<const char*>(storage.data());
+  }
+  std::string_view text() const { return {data(), size}; }
+  std::span<const std::uint64_t> words() const {
+    return {reinterpret_cast<const std::uint64_t*>(data()), size / 8};
+  }
 };
 
 /// Reads inputs in order from `start`. Every input is checked (readable, and non-empty when it is
@@ -58,7 +72,9 @@ class ChunkReader {
 
   /// The next chunk in input order; null after the last. Rethrows a read or format error.
   std::unique_ptr<Chunk> next();
-  /// Returns a chunk's buffer for reuse.
+  /// Returns a chunk's buffer for reuse. Throws IoError naming the input when the chunk was a
+  /// window of a file that shrank (or could not be read) while the window was in use: what was
+  /// read through it is not the file's, and nothing made from it may be committed.
   void recycle(std::unique_ptr<Chunk> chunk);
 
   /// "stdin" or the path.
@@ -79,6 +95,15 @@ class ChunkReader {
  private:
   void run();
   void read_input(std::size_t input, std::uint64_t offset, std::unique_ptr<Chunk>& current);
+  // Hands out windows of the file `fd` from `offset` while more than a chunk of it is left;
+  // returns the offset where the rest is to be read (a file that grows is read to its end).
+  std::uint64_t map_windows(std::size_t input, int fd, std::uint64_t offset,
+                            std::unique_ptr<Chunk>& current,
+                            std::optional<detail::DataChecksum>& checksum);
+  // Throws IoError when a thread found `window`'s pages missing.
+  void check_window(std::size_t input, const InputWindow& window) const;
+  // The error for a regular input found to end at or before `end`, short of the bytes it had.
+  IoError shrank(std::size_t input, std::uint64_t end) const;
   std::unique_ptr<Chunk> take_free_chunk();
 
   // An input's descriptor while it is read (stdin stays open).
@@ -93,10 +118,12 @@ class ChunkReader {
   std::vector<std::string> paths_;  // as given, "-" for stdin
   std::vector<std::string> names_;
   std::vector<bool> regular_;
+  std::vector<std::uint64_t> sizes_;  // a regular file's size when the reader was made
   RecordFormat format_;
   InputPosition start_;
   bool skip_empty_;
   bool hash_contents_;
+  std::size_t chunk_bytes_;
   std::vector<std::optional<InputContent>> contents_;  // written by the reader thread
   bool total_known_ = true;
   std::uint64_t total_bytes_ = 0;

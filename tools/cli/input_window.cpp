@@ -1,0 +1,186 @@
+#include "cli/input_window.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <mutex>
+#include <utility>
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  // Linux 5.14; older kernels answer EINVAL
+#endif
+
+namespace bulkbloom::cli {
+namespace {
+
+// The windows mapped now, for the SIGBUS handler, in fixed storage (a handler may not allocate).
+// A reader has three chunks in flight and maps one more; the rest serve tests and several readers.
+constexpr int kWindowSlots = 16;
+
+struct WindowSlot {
+  std::atomic<bool> used{false};
+  std::atomic<std::uintptr_t> begin{0};  // 0 while the slot is being filled or emptied
+  std::atomic<std::uintptr_t> end{0};
+  std::atomic<std::uintptr_t> fault{0};  // the first faulting address, 0 for none
+};
+
+std::array<WindowSlot, kWindowSlots> g_windows;
+std::uintptr_t g_page_bytes = 0;
+struct sigaction g_previous_sigbus {};
+
+extern "C" void on_sigbus(int signal_number, siginfo_t* info, void* context) {
+  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (WindowSlot& slot : g_windows) {
+    const std::uintptr_t begin = slot.begin.load();
+    const std::uintptr_t end = slot.end.load();
+    if (begin == 0 || address < begin || address >= end) continue;
+    // Zeros from the lost page to the window's end: the thread's read then completes, and each
+    // later page does not fault again. The window's owner sees the fault and fails the run.
+    const std::uintptr_t page = address & ~(g_page_bytes - 1);
+    void* zeros = mmap(reinterpret_cast<void*>(page), end - page, PROT_READ,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (zeros == MAP_FAILED) break;
+    std::uintptr_t none = 0;
+    slot.fault.compare_exchange_strong(none, address);
+    return;
+  }
+  // Not a window's: what SIGBUS did before the first window.
+  if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
+    if (g_previous_sigbus.sa_sigaction != nullptr) {
+      g_previous_sigbus.sa_sigaction(signal_number, info, context);
+      return;
+    }
+  } else if (g_previous_sigbus.sa_handler != SIG_DFL && g_previous_sigbus.sa_handler != SIG_IGN) {
+    g_previous_sigbus.sa_handler(signal_number);
+    return;
+  }
+  std::signal(SIGBUS, SIG_DFL);
+  // A fault repeats on return and kills with SIGBUS; a SIGBUS sent by kill() must be raised again.
+  if (info->si_code <= 0) std::raise(SIGBUS);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    g_page_bytes = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+int claim_slot() {
+  for (int i = 0; i < kWindowSlots; ++i) {
+    bool expected = false;
+    if (g_windows[i].used.compare_exchange_strong(expected, true)) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+std::optional<InputWindow> InputWindow::map(int fd, std::uint64_t offset, std::size_t length) {
+  if (length == 0) return std::nullopt;
+  install_sigbus_handler();
+  const int slot = claim_slot();
+  if (slot < 0) return std::nullopt;
+  const std::uint64_t mapping_offset = offset & ~std::uint64_t{g_page_bytes - 1};
+  const std::size_t lead = static_cast<std::size_t>(offset - mapping_offset);
+  const std::size_t mapped_bytes = lead + length;
+  void* mapping =
+      mmap(nullptr, mapped_bytes, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(mapping_offset));
+  if (mapping == MAP_FAILED) {
+    g_windows[slot].used = false;
+    return std::nullopt;
+  }
+  const auto begin = reinterpret_cast<std::uintptr_t>(mapping);
+  WindowSlot& entry = g_windows[slot];
+  entry.fault = 0;
+  entry.end = begin + mapped_bytes;
+  entry.begin = begin;
+  InputWindow window(slot, mapping, mapped_bytes, static_cast<const char*>(mapping) + lead, length,
+                     mapping_offset);
+  // Large readahead for the pages, read here rather than on the engine's threads' first touch.
+  madvise(mapping, mapped_bytes, MADV_SEQUENTIAL);
+  if (madvise(mapping, mapped_bytes, MADV_POPULATE_READ) != 0) {
+    if (errno != EINVAL) return std::nullopt;  // past the end or unreadable: read() will say
+    // A kernel before 5.14: touch each page (a fault in it is the handler's to catch).
+    volatile char sink = 0;
+    for (std::size_t at = 0; at < mapped_bytes; at += g_page_bytes) {
+      sink = static_cast<const volatile char*>(mapping)[at];
+    }
+    static_cast<void>(sink);
+  }
+  return window;
+}
+
+void InputWindow::read_ahead() const {
+  // One load a cache line: the lines stay in this core's caches and the last-level one it shares,
+  // where the engine's hashing finds them, as it found the copy read() made.
+  constexpr std::size_t kLineBytes = 64;
+  std::uint64_t sink = 0;
+  const auto* bytes = static_cast<const volatile std::uint8_t*>(mapping_);
+  for (std::size_t at = 0; at < mapped_bytes_; at += kLineBytes) sink += bytes[at];
+  static_cast<void>(sink);
+}
+
+InputWindow::InputWindow(int slot, void* mapping, std::size_t mapped_bytes, const char* data,
+                         std::size_t length, std::uint64_t mapping_offset)
+    : slot_(slot),
+      mapping_(mapping),
+      mapped_bytes_(mapped_bytes),
+      data_(data),
+      length_(length),
+      mapping_offset_(mapping_offset) {}
+
+InputWindow::InputWindow(InputWindow&& other) noexcept
+    : slot_(std::exchange(other.slot_, -1)),
+      mapping_(std::exchange(other.mapping_, nullptr)),
+      mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
+      data_(std::exchange(other.data_, nullptr)),
+      length_(std::exchange(other.length_, 0)),
+      mapping_offset_(other.mapping_offset_) {}
+
+InputWindow& InputWindow::operator=(InputWindow&& other) noexcept {
+  if (this != &other) {
+    release();
+    slot_ = std::exchange(other.slot_, -1);
+    mapping_ = std::exchange(other.mapping_, nullptr);
+    mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+    length_ = std::exchange(other.length_, 0);
+    mapping_offset_ = other.mapping_offset_;
+  }
+  return *this;
+}
+
+InputWindow::~InputWindow() {
+  release();
+}
+
+void InputWindow::release() {
+  if (slot_ < 0) return;
+  WindowSlot& entry = g_windows[slot_];
+  // Out of the handler's table before the addresses can be reused by another mapping.
+  entry.begin = 0;
+  entry.end = 0;
+  munmap(mapping_, mapped_bytes_);
+  entry.used = false;
+  slot_ = -1;
+}
+
+std::optional<std::uint64_t> InputWindow::fault_offset() const {
+  if (slot_ < 0) return std::nullopt;
+  const std::uintptr_t address = g_windows[slot_].fault.load();
+  if (address == 0) return std::nullopt;
+  const std::uintptr_t page = address & ~(g_page_bytes - 1);
+  return mapping_offset_ + (page - reinterpret_cast<std::uintptr_t>(mapping_));
+}
+
+}  // namespace bulkbloom::cli
