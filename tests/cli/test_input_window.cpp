@@ -85,6 +85,29 @@ TEST_F(InputWindowTest, AFileCutShortUnderTheWindowReadsZerosAndReportsWhere) {
   EXPECT_FALSE(other->fault_offset());
 }
 
+TEST_F(InputWindowTest, ACutInItsLastPageShowsInTheFileSizeNotAsAFault) {
+  const std::uint64_t offset = 0;
+  const std::size_t length = 3 * 4096;
+  auto window = InputWindow::map(fd_, offset, length);
+  ASSERT_TRUE(window);
+  EXPECT_EQ(window->end_offset(), offset + length);
+  EXPECT_EQ(window->file_size(), kWords * 8);
+  // The page holding the new end stays mapped, zeros past the end: no SIGBUS, no fault noted.
+  const std::uint64_t cut = offset + length - 1000;
+  ASSERT_EQ(ftruncate(fd_, static_cast<off_t>(cut)), 0);
+  const std::uint64_t kept =
+      std::accumulate(words_.begin(), words_.begin() + cut / 8, std::uint64_t{0});
+  EXPECT_EQ(sum(*window), kept);
+  EXPECT_FALSE(window->fault_offset());
+  EXPECT_EQ(window->file_size(), cut);
+}
+
+TEST_F(InputWindowTest, NoWindowPastTheFilesEnd) {
+  ASSERT_EQ(ftruncate(fd_, 4096), 0);
+  EXPECT_FALSE(InputWindow::map(fd_, 8192, 4096));
+  EXPECT_FALSE(InputWindow::map(fd_, 0, 3 * 4096));
+}
+
 TEST_F(InputWindowTest, ASlotIsCleanForTheNextWindow) {
   {
     auto window = InputWindow::map(fd_, 0, kWords * 8);

@@ -183,7 +183,10 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
   std::optional<detail::DataChecksum> checksum;
   if (hash_contents_ && regular_[input]) checksum.emplace();
   const std::uint64_t start_offset = offset;
-  if (regular_[input]) {
+  // A file, not stdin: stdin may start anywhere in a file (a shell's `read` leaves it after a
+  // line), and is read from there.
+  const bool file = regular_[input] && paths_[input] != "-";
+  if (file) {
     offset = map_windows(input, fd, offset, current, checksum);
     if (!current) return;  // the consumer has stopped
     if (offset != start_offset && lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0) {
@@ -203,9 +206,12 @@ void ChunkReader::read_input(std::size_t input, std::uint64_t offset,
     current->size += got;
     total_read += got;
     // A file that grows is read to its end; one cut short is being rewritten, and its records
-    // are not those the run was sized for, nor any the user can name.
-    if (at_end && regular_[input] && start_offset + total_read < sizes_[input]) {
-      throw shrank(input, start_offset + total_read);
+    // are not those the run was sized for, nor any the user can name. (Its size, not the bytes
+    // read: a pseudo-file's size says 4096 whatever it holds.)
+    struct stat now {};
+    if (at_end && file && fstat(fd, &now) == 0 &&
+        static_cast<std::uint64_t>(now.st_size) < sizes_[input]) {
+      throw shrank(input, static_cast<std::uint64_t>(now.st_size));
     }
     if (at_end && checksum) contents_[input] = InputContent{total_read, checksum->digest()};
     // The end of the whole records in the buffer; the tail waits for the next read.
@@ -292,23 +298,19 @@ std::uint64_t ChunkReader::map_windows(std::size_t input, int fd, std::uint64_t 
 }
 
 void ChunkReader::check_window(std::size_t input, const InputWindow& window) const {
-  const std::optional<std::uint64_t> lost = window.fault_offset();
-  if (!lost) return;
-  struct stat st {};
-  if (stat(paths_[input].c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) <= *lost) {
-    throw shrank(input, *lost);
+  // A cut inside the window's last page leaves zeros there and no fault: the size tells.
+  if (const auto size = window.file_size(); size && *size < window.end_offset()) {
+    throw shrank(input, *size);
   }
-  throw IoError("cannot read input " + names_[input] + ": its page at byte " +
-                std::to_string(*lost) + " could not be read (an I/O error)");
+  if (const auto lost = window.fault_offset()) {
+    throw IoError("cannot read input " + names_[input] + ": its page at byte " +
+                  std::to_string(*lost) + " could not be read (an I/O error)");
+  }
 }
 
-IoError ChunkReader::shrank(std::size_t input, std::uint64_t end) const {
-  struct stat st {};
-  if (stat(paths_[input].c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) < end) {
-    end = static_cast<std::uint64_t>(st.st_size);
-  }
+IoError ChunkReader::shrank(std::size_t input, std::uint64_t size) const {
   return IoError("input " + names_[input] + " shrank from " + std::to_string(sizes_[input]) +
-                 " to " + std::to_string(end) +
+                 " to " + std::to_string(size) +
                  " bytes while it was read: something is rewriting it");
 }
 

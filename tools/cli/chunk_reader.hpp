@@ -100,10 +100,11 @@ class ChunkReader {
   std::uint64_t map_windows(std::size_t input, int fd, std::uint64_t offset,
                             std::unique_ptr<Chunk>& current,
                             std::optional<detail::DataChecksum>& checksum);
-  // Throws IoError when a thread found `window`'s pages missing.
+  // Throws IoError when `window`'s file is now shorter than the window, or a thread found one
+  // of its pages missing: the window does not hold the file's bytes.
   void check_window(std::size_t input, const InputWindow& window) const;
-  // The error for a regular input found to end at or before `end`, short of the bytes it had.
-  IoError shrank(std::size_t input, std::uint64_t end) const;
+  // The error for a regular input found `size` bytes long, shorter than when the run began.
+  IoError shrank(std::size_t input, std::uint64_t size) const;
   std::unique_ptr<Chunk> take_free_chunk();
 
   // An input's descriptor while it is read (stdin stays open).

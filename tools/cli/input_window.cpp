@@ -1,6 +1,8 @@
 #include "cli/input_window.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -23,7 +25,10 @@ constexpr int kWindowSlots = 16;
 
 struct WindowSlot {
   std::atomic<bool> used{false};
-  std::atomic<std::uintptr_t> begin{0};  // 0 while the slot is being filled or emptied
+  // Odd while begin and end change, so that the handler never pairs one window's begin with the
+  // next one's end.
+  std::atomic<std::uint64_t> version{0};
+  std::atomic<std::uintptr_t> begin{0};  // 0 while empty
   std::atomic<std::uintptr_t> end{0};
   std::atomic<std::uintptr_t> fault{0};  // the first faulting address, 0 for none
 };
@@ -32,22 +37,38 @@ std::array<WindowSlot, kWindowSlots> g_windows;
 std::uintptr_t g_page_bytes = 0;
 struct sigaction g_previous_sigbus {};
 
-extern "C" void on_sigbus(int signal_number, siginfo_t* info, void* context) {
-  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+void publish(WindowSlot& slot, std::uintptr_t begin, std::uintptr_t end) {
+  ++slot.version;
+  slot.begin = begin;
+  slot.end = end;
+  ++slot.version;
+}
+
+// For a fault at `address` in a window: maps zeros from the lost page to the window's end, so
+// that the thread's read completes and each later page does not fault again, notes the fault for
+// the window's owner, who fails the run, and returns true.
+bool zero_rest_of_window(std::uintptr_t address) {
   for (WindowSlot& slot : g_windows) {
+    const std::uint64_t version = slot.version.load();
     const std::uintptr_t begin = slot.begin.load();
     const std::uintptr_t end = slot.end.load();
+    if (version % 2 != 0 || slot.version.load() != version) continue;
     if (begin == 0 || address < begin || address >= end) continue;
-    // Zeros from the lost page to the window's end: the thread's read then completes, and each
-    // later page does not fault again. The window's owner sees the fault and fails the run.
     const std::uintptr_t page = address & ~(g_page_bytes - 1);
     void* zeros = mmap(reinterpret_cast<void*>(page), end - page, PROT_READ,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (zeros == MAP_FAILED) break;
+    if (zeros == MAP_FAILED) return false;
     std::uintptr_t none = 0;
     slot.fault.compare_exchange_strong(none, address);
-    return;
+    return true;
   }
+  return false;
+}
+
+extern "C" void on_sigbus(int signal_number, siginfo_t* info, void* context) {
+  // Only a fault has an address; a SIGBUS sent by kill() holds a pid and uid there.
+  const bool fault = info->si_code > 0;
+  if (fault && zero_rest_of_window(reinterpret_cast<std::uintptr_t>(info->si_addr))) return;
   // Not a window's: what SIGBUS did before the first window.
   if (g_previous_sigbus.sa_flags & SA_SIGINFO) {
     if (g_previous_sigbus.sa_sigaction != nullptr) {
@@ -60,7 +81,7 @@ extern "C" void on_sigbus(int signal_number, siginfo_t* info, void* context) {
   }
   std::signal(SIGBUS, SIG_DFL);
   // A fault repeats on return and kills with SIGBUS; a SIGBUS sent by kill() must be raised again.
-  if (info->si_code <= 0) std::raise(SIGBUS);
+  if (!fault) std::raise(SIGBUS);
 }
 
 void install_sigbus_handler() {
@@ -88,24 +109,27 @@ int claim_slot() {
 std::optional<InputWindow> InputWindow::map(int fd, std::uint64_t offset, std::size_t length) {
   if (length == 0) return std::nullopt;
   install_sigbus_handler();
+  const int own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own_fd < 0) return std::nullopt;
   const int slot = claim_slot();
-  if (slot < 0) return std::nullopt;
+  if (slot < 0) {
+    close(own_fd);
+    return std::nullopt;
+  }
   const std::uint64_t mapping_offset = offset & ~std::uint64_t{g_page_bytes - 1};
-  const std::size_t lead = static_cast<std::size_t>(offset - mapping_offset);
-  const std::size_t mapped_bytes = lead + length;
+  const std::size_t mapped_bytes = static_cast<std::size_t>(offset - mapping_offset) + length;
   void* mapping =
       mmap(nullptr, mapped_bytes, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(mapping_offset));
   if (mapping == MAP_FAILED) {
+    close(own_fd);
     g_windows[slot].used = false;
     return std::nullopt;
   }
-  const auto begin = reinterpret_cast<std::uintptr_t>(mapping);
   WindowSlot& entry = g_windows[slot];
   entry.fault = 0;
-  entry.end = begin + mapped_bytes;
-  entry.begin = begin;
-  InputWindow window(slot, mapping, mapped_bytes, static_cast<const char*>(mapping) + lead, length,
-                     mapping_offset);
+  const auto begin = reinterpret_cast<std::uintptr_t>(mapping);
+  publish(entry, begin, begin + mapped_bytes);
+  InputWindow window(slot, own_fd, mapping, mapped_bytes, offset, length);
   // Large readahead for the pages, read here rather than on the engine's threads' first touch.
   madvise(mapping, mapped_bytes, MADV_SEQUENTIAL);
   if (madvise(mapping, mapped_bytes, MADV_POPULATE_READ) != 0) {
@@ -130,32 +154,35 @@ void InputWindow::read_ahead() const {
   static_cast<void>(sink);
 }
 
-InputWindow::InputWindow(int slot, void* mapping, std::size_t mapped_bytes, const char* data,
-                         std::size_t length, std::uint64_t mapping_offset)
+InputWindow::InputWindow(int slot, int fd, void* mapping, std::size_t mapped_bytes,
+                         std::uint64_t offset, std::size_t length)
     : slot_(slot),
+      fd_(fd),
       mapping_(mapping),
       mapped_bytes_(mapped_bytes),
-      data_(data),
-      length_(length),
-      mapping_offset_(mapping_offset) {}
+      offset_(offset),
+      data_(static_cast<const char*>(mapping) + (mapped_bytes - length)),
+      length_(length) {}
 
 InputWindow::InputWindow(InputWindow&& other) noexcept
     : slot_(std::exchange(other.slot_, -1)),
+      fd_(std::exchange(other.fd_, -1)),
       mapping_(std::exchange(other.mapping_, nullptr)),
       mapped_bytes_(std::exchange(other.mapped_bytes_, 0)),
+      offset_(other.offset_),
       data_(std::exchange(other.data_, nullptr)),
-      length_(std::exchange(other.length_, 0)),
-      mapping_offset_(other.mapping_offset_) {}
+      length_(std::exchange(other.length_, 0)) {}
 
 InputWindow& InputWindow::operator=(InputWindow&& other) noexcept {
   if (this != &other) {
     release();
     slot_ = std::exchange(other.slot_, -1);
+    fd_ = std::exchange(other.fd_, -1);
     mapping_ = std::exchange(other.mapping_, nullptr);
     mapped_bytes_ = std::exchange(other.mapped_bytes_, 0);
+    offset_ = other.offset_;
     data_ = std::exchange(other.data_, nullptr);
     length_ = std::exchange(other.length_, 0);
-    mapping_offset_ = other.mapping_offset_;
   }
   return *this;
 }
@@ -168,11 +195,17 @@ void InputWindow::release() {
   if (slot_ < 0) return;
   WindowSlot& entry = g_windows[slot_];
   // Out of the handler's table before the addresses can be reused by another mapping.
-  entry.begin = 0;
-  entry.end = 0;
+  publish(entry, 0, 0);
   munmap(mapping_, mapped_bytes_);
+  close(fd_);
   entry.used = false;
   slot_ = -1;
+}
+
+std::optional<std::uint64_t> InputWindow::file_size() const {
+  struct stat st {};
+  if (fstat(fd_, &st) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(st.st_size);
 }
 
 std::optional<std::uint64_t> InputWindow::fault_offset() const {
@@ -180,7 +213,8 @@ std::optional<std::uint64_t> InputWindow::fault_offset() const {
   const std::uintptr_t address = g_windows[slot_].fault.load();
   if (address == 0) return std::nullopt;
   const std::uintptr_t page = address & ~(g_page_bytes - 1);
-  return mapping_offset_ + (page - reinterpret_cast<std::uintptr_t>(mapping_));
+  const std::uint64_t mapping_offset = offset_ - (mapped_bytes_ - length_);
+  return mapping_offset + (page - reinterpret_cast<std::uintptr_t>(mapping_));
 }
 
 }  // namespace bulkbloom::cli
