@@ -1558,18 +1558,22 @@ def case_input_shrinks_while_read():
         with open(path("out.fifo"), "rb") as out:
             fcntl.fcntl(out, 1031, 1 << 16)  # F_SETPIPE_SZ
             deadline = time.monotonic() + 20
+            def windows():
+                with open(f"/proc/{proc.pid}/maps") as maps:
+                    return [line for line in maps if line.rstrip().endswith(path("day.u64"))]
+
             while True:
+                before = windows()
                 fds = []
                 for fd in os.listdir(f"/proc/{proc.pid}/fd"):
                     try:
                         fds.append(os.readlink(f"/proc/{proc.pid}/fd/{fd}"))
                     except FileNotFoundError:
                         pass  # closed since listed
-                with open(f"/proc/{proc.pid}/maps") as maps:
-                    mapped = path("day.u64") in maps.read()
-                # Each window holds a descriptor of its own: one left, and a mapping, is the
-                # window's, the reader's closed (read to the end).
-                if mapped and fds.count(path("day.u64")) == 1:
+                # Each window holds a descriptor of its own from before it is mapped to after it
+                # is unmapped: one window mapped all along and one descriptor is the window's,
+                # the reader's closed (read to the end).
+                if len(before) == 1 and windows() == before and fds.count(path("day.u64")) == 1:
                     break
                 check(time.monotonic() < deadline, "the run never waited holding a window of a "
                       "file it had read to the end: the case is untested")
@@ -1598,16 +1602,19 @@ def case_stdin_file_at_an_offset():
     ...; } < file` leaves it after the first line), small or large, not from the file's start."""
     run(["gen", "--count", "40000", "--seed", "3", "--dup-fraction", "0.2", "-o", "all.u64"])
     run(["gen", "--count", "4000", "--seed", "4", "--dup-fraction", "0.2", "-o", "small.u64"])
-    for name in ("all.u64", "small.u64"):
-        skip = 8 * 1000
+    # Five bytes before the records: the rest is a u64 input, sized from there.
+    write("skewed.u64", b"head\n" + read("all.u64"))
+    for name, skip in (("all.u64", 8000), ("small.u64", 8000), ("skewed.u64", 5)):
         write("rest.u64", read(name)[skip:])
-        options = ["--capacity", "100000", "--buffer-size", "64K", "--stats", "none"]
-        expected = run(["dedup", "rest.u64", "-o", "-"] + options).stdout
+        options = ["--buffer-size", "64K", "--stats", "json"]
+        expected = run(["dedup", "rest.u64", "-o", "-"] + options)
         with open(path(name), "rb") as stdin:
             stdin.seek(skip)
-            got = run(["dedup", "-", "-o", "-"] + options, stdin=stdin).stdout
-        check(got == expected, f"{name}: stdin from byte {skip}: {len(got)} bytes out, "
-              f"expected {len(expected)}")
+            got = run(["dedup", "-", "-o", "-"] + options, stdin=stdin)
+        check(got.stdout == expected.stdout, f"{name}: stdin from byte {skip}: "
+              f"{len(got.stdout)} bytes out, expected {len(expected.stdout)}")
+        check(stats_of(got)["num_blocks"] == stats_of(expected)["num_blocks"],
+              f"{name}: stdin from byte {skip} sized for bytes before it")
 
 
 def case_state_through_links():

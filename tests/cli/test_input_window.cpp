@@ -85,6 +85,20 @@ TEST_F(InputWindowTest, AFileCutShortUnderTheWindowReadsZerosAndReportsWhere) {
   EXPECT_FALSE(other->fault_offset());
 }
 
+TEST_F(InputWindowTest, AFaultIsReportedAtItsFileOffsetFromAnyWindowOffset) {
+  for (const std::uint64_t offset : {8200, 4096 + 4000}) {
+    ASSERT_EQ(ftruncate(fd_, static_cast<off_t>(kWords * 8)), 0);
+    auto window = InputWindow::map(fd_, offset, 20 * 4096);
+    ASSERT_TRUE(window);
+    const std::uint64_t cut = 5 * 4096;
+    ASSERT_EQ(ftruncate(fd_, static_cast<off_t>(cut)), 0);
+    EXPECT_EQ(sum(*window),
+              std::accumulate(words_.begin() + offset / 8, words_.begin() + cut / 8, 0ULL));
+    ASSERT_TRUE(window->fault_offset()) << "offset " << offset;
+    EXPECT_EQ(*window->fault_offset(), cut) << "offset " << offset;
+  }
+}
+
 TEST_F(InputWindowTest, ACutInItsLastPageShowsInTheFileSizeNotAsAFault) {
   const std::uint64_t offset = 0;
   const std::size_t length = 3 * 4096;

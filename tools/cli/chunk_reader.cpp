@@ -92,17 +92,21 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
     names_.push_back(name);
     if (S_ISDIR(st.st_mode)) throw IoError("cannot read input " + name + ": it is a directory");
     regular_.push_back(S_ISREG(st.st_mode));
-    sizes_.push_back(S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0);
     if (S_ISREG(st.st_mode)) {
-      if (st.st_size == 0 && !skip_empty_) throw DataError("input " + name + " is empty");
-      if (st.st_size == 0)
-        std::fprintf(stderr, "bulkbloom: skipping empty input %s\n", name.c_str());
-      if (format_.kind == FormatKind::u64 && st.st_size % 8 != 0) {
-        throw DataError("input " + name + " has " + std::to_string(st.st_size) +
+      // Stdin may stand anywhere in its file ({ read -r header; bulkbloom ...; } < file): what
+      // is left from there is the input.
+      const off_t at = is_stdin ? std::max<off_t>(lseek(STDIN_FILENO, 0, SEEK_CUR), 0) : 0;
+      const std::uint64_t size = st.st_size > at ? static_cast<std::uint64_t>(st.st_size - at) : 0;
+      sizes_.push_back(size);
+      if (size == 0 && !skip_empty_) throw DataError("input " + name + " is empty");
+      if (size == 0) std::fprintf(stderr, "bulkbloom: skipping empty input %s\n", name.c_str());
+      if (format_.kind == FormatKind::u64 && size % 8 != 0) {
+        throw DataError("input " + name + " has " + std::to_string(size) +
                         " bytes, not a multiple of 8: it is not a u64 file");
       }
-      total_bytes_ += static_cast<std::uint64_t>(st.st_size);
+      total_bytes_ += size;
     } else {
+      sizes_.push_back(0);
       total_known_ = false;
     }
   }

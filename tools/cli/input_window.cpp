@@ -27,11 +27,15 @@ struct WindowSlot {
   std::atomic<bool> used{false};
   // Odd while begin and end change, so that the handler never pairs one window's begin with the
   // next one's end.
-  std::atomic<std::uint64_t> version{0};
+  std::atomic<std::uintptr_t> version{0};
   std::atomic<std::uintptr_t> begin{0};  // 0 while empty
   std::atomic<std::uintptr_t> end{0};
   std::atomic<std::uintptr_t> fault{0};  // the first faulting address, 0 for none
 };
+
+static_assert(std::atomic<std::uintptr_t>::is_always_lock_free &&
+                  std::atomic<bool>::is_always_lock_free,
+              "the SIGBUS handler reads the slots: only lock-free atomics are safe there");
 
 std::array<WindowSlot, kWindowSlots> g_windows;
 std::uintptr_t g_page_bytes = 0;
@@ -49,7 +53,7 @@ void publish(WindowSlot& slot, std::uintptr_t begin, std::uintptr_t end) {
 // the window's owner, who fails the run, and returns true.
 bool zero_rest_of_window(std::uintptr_t address) {
   for (WindowSlot& slot : g_windows) {
-    const std::uint64_t version = slot.version.load();
+    const std::uintptr_t version = slot.version.load();
     const std::uintptr_t begin = slot.begin.load();
     const std::uintptr_t end = slot.end.load();
     if (version % 2 != 0 || slot.version.load() != version) continue;
@@ -111,6 +115,13 @@ std::optional<InputWindow> InputWindow::map(int fd, std::uint64_t offset, std::s
   install_sigbus_handler();
   const int own_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (own_fd < 0) return std::nullopt;
+  // Past the end, each page would be a fault to catch (populating refuses them, but only from
+  // Linux 5.14).
+  struct stat st {};
+  if (fstat(own_fd, &st) != 0 || static_cast<std::uint64_t>(st.st_size) < offset + length) {
+    close(own_fd);
+    return std::nullopt;
+  }
   const int slot = claim_slot();
   if (slot < 0) {
     close(own_fd);
