@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 
 #include "cli/errors.hpp"
 #include "persist/file_io.hpp"
@@ -104,10 +105,8 @@ ChunkReader::ChunkReader(std::vector<std::string> inputs, RecordFormat format,
         throw DataError("input " + name + " has " + std::to_string(size) +
                         " bytes, not a multiple of 8: it is not a u64 file");
       }
-      total_bytes_ += size;
     } else {
       sizes_.push_back(0);
-      total_known_ = false;
     }
   }
   if (start_.input > paths_.size()) throw DataError("resume position is past the last input");
@@ -141,6 +140,14 @@ ChunkReader::OpenInput::OpenInput(const std::string& path, const std::string& na
 
 ChunkReader::OpenInput::~OpenInput() {
   if (fd != STDIN_FILENO) close(fd);
+}
+
+bool ChunkReader::total_known() const {
+  return std::all_of(regular_.begin(), regular_.end(), [](bool regular) { return regular; });
+}
+
+std::uint64_t ChunkReader::total_bytes() const {
+  return std::accumulate(sizes_.begin(), sizes_.end(), std::uint64_t{0});
 }
 
 std::string ChunkReader::sample_first_input(std::size_t limit) const {

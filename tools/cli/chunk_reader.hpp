@@ -80,8 +80,8 @@ class ChunkReader {
   /// "stdin" or the path.
   const std::string& input_name(std::size_t input) const { return names_[input]; }
   /// Total bytes of all inputs, if every input is a regular file.
-  bool total_known() const { return total_known_; }
-  std::uint64_t total_bytes() const { return total_bytes_; }
+  bool total_known() const;
+  std::uint64_t total_bytes() const;
   /// Once next() has returned null: what was read of each input, when the reader was made with
   /// `hash_contents`, started at the beginning and the input is a regular file (a pipe cannot be
   /// read again to compare); nothing otherwise. A file that grew while it was read counts the
@@ -119,15 +119,14 @@ class ChunkReader {
   std::vector<std::string> paths_;  // as given, "-" for stdin
   std::vector<std::string> names_;
   std::vector<bool> regular_;
-  std::vector<std::uint64_t> sizes_;  // a regular file's size when the reader was made
+  // A regular file's size when the reader was made (stdin's from where it stood), else 0.
+  std::vector<std::uint64_t> sizes_;
   RecordFormat format_;
   InputPosition start_;
   bool skip_empty_;
   bool hash_contents_;
   std::size_t chunk_bytes_;
   std::vector<std::optional<InputContent>> contents_;  // written by the reader thread
-  bool total_known_ = true;
-  std::uint64_t total_bytes_ = 0;
 
   WorkQueue<std::unique_ptr<Chunk>> filled_;
   WorkQueue<std::unique_ptr<Chunk>> free_;

@@ -119,14 +119,14 @@ int run_query(const Arguments& args) {
   if (unseen_out) unseen_out->commit();
   seen_out.commit();
 
+  // Nothing to build: the filter's rate is a pass over every bit.
+  if (scan.stats == ScanOptions::Stats::none) return 0;
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(end.counters.records));
   summary.number("seen", "seen", static_cast<double>(end.counters.flagged));
   summary.number("unseen", "not seen",
                  static_cast<double>(end.counters.records - end.counters.flagged));
-  if (scan.stats != ScanOptions::Stats::none) {  // a pass over the whole filter
-    summary.number("filter_fpr", "filter's false-positive rate", filter.current_fpr());
-  }
+  summary.number("filter_fpr", "filter's false-positive rate", filter.current_fpr());
   print_scan_summary(summary, filter.newest(), end.counters, start_time, scan);
   return 0;
 }

@@ -142,15 +142,11 @@ std::optional<InputWindow> InputWindow::map(int fd, std::uint64_t offset, std::s
   publish(entry, begin, begin + mapped_bytes);
   InputWindow window(slot, own_fd, mapping, mapped_bytes, offset, length);
   // Large readahead for the pages, read here rather than on the engine's threads' first touch.
+  // A kernel before 5.14 answers EINVAL: the pages then come in with the caller's first pass over
+  // the window, on this thread too (read_ahead, or the checksum).
   madvise(mapping, mapped_bytes, MADV_SEQUENTIAL);
-  if (madvise(mapping, mapped_bytes, MADV_POPULATE_READ) != 0) {
-    if (errno != EINVAL) return std::nullopt;  // past the end or unreadable: read() will say
-    // A kernel before 5.14: touch each page (a fault in it is the handler's to catch).
-    volatile char sink = 0;
-    for (std::size_t at = 0; at < mapped_bytes; at += g_page_bytes) {
-      sink = static_cast<const volatile char*>(mapping)[at];
-    }
-    static_cast<void>(sink);
+  if (madvise(mapping, mapped_bytes, MADV_POPULATE_READ) != 0 && errno != EINVAL) {
+    return std::nullopt;  // cut since, or unreadable: read() will say
   }
   return window;
 }

@@ -19,7 +19,8 @@ namespace bulkbloom::cli {
 class InputWindow {
  public:
   /// Maps `length` bytes of `fd` from `offset` and reads them into the page cache (on this
-  /// thread, so that the engine's threads do not wait on the disk). nullopt where the file
+  /// thread, so that the engine's threads do not wait on the disk; before Linux 5.14, the first
+  /// pass over the window reads them, read_ahead() or the caller's own). nullopt where the file
   /// cannot be mapped (a file system without mmap, no address space, too many windows at once)
   /// or the window is not within the file any more: the caller reads the bytes instead. The
   /// window keeps a descriptor of its own for file_size().
