@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -1007,6 +1009,64 @@ TEST(StateDirectoryWindow, SavesWhatChangedAndLoadsTheUninterruptedBytes) {
   // Only what the manifest names is left: a base or parts, logs, the manifest.
   EXPECT_LE(files_in(tmp.path() / "state"), 1 + 8 * config.generations + 2);
   EXPECT_THROW(reader.load_grown(), FormatError);
+}
+
+TEST(StateDirectoryWindow, ADirectoryRemovedBetweenSavesGetsEveryFileAgain) {
+  // The object's last commit named files that are gone (the directory was removed, or a relative
+  // path names another one after a chdir): keeping them would commit a manifest naming nothing.
+  test::TempDir tmp;
+  WindowConfig config = test_window(WindowClock::records, Shape::sb512, BlockIndex::high32, true);
+  config.window = 6000;
+  config.generation.num_blocks = 2048;
+  WindowedFilter window(config);
+  const std::filesystem::path dir = tmp.path() / "state";
+  StateDirectory directory(dir);
+  std::vector<std::uint8_t> flags;
+  for (std::size_t b = 0; b < 30; ++b) {
+    dedup(window, Batch{random_keys(250, 900 + b), {}}, flags);
+    directory.save(window);
+    if (b == 19) std::filesystem::remove_all(dir);
+    if (b == 24) {  // another directory under the same name, holding another state
+      std::filesystem::remove_all(dir);
+      WindowedFilter other(config);
+      dedup(other, Batch{random_keys(100, 7), {}}, flags);
+      StateDirectory(dir).save(other);
+    }
+  }
+  EXPECT_EQ(to_file_bytes(StateDirectory(dir).load_window()), to_file_bytes(window));
+}
+
+TEST(StateDirectoryFiles, OnlyNamesItsOwnSavesGiveAreRemovedOrAccepted) {
+  test::TempDir tmp;
+  const std::filesystem::path dir = tmp.path() / "state";
+  std::filesystem::create_directories(dir);
+  const auto touch = [&](const std::string& name) { std::ofstream(dir / name) << "user data"; };
+  // Names that end like a state directory's files but are not of its making.
+  const std::vector<std::string> users = {
+      "app.log",         "x.part",        "notes.base",          "1-p0-0-b64.logx",
+      "1-q0-0-b64.part", "p0-0-b64.base", "MANIFESTO.tmp.a1b2c3"};
+  for (const std::string& name : users) {
+    touch(name);
+    EXPECT_TRUE(StateDirectory::holds_other_files(dir)) << name;
+    std::filesystem::remove(dir / name);
+  }
+  constexpr std::string_view kLegacy[] = {"checkpoint.bbf"};
+  touch("checkpoint.bbf");
+  EXPECT_TRUE(StateDirectory::holds_other_files(dir));
+  EXPECT_FALSE(StateDirectory::holds_other_files(dir, kLegacy));
+  std::filesystem::remove(dir / "checkpoint.bbf");
+  // What a killed save leaves: its own names, removed by the next commit with nothing else.
+  const std::vector<std::string> debris = {"3-p0-0-b2048.base", "12-upm3-1-b64.part",
+                                           "4-pm2-0-b128.log", "MANIFEST.tmp.Q2xYz9",
+                                           "5-p7-0-b2048.log.tmp.abcdef"};
+  for (const std::string& name : debris) touch(name);
+  EXPECT_FALSE(StateDirectory::holds_other_files(dir));
+  for (const std::string& name : users) touch(name);
+  WindowConfig config = test_window(WindowClock::records, Shape::sb512, BlockIndex::high32, true);
+  WindowedFilter window(config);
+  StateDirectory(dir).save(window);
+  for (const std::string& name : users) EXPECT_TRUE(std::filesystem::exists(dir / name)) << name;
+  for (const std::string& name : debris) EXPECT_FALSE(std::filesystem::exists(dir / name)) << name;
 }
 
 TEST(StateDirectoryWindow, DamagedFilesAreFormatErrorsNamingThem) {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bulkbloom/format.hpp"
@@ -151,9 +152,10 @@ class StateDirectory {
   static bool holds_state(const std::filesystem::path& dir);
 
   /// Whether saving into `dir` would mix the state with files it does not own: `dir` holds no
-  /// committed state but files other than those of saves never committed. Throws IoError as
-  /// holds_state() does.
-  static bool holds_other_files(const std::filesystem::path& dir);
+  /// committed state but files other than those of saves never committed and than `also_ours`
+  /// (names the caller's older formats left there). Throws IoError as holds_state() does.
+  static bool holds_other_files(const std::filesystem::path& dir,
+                                std::span<const std::string_view> also_ours = {});
 
   /// What a state directory holds.
   enum class Kind : std::uint32_t { window = 1, window_shard = 2, grown = 3 };

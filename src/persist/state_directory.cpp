@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "bulkbloom/incremental.hpp"
@@ -78,6 +79,9 @@ struct StateManifest {
   // save whose log does not continue this state can tell it did not change), else 0.
   std::vector<std::uint64_t> bits_checksums;
   std::vector<std::vector<StateFile>> logs;  // one list per part: its logs since its base, in order
+  // The XXH3-64 that ends the manifest as stored (of a loaded one, as read: an older version's
+  // encodes otherwise): tells whether the directory still holds this manifest.
+  std::uint64_t stored_checksum = 0;
 };
 
 }  // namespace detail
@@ -151,6 +155,7 @@ Manifest decode_manifest(std::span<const std::byte> bytes, const std::string& so
                " is not supported: this bulkbloom reads versions 1 and 2");
   }
   Manifest m;
+  m.stored_checksum = get<std::uint64_t>(bytes.data(), bytes.size() - 8);
   m.kind = get<std::uint32_t>(bytes.data(), 12);
   m.sequence = get<std::uint64_t>(bytes.data(), 16);
   const auto metadata_bytes = get<std::uint64_t>(bytes.data(), 24);
@@ -260,15 +265,37 @@ bool holds(const StateFile& file, std::span<const std::byte> bits) {
   return file.name.empty() ? all_zero(bits) : file.checksum == checksum_of(bits);
 }
 
-bool is_state_file(const std::string& name) {
-  return name.ends_with(".part") || name.ends_with(".base") || name.ends_with(".log");
+// Whether `name` is one commit() gives a state file: "<sequence>-<part>.part|.base|.log", where
+// <part> is PartId::name()'s "[u]p[m]<period>-<index>-b<blocks>". Only such names are the
+// directory's own to remove: a directory a user names may hold other files ending alike
+// (a --checkpoint directory full of logs).
+bool is_state_file(std::string_view name) {
+  const auto number = [&name] {
+    const std::size_t digits = name.find_first_not_of("0123456789");
+    if (digits == 0 || digits == std::string_view::npos) return false;
+    name.remove_prefix(digits);
+    return true;
+  };
+  const auto text = [&name](std::string_view expected) {
+    if (!name.starts_with(expected)) return false;
+    name.remove_prefix(expected.size());
+    return true;
+  };
+  if (!number() || !text("-")) return false;
+  text("u");
+  if (!text("p")) return false;
+  text("m");
+  if (!number() || !text("-") || !number() || !text("-b") || !number()) return false;
+  return name == ".part" || name == ".base" || name == ".log";
 }
 
 // The temporary file of a save of the manifest or of a state file, which only a failed or
 // killed save leaves behind.
-bool is_state_temp(const std::string& name) {
-  return name.find(".tmp.") != std::string::npos &&
-         (name.starts_with(kManifestFile) || is_state_file(name.substr(0, name.find(".tmp."))));
+bool is_state_temp(std::string_view name) {
+  const std::size_t temp = name.find(".tmp.");
+  if (temp == std::string_view::npos) return false;
+  const std::string_view saved = name.substr(0, temp);
+  return saved == kManifestFile || is_state_file(saved);
 }
 
 // Removes the files of `dir` that `committed` does not name (all of its own when null): those
@@ -292,6 +319,17 @@ void remove_unnamed(const std::filesystem::path& dir, const Manifest* committed)
   }
 }
 
+// Whether `dir`'s manifest is still `committed` (its checksum; the next load verifies the rest).
+bool manifest_on_disk_is(const std::filesystem::path& dir, const Manifest& committed) {
+  if (!StateDirectory::holds_state(dir)) return false;
+  const File in(dir / kManifestFile, O_RDONLY);
+  const std::uint64_t size = in.regular_file_size();
+  if (size < 8) return false;
+  std::byte stored[8];
+  in.read_exactly(stored, 8, size - 8);
+  return get<std::uint64_t>(stored, 0) == committed.stored_checksum;
+}
+
 }  // namespace
 
 StateDirectory::StateDirectory(std::filesystem::path dir) : dir_(std::move(dir)) {}
@@ -303,12 +341,16 @@ bool StateDirectory::holds_state(const std::filesystem::path& dir) {
   return detail::find_checkpoint_file(dir, kManifestFile).has_value();
 }
 
-bool StateDirectory::holds_other_files(const std::filesystem::path& dir) {
+bool StateDirectory::holds_other_files(const std::filesystem::path& dir,
+                                       std::span<const std::string_view> also_ours) {
   if (holds_state(dir) || !std::filesystem::exists(dir)) return false;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (!is_state_file(name) && !is_state_temp(name)) return true;
+    if (!is_state_file(name) && !is_state_temp(name) &&
+        std::ranges::find(also_ours, name) == also_ours.end()) {
+      return true;
+    }
   }
   if (error) {
     throw IoError("cannot list " + dir.string() + ": " + error.message(), error.value(), dir);
@@ -346,12 +388,19 @@ detail::StateManifest StateDirectory::read_manifest(std::uint32_t kind) const {
 std::uint64_t StateDirectory::commit(
     StateSnapshot snapshot, std::uint32_t kind,
     const std::function<void(std::size_t, const PartSink&)>& bits_of) {
-  const bool synced = std::exchange(synced_, false);  // until this commit is through
+  bool synced = std::exchange(synced_, false);  // until this commit is through
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error) {
     throw IoError("cannot create state directory " + dir_.string() + ": " + error.message(),
                   error.value(), dir_);
+  }
+  // The manifest this object last committed or loaded may no longer be the directory's: the
+  // directory was removed or replaced since, or a relative path now names another one (the
+  // process changed its working directory). Its files are then not there to be kept.
+  if (committed_ && !manifest_on_disk_is(dir_, *committed_)) {
+    committed_.reset();
+    synced = false;
   }
   if (!committed_ && holds_state(dir_)) {
     try {
@@ -457,6 +506,7 @@ std::uint64_t StateDirectory::commit(
   next.bits_checksums.push_back(0);
 
   const std::vector<std::byte> manifest = encode_manifest(next);
+  next.stored_checksum = get<std::uint64_t>(manifest.data(), manifest.size() - 8);
   detail::write_file_atomically(dir_ / kManifestFile, [&](File& out) { out.write_all(manifest); });
   written += manifest.size();
   committed_ = std::make_unique<Manifest>(std::move(next));
