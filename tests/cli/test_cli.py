@@ -1050,6 +1050,111 @@ def case_filter_key_format():
     check(b"--seed ignored: f.bbf exists" in proc.stderr, proc.stderr.decode())
 
 
+def case_window_key_format():
+    """A carried window, like a filter, refuses keys that hash differently from those it holds
+    (integers against byte strings), as a file or a state directory; formats of the same kind
+    share it."""
+    run(["gen", "--count", "2000", "-f", "dec", "-o", "in"])
+    write("hex", b"".join(b"%x\n" % int(r) for r in split_records(read("in"), "dec")))
+    for state in ("w.bbw", "wd/"):
+        window = ["--window-records", "100000", "--filter", state, "--stats", "none"]
+        run(["dedup", "-f", "dec", "in", "-o", "first"] + window)
+        before = state_bytes(state)
+        name = state.rstrip("/")
+        expect_failure(["dedup", "-f", "lines", "in"] + window,
+                       f"{name} holds a window of dec keys, which hash differently from the "
+                       "lines keys")
+        check(state_bytes(state) == before, "a refused run changed the window")
+        run(["dedup", "-f", "hex", "hex", "-o", "again"] + window)
+        check(read("again") == b"", "hex keys passed again through the window")
+
+
+def case_checkpoint_directory_of_its_own():
+    """A checkpoint removes the files of its earlier saves: --checkpoint refuses a directory that
+    holds other files, or one that holds the run's own inputs, outputs or state, and a state
+    directory never takes a user's files for its own, whatever their names end in."""
+    run(["gen", "--count", "5000", "-o", "in"])
+    os.mkdir(path("ck"))
+    write("ck/app.log", b"user log\n")
+    write("ck/notes.part", b"user notes\n")
+    expect_failure(["dedup", "in", "--checkpoint", "ck"], "holds files other than a checkpoint",
+                   rc=2)
+    check(read("ck/app.log") == b"user log\n" and read("ck/notes.part") == b"user notes\n",
+          "a refused checkpoint touched the user's files")
+    # A directory holding only a name an older checkpoint used, which here is the carried
+    # window itself: the first checkpoint would have removed it.
+    os.mkdir(path("old"))
+    window = ["--window-records", "100000", "--stats", "none"]
+    run(["dedup", "in", "-o", "first", "--filter", "old/window.bbw"] + window)
+    kept = read("old/window.bbw")
+    os.remove(path("old/window.bbw.lock"))  # else it is a file other than a checkpoint's
+    expect_failure(["dedup", "in", "--filter", "old/window.bbw", "--checkpoint", "old"] + window,
+                   "--filter file old/window.bbw is inside the --checkpoint directory", rc=2)
+    check(read("old/window.bbw") == kept, "the carried window changed")
+    write("afile", b"x")
+    expect_failure(["dedup", "in", "--checkpoint", "afile"], "--checkpoint afile is a file", rc=2)
+    # A --filter state directory full of a user's logs is not taken as its own debris.
+    os.mkdir(path("logs"))
+    write("logs/1-p0-0-b64.logx", b"a user's file\n")
+    write("logs/server.log", b"a user's log\n")
+    expect_failure(["dedup", "in", "--filter", "logs/"], "holds no bulkbloom state but other files",
+                   rc=2)
+    check(sorted(os.listdir(path("logs"))) == ["1-p0-0-b64.logx", "server.log"],
+          "the refused run touched the directory")
+    # Made by bulkbloom, a checkpoint directory is taken again, and a user's file put in a state
+    # directory later survives its commits.
+    run(["dedup", "in", "-o", "out", "--checkpoint", "ck2", "--checkpoint-every", "1000",
+         "--filter", "state/", "--stats", "none"])
+    write("state/README.log", b"mine\n")
+    run(["dedup", "in", "-o", "out2", "--checkpoint", "ck2", "--filter", "state/", "--stats",
+         "none"])
+    check(read("state/README.log") == b"mine\n", "a commit removed a user's file")
+
+
+def state_bytes(state):
+    """The bytes of a state file, or of each file of a state directory (a name ending in '/')."""
+    if not state.endswith("/"):
+        return read(state)
+    return {name: read(state + name) for name in sorted(os.listdir(path(state)))}
+
+
+def case_resume_after_another_commit():
+    """A checkpoint is built on the --filter state as the run found it: resuming it after another
+    run committed to that state would replace that commit and let its keys through again, so it
+    is refused; resuming a run that committed itself says so and changes nothing."""
+    for seed in (1, 2, 3):
+        run(["gen", "--count", "100000", "--seed", str(seed), "-o", f"in{seed}"])
+    for state in ("f.bbf", "fd/"):
+        a = ["dedup", "in1", "-o", "o1", "--filter", state, "--checkpoint", "ck",
+             "--checkpoint-every", "10000", "--buffer-size", "64K", "--stats", "none", "--resume"]
+        env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")
+        proc = subprocess.run([BIN] + a, cwd=WORK, env=env, stderr=subprocess.PIPE)
+        check(proc.returncode == -signal.SIGKILL, f"the run was not killed: {proc.returncode}")
+        run(["dedup", "in2", "-o", "o2", "--filter", state, "--stats", "none"])
+        before = state_bytes(state)
+        proc = run(a, expect_rc=1)
+        check(b"was committed by another run after the checkpoint in" in proc.stderr,
+              proc.stderr.decode())
+        check(state_bytes(state) == before and not os.path.exists(path("o1")),
+              "a refused resume changed the state or wrote its output")
+        # The run completed and committed: resumed again, it is done; after another commit
+        # since, it is refused as above.
+        subprocess.run(["rm", "-rf", path("ck"), path("o1.partial")], check=True)
+        run(a)
+        done = read("o1")
+        proc = run(a)
+        check(b"this run was committed earlier" in proc.stderr and read("o1") == done,
+              proc.stderr.decode())
+        run(["dedup", "in3", "-o", "o3", "--filter", state, "--stats", "none"])
+        before = state_bytes(state)
+        run(a, expect_rc=1)
+        check(state_bytes(state) == before, "a refused resume changed the state")
+        proc = run(["dedup", "in3", "-o", "o3b", "--filter", state, "--stats", "json"])
+        check(read("o3b") == b"", "the keys of the commit after the checkpoint passed again")
+        subprocess.run(["rm", "-rf", path("ck"), path("o1"), path("o2"), path("o3"), path("o3b")],
+                       check=True)
+
+
 def case_merge_keeps_sizing():
     """merge keeps what its parts promise and the key format they hold, refuses parts it cannot
     join, and names them."""

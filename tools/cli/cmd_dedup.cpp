@@ -203,6 +203,7 @@ DedupRequest read_request(const ArgParser& parser) {
                      *request.filter_path, true});
   }
   if (request.checkpoint_dir) {
+    check_checkpoint_directory(*request.checkpoint_dir, named);
     named.push_back({"--checkpoint directory", *request.checkpoint_dir, true});
   }
   check_paths_distinct(named);
@@ -233,6 +234,9 @@ struct StartingState {
   std::optional<DedupCheckpoint> resumed;  // set when resuming from --checkpoint
   std::uint64_t keys_before = 0;           // keys the state held before this run
   std::string capacity_note;               // where its size came from, for the summary
+  // The --filter state's fingerprint when the run began (StatePath::fingerprint), which its
+  // checkpoints record.
+  std::optional<std::string> filter_before;
 };
 
 // The checkpoint in --checkpoint DIR with its input position and output lengths, or nothing
@@ -282,6 +286,14 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
     WindowedFilter window = directory ? load_window(*directory, &saved, request.backend)
                                       : load_window(path, &saved, request.backend);
     check_window_matches(window.config(), *request.window, path);
+    if (const auto keys = take_window_key_format(saved.metadata);
+        keys && RecordFormat::parse(*keys).integer_keys() != request.scan.format.integer_keys()) {
+      throw Error(path + " holds a window of " + *keys + " keys, which hash differently from the " +
+                  request.scan.format.name() +
+                  " keys of this run: a repeat of a key it holds would get through; read the "
+                  "input with a format of the window's kind (-f " +
+                  *keys + ") or start a new window");
+    }
     if (request.sizing.capacity) {
       std::fprintf(stderr,
                    "bulkbloom dedup: --capacity %llu sizes the generations this run starts in "
@@ -431,7 +443,8 @@ class DedupRun {
                                      dups_bytes,
                                      start_.keys_before,
                                      complete,
-                                     start_.state->expected_false_drops(at.counters.flagged)};
+                                     start_.state->expected_false_drops(at.counters.flagged),
+                                     start_.filter_before};
     const SignalsDeferred deferred;
     start_.state->save_checkpoint(*request_.checkpoint_dir, encode_checkpoint(checkpoint),
                                   start_.keys_before + at.counters.flagged);
@@ -520,8 +533,44 @@ int run_dedup(const Arguments& args) {
   const StateLocks locks(request, parser.has("wait-lock"));
   const std::string identity = run_fingerprint(args, parser.positionals());
 
+  const auto planned_run = [&] {
+    PlannedRun planned{run_command(parser),
+                       identity,
+                       parser.positionals(),
+                       {request.output_path, request.dups_path.value_or("-")}};
+    if (request.refused_path) planned.outputs.push_back(*request.refused_path);
+    return planned;
+  };
+  const std::optional<StatePath> filter =
+      request.filter_path ? std::optional(StatePath{*request.filter_path, request.filter_directory})
+                          : std::nullopt;
+  // Under the lock, before anything reads it.
+  const std::optional<std::string> filter_now =
+      filter ? std::optional(filter->fingerprint()) : std::nullopt;
+
   std::optional<StartingState> resumed;
   if (request.checkpoint_dir && parser.has("resume")) resumed = resume_state(request, identity);
+  if (resumed && filter_now && resumed->resumed->filter_before &&
+      *resumed->resumed->filter_before != *filter_now) {
+    // The checkpoint's state was built on a commit of --filter that another has replaced since:
+    // committing it would drop that commit's keys. Unless that commit is this run's own.
+    std::optional<RunRecord> last_run;
+    if (filter->holds_state()) carried_state(request, parser, last_run);
+    if (last_run &&
+        check_rerun(*last_run, planned_run(), *request.filter_path, false) == Rerun::committed) {
+      std::fprintf(stderr,
+                   "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
+                   "are in place and unchanged\n",
+                   request.filter_path->c_str());
+      return 0;
+    }
+    throw Error("the --filter state " + *request.filter_path +
+                " was committed by another run after the checkpoint in " + *request.checkpoint_dir +
+                " was made: resuming would replace that commit with a state that lacks its keys, "
+                "and their repeats would get through; remove " +
+                *request.checkpoint_dir + " to run this again from " + *request.filter_path +
+                " as it is now");
+  }
   ChunkReader reader(parser.positionals(), request.scan.format, request.scan.chunk_bytes,
                      resumed ? resumed->resumed->state.position : InputPosition{},
                      request.scan.skip_bad, request.filter_path.has_value());
@@ -530,20 +579,14 @@ int run_dedup(const Arguments& args) {
   StartingState start;
   if (resumed) {
     start = std::move(*resumed);
-  } else if (request.filter_path &&
-             StatePath{*request.filter_path, request.filter_directory}.holds_state()) {
+  } else if (filter && filter->holds_state()) {
     std::optional<RunRecord> last_run;
     start = carried_state(request, parser, last_run);
     // The same command on inputs of the same content after this run committed (a rerun after a
     // crash between the state's rename and the end of the process): its work is done. Another
     // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
-    PlannedRun planned{run_command(parser),
-                       identity,
-                       parser.positionals(),
-                       {request.output_path, request.dups_path.value_or("-")}};
-    if (request.refused_path) planned.outputs.push_back(*request.refused_path);
-    if (last_run && check_rerun(*last_run, planned, *request.filter_path, parser.has("force")) ==
-                        Rerun::committed) {
+    if (last_run && check_rerun(*last_run, planned_run(), *request.filter_path,
+                                parser.has("force")) == Rerun::committed) {
       std::fprintf(stderr,
                    "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
                    "are in place and unchanged\n",
@@ -554,6 +597,8 @@ int run_dedup(const Arguments& args) {
     start = new_state(request, reader);
   }
 
+  start.filter_before =
+      start.resumed && start.resumed->filter_before ? start.resumed->filter_before : filter_now;
   const auto& scan = request.scan;
   start.state->start_run(
       {request.on_full, reader.total_known() ? estimated_records(reader, scan.format) : 0,
@@ -562,7 +607,7 @@ int run_dedup(const Arguments& args) {
        request.filter_path ? "filter " + *request.filter_path : std::string("the filter"),
        request.window ? window_sizing(*request.window, request.sizing, reader, scan.format)
                       : WindowSizing{},
-       request.refused_path.has_value(), request.checkpoint_dir.has_value()});
+       request.refused_path.has_value(), request.checkpoint_dir.has_value(), scan.format.name()});
   DedupRun run(request, parser, identity, start, reader);
   const ScanState end = run.run();
   mark_run_committed();

@@ -34,6 +34,7 @@ std::vector<std::byte> encode_checkpoint(const DedupCheckpoint& c) {
   char drops[40];
   std::snprintf(drops, sizeof drops, "%.17g", c.expected_false_drops);
   text += "expected_false_drops=" + std::string(drops) + "\n";
+  if (c.filter_before) text += "filter_before=" + *c.filter_before + "\n";
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   return {p, p + text.size()};
 }
@@ -83,6 +84,9 @@ DedupCheckpoint decode_checkpoint(std::span<const std::byte> bytes, const std::s
   c.complete = number("complete") != 0;
   if (const auto drops = fields.find("expected_false_drops"); drops != fields.end()) {
     c.expected_false_drops = std::strtod(drops->second.c_str(), nullptr);
+  }
+  if (const auto before = fields.find("filter_before"); before != fields.end()) {
+    c.filter_before = before->second;
   }
   return c;
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ struct DedupCheckpoint {
   /// Never-seen records expected to have been wrongly dropped so far (absent in checkpoints of
   /// older versions: 0).
   double expected_false_drops = 0.0;
+  /// StatePath::fingerprint() of the --filter state when the run began; a resume after another
+  /// commit to it is refused (absent without --filter, and in checkpoints of older versions).
+  std::optional<std::string> filter_before;
 };
 
 /// The metadata bytes for a checkpoint: "key=value" lines, readable with a text viewer.

@@ -1,9 +1,13 @@
 #include "cli/dedup_state.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <optional>
+#include <string_view>
 
 #include "cli/errors.hpp"
+#include "cli/scan_command.hpp"
 #include "persist/file_io.hpp"
 
 namespace bulkbloom::cli {
@@ -133,6 +137,7 @@ class WindowState final : public DedupState {
     drops_before_ = plan.expected_false_drops - window_.expected_false_drops();
     overfull_seen_ = window_.overfull_generations();
     refuse_late_ = plan.refuse_late;
+    key_format_ = plan.key_format;
     if (plan.log_changes) enable_change_log(window_);
   }
 
@@ -155,14 +160,14 @@ class WindowState final : public DedupState {
 
   std::uint64_t save(const std::filesystem::path& path, std::span<const std::byte> metadata,
                      std::uint64_t keys) const override {
-    bulkbloom::save(window_, path, {keys, {metadata.begin(), metadata.end()}});
+    bulkbloom::save(window_, path, {keys, window_metadata(key_format_, metadata)});
     return std::filesystem::file_size(path);
   }
 
   std::uint64_t save_directory(const std::filesystem::path& dir,
                                std::span<const std::byte> metadata, std::uint64_t keys) override {
     return directories_.save(dir, window_, [&](StateDirectory& d, WindowedFilter& w) {
-      return d.save(w, {keys, {metadata.begin(), metadata.end()}});
+      return d.save(w, {keys, window_metadata(key_format_, metadata)});
     });
   }
 
@@ -274,6 +279,7 @@ class WindowState final : public DedupState {
   WindowedFilter window_;
   DirectorySaves directories_;
   bool refuse_late_ = false;
+  std::string key_format_;
   std::vector<std::size_t> taken_;  // dedup_refusing(): the records not refused, and theirs
   std::vector<std::string_view> taken_keys_;
   std::vector<std::int64_t> taken_times_;
@@ -286,9 +292,61 @@ class WindowState final : public DedupState {
 
 }  // namespace
 
+void check_checkpoint_directory(const std::string& dir, const std::vector<NamedPath>& others) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::file_status status = fs::status(dir, error);
+  if (fs::exists(status) && !fs::is_directory(status)) {
+    throw UsageError("--checkpoint " + dir + " is a file, not a directory");
+  }
+  constexpr std::string_view kLegacyFiles[] = {kFilterCheckpointFile, kWindowCheckpointFile};
+  if (StateDirectory::holds_other_files(dir, kLegacyFiles)) {
+    throw UsageError("--checkpoint " + dir +
+                     " is a directory that holds files other than a checkpoint; a checkpoint "
+                     "removes the files of its earlier saves, so it needs a directory of its own "
+                     "(name a new one, e.g. " +
+                     dir + ".checkpoint)");
+  }
+  const fs::path root = fs::weakly_canonical(fs::absolute(dir), error);
+  if (error) return;  // then no path can be found inside it either
+  for (const NamedPath& other : others) {
+    if (other.path == "-") continue;
+    const fs::path place = fs::weakly_canonical(fs::absolute(other.path), error).parent_path();
+    if (error) continue;
+    if (std::ranges::mismatch(root, place).in1 == root.end()) {
+      throw UsageError("the " + other.role + " " + other.path +
+                       " is inside the --checkpoint directory " + dir +
+                       ", which a checkpoint manages (it removes files there it no longer "
+                       "needs): put the checkpoint in a directory of its own");
+    }
+  }
+}
+
 std::unique_ptr<DedupState> filter_state(CarriedFilter filter,
                                          std::optional<StateDirectory> loaded_from) {
   return std::make_unique<FilterState>(std::move(filter), std::move(loaded_from));
+}
+
+namespace {
+constexpr std::string_view kWindowKeysLine = "bulkbloom-window-keys ";
+}  // namespace
+
+std::vector<std::byte> window_metadata(const std::string& key_format,
+                                       std::span<const std::byte> rest) {
+  const std::string line = std::string(kWindowKeysLine) + key_format + "\n";
+  std::vector<std::byte> metadata(line.size() + rest.size());
+  std::memcpy(metadata.data(), line.data(), line.size());
+  std::ranges::copy(rest, metadata.begin() + static_cast<std::ptrdiff_t>(line.size()));
+  return metadata;
+}
+
+std::optional<std::string> take_window_key_format(std::vector<std::byte>& metadata) {
+  const std::string_view text(reinterpret_cast<const char*>(metadata.data()), metadata.size());
+  const std::size_t end = text.find('\n');
+  if (!text.starts_with(kWindowKeysLine) || end == std::string_view::npos) return std::nullopt;
+  std::string format(text.substr(kWindowKeysLine.size(), end - kWindowKeysLine.size()));
+  metadata.erase(metadata.begin(), metadata.begin() + static_cast<std::ptrdiff_t>(end + 1));
+  return format;
 }
 
 std::unique_ptr<DedupState> window_state(WindowedFilter window,
@@ -305,6 +363,7 @@ std::unique_ptr<DedupState> load_checkpoint_state(const std::filesystem::path& d
       FileState state;
       WindowedFilter loaded = directory.load_window(&state, options);
       metadata = std::move(state.metadata);
+      take_window_key_format(metadata);  // the checkpoint's run identity names the format
       return window_state(std::move(loaded), std::move(directory));
     }
     CarriedFilter loaded(directory.load_grown(&metadata, options));

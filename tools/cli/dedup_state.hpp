@@ -20,6 +20,8 @@
 
 namespace bulkbloom::cli {
 
+struct NamedPath;
+
 /// The dedup state of a run: it decides which records are new, saves itself (to the --filter
 /// file or a checkpoint) and describes itself in the summary.
 class DedupState {
@@ -41,6 +43,8 @@ class DedupState {
     /// Checkpoints will be saved: the state logs what changes from the start, so that each
     /// checkpoint writes only that (bulkbloom/incremental.hpp).
     bool log_changes = false;
+    /// The run's --format name: a window saves it beside its metadata (window_metadata).
+    std::string key_format;
   };
   /// Applies `plan`; a filter loaded past its promised rate is reported here (a warning, or
   /// under OnFull::error an Error).
@@ -82,6 +86,21 @@ std::unique_ptr<DedupState> filter_state(CarriedFilter filter,
 /// A sliding window as a dedup state, as filter_state().
 std::unique_ptr<DedupState> window_state(WindowedFilter window,
                                          std::optional<StateDirectory> loaded_from = {});
+
+/// A window's metadata as dedup saves it: a line naming the format its keys were read in (a
+/// window keeps none of its own, and integer and byte keys hash differently), then `rest` (the run
+/// record, or the checkpoint). docs/FORMAT.md, "What dedup keeps in a window's metadata".
+std::vector<std::byte> window_metadata(const std::string& key_format,
+                                       std::span<const std::byte> rest);
+/// The key format window_metadata() put in `metadata`, which is left holding the rest; nothing
+/// for a window saved otherwise (by an older bulkbloom, or by Python), whose format is unknown.
+std::optional<std::string> take_window_key_format(std::vector<std::byte>& metadata);
+
+/// Throws UsageError unless --checkpoint `dir` (a real path) is bulkbloom's to manage: new,
+/// empty, or holding a checkpoint, and none of `others` (the run's inputs, outputs and state)
+/// inside it. A checkpoint removes the files of its earlier saves: a directory shared with other
+/// files would lose those whose names look alike.
+void check_checkpoint_directory(const std::string& dir, const std::vector<NamedPath>& others);
 
 /// The checkpoint in `dir` (a window's when `window`, else a filter's), with its metadata, or
 /// null if there is none: a state directory, or the single file of an older bulkbloom. A

@@ -7,11 +7,14 @@
 
 #include <bulkbloom/incremental.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <vector>
 
 #include "cli/args.hpp"
 #include "cli/errors.hpp"
+#include "persist/file_io.hpp"
 
 namespace bulkbloom::cli {
 
@@ -40,6 +43,26 @@ std::string real_state_path(const std::string& path) {
 
 bool StatePath::holds_state() const {
   return directory ? StateDirectory::holds_state(path) : std::filesystem::exists(path);
+}
+
+std::string StatePath::fingerprint() const {
+  if (!holds_state()) return "none";
+  // A manifest names each file of the state with its checksum; a state file's header holds the
+  // checksum of everything after it, within its first 4 KiB in every kind (docs/FORMAT.md).
+  constexpr std::uint64_t kFileHeadBytes = 4096;
+  const std::filesystem::path file =
+      directory ? std::filesystem::path(path) / "MANIFEST" : std::filesystem::path(path);
+  const detail::File in(file, O_RDONLY);
+  const std::uint64_t size = in.regular_file_size();
+  std::vector<std::byte> head(directory ? size : std::min(size, kFileHeadBytes));
+  in.read_exactly(head.data(), head.size(), 0);
+  detail::DataChecksum checksum;
+  checksum.update(head);
+  char text[48];
+  std::snprintf(text, sizeof text, "%016llx-%llu",
+                static_cast<unsigned long long>(checksum.digest()),
+                static_cast<unsigned long long>(size));
+  return text;
 }
 
 StatePath state_path(const std::string& given, const char* option) {

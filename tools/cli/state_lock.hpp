@@ -22,6 +22,9 @@ struct StatePath {
   bool directory = false;  ///< a state directory; else a single file
   /// Whether a state was committed there: the file exists, or the directory has a manifest.
   bool holds_state() const;
+  /// Tells the committed state apart from any other commit: "none" when none was made, else
+  /// a checksum of what names its content (a directory's manifest, a file's header).
+  std::string fingerprint() const;
 };
 
 /// What `given`, the value of `option`, names: a state directory when it is a directory (through
