@@ -1053,7 +1053,7 @@ def case_filter_key_format():
 def case_window_key_format():
     """A carried window, like a filter, refuses keys that hash differently from those it holds
     (integers against byte strings), as a file or a state directory; formats of the same kind
-    share it."""
+    share it, and a rate it cannot honour is named in a warning."""
     run(["gen", "--count", "2000", "-f", "dec", "-o", "in"])
     write("hex", b"".join(b"%x\n" % int(r) for r in split_records(read("in"), "dec")))
     for state in ("w.bbw", "wd/"):
@@ -1067,6 +1067,9 @@ def case_window_key_format():
         check(state_bytes(state) == before, "a refused run changed the window")
         run(["dedup", "-f", "hex", "hex", "-o", "again"] + window)
         check(read("again") == b"", "hex keys passed again through the window")
+        proc = run(["dedup", "-f", "dec", "in", "-o", "again2", "--fpr", "0.2"] + window)
+        check(b"--fpr ignored: " + name.encode() + b" exists" in proc.stderr,
+              proc.stderr.decode())
 
 
 def case_checkpoint_directory_of_its_own():

@@ -54,20 +54,23 @@ OnFull on_full_policy(const ArgParser& parser) {
 
 // A carried filter keeps the layout and promise it was made with: sizing options given for it
 // change nothing, which the user should hear about rather than find out from `info`.
-void warn_sizing_ignored(const ArgParser& parser, const SizingRequest& sizing,
-                         const CarriedFilter& filter, const std::string& filter_path) {
+// Warns of sizing options that the carried state at `path` overrides. A window's
+// generations keep their rate too; --capacity sizes the ones it starts (noted by the caller).
+void warn_sizing_ignored(const ArgParser& parser, bool fpr_differs, bool window,
+                         const std::string& path) {
   std::string ignored;
   for (const char* name : {"capacity", "shape", "seed", "index", "num-blocks"}) {
+    if (window && std::string_view(name) == "capacity") continue;
     if (parser.get(name)) ignored += std::string(ignored.empty() ? "" : ", ") + "--" + name;
   }
-  if (parser.get("fpr") && sizing.fpr != filter.promised_fpr()) {
+  if (parser.get("fpr") && fpr_differs) {
     ignored += std::string(ignored.empty() ? "" : ", ") + "--fpr";
   }
   if (ignored.empty()) return;
   std::fprintf(stderr,
                "bulkbloom dedup: warning: %s ignored: %s exists and keeps the layout and "
                "false-positive rate it was made with (see bulkbloom info %s)\n",
-               ignored.c_str(), filter_path.c_str(), filter_path.c_str());
+               ignored.c_str(), path.c_str(), path.c_str());
 }
 
 ArgParser dedup_parser() {
@@ -300,6 +303,7 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
                    "%s; its current generations keep their sizes\n",
                    static_cast<unsigned long long>(*request.sizing.capacity), path.c_str());
     }
+    warn_sizing_ignored(parser, request.sizing.fpr != window.config().fpr, true, path);
     start.keys_before = saved.keys_inserted;
     metadata = std::move(saved.metadata);
     start.state = window_state(std::move(window), std::move(directory));
@@ -316,7 +320,7 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
                   "input with a format of the filter's kind (-f " +
                   filter.key_format() + ") or start a new filter");
     }
-    warn_sizing_ignored(parser, request.sizing, filter, path);
+    warn_sizing_ignored(parser, request.sizing.fpr != filter.promised_fpr(), false, path);
     start.keys_before = filter.keys();
     start.state = filter_state(std::move(filter), std::move(directory));
   }
