@@ -132,7 +132,11 @@ void bind_shard_place(nb::class_<Py>& cls) {
           },
           "The blocks [begin, end) of the whole layout (of each generation) this shard holds.")
       .def_prop_ro(
-          "implementation", [](Py& self) { return (self.*Target).implementation(); },
+          "implementation",
+          [](Py& self) {
+            // Locked: a window shard's rotation in another thread replaces what it reads.
+            return locked(self.reading, [&] { return (self.*Target).implementation(); });
+          },
           "The running implementation, e.g. \"cpu/AVX2\".");
 }
 

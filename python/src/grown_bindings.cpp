@@ -157,7 +157,10 @@ void bind_grown(nb::module_& m) {
           "promised_fpr", [](PyGrown& self) { return self.filter.promised_fpr(); },
           "The rate the filter never passes.")
       .def_prop_ro(
-          "capacity", [](PyGrown& self) { return self.filter.capacity(); },
+          "capacity",
+          [](PyGrown& self) {
+            return locked(self.reading, [&] { return self.filter.capacity(); });
+          },
           "Keys the first generation is sized for.")
       .def_prop_ro(
           "key_format", [](PyGrown& self) { return self.filter.key_format(); },
@@ -167,19 +170,37 @@ void bind_grown(nb::module_& m) {
           [](PyGrown& self) { return locked(self.reading, [&] { return self.filter.keys(); }); },
           "Keys taken by all generations.")
       .def_prop_ro(
-          "implementation", [](PyGrown& self) { return self.filter.newest().implementation(); },
+          "implementation",
+          [](PyGrown& self) {
+            // Locked: a growth in another thread reallocates the generations.
+            return locked(self.reading, [&] { return self.filter.newest().implementation(); });
+          },
           "The running implementation, e.g. \"cpu/AVX2\".")
       .def_prop_ro(
           "generations",
           [](PyGrown& self) {
-            std::shared_lock lock(self.mutex);
+            struct Row {
+              Layout layout;
+              std::uint64_t capacity;
+              double target;
+              std::uint64_t keys;
+            };
+            // Copied under the lock without the GIL (a long insert holds the lock), then
+            // made into Python objects with it.
+            const std::vector<Row> rows = locked(self.reading, [&] {
+              std::vector<Row> copied;
+              for (const GrownFilter::Generation& g : self.filter.generations()) {
+                copied.push_back({g.filter.layout(), g.capacity, g.target, g.keys});
+              }
+              return copied;
+            });
             nb::list out;
-            for (const GrownFilter::Generation& g : self.filter.generations()) {
+            for (const Row& row : rows) {
               nb::dict d;
-              d["layout"] = layout_dict(g.filter.layout());
-              d["capacity"] = g.capacity;
-              d["target_fpr"] = g.target;
-              d["keys"] = g.keys;
+              d["layout"] = layout_dict(row.layout);
+              d["capacity"] = row.capacity;
+              d["target_fpr"] = row.target;
+              d["keys"] = row.keys;
               out.append(d);
             }
             return out;

@@ -189,7 +189,11 @@ void bind_window(nb::module_& m) {
           "config", [](PyWindow& self) { return window_config_dict(self.window.config()); },
           "The configuration as a dict.")
       .def_prop_ro(
-          "implementation", [](PyWindow& self) { return self.window.implementation(); },
+          "implementation",
+          [](PyWindow& self) {
+            // Locked: a rotation in another thread replaces the generation it reads.
+            return locked(self.reading, [&] { return self.window.implementation(); });
+          },
           "The running implementation of the generations.")
       .def("insert_if_absent", &insert_if_absent_keys, nb::arg("keys").noconvert(),
            nb::arg("times").noconvert().none(), nb::arg("out").noconvert(),

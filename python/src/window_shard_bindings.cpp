@@ -202,7 +202,10 @@ void bind_window_shard(nb::module_& m) {
           "config", [](PyWindowShard& self) { return window_config_dict(self.shard.config()); },
           "The whole window's configuration as a dict.")
       .def_prop_ro(
-          "sizes_per_period", [](PyWindowShard& self) { return self.shard.sizes_per_period(); },
+          "sizes_per_period",
+          [](PyWindowShard& self) {
+            return locked(self.reading, [&] { return self.shard.sizes_per_period(); });
+          },
           "Whether the shard sizes its generations per period (WindowShard::sizes_per_period).")
       .def(
           "filter_keys",
