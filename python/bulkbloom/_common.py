@@ -196,8 +196,11 @@ class _Saved:
 
     def save(self, path: PathLike) -> None:
         """Writes it (with ``keys_inserted`` and ``metadata``) to ``path`` in the project's file
-        format, atomically: a crash leaves the old file or the new one."""
-        self._core.save(os.fspath(path), *self._file_state())
+        format, atomically: a crash leaves the old file or the new one. A symbolic link is
+        followed: the file it names is replaced and the link kept, as the command line does."""
+        # The new file is renamed over the old one: over the link itself, it would replace the
+        # link and leave the file it names as it was.
+        self._core.save(os.path.realpath(os.fspath(path)), *self._file_state())
 
     @classmethod
     def load(

@@ -137,6 +137,8 @@ class Filter(_BulkCalls):
         return self
 
     def __or__(self, other: "Filter") -> "Filter":
+        if not isinstance(other, Filter):
+            return NotImplemented
         result = self.copy()
         result |= other
         return result
@@ -146,6 +148,8 @@ class Filter(_BulkCalls):
         return self
 
     def __and__(self, other: "Filter") -> "Filter":
+        if not isinstance(other, Filter):
+            return NotImplemented
         result = self.copy()
         result &= other
         return result
@@ -185,7 +189,7 @@ class Filter(_BulkCalls):
 
     def copy(self) -> "Filter":
         """An independent copy (same layout, bits, backend and options)."""
-        return Filter._wrap(self._core.copy(), self.keys_inserted, self.metadata)
+        return type(self)._wrap(self._core.copy(), self.keys_inserted, self.metadata)
 
     __copy__ = copy
 
@@ -318,6 +322,12 @@ class GrownFilter(_BulkCalls):
     def insert(self, keys: Keys) -> None:
         """Inserts every key of a batch (``insert_if_absent`` without its answers)."""
         self.insert_if_absent(keys)
+
+    update = Filter.update
+
+    def __bool__(self) -> bool:
+        """False while no generation has a bit set, as for an empty set."""
+        return self._core.current_fpr() != 0.0
 
     def add(self, key: Union[int, str, bytes]) -> None:
         """Inserts one key (an int in [-2**63, 2**64), a str or bytes)."""

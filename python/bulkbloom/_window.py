@@ -136,7 +136,9 @@ class _WindowState(_Saved):
         (0: no bound). Give ``min_keys`` when a batch of more keys than before is coming (e.g. a
         larger day): a newest generation sized for fewer is sealed and a larger one takes the
         rest of its period. docs/WINDOW.md, "Sizing per period". A window shard takes the whole
-        window's keys: give every shard what the single window would be given."""
+        window's keys: give every shard what the single window would be given. The bounds are
+        not saved or pickled: a loaded copy sizes from its configuration until it is told again
+        (as the command line does on every run)."""
         self._core.set_sizing(_count(min_keys, "min_keys"), _count(max_keys, "max_keys"))
 
     @property

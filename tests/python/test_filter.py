@@ -278,3 +278,30 @@ def test_calls_longer_than_a_chunk_answer_as_short_ones():
     expected = np.concatenate([text_pieces.insert_if_absent(text.slice(at, 100_000))
                                for at in range(0, len(text), 100_000)])
     assert (flags == expected).all() and text_whole.to_bytes() == text_pieces.to_bytes()
+
+
+def test_set_operators_with_another_type_return_not_implemented():
+    f = bulkbloom.Filter(1_000, 0.01)
+    with pytest.raises(TypeError, match="unsupported operand"):
+        f | 5
+    with pytest.raises(TypeError, match="unsupported operand"):
+        f & "x"
+
+
+def test_a_subclass_copy_keeps_its_class():
+    class Mine(bulkbloom.Filter):
+        pass
+
+    m = Mine(1_000, 0.01)
+    m.add(1)
+    assert type(m.copy()) is Mine and type(m | m) is Mine and 1 in m.copy()
+
+
+def test_save_through_a_link_replaces_the_file_it_names(tmp_path):
+    f = bulkbloom.Filter(1_000, 0.01)
+    f.add(7)
+    (tmp_path / "v3.bbf").write_bytes(b"old")
+    (tmp_path / "current.bbf").symlink_to("v3.bbf")
+    f.save(tmp_path / "current.bbf")
+    assert (tmp_path / "current.bbf").is_symlink()
+    assert 7 in bulkbloom.Filter.load(tmp_path / "v3.bbf")

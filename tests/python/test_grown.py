@@ -125,3 +125,10 @@ def test_the_cli_holds_a_python_filter_to_its_capacity_and_rate(cli, tmp_path):
     stats = dedup_stats(cli, write_u64(tmp_path / "more.u64", keys[1_000_000:]), "-o",
                         str(tmp_path / "out2"), "--filter", str(tmp_path / "py.bbf"))
     assert stats["generations"] == 2, stats
+
+
+def test_update_and_truth_as_a_set():
+    g = bulkbloom.GrownFilter(1_000, 0.01)
+    assert not g
+    g.update([1, 2, 3], np.array([4, 5], dtype=np.uint64), (k for k in ["a", "b"]))
+    assert g and all(k in g for k in [1, 2, 3, 4, 5, "a", "b"])

@@ -147,3 +147,23 @@ def test_a_sealed_generation_is_not_written_again(tmp_path):
             state = bulkbloom.GrownFilter.load_dir(directory)
     assert len(state.generations) >= 4, "fewer than three generations sealed"
     assert bulkbloom.GrownFilter.load_dir(directory).to_bytes() == state.to_bytes()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_relative_directory_after_chdir_gets_every_file(kind, tmp_path, monkeypatch):
+    """save_dir("state") in one working directory, then in another: the second "state" is a new
+    directory and must get the whole state, not a manifest naming the first one's files."""
+    state = KINDS[kind]()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    steps = batches(11, 12, 4_000)
+    monkeypatch.chdir(tmp_path / "a")
+    for step in range(8):  # seals generations, kept as files of a/state
+        feed(state, next(steps), step)
+        state.save_dir("state")
+    monkeypatch.chdir(tmp_path / "b")
+    for step in range(8, 12):
+        feed(state, next(steps), step)
+        state.save_dir("state")
+    loaded = bulkbloom.load(tmp_path / "b" / "state")
+    assert loaded.to_bytes() == state.to_bytes()
