@@ -26,6 +26,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 
 from pyspark.sql import functions as F  # noqa: E402
 
+import bulkbloom  # noqa: E402
 from bulkbloom import spark as bbspark  # noqa: E402
 
 ROWS = 20_000
@@ -235,3 +236,114 @@ def test_a_rerun_after_the_driver_is_killed_writes_the_uninterrupted_output(
     assert shards(path) == expected_shards
     # The crashed run's staged generation and PENDING went with the rerun's commit.
     assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
+
+
+@pytest.mark.parametrize("left", [b"", b'{\n "format": "bulkbloom-sp', b'{\n "format": 1,\n'])
+def test_a_manifest_cut_short_by_a_killed_driver_blocks_commits_for_an_hour_then_goes(
+        spark, tmp_path, two_days, left):
+    """On HDFS a manifest is visible from its creation: a driver killed while writing it leaves
+    it empty or cut short, under the next commit's name. Readers read the commit before it; a
+    run that would commit is refused, naming it, until it is an hour old, then removes it."""
+    path, options, expected, expected_shards = two_days
+    (path / "manifests" / "000002.json").write_bytes(left)
+    before = listing(path)
+    assert bbspark.open_filter(path).number == 1
+    day2 = spark.read.parquet(str(tmp_path / "in2"))
+    with pytest.raises(bulkbloom.FormatError, match=r"000002.json is incomplete .* killed 0 min"):
+        bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, **options)
+    assert listing(path) == before and not (tmp_path / "out2").exists()
+    hours_ago = time.time() - 2 * 3600
+    os.utime(path / "manifests" / "000002.json", (hours_ago, hours_ago))
+    state = bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, **options)
+    assert state.number == 2
+    assert records(spark, tmp_path / "out2") == expected
+    assert shards(path) == expected_shards
+
+
+def test_a_damaged_manifest_is_not_taken_for_one_cut_short(spark, tmp_path, two_days):
+    """A whole manifest damaged since its commit may hold keys: it stays an error, however old."""
+    path, options, _, _ = two_days
+    (path / "manifests" / "000002.json").write_bytes(b'{"format": "other"}\n')
+    hours_ago = time.time() - 2 * 3600
+    os.utime(path / "manifests" / "000002.json", (hours_ago, hours_ago))
+    for call in (lambda: bbspark.open_filter(path),
+                 lambda: bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in2")),
+                                                 path=tmp_path / "out2", filter=path,
+                                                 **options)):
+        with pytest.raises(bulkbloom.FormatError, match="000002.json is not a version-2"):
+            call()
+    assert (path / "manifests" / "000002.json").exists()
+
+
+def test_a_local_generations_directory_is_made_durable(tmp_path, monkeypatch):
+    """mkdirs fsyncs each directory it may have created into its parent, up to the filter's root:
+    a power loss must not keep a manifest and lose the directory of the shards it names."""
+    from bulkbloom.spark import _store
+
+    synced = []
+    monkeypatch.setattr(_store, "_fsync_dir", synced.append)
+    root = tmp_path / "filter"
+    _store._LocalStore(root).mkdirs("gen-000001-abc/sub")
+    assert synced == [root / "gen-000001-abc", root, tmp_path]
+
+
+def test_cores_that_change_between_the_routing_and_the_write_change_nothing(
+        spark, tmp_path, two_days):
+    """Spark cuts files into input partitions by a size it computes from the cores it has when a
+    query is planned; the routing and the write number rows by partition alike. Executors that
+    join between the two (an autoscaling cluster) must not move rows between partitions: the
+    output is the one the run gives with its cores unchanged."""
+    path, options, expected, expected_shards = two_days
+    key = "spark.sql.leafNodeDefaultParallelism"
+    conf = {"spark.sql.files.openCostInBytes": "1024", "spark.sql.files.maxPartitionBytes": "1m"}
+    for name, value in conf.items():
+        spark.conf.set(name, value)
+
+    def more_cores(step):
+        if step == "staged":
+            spark.conf.set(key, "13")
+
+    try:
+        spark.conf.set(key, "2")
+        day2 = spark.read.parquet(str(tmp_path / "in2"))
+        bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, _on_step=more_cores,
+                                **options)
+        assert records(spark, tmp_path / "out2") == expected
+        assert shards(path) == expected_shards
+        assert spark.conf.get("spark.sql.files.minPartitionNum", None) is None
+    finally:
+        for name in (key, *conf):
+            spark.conf.unset(name)
+
+
+def test_dedups_dataframe_read_after_the_cores_changed_is_the_same(spark, tmp_path):
+    """dedup() returns a DataFrame that reads the input again at each action: it cuts the files as
+    the routing did, whatever cores the cluster has by then."""
+    write_dump(tmp_path / "in", 3)
+    key = "spark.sql.leafNodeDefaultParallelism"
+    conf = {"spark.sql.files.openCostInBytes": "1024", "spark.sql.files.maxPartitionBytes": "1m",
+            key: "2"}
+    try:
+        for name, value in conf.items():
+            spark.conf.set(name, value)
+        df = spark.read.parquet(str(tmp_path / "in"))
+        once = sorted(bbspark.dedup(df, "event_id", order="seq").collect())
+        spark.conf.unset("spark.sql.files.minPartitionNum")
+        kept = bbspark.dedup(df, "event_id", order="seq")
+        spark.conf.set(key, "13")
+        assert sorted(kept.collect()) == once
+    finally:
+        for name in (*conf, "spark.sql.files.minPartitionNum"):
+            spark.conf.unset(name)
+
+
+def test_an_input_rewritten_under_its_name_is_not_taken_for_the_committed_run(
+        spark, tmp_path, two_days):
+    """A feed that rewrites the same files each day: the second day is another input, not a rerun
+    of the first (which would write nothing and report success)."""
+    path, options, _, _ = two_days
+    shutil.rmtree(tmp_path / "in1")
+    write_dump(tmp_path / "in1", 9)  # the same file names, other rows
+    with pytest.raises(FileExistsError, match="is the output of the run that committed"):
+        bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in1")),
+                                path=tmp_path / "out1", filter=path, mode="overwrite", **options)

@@ -80,7 +80,13 @@ What is assumed of the input
     indeterminate make ``dedup`` read the input from ``df.localCheckpoint()``, with a warning
     logged (``unstable_input="error"``: a ValueError instead). What no plan shows, a source
     whose data changes between the two reads (files replaced, a table written to), is not
-    checked: keep the input still while the job runs.
+    checked: keep the input still while the job runs. How Spark cuts files into partitions
+    depends on the cores the cluster has when it plans a query (``spark.sql.files.minPartitionNum``,
+    by default ``spark.sql.leafNodeDefaultParallelism`` or the executors' cores), so executors
+    that join or leave between the routing and the filtering (dynamic allocation) would number
+    the rows otherwise: unless set, ``minPartitionNum`` is set to its value at the call,
+    ``dedup_and_write`` unsetting it when it returns, ``dedup`` leaving it for the DataFrame it
+    returns, which reads the input again at each action.
 
 Sliding windows (``window=``, ``time=``)
     With ``dedup_and_write(..., window=T)`` each shard is a ``bulkbloom.WindowShard`` of one
@@ -120,7 +126,8 @@ Committing a run (``dedup_and_write``)
     ``mode="error"``) and writes exactly what the crashed run would have; a crashed run's
     ``PENDING`` naming another output is logged and its output left alone. After (d) the current
     manifest's ``"run"`` (the output, its format, the key, the order and a SHA-256 of the input's
-    sorted file names) matches a rerun of the same job, which changes nothing and returns the
+    sorted file names, each with its size and modification time: a file rewritten under its name
+    is another input) matches a rerun of the same job, which changes nothing and returns the
     committed state, or, if the output is gone, raises (the filter already holds the run's
     keys). An input that reads no files (an in-memory DataFrame) has no such record: its rerun
     after (d) dedups again. Any other run to the output the current manifest's run wrote (a
@@ -166,7 +173,13 @@ The sharded filter directory (``filter=`` / ``build`` / ``query`` / ``scratch=``
     for exactly one of two runs, and the other is refused with an error naming the generation
     the other committed, its staged objects and output removed. A store without a conditional
     create (S3A before Hadoop 3.4.2, some S3-compatible stores) cannot tell two runs apart: there,
-    run one job a filter at a time. A manifest records ``"format": "bulkbloom sharded filter"``,
+    run one job a filter at a time. Where a file is visible from its creation (HDFS, ABFS, the
+    local disk through Hadoop), a driver killed while writing a manifest leaves it empty or cut
+    short, never committed: readers read the manifest before it, and a run that would commit is
+    refused (``bulkbloom.FormatError`` naming it) until it is an hour old, then removes it; a
+    manifest damaged otherwise stays an error. A write that fails before its stream is closed is
+    aborted where the store can (S3A: nothing is uploaded), else the object it made removed. A
+    manifest records ``"format": "bulkbloom sharded filter"``,
     ``"version": 2``, the generation number, its ``directory``, the ``base`` generation it was
     made from, a ``writer`` id unique to the run, ``num_shards`` (S), the whole filter's
     ``layout`` (shape, num_blocks, hash, seed, index), the key kind (``"integer"`` or

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import urllib.parse
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -18,7 +19,8 @@ import bulkbloom
 from bulkbloom import _core
 
 from ._inputs import (
-    _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log, _stable_input,
+    _check_names, _check_nulls, _classic, _default_broadcast_drops, _jvm, _log,
+    _pin_file_splits, _stable_input,
 )
 from ._plan import (
     _BLOB, _PARTITION_SHIFT, _ROW, SPARK_SEED, OrderLike, _bitmap_extent, _decide_shards,
@@ -258,7 +260,7 @@ def _check_full(store: _Store, layout: bulkbloom.Layout, manifest: dict, on_full
 def _decide_and_publish(df: DataFrame, key: str, store: _Store, **decide: Any) -> ShardedFilter:
     """A job that changes nothing but the filter (``build``, or ``dedup``'s scratch filter):
     decided, staged and committed at once."""
-    current = _open(store)
+    current = _open(store, committing=True)
     with _new_generation(store, current) as generation:
         state = _publish(_decide(df, key, store, current, generation, **decide))
     _clean_up(store, state)
@@ -340,6 +342,11 @@ def dedup(
     df = _stable_input(df, unstable_input)
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(df.sparkSession)
+    # Held for the session's life, not unset: the DataFrame returned reads the input again at
+    # each action, and must cut it as the routing did.
+    if _pin_file_splits(df.sparkSession) is not None:
+        _log.info("dedup: spark.sql.files.minPartitionNum set to %s for the DataFrame it returns",
+                  df.sparkSession.conf.get("spark.sql.files.minPartitionNum"))
     state = _decide_and_publish(
         df, key, _scratch_store(df.sparkSession, scratch), order=_order_terms(order),
         capacity=capacity, fpr=fpr, num_shards=num_shards, layout=layout, carry=False,
@@ -579,7 +586,7 @@ def dedup_and_write(
     if broadcast_drops is None:
         broadcast_drops = _default_broadcast_drops(spark)
     step = _on_step or (lambda name: None)
-    current = _open(store)
+    current = _open(store, committing=True)
     ours, stale = _crashed_runs(store, current, output.name)
     if current is not None and run["inputs"] and current.manifest.get("run") == run:
         if not output.exists():
@@ -613,6 +620,7 @@ def dedup_and_write(
                      store.uri, output.name)
     df = _stable_input(df, unstable_input)
     pending = None
+    pinned = _pin_file_splits(spark)
     with _new_generation(store, current) as generation:
         try:
             staged = _decide(
@@ -643,6 +651,9 @@ def dedup_and_write(
             if pending is not None:
                 store.delete(pending)
             raise
+        finally:
+            if pinned is not None:
+                spark.conf.unset(pinned)
     step("committed")
     _clean_up(store, state)
     store.delete(pending)
@@ -674,12 +685,35 @@ def _run_record(
     df: DataFrame, key: str, order: List[_OrderTerm], output: str, format: str
 ) -> dict:
     """What identifies a dedup_and_write run (module documentation, "Committing a run"): the
-    output, the format, the key, the order and a hash of the input's files (empty when the input
-    reads no files, and then no rerun is recognised)."""
+    output, the format, the key, the order and a hash of the input's files, each with its size
+    and modification time (empty when the input reads no files, and then no rerun is
+    recognised): a file rewritten under its name is another input."""
     files = sorted(df.inputFiles())
-    inputs = hashlib.sha256("\n".join(files).encode()).hexdigest() if files else ""
+    if not files:
+        inputs = ""
+    else:
+        lines = [f"{name} {size} {modified}" for name, (size, modified) in
+                 zip(files, _file_stamps(df.sparkSession, files))]
+        inputs = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return {"output": output, "format": format, "key": key,
             "order": [list(map(str, term)) for term in order], "inputs": inputs}
+
+
+def _file_stamps(spark: Any, files: List[str]) -> List[tuple]:
+    """Each file's (size, modification time), from one listing of each directory they are in;
+    (-1, -1) for one the listing does not show."""
+    jvm = _jvm(spark, "dedup_and_write")
+    conf = spark._jsparkSession.sessionState().newHadoopConf()
+    folders: dict = {}
+    for file in files:
+        folders.setdefault(file.rpartition("/")[0], {})
+    for folder, stamps in folders.items():
+        path = jvm.org.apache.hadoop.fs.Path(folder)
+        for status in path.getFileSystem(conf).listStatus(path):
+            stamps[str(status.getPath().getName())] = (int(status.getLen()),
+                                                       int(status.getModificationTime()))
+    return [folders[file.rpartition("/")[0]].get(urllib.parse.unquote(file.rpartition("/")[2]),
+                                                 (-1, -1)) for file in files]
 
 
 class _OutputPath:

@@ -64,6 +64,28 @@ def _unstable_reason(node: Any) -> Optional[str]:
     return None
 
 
+_SPLIT_CORES = "spark.sql.files.minPartitionNum"
+
+
+def _pin_file_splits(spark: Any) -> Optional[str]:
+    """Holds the size Spark cuts input files into partitions by at its value now; returns the
+    setting to unset afterwards (None: the caller had set it, and it stays).
+
+    Spark computes that size when it plans each query, from ``spark.sql.files.minPartitionNum``,
+    by default the cores the cluster has at that moment (``spark.sql.leafNodeDefaultParallelism``,
+    else ``spark.default.parallelism``, else the executors' cores). The routing and the filtering
+    are two queries that number the input's rows by partition alike: executors that join or leave
+    between them (dynamic allocation, an autoscaling cluster) would cut the files otherwise, and
+    the drops would fall on other rows."""
+    if spark.conf.get(_SPLIT_CORES, None) is not None:
+        return None
+    cores = spark.conf.get("spark.sql.leafNodeDefaultParallelism", None)
+    if cores is None:
+        cores = str(spark.sparkContext.defaultParallelism)
+    spark.conf.set(_SPLIT_CORES, cores)
+    return _SPLIT_CORES
+
+
 def _classic(spark: Any) -> None:
     """Refuses a Spark Connect session: bulkbloom.spark's driver side needs the driver's JVM (its
     plans, its Hadoop filesystems) and a filter directory the executors see."""

@@ -81,7 +81,18 @@ class _LocalStore:
             return []
 
     def mkdirs(self, directory: str) -> None:
-        (self.root / directory).mkdir(parents=True, exist_ok=True)
+        target = self.root / directory
+        target.mkdir(parents=True, exist_ok=True)
+        # Their entries made durable before a manifest names what they hold: a power loss must
+        # not keep the manifest and lose a generation's directory.
+        for made in (target, *target.parents):
+            _fsync_dir(made.parent)
+            if made == self.root:
+                break
+
+    def modified(self, name: str) -> float:
+        """When object `name` was last written, in seconds since the epoch."""
+        return (self.root / name).stat().st_mtime
 
     def write(self, name: str, data: bytes, exclusive: bool = False) -> None:
         """Writes object `name` whole or not at all; `exclusive`: only if there is none
@@ -173,6 +184,10 @@ class _HadoopStore:
     def mkdirs(self, directory: str) -> None:
         self._fs.mkdirs(self._path(directory))
 
+    def modified(self, name: str) -> float:
+        status = _hadoop_call(lambda: self._fs.getFileStatus(self._path(name)), self.path(name))
+        return status.getModificationTime() / 1000.0
+
     def write(self, name: str, data: bytes, exclusive: bool = False) -> None:
         path = self._path(name)
         _fault_point("create")
@@ -185,10 +200,29 @@ class _HadoopStore:
             out.write(bytearray(data))
             _fault_point("close")
         except BaseException:
-            out.close()
-            self._fs.delete(path, False)  # not one byte of it must be read as an object
+            self._discard(out, path)
             raise
+        # A close that fails (a lost reply, a pipeline failure) may still have made the object, or
+        # lost an exclusive create to another writer whose object it then is: it stays, for the
+        # caller to read (_publish), and an object cut short is found by _open.
         _hadoop_call(out.close, self.path(name))
+
+    def _discard(self, out: Any, path: Any) -> None:
+        """Drops a stream whose bytes are not all written, so that no reader takes them for an
+        object: aborted where the store can (S3A uploads nothing), else closed and the object
+        removed, the one this create made (a create that succeeded owns its name; if the close
+        fails, the name may be another writer's, and what it names stays)."""
+        try:
+            if out.hasCapability("fs.capability.outputstream.abortable"):
+                out.abort()
+                return
+        except Exception:  # a Hadoop before 3.3.1, without Abortable
+            pass
+        try:
+            out.close()
+        except Exception:
+            return
+        self._fs.delete(path, False)
 
     def write_file(self, name: str, source: Path) -> None:
         _fault_point("create")
@@ -453,23 +487,65 @@ def _parse_manifest(store: _Store, name: str, data: bytes) -> dict:
     return dict(manifest)
 
 
-def _open(store: _Store) -> Optional[ShardedFilter]:
+# A manifest whose run died while writing it: on filesystems that show a file from its creation
+# (HDFS, ABFS, a local disk through Hadoop) it is left empty or cut short. It was never committed
+# (its run did not return), but it holds the next manifest's name: commits are refused while it
+# may still be a commit in progress, and the first commit after this age removes it.
+_UNFINISHED_MANIFEST_AGE = 3600.0
+
+
+def _cut_short(data: bytes) -> bool:
+    """Whether manifest bytes are a manifest's beginning only: empty, or JSON that ends before
+    its value does (not other damage, which stays an error: that manifest may have been
+    committed)."""
+    text = data.decode("utf-8", errors="replace").rstrip()
+    if not text:
+        return True
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return error.pos >= len(text) or error.msg.startswith("Unterminated string")
+    return False
+
+
+def _open(store: _Store, committing: bool = False) -> Optional[ShardedFilter]:
     """The committed state of `store`: the newest manifest's, or a version-1 directory's
     (CURRENT), or None (a new or empty directory, or one that only runs that never committed
     wrote in). A file, or a directory holding anything else, is refused (bulkbloom.FormatError):
-    a new filter made in it would mix its objects with another tool's."""
+    a new filter made in it would mix its objects with another tool's.
+
+    A newest manifest cut short (_cut_short) is a commit in progress or a killed one: a reader
+    reads the commit before it; a run that will commit (`committing`) is refused while it is
+    younger than _UNFINISHED_MANIFEST_AGE, and removes it after."""
     if store.local is not None and store.local.exists() and not store.local.is_dir():
         raise bulkbloom.FormatError(
             f"{store.uri} is a file, not a sharded filter directory (a bulkbloom filter file is "
             "the command line's: bulkbloom.spark keeps a directory of shard files)"
         )
     numbers = _manifest_numbers(store)
-    if numbers:
+    while numbers:
         name = _manifest_name(numbers[-1])
         try:
             data = store.read(name)
+            if _cut_short(data) and committing:
+                age = time.time() - store.modified(name)
+                if age < _UNFINISHED_MANIFEST_AGE:
+                    raise bulkbloom.FormatError(
+                        f"{store.path(name)} is incomplete ({len(data)} bytes): a commit to "
+                        f"{store.uri} in progress, or one whose driver was killed "
+                        f"{age / 60:.0f} minutes ago. A run commits once it is an hour old "
+                        "(it is then removed), or once you remove it, when no job writes to "
+                        "this filter"
+                    )
+                _log.warning("%s: removing %s, a commit killed %.1f hours ago", store.uri,
+                             store.path(name), age / 3600)
+                store.delete(name)
+                return _open(store, committing)
         except FileNotFoundError:  # removed by a commit since the listing: read again
-            return _open(store)
+            return _open(store, committing)
+        if _cut_short(data):
+            numbers.pop()  # a reader reads the commit before it
+            continue
         return ShardedFilter(store, numbers[-1], _parse_manifest(store, name, data))
     legacy = _legacy_state(store)
     if legacy is None:
