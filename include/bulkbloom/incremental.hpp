@@ -153,7 +153,8 @@ class StateDirectory {
 
   /// Whether saving into `dir` would mix the state with files it does not own: `dir` holds no
   /// committed state but files other than those of saves never committed and than `also_ours`
-  /// (names the caller's older formats left there). Throws IoError as holds_state() does.
+  /// (names the caller's older formats left there, and their saves' `NAME.tmp.*`). Throws
+  /// IoError as holds_state() does.
   static bool holds_other_files(const std::filesystem::path& dir,
                                 std::span<const std::string_view> also_ours = {});
 

@@ -347,8 +347,11 @@ bool StateDirectory::holds_other_files(const std::filesystem::path& dir,
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (!is_state_file(name) && !is_state_temp(name) &&
-        std::ranges::find(also_ours, name) == also_ours.end()) {
+    // One of `also_ours`, or the temporary file of a killed save of one.
+    const auto ours = [&name](std::string_view own) {
+      return name == own || std::string_view(name).starts_with(std::string(own) + ".tmp.");
+    };
+    if (!is_state_file(name) && !is_state_temp(name) && std::ranges::none_of(also_ours, ours)) {
       return true;
     }
   }

@@ -1112,6 +1112,20 @@ def case_checkpoint_directory_of_its_own():
     run(["dedup", "in", "-o", "out2", "--checkpoint", "ck2", "--filter", "state/", "--stats",
          "none"])
     check(read("state/README.log") == b"mine\n", "a commit removed a user's file")
+    # Another job's state directory is not a checkpoint's, whatever it holds.
+    before = state_bytes("state/")
+    expect_failure(["dedup", "in", "--checkpoint", "state"],
+                   "holds a bulkbloom state that is not a dedup checkpoint", rc=2)
+    check(state_bytes("state/") == before, "a refused run changed another state directory")
+    # "ck3/" names ck3, also before it exists.
+    expect_failure(["dedup", "in", "--checkpoint", "ck3/", "--dups", "ck3/dups"],
+                   "--dups file ck3/dups is inside the --checkpoint directory", rc=2)
+    # An older bulkbloom's checkpoint, with the temporary file of a save it was killed in.
+    os.mkdir(path("old2"))
+    write("old2/checkpoint.bbf", b"an older checkpoint")
+    write("old2/checkpoint.bbf.tmp.x1y2z3", b"half of one")
+    run(["dedup", "in", "-o", "out3", "--checkpoint", "old2", "--checkpoint-every", "1000",
+         "--stats", "none"])
 
 
 def state_bytes(state):
@@ -1140,6 +1154,7 @@ def case_resume_after_another_commit():
               proc.stderr.decode())
         check(state_bytes(state) == before and not os.path.exists(path("o1")),
               "a refused resume changed the state or wrote its output")
+
         # The run completed and committed: resumed again, it is done; after another commit
         # since, it is refused as above.
         subprocess.run(["rm", "-rf", path("ck"), path("o1.partial")], check=True)
@@ -1156,6 +1171,18 @@ def case_resume_after_another_commit():
         check(read("o3b") == b"", "the keys of the commit after the checkpoint passed again")
         subprocess.run(["rm", "-rf", path("ck"), path("o1"), path("o2"), path("o3"), path("o3b")],
                        check=True)
+    # The state the checkpoint was made from, removed since: resuming would put it back.
+    run(["dedup", "in2", "-o", "o2", "--filter", "r.bbf", "--stats", "none"])
+    a = ["dedup", "in1", "-o", "o1", "--filter", "r.bbf", "--checkpoint", "ck",
+         "--checkpoint-every", "10000", "--buffer-size", "64K", "--stats", "none", "--resume"]
+    env = dict(os.environ, BULKBLOOM_FAULT_INJECT="30:kill")  # loading r.bbf takes some
+    proc = subprocess.run([BIN] + a, cwd=WORK, env=env, stderr=subprocess.PIPE)
+    check(proc.returncode == -signal.SIGKILL and b"complete=0" in read("ck/MANIFEST"),
+          f"the run was not killed after a checkpoint: {proc.returncode}")
+    os.remove(path("r.bbf"))
+    proc = run(a, expect_rc=1)
+    check(b"was removed after the checkpoint" in proc.stderr, proc.stderr.decode())
+    check(not os.path.exists(path("r.bbf")), "a refused resume made the state again")
 
 
 def case_merge_keeps_sizing():

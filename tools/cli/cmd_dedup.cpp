@@ -568,6 +568,12 @@ int run_dedup(const Arguments& args) {
                    request.filter_path->c_str());
       return 0;
     }
+    if (*filter_now == "none") {
+      throw Error("the --filter state " + *request.filter_path +
+                  " was removed after the checkpoint in " + *request.checkpoint_dir +
+                  " was made from it: resuming would put back what it held then; remove " +
+                  *request.checkpoint_dir + " to run this again from no state");
+    }
     throw Error("the --filter state " + *request.filter_path +
                 " was committed by another run after the checkpoint in " + *request.checkpoint_dir +
                 " was made: resuming would replace that commit with a state that lacks its keys, "

@@ -14,6 +14,11 @@ constexpr std::string_view kMagic = "bulkbloom-dedup-checkpoint 1";
 
 }  // namespace
 
+bool holds_checkpoint(std::span<const std::byte> manifest) {
+  const std::string_view text(reinterpret_cast<const char*>(manifest.data()), manifest.size());
+  return text.find(std::string(kMagic) + "\n") != std::string_view::npos;
+}
+
 std::vector<std::byte> encode_checkpoint(const DedupCheckpoint& c) {
   const auto line = [](std::string_view key, std::uint64_t value) {
     return std::string(key) + "=" + std::to_string(value) + "\n";

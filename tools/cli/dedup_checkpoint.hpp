@@ -31,6 +31,10 @@ struct DedupCheckpoint {
   std::optional<std::string> filter_before;
 };
 
+/// Whether `manifest` (a state directory's MANIFEST bytes) holds a dedup checkpoint: its
+/// metadata, which the manifest keeps as it is, starts with a checkpoint's header line.
+bool holds_checkpoint(std::span<const std::byte> manifest);
+
 /// The metadata bytes for a checkpoint: "key=value" lines, readable with a text viewer.
 std::vector<std::byte> encode_checkpoint(const DedupCheckpoint& checkpoint);
 /// Parses encode_checkpoint()'s bytes. Throws FormatError naming `where` if they are not.

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
+#include "cli/dedup_checkpoint.hpp"
 #include "cli/errors.hpp"
 #include "cli/scan_command.hpp"
 #include "persist/file_io.hpp"
@@ -300,15 +303,32 @@ void check_checkpoint_directory(const std::string& dir, const std::vector<NamedP
     throw UsageError("--checkpoint " + dir + " is a file, not a directory");
   }
   constexpr std::string_view kLegacyFiles[] = {kFilterCheckpointFile, kWindowCheckpointFile};
-  if (StateDirectory::holds_other_files(dir, kLegacyFiles)) {
+  if (StateDirectory::holds_state(dir)) {
+    // Another state directory (a --filter DIR/ of another job) would be overwritten by the
+    // first checkpoint, and its files removed. A damaged manifest is the load's to name.
+    bool verified = true;
+    try {
+      StateDirectory(dir).stored_kind();
+    } catch (const FormatError&) {
+      verified = false;
+    }
+    std::ifstream in(fs::path(dir) / "MANIFEST", std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (verified && !holds_checkpoint(std::as_bytes(std::span(bytes)))) {
+      throw UsageError("--checkpoint " + dir +
+                       " holds a bulkbloom state that is not a dedup checkpoint (a --filter "
+                       "state directory?); a checkpoint needs a directory of its own");
+    }
+  } else if (StateDirectory::holds_other_files(dir, kLegacyFiles)) {
     throw UsageError("--checkpoint " + dir +
                      " is a directory that holds files other than a checkpoint; a checkpoint "
                      "removes the files of its earlier saves, so it needs a directory of its own "
                      "(name a new one, e.g. " +
                      dir + ".checkpoint)");
   }
-  const fs::path root = fs::weakly_canonical(fs::absolute(dir), error);
+  fs::path root = fs::weakly_canonical(fs::absolute(dir), error).lexically_normal();
   if (error) return;  // then no path can be found inside it either
+  if (root.filename().empty()) root = root.parent_path();  // "ck/" names ck
   for (const NamedPath& other : others) {
     if (other.path == "-") continue;
     const fs::path place = fs::weakly_canonical(fs::absolute(other.path), error).parent_path();
