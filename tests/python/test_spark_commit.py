@@ -238,7 +238,8 @@ def test_a_rerun_after_the_driver_is_killed_writes_the_uninterrupted_output(
     assert entries(path) == ["gen-000001", "gen-000002", "manifests"]
 
 
-@pytest.mark.parametrize("left", [b"", b'{\n "format": "bulkbloom-sp', b'{\n "format": 1,\n'])
+@pytest.mark.parametrize("left", [b"", b'{\n "format": "bulkbloom-sp', b'{\n "format": 1,\n',
+                                  b'{\n "fpr": 0.', b'{\n "x": nu', b'{\n "layout": {"a": 1}'])
 def test_a_manifest_cut_short_by_a_killed_driver_blocks_commits_for_an_hour_then_goes(
         spark, tmp_path, two_days, left):
     """On HDFS a manifest is visible from its creation: a driver killed while writing it leaves
@@ -249,7 +250,7 @@ def test_a_manifest_cut_short_by_a_killed_driver_blocks_commits_for_an_hour_then
     before = listing(path)
     assert bbspark.open_filter(path).number == 1
     day2 = spark.read.parquet(str(tmp_path / "in2"))
-    with pytest.raises(bulkbloom.FormatError, match=r"000002.json is incomplete .* killed 0 min"):
+    with pytest.raises(bulkbloom.FormatError, match=r"000002.json is incomplete .* written 0 min"):
         bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, **options)
     assert listing(path) == before and not (tmp_path / "out2").exists()
     hours_ago = time.time() - 2 * 3600
@@ -258,6 +259,9 @@ def test_a_manifest_cut_short_by_a_killed_driver_blocks_commits_for_an_hour_then
     assert state.number == 2
     assert records(spark, tmp_path / "out2") == expected
     assert shards(path) == expected_shards
+    # Set aside, not removed: a committed manifest damaged later looks the same.
+    aside = list((path / "manifests").glob("000002.json.cut-short-*"))
+    assert len(aside) == 1 and aside[0].read_bytes() == left
 
 
 def test_a_damaged_manifest_is_not_taken_for_one_cut_short(spark, tmp_path, two_days):
@@ -285,6 +289,9 @@ def test_a_local_generations_directory_is_made_durable(tmp_path, monkeypatch):
     root = tmp_path / "filter"
     _store._LocalStore(root).mkdirs("gen-000001-abc/sub")
     assert synced == [root / "gen-000001-abc", root, tmp_path]
+    synced.clear()
+    _store._LocalStore(root).mkdirs("gen-000002-def")  # only what it makes
+    assert synced == [root]
 
 
 def test_cores_that_change_between_the_routing_and_the_write_change_nothing(
@@ -347,3 +354,34 @@ def test_an_input_rewritten_under_its_name_is_not_taken_for_the_committed_run(
     with pytest.raises(FileExistsError, match="is the output of the run that committed"):
         bbspark.dedup_and_write(spark.read.parquet(str(tmp_path / "in1")),
                                 path=tmp_path / "out1", filter=path, mode="overwrite", **options)
+
+
+def test_inputs_in_a_folder_whose_name_is_escaped_in_a_uri(spark, tmp_path):
+    """inputFiles() gives URIs (a space as %20): a rerun of a committed run on such files is
+    still recognised, and nothing fails listing them."""
+    write_dump(tmp_path / "day one", 4)
+    options = dict(key="event_id", order="seq", num_shards=3, filter=tmp_path / "filter")
+    df = spark.read.parquet(str(tmp_path / "day one"))
+    first = bbspark.dedup_and_write(df, path=tmp_path / "out", **options)
+    output = listing(tmp_path / "out")
+    again = bbspark.dedup_and_write(df, path=tmp_path / "out", mode="overwrite", **options)
+    assert again.number == first.number and listing(tmp_path / "out") == output
+
+
+def test_a_run_committed_by_an_older_bulkbloom_is_still_recognised(spark, tmp_path, two_days):
+    """Its record hashed the input's file names alone: the rerun after an upgrade is the same
+    run, not another one refused for writing to that run's output."""
+    import hashlib
+    import json
+
+    path, options, _, _ = two_days
+    manifest_path = path / "manifests" / "000001.json"
+    manifest = json.loads(manifest_path.read_bytes())
+    df = spark.read.parquet(str(tmp_path / "in1"))
+    names = "\n".join(sorted(df.inputFiles())).encode()
+    manifest["run"] = {k: v for k, v in manifest["run"].items() if k != "inputs_by"}
+    manifest["run"]["inputs"] = hashlib.sha256(names).hexdigest()
+    manifest_path.write_bytes(json.dumps(manifest, indent=1).encode() + b"\n")
+    output = listing(tmp_path / "out1")
+    state = bbspark.dedup_and_write(df, path=tmp_path / "out1", filter=path, **options)
+    assert state.number == 1 and listing(tmp_path / "out1") == output

@@ -588,7 +588,7 @@ def dedup_and_write(
     step = _on_step or (lambda name: None)
     current = _open(store, committing=True)
     ours, stale = _crashed_runs(store, current, output.name)
-    if current is not None and run["inputs"] and current.manifest.get("run") == run:
+    if current is not None and _same_run(current.manifest.get("run"), run, df):
         if not output.exists():
             raise RuntimeError(
                 f"{store.uri}'s current generation {current.number} already holds this run's "
@@ -621,39 +621,40 @@ def dedup_and_write(
     df = _stable_input(df, unstable_input)
     pending = None
     pinned = _pin_file_splits(spark)
-    with _new_generation(store, current) as generation:
-        try:
-            staged = _decide(
-                df, key, store, current, generation, order=order_terms, capacity=capacity,
-                fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
-                on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
-                nulls=nulls, run=run, on_full=on_full,
-            )
-            pending = _write_pending(store, output.name, staged)
-            for name in stale:  # a crashed run's, which this run's PENDING now stands for
-                store.delete(name)
-            step("staged")
-            writer = _kept(df, key, nulls, store, staged.manifest, broadcast_drops).write
-            writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
-            if partition_by is not None:
-                columns = [partition_by] if isinstance(partition_by, str) else partition_by
-                writer = writer.partitionBy(*columns)
-            writer.options(**(options or {})).save(output.name)
-            step("written")
-            state = _publish(staged)
-        except BaseException:
-            # Back as it was: the filter never changed; an output that was not there before
-            # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
-            # PENDING, last, since it vouches for the output.
-            if (not existed or ours) and not _written_by_another(store, current, output.name,
-                                                                 pending):
-                output.delete()
-            if pending is not None:
-                store.delete(pending)
-            raise
-        finally:
-            if pinned is not None:
-                spark.conf.unset(pinned)
+    try:
+        with _new_generation(store, current) as generation:
+            try:
+                staged = _decide(
+                    df, key, store, current, generation, order=order_terms, capacity=capacity,
+                    fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
+                    on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
+                    nulls=nulls, run=run, on_full=on_full,
+                )
+                pending = _write_pending(store, output.name, staged)
+                for name in stale:  # a crashed run's, which this run's PENDING now stands for
+                    store.delete(name)
+                step("staged")
+                writer = _kept(df, key, nulls, store, staged.manifest, broadcast_drops).write
+                writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
+                if partition_by is not None:
+                    columns = [partition_by] if isinstance(partition_by, str) else partition_by
+                    writer = writer.partitionBy(*columns)
+                writer.options(**(options or {})).save(output.name)
+                step("written")
+                state = _publish(staged)
+            except BaseException:
+                # Back as it was: the filter never changed; an output that was not there before
+                # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
+                # PENDING, last, since it vouches for the output.
+                if (not existed or ours) and not _written_by_another(store, current, output.name,
+                                                                     pending):
+                    output.delete()
+                if pending is not None:
+                    store.delete(pending)
+                raise
+    finally:
+        if pinned is not None:
+            spark.conf.unset(pinned)
     step("committed")
     _clean_up(store, state)
     store.delete(pending)
@@ -696,20 +697,40 @@ def _run_record(
                  zip(files, _file_stamps(df.sparkSession, files))]
         inputs = hashlib.sha256("\n".join(lines).encode()).hexdigest()
     return {"output": output, "format": format, "key": key,
-            "order": [list(map(str, term)) for term in order], "inputs": inputs}
+            "order": [list(map(str, term)) for term in order], "inputs": inputs,
+            "inputs_by": "name size time"}
+
+
+def _same_run(committed: Optional[dict], run: dict, df: DataFrame) -> bool:
+    """Whether the record `committed` (a manifest's "run") is `run`'s. A record of a bulkbloom
+    before "inputs_by" hashed the file names alone: it is compared so (a rerun after an upgrade
+    is still recognised, though not a file rewritten under its name)."""
+    if not committed or not run["inputs"]:
+        return False
+    if "inputs_by" in committed:
+        return committed == run
+    names = hashlib.sha256("\n".join(sorted(df.inputFiles())).encode()).hexdigest()
+    return committed == {**{k: v for k, v in run.items() if k != "inputs_by"}, "inputs": names}
 
 
 def _file_stamps(spark: Any, files: List[str]) -> List[tuple]:
     """Each file's (size, modification time), from one listing of each directory they are in;
-    (-1, -1) for one the listing does not show."""
+    (-1, -1) for one the listing does not show. The names are URIs (DataFrame.inputFiles), their
+    escapes (a space as %20) kept until Hadoop's path reads them as a URI."""
     jvm = _jvm(spark, "dedup_and_write")
     conf = spark._jsparkSession.sessionState().newHadoopConf()
     folders: dict = {}
     for file in files:
         folders.setdefault(file.rpartition("/")[0], {})
     for folder, stamps in folders.items():
-        path = jvm.org.apache.hadoop.fs.Path(folder)
-        for status in path.getFileSystem(conf).listStatus(path):
+        path = jvm.org.apache.hadoop.fs.Path(jvm.java.net.URI(folder))
+        try:
+            listed = path.getFileSystem(conf).listStatus(path)
+        except Exception as error:  # py4j's error for a FileNotFoundException
+            if "FileNotFoundException" not in str(error):
+                raise
+            continue
+        for status in listed:
             stamps[str(status.getPath().getName())] = (int(status.getLen()),
                                                        int(status.getModificationTime()))
     return [folders[file.rpartition("/")[0]].get(urllib.parse.unquote(file.rpartition("/")[2]),

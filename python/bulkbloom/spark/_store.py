@@ -82,13 +82,16 @@ class _LocalStore:
 
     def mkdirs(self, directory: str) -> None:
         target = self.root / directory
+        missing = [d for d in (target, *target.parents) if not d.exists()]
         target.mkdir(parents=True, exist_ok=True)
-        # Their entries made durable before a manifest names what they hold: a power loss must
-        # not keep the manifest and lose a generation's directory.
-        for made in (target, *target.parents):
+        # The entries of those it made durable before a manifest names what they hold: a power
+        # loss must not keep the manifest and lose a generation's directory.
+        for made in missing:
             _fsync_dir(made.parent)
-            if made == self.root:
-                break
+
+    def rename(self, name: str, new_name: str) -> None:
+        os.rename(self.root / name, self.root / new_name)
+        _fsync_dir((self.root / new_name).parent)
 
     def modified(self, name: str) -> float:
         """When object `name` was last written, in seconds since the epoch."""
@@ -187,6 +190,10 @@ class _HadoopStore:
     def modified(self, name: str) -> float:
         status = _hadoop_call(lambda: self._fs.getFileStatus(self._path(name)), self.path(name))
         return status.getModificationTime() / 1000.0
+
+    def rename(self, name: str, new_name: str) -> None:
+        if not self._fs.rename(self._path(name), self._path(new_name)):
+            raise OSError(f"cannot rename {self.path(name)} to {self.path(new_name)}")
 
     def write(self, name: str, data: bytes, exclusive: bool = False) -> None:
         path = self._path(name)
@@ -504,7 +511,10 @@ def _cut_short(data: bytes) -> bool:
     try:
         json.loads(text)
     except json.JSONDecodeError as error:
-        return error.pos >= len(text) or error.msg.startswith("Unterminated string")
+        # A whole manifest ends with its object's "}" (json.dumps); a cut may also fall right
+        # after an inner one, or inside a string.
+        return (not text.endswith("}") or error.pos >= len(text)
+                or error.msg.startswith("Unterminated string"))
     return False
 
 
@@ -531,15 +541,18 @@ def _open(store: _Store, committing: bool = False) -> Optional[ShardedFilter]:
                 age = time.time() - store.modified(name)
                 if age < _UNFINISHED_MANIFEST_AGE:
                     raise bulkbloom.FormatError(
-                        f"{store.path(name)} is incomplete ({len(data)} bytes): a commit to "
-                        f"{store.uri} in progress, or one whose driver was killed "
-                        f"{age / 60:.0f} minutes ago. A run commits once it is an hour old "
-                        "(it is then removed), or once you remove it, when no job writes to "
-                        "this filter"
+                        f"{store.path(name)} is incomplete ({len(data)} bytes, last written "
+                        f"{age / 60:.0f} minutes ago): a commit to {store.uri} in progress, or "
+                        "one whose driver was killed. A run commits once it was last written an "
+                        "hour ago (it is then set aside), or once you remove it, when no job "
+                        "writes to this filter"
                     )
-                _log.warning("%s: removing %s, a commit killed %.1f hours ago", store.uri,
-                             store.path(name), age / 3600)
-                store.delete(name)
+                # Set aside, not removed: a committed manifest cut short later by damage looks
+                # the same, and its generation would be lost.
+                aside = f"{name}.cut-short-{int(time.time())}"
+                _log.warning("%s: %s is incomplete, last written %.1f hours ago: set aside as %s",
+                             store.uri, store.path(name), age / 3600, store.path(aside))
+                store.rename(name, aside)
                 return _open(store, committing)
         except FileNotFoundError:  # removed by a commit since the listing: read again
             return _open(store, committing)
