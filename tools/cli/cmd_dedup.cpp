@@ -97,7 +97,7 @@ ArgParser dedup_parser() {
   parser
       .value("checkpoint", "DIR",
              "save a resumable checkpoint here periodically (file inputs "
-             "and outputs only)")
+             "and outputs only; a directory of its own: new, empty, or a checkpoint)")
       .value("checkpoint-every", "N", "records between checkpoints (default 100M)")
       .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one")
       .flag("force",
