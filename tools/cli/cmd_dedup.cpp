@@ -52,10 +52,9 @@ OnFull on_full_policy(const ArgParser& parser) {
   throw UsageError("--on-full: unknown policy '" + policy + "': expected grow or error");
 }
 
-// A carried filter keeps the layout and promise it was made with: sizing options given for it
-// change nothing, which the user should hear about rather than find out from `info`.
-// Warns of sizing options that the carried state at `path` overrides. A window's
-// generations keep their rate too; --capacity sizes the ones it starts (noted by the caller).
+// A carried filter or window keeps the layout and rate it was made with: sizing options given
+// for it change nothing, which the user should hear about rather than find out from `info`. A
+// window's --capacity sizes the generations it starts (noted by the caller).
 void warn_sizing_ignored(const ArgParser& parser, bool fpr_differs, bool window,
                          const std::string& path) {
   std::string ignored;
@@ -71,6 +70,27 @@ void warn_sizing_ignored(const ArgParser& parser, bool fpr_differs, bool window,
                "bulkbloom dedup: warning: %s ignored: %s exists and keeps the layout and "
                "false-positive rate it was made with (see bulkbloom info %s)\n",
                ignored.c_str(), path.c_str(), path.c_str());
+}
+
+// Integers and byte strings hash differently: every key the carried filter or window at `path`
+// took as `held` keys would pass again as new in a run of `format`.
+[[noreturn]] void refuse_other_key_kind(const std::string& path, bool window,
+                                        const std::string& held, const RecordFormat& format) {
+  const std::string kind = window ? "window" : "filter";
+  throw Error(path + " holds " + (window ? "a window of " : "") + held +
+              " keys, which hash differently from the " + format.name() +
+              " keys of this run: a repeat of a key it holds would get through; read the input "
+              "with a format of the " +
+              kind + "'s kind (-f " + held + ") or start a new " + kind);
+}
+
+// The outcome of a run that its --filter state shows committed already: nothing to do.
+int report_committed_earlier(const std::string& filter_path) {
+  std::fprintf(stderr,
+               "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs are in "
+               "place and unchanged\n",
+               filter_path.c_str());
+  return 0;
 }
 
 ArgParser dedup_parser() {
@@ -291,11 +311,7 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
     check_window_matches(window.config(), *request.window, path);
     if (const auto keys = take_window_key_format(saved.metadata);
         keys && RecordFormat::parse(*keys).integer_keys() != request.scan.format.integer_keys()) {
-      throw Error(path + " holds a window of " + *keys + " keys, which hash differently from the " +
-                  request.scan.format.name() +
-                  " keys of this run: a repeat of a key it holds would get through; read the "
-                  "input with a format of the window's kind (-f " +
-                  *keys + ") or start a new window");
+      refuse_other_key_kind(path, true, *keys, request.scan.format);
     }
     if (request.sizing.capacity) {
       std::fprintf(stderr,
@@ -312,13 +328,7 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
         directory ? CarriedFilter::load(*directory, request.backend, &metadata)
                   : CarriedFilter::load(path, request.sizing.fpr, request.backend, &metadata);
     if (!filter.hashes_like(request.scan.format)) {
-      // Integers and byte strings hash differently: every key already in the filter would pass
-      // again as new.
-      throw Error(path + " holds " + filter.key_format() +
-                  " keys, which hash differently from the " + request.scan.format.name() +
-                  " keys of this run: a repeat of a key it holds would get through; read the "
-                  "input with a format of the filter's kind (-f " +
-                  filter.key_format() + ") or start a new filter");
+      refuse_other_key_kind(path, false, filter.key_format(), request.scan.format);
     }
     warn_sizing_ignored(parser, request.sizing.fpr != filter.promised_fpr(), false, path);
     start.keys_before = filter.keys();
@@ -562,11 +572,7 @@ int run_dedup(const Arguments& args) {
     if (filter->holds_state()) carried_state(request, parser, last_run);
     if (last_run &&
         check_rerun(*last_run, planned_run(), *request.filter_path, false) == Rerun::committed) {
-      std::fprintf(stderr,
-                   "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
-                   "are in place and unchanged\n",
-                   request.filter_path->c_str());
-      return 0;
+      return report_committed_earlier(*request.filter_path);
     }
     if (*filter_now == "none") {
       throw Error("the --filter state " + *request.filter_path +
@@ -597,11 +603,7 @@ int run_dedup(const Arguments& args) {
     // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
     if (last_run && check_rerun(*last_run, planned_run(), *request.filter_path,
                                 parser.has("force")) == Rerun::committed) {
-      std::fprintf(stderr,
-                   "bulkbloom dedup: this run was committed earlier (%s holds it); its outputs "
-                   "are in place and unchanged\n",
-                   request.filter_path->c_str());
-      return 0;
+      return report_committed_earlier(*request.filter_path);
     }
   } else {
     start = new_state(request, reader);
