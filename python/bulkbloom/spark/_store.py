@@ -497,7 +497,7 @@ def _parse_manifest(store: _Store, name: str, data: bytes) -> dict:
 # A manifest whose run died while writing it: on filesystems that show a file from its creation
 # (HDFS, ABFS, a local disk through Hadoop) it is left empty or cut short. It was never committed
 # (its run did not return), but it holds the next manifest's name: commits are refused while it
-# may still be a commit in progress, and the first commit after this age removes it.
+# may still be a commit in progress, and the first commit after this age sets it aside.
 _UNFINISHED_MANIFEST_AGE = 3600.0
 
 
@@ -526,7 +526,7 @@ def _open(store: _Store, committing: bool = False) -> Optional[ShardedFilter]:
 
     A newest manifest cut short (_cut_short) is a commit in progress or a killed one: a reader
     reads the commit before it; a run that will commit (`committing`) is refused while it is
-    younger than _UNFINISHED_MANIFEST_AGE, and removes it after."""
+    younger than _UNFINISHED_MANIFEST_AGE, and sets it aside after."""
     if store.local is not None and store.local.exists() and not store.local.is_dir():
         raise bulkbloom.FormatError(
             f"{store.uri} is a file, not a sharded filter directory (a bulkbloom filter file is "
@@ -537,7 +537,12 @@ def _open(store: _Store, committing: bool = False) -> Optional[ShardedFilter]:
         name = _manifest_name(numbers[-1])
         try:
             data = store.read(name)
-            if _cut_short(data) and committing:
+            try:
+                return ShardedFilter(store, numbers[-1], _parse_manifest(store, name, data))
+            except bulkbloom.FormatError:
+                if not _cut_short(data):
+                    raise
+            if committing:
                 age = time.time() - store.modified(name)
                 if age < _UNFINISHED_MANIFEST_AGE:
                     raise bulkbloom.FormatError(
@@ -556,10 +561,7 @@ def _open(store: _Store, committing: bool = False) -> Optional[ShardedFilter]:
                 return _open(store, committing)
         except FileNotFoundError:  # removed by a commit since the listing: read again
             return _open(store, committing)
-        if _cut_short(data):
-            numbers.pop()  # a reader reads the commit before it
-            continue
-        return ShardedFilter(store, numbers[-1], _parse_manifest(store, name, data))
+        numbers.pop()  # a reader reads the commit before it
     legacy = _legacy_state(store)
     if legacy is None:
         # Runs that never committed leave generations and PENDING objects; hidden names are
