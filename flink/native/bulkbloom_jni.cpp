@@ -6,6 +6,7 @@
 #include <jni.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -67,12 +68,13 @@ Result guarded(JNIEnv* env, Result fallback, Body&& body) {
 
 // A Java primitive array pinned for the length of one native call (GetPrimitiveArrayCritical:
 // no copy in the usual case). Nothing else may call into the JVM while one is held, so every
-// JNI call that can fail happens before or after.
+// JNI call that can fail happens before or after; so does every GetArrayLength, which is why the
+// length comes in (lengths_of), read before the first array of the call is pinned.
 template <typename T>
 class Pinned {
  public:
-  Pinned(JNIEnv* env, jarray array, bool written)
-      : env_(env), array_(array), written_(written), size_(env->GetArrayLength(array)) {
+  Pinned(JNIEnv* env, jarray array, jsize size, bool written)
+      : env_(env), array_(array), written_(written), size_(size) {
     data_ = static_cast<T*>(env->GetPrimitiveArrayCritical(array, nullptr));
     if (data_ == nullptr) throw std::bad_alloc();
   }
@@ -89,6 +91,14 @@ class Pinned {
   jsize size_;
   T* data_ = nullptr;
 };
+
+// The lengths of a call's arrays, in order, for the Pinned of each.
+template <std::size_t N>
+std::array<jsize, N> lengths_of(JNIEnv* env, const jarray (&arrays)[N]) {
+  std::array<jsize, N> lengths{};
+  for (std::size_t i = 0; i < N; ++i) lengths[i] = env->GetArrayLength(arrays[i]);
+  return lengths;
+}
 
 WindowConfig window_config(jlong window, jlong lateness, jint generations, jdouble fpr,
                            jlong capacity, jlong seed, jint num_shards, jboolean sized) {
@@ -543,10 +553,11 @@ JNIEXPORT jint JNICALL Java_org_bulkbloom_jni_NativeWindowShards_dedupLongs(
     JNIEnv* env, jclass, jlong handle, jlongArray keys, jintArray shards, jlongArray clocks, jint n,
     jbyteArray is_new) {
   return guarded<jint>(env, -1, [&] {
-    const Pinned<std::uint64_t> k(env, keys, false);
-    const Pinned<jint> s(env, shards, false);
-    const Pinned<std::int64_t> c(env, clocks, false);
-    const Pinned<jbyte> out(env, is_new, true);
+    const auto length = lengths_of(env, {keys, shards, clocks, is_new});
+    const Pinned<std::uint64_t> k(env, keys, length[0], false);
+    const Pinned<jint> s(env, shards, length[1], false);
+    const Pinned<std::int64_t> c(env, clocks, length[2], false);
+    const Pinned<jbyte> out(env, is_new, length[3], true);
     const auto count = static_cast<std::size_t>(n);
     if (n < 0 || k.size() < count) throw std::invalid_argument("bulkbloom: bad batch length");
     check_batch(count, s.size(), c.size(), out.size());
@@ -559,11 +570,12 @@ JNIEXPORT jint JNICALL Java_org_bulkbloom_jni_NativeWindowShards_dedupBytes(
     JNIEnv* env, jclass, jlong handle, jbyteArray blob, jintArray ends, jintArray shards,
     jlongArray clocks, jint n, jbyteArray is_new) {
   return guarded<jint>(env, -1, [&] {
-    const Pinned<char> b(env, blob, false);
-    const Pinned<jint> e(env, ends, false);
-    const Pinned<jint> s(env, shards, false);
-    const Pinned<std::int64_t> c(env, clocks, false);
-    const Pinned<jbyte> out(env, is_new, true);
+    const auto length = lengths_of(env, {blob, ends, shards, clocks, is_new});
+    const Pinned<char> b(env, blob, length[0], false);
+    const Pinned<jint> e(env, ends, length[1], false);
+    const Pinned<jint> s(env, shards, length[2], false);
+    const Pinned<std::int64_t> c(env, clocks, length[3], false);
+    const Pinned<jbyte> out(env, is_new, length[4], true);
     const auto count = static_cast<std::size_t>(n);
     if (n < 0 || e.size() < count) throw std::invalid_argument("bulkbloom: bad batch length");
     check_batch(count, s.size(), c.size(), out.size());
@@ -934,7 +946,7 @@ JNIEXPORT void JNICALL Java_org_bulkbloom_jni_NativeWindowShards_restore(JNIEnv*
                                   reinterpret_cast<jbyte*>(bits.data() + at));
         } else {
           // Shorter than the bits: packed, unpacked straight from the Java array.
-          const Pinned<std::uint8_t> packed(env, piece, false);
+          const Pinned<std::uint8_t> packed(env, piece, static_cast<jsize>(got), false);
           try {
             bulkbloom_jni::unpack_chunk(std::span(packed.data(), packed.size()),
                                         bits.subspan(at, length));
