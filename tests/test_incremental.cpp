@@ -909,6 +909,40 @@ TEST(WindowClosedPartsLog, ADroppedLogClosesRewritten) {
   EXPECT_TRUE(take_snapshot(window).closed.empty()) << "a closed part is handed over once";
 }
 
+// Rotations with no take between them: the closed parts' logs count against the open part's
+// bytes, so every log the window holds stays within one part's bytes however many rotations pass
+// (a Flink job whose checkpoints are not taken), and a caller holding parts as base + logs still
+// restores the window's bytes.
+TEST(WindowClosedPartsLog, AllTheLogsHeldStayWithinOnePartsBytes) {
+  WindowedFilter window(WindowConfig::for_records(1'000'000, 0.01));  // periods of 333,334
+  const std::uint64_t part_bytes = window.generation(0).layout().size_bytes();
+  const std::uint64_t period = window.config().period();
+  enable_change_log(window);
+  HeldParts held;
+  checkpoint_held(window, held, take_snapshot(window), false, 0);
+  // Each period: 0.6 of a part's bytes of new keys, then one of them repeated to the period's end
+  // (records that set no bit and log nothing).
+  for (std::uint64_t p = 0; p < 3; ++p) {
+    auto keys = random_keys(static_cast<std::size_t>(part_bytes * 6 / 10 / 8), 40 + p);
+    keys.resize(static_cast<std::size_t>(period), keys.front());
+    std::vector<std::uint8_t> flags(keys.size());
+    window.insert_if_absent(keys, flags);
+  }
+  ASSERT_EQ(window.rotations(), 2u);
+  StateSnapshot snapshot = take_snapshot(window);
+  std::uint64_t hashes = snapshot.log.size();
+  for (const ClosedPart& part : snapshot.closed) hashes += part.log.size();
+  EXPECT_LE(hashes * 8, part_bytes) << "logs of " << snapshot.closed.size() << " closed parts";
+  ASSERT_EQ(snapshot.closed.size(), 2u);
+  EXPECT_EQ(snapshot.closed[0].change, OpenChange::since_taken) << "the first log fits";
+  EXPECT_EQ(snapshot.closed[1].change, OpenChange::rewritten) << "the second does not beside it";
+  EXPECT_EQ(snapshot.change, OpenChange::rewritten);
+  ASSERT_NO_FATAL_FAILURE(checkpoint_held(window, held, std::move(snapshot), false, 0));
+  WindowedFilter restored = restore_window(held.metadata, fill_from(held));
+  replay_all(restored, held);
+  EXPECT_EQ(to_file_bytes(restored), to_file_bytes(window));
+}
+
 // A grown filter's generation sealed by growth comes with its final log; one whose log passed its
 // bytes, or whose bits a merge changed, without.
 TEST(GrownClosedPartsLog, ASealedGenerationComesWithItsLogUnlessDroppedOrMerged) {

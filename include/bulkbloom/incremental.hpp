@@ -71,7 +71,10 @@ using PartSink = std::function<void(std::span<const std::byte> bits)>;
 
 /// Starts logging what goes into the open part, from now; nothing changes if the log runs
 /// already. A state that never calls it keeps no log and pays nothing. The log starts again
-/// whenever the open part changes (rotation, growth) and grows until take_snapshot() takes it.
+/// whenever the open part changes (rotation, growth) and grows until take_snapshot() takes it,
+/// but never past StateDirectory::kBaseFraction of the open part's bytes for all the logs the
+/// state holds (the open part's and the closed parts' not yet taken): the open part's log is then
+/// dropped, and the next snapshot says OpenChange::rewritten.
 /// An open part with no bit set is taken as started empty (OpenChange::since_empty).
 void enable_change_log(WindowedFilter& window);
 void enable_change_log(WindowShard& shard);

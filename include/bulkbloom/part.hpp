@@ -54,9 +54,9 @@ struct ClosedPart {
   PartId id;
   /// since_taken: the part was open at the previous take; its bits are its bits then plus `log`.
   /// since_empty: it was started empty since then; its bits are all-zero bits plus `log`.
-  /// rewritten: its log was dropped (past StateDirectory::kBaseFraction of its bytes), not
-  /// kept, or cannot tell (a grown filter merged before it grew): only its bits
-  /// (with_part_bits) give it.
+  /// rewritten: its log was dropped (it and the logs held beside it passed
+  /// StateDirectory::kBaseFraction of the then open part's bytes), not kept, or cannot tell (a
+  /// grown filter merged before it grew): only its bits (with_part_bits) give it.
   OpenChange change = OpenChange::rewritten;
   /// Hashes to replay_log() into the part, in the order they went in; empty when rewritten.
   std::vector<std::uint64_t> log;

@@ -279,7 +279,8 @@ std::uint64_t GrownFilter::dedup(std::span<const Key> keys, std::span<std::uint8
   const std::uint64_t fresh = insert_new(newest.filter, keys, is_new);
   if (logging_ && !log_rewritten_) log_new_keys(newest.filter, keys, is_new, change_log_);
   if (logging_ && !log_rewritten_) {
-    log_rewritten_ = detail::drop_log_past(change_log_, newest.filter.layout().size_bytes());
+    log_rewritten_ =
+        detail::drop_log_past(change_log_, newest.filter.layout().size_bytes(), closed_logs_);
   }
   // A never-seen key is wrongly dropped when the newest generation (its model over this batch's
   // fill) or an older one (its rate from the bits) claims it.

@@ -17,13 +17,20 @@ inline constexpr std::byte kGrownSnapshotMagic[8] = {
     std::byte{0x89}, std::byte{'B'}, std::byte{'B'}, std::byte{'G'},
     std::byte{'S'},  std::byte{'N'}, std::byte{'P'}, std::byte{'\n'}};
 
-/// Drops and frees a change log that holds more than StateDirectory::kBaseFraction of its open
-/// part's `part_bytes`: a state directory writes the part whole then anyway, so the log would
-/// only hold memory, 8 bytes a new key against the ~2 of the part at 1e-3 (a run carrying a
-/// window in a directory would otherwise hold a period's keys, more than the window). Returns
-/// whether it dropped it; the snapshot then says OpenChange::rewritten.
-inline bool drop_log_past(std::vector<std::uint64_t>& log, std::uint64_t part_bytes) {
-  if (static_cast<double>(log.size() * sizeof(std::uint64_t)) <=
+/// Drops and frees the open part's change log when it and the final logs of the closed parts the
+/// state holds beside it until the next take (`closed`) pass StateDirectory::kBaseFraction of the
+/// open part's `part_bytes`: a state directory writes the part whole then anyway, so the log would
+/// only hold memory, 8 bytes a new key against the ~2 of the part at 1e-3 (a run carrying a window
+/// in a directory would otherwise hold a period's keys, more than the window). The closed logs
+/// count because nothing bounds how many rotations pass between takes (a Flink job whose
+/// checkpoints keep failing): each closed part kept up to its own bytes of log, the whole window
+/// again; so every log a state holds stays within one open part's bytes. Returns whether it
+/// dropped the log; the snapshot then says OpenChange::rewritten.
+inline bool drop_log_past(std::vector<std::uint64_t>& log, std::uint64_t part_bytes,
+                          std::span<const ClosedPart> closed) {
+  std::size_t hashes = log.size();
+  for (const ClosedPart& part : closed) hashes += part.log.size();
+  if (static_cast<double>(hashes * sizeof(std::uint64_t)) <=
       StateDirectory::kBaseFraction * static_cast<double>(part_bytes)) {
     return false;
   }

@@ -693,7 +693,8 @@ std::uint64_t WindowedFilter::dedup_segment(std::span<const std::uint64_t> hashe
     for (std::size_t i = 0; i < taken.size(); ++i) {
       if (is_new[i] != 0) change_log_.push_back(taken[i]);
     }
-    log_dropped_ = detail::drop_log_past(change_log_, ring_[newest_].layout().size_bytes());
+    log_dropped_ =
+        detail::drop_log_past(change_log_, ring_[newest_].layout().size_bytes(), closed_logs_);
   }
   keys_[newest_] += fresh_in_newest;
   window_keys_[newest_] += parts_ * fresh_in_newest;

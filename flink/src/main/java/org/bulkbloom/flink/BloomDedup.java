@@ -79,7 +79,13 @@ import org.bulkbloom.jni.NativeWindowShards;
  * G-th of the shard's part of it, all its filters together, so the held shards never take more
  * than the share; the reservation follows their bytes. A generation that would grow past that is
  * held at it and counted in {@code cappedGenerations}, with a warning in the log the first time:
- * the rate is then past its promise while its period brings more keys.
+ * the rate is then past its promise while its period brings more keys. Not in the reservation:
+ * each held shard's change log (8 bytes a key new to its open part since the last checkpoint,
+ * so that a checkpoint stores what changed), which all its logs together never take past the
+ * bytes of the shard's open part (a generation, at most a G-th of the shard's bytes): past that
+ * the log is dropped and the next checkpoint stores the open part whole. Checkpoints that come
+ * keep it far below that; leave room for it in the task's off-heap memory
+ * ({@code taskmanager.memory.task.off-heap.size}) for a job whose checkpoints may stall.
  *
  * <p>The JNI library comes inside the operator jar: see {@link
  * org.bulkbloom.jni.BulkbloomNative}.
