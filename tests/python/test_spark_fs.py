@@ -139,12 +139,39 @@ def test_of_two_manifests_of_one_name_exactly_one_is_created(spark, tmp_path, sc
     assert store.read("manifests/000001.json") == b"first\n"
 
 
+def test_a_build_whose_staged_files_another_commit_removed_says_so(spark, tmp_path, days,
+                                                                   monkeypatch):
+    """Run B commits after run A made its work directory and before A's shard tasks write in it:
+    B's commit removes that directory (A's generation number is the one B took), and A fails
+    saying that another job committed, not with a missing file of its own."""
+    from bulkbloom.spark import _api
+
+    root, _, _ = days
+    path = tmp_path / "filter"
+    bbspark.build(spark.read.parquet(str(root / "in1")), "event_id", path, capacity=4 * ROWS,
+                  num_shards=2)
+    decide = _api._decide
+
+    def b_commits_first(*args, **kwargs):
+        monkeypatch.setattr(_api, "_decide", decide)
+        bbspark.build(spark.read.parquet(str(root / "in2")), "event_id", path,
+                      capacity=4 * ROWS, num_shards=2)
+        return decide(*args, **kwargs)
+
+    monkeypatch.setattr(_api, "_decide", b_commits_first)
+    with pytest.raises(bbspark.CommitConflictError, match="another job committed generation 2"):
+        bbspark.build(spark.read.parquet(str(root / "in1")), "event_id", path, capacity=4 * ROWS,
+                      num_shards=2)
+    assert bbspark.open_filter(path).number == 2
+
+
+@pytest.mark.parametrize("b_commits_at", ["staged", "written"])
 @pytest.mark.parametrize("a_writes", ["a", "b"])
-def test_two_writers_cannot_both_commit(spark, tmp_path, days, a_writes):
-    """Run A, between its output's write and its commit, sees run B (another dump, its own
-    output, or the same job started twice: A's output) start from the same state and commit:
-    A's commit is refused, and A leaves nothing, neither output nor objects; B's commit stands,
-    with its output."""
+def test_two_writers_cannot_both_commit(spark, tmp_path, days, a_writes, b_commits_at):
+    """Run A, before its output's write or between it and its commit, sees run B (another dump,
+    its own output, or the same job started twice: A's output) start from the same state and
+    commit: A is refused, saying so, and leaves nothing, neither output nor objects; B's commit
+    stands, with its output."""
     root, expected, _ = days
     path = tmp_path / "filter"
     bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
@@ -152,11 +179,11 @@ def test_two_writers_cannot_both_commit(spark, tmp_path, days, a_writes):
     before = {p.name for p in path.iterdir()}
 
     def b_commits_first(step):
-        if step == "written":
+        if step == b_commits_at:
             bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "b",
                                     filter=path, **OPTIONS)
 
-    with pytest.raises(RuntimeError, match="another job committed generation 2"):
+    with pytest.raises(bbspark.CommitConflictError, match="another job committed generation 2"):
         bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")),
                                 path=tmp_path / a_writes, filter=path,
                                 _on_step=b_commits_first, **OPTIONS)

@@ -119,7 +119,8 @@ Committing a run (``dedup_and_write``)
     the output and commits it (its output committer: ``_SUCCESS`` and the files in place); (d)
     the staged generation is committed by creating its manifest (below), with the run's record
     in it; (e) ``PENDING-<run>.json`` is removed. A failure the driver sees (a failing task, a
-    write that raises, another run that committed first) removes the output if it was not there
+    write that raises, another run that committed first: ``CommitConflictError``, a
+    ``RuntimeError``, also when that commit removed this run's staged files under it) removes the output if it was not there
     before, the staged generation and its ``PENDING``, and changes nothing else. A driver killed
     before (d) leaves the filter as it was: the rerun finds the ``PENDING`` naming its output and
     the current generation, so it replaces what the crashed run left at the output (also with
@@ -234,7 +235,8 @@ from ._plan import (  # the routing's parts, which the tests check against Spark
     _KEY, _ROW, SPARK_SEED, _default_shards, _hashed_layout, _partition_keys, _routed,
     _spark_hash_of_ints, _spark_seeded, _sql_shard,
 )
-from ._store import FORMAT, FORMAT_VERSION, ShardedFilter, _empty_shard, _publish, _stage, \
-    open_filter
+from ._store import FORMAT, FORMAT_VERSION, CommitConflictError, ShardedFilter, _empty_shard, \
+    _publish, _stage, open_filter
 
-__all__ = ["dedup", "dedup_and_write", "build", "query", "open_filter", "FORMAT", "FORMAT_VERSION", "SPARK_SEED"]
+__all__ = ["dedup", "dedup_and_write", "build", "query", "open_filter", "CommitConflictError",
+           "FORMAT", "FORMAT_VERSION", "SPARK_SEED"]

@@ -30,6 +30,7 @@ from ._plan import (
 from ._store import (
     _DROPPED, PathLike, ShardedFilter, _check_shards, _clean_up, _crashed_runs, _full_at,
     _input_drops, _input_drops_name, _new_generation, _open, _pending_for, _publish,
+    _raise_if_committed_meanwhile,
     _scratch_store, _stage, _Staged, _Store, _store_of, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
@@ -262,7 +263,11 @@ def _decide_and_publish(df: DataFrame, key: str, store: _Store, **decide: Any) -
     decided, staged and committed at once."""
     current = _open(store, committing=True)
     with _new_generation(store, current) as generation:
-        state = _publish(_decide(df, key, store, current, generation, **decide))
+        try:
+            state = _publish(_decide(df, key, store, current, generation, **decide))
+        except BaseException as error:
+            _raise_if_committed_meanwhile(store, current, error)
+            raise
     _clean_up(store, state)
     return state
 
@@ -642,7 +647,7 @@ def dedup_and_write(
                 writer.options(**(options or {})).save(output.name)
                 step("written")
                 state = _publish(staged)
-            except BaseException:
+            except BaseException as error:
                 # Back as it was: the filter never changed; an output that was not there before
                 # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
                 # PENDING, last, since it vouches for the output.
@@ -651,6 +656,7 @@ def dedup_and_write(
                     output.delete()
                 if pending is not None:
                     store.delete(pending)
+                _raise_if_committed_meanwhile(store, current, error)
                 raise
     finally:
         if pinned is not None:

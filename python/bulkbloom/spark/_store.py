@@ -761,6 +761,35 @@ def _save(store: _Store, name: str, shard: Any) -> None:
         store.write_file(name, path)
 
 
+class CommitConflictError(RuntimeError):
+    """Another job committed the filter while this run ran: nothing of this run is committed,
+    and what it wrote is removed (an output that run wrote stays). Run it again against the new
+    state."""
+
+
+def _conflict(store: _Store, number: int) -> CommitConflictError:
+    return CommitConflictError(
+        f"{store.uri}: another job committed generation {number} while this one ran (it "
+        f"created {store.path(_manifest_name(number))}); this run's generation is not "
+        "committed and its output is removed: run it again against the new state"
+    )
+
+
+def _raise_if_committed_meanwhile(store: _Store, base: Optional[ShardedFilter],
+                                  error: BaseException) -> None:
+    """Raises CommitConflictError, from `error`, when another run committed after `base` while
+    this one ran: its commit removed this run's staged generation (numbered as the one it
+    committed), so what failed here (a read of this run's drops, a write) failed for that."""
+    if not isinstance(error, Exception) or isinstance(error, CommitConflictError):
+        return
+    try:
+        latest = _open(store)
+    except Exception:  # the failure being handled is the one to raise
+        return
+    if latest is not None and latest.number > (0 if base is None else base.number):
+        raise _conflict(store, latest.number) from error
+
+
 def _publish(staged: _Staged) -> ShardedFilter:
     """Commits a staged generation: its manifest, the next one's name, created only if no other
     run created it (module documentation, "The sharded filter directory"). What neither it nor
@@ -771,11 +800,7 @@ def _publish(staged: _Staged) -> ShardedFilter:
     try:
         store.write(_manifest_name(number), data, exclusive=True)
     except FileExistsError:
-        raise RuntimeError(
-            f"{store.uri}: another job committed generation {number} while this one ran (it "
-            f"created {store.path(_manifest_name(number))}); this run's generation is not "
-            "committed and its output is removed: run it again against the new state"
-        ) from None
+        raise _conflict(store, number) from None
     except BaseException:
         # A failure after the create (a lost reply, a failing close) may still have committed.
         committed = _open(store)
