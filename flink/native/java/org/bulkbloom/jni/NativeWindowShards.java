@@ -15,15 +15,17 @@ import java.lang.ref.Cleaner;
  * only on each shard's records and clocks, never on how they are batched. Fixed-size shards keep
  * the configured layout, as this class did before.
  *
+ * <p>The JNI library is loaded by the constructor and the static methods, not by this class's
+ * initializer: a load that fails (a full or noexec temporary folder) throws its own
+ * UnsatisfiedLinkError each time and is tried again at the next call, where a failing initializer
+ * would leave the class unusable in its class loader, every later use a bare
+ * NoClassDefFoundError, through every restart of a job that keeps the loader.
+ *
  * <p>Not safe for concurrent use. {@link #close()} frees the native memory at once; a Cleaner frees
  * it when an unclosed instance becomes unreachable.
  */
 public final class NativeWindowShards implements AutoCloseable {
   private static final Cleaner CLEANER = Cleaner.create();
-
-  static {
-    BulkbloomNative.load();
-  }
 
   /** The sizing of a window: what {@link #sizeWindow} reports. */
   public static final class Sizing {
@@ -201,6 +203,7 @@ public final class NativeWindowShards implements AutoCloseable {
       int numShards,
       boolean sized,
       long maxCapacity) {
+    BulkbloomNative.load();
     handle =
         new Handle(
             create(
@@ -223,6 +226,7 @@ public final class NativeWindowShards implements AutoCloseable {
       long seed,
       int numShards,
       boolean sized) {
+    BulkbloomNative.load();
     final long[] layout = new long[4];
     final String description =
         sizeWindow(
@@ -302,6 +306,7 @@ public final class NativeWindowShards implements AutoCloseable {
    * Throws IllegalArgumentException if the metadata is damaged.
    */
   public static boolean partsBeforeClock(byte[] metadata) {
+    BulkbloomNative.load();
     return metadataBeforeClock(metadata);
   }
 
@@ -406,6 +411,7 @@ public final class NativeWindowShards implements AutoCloseable {
 
   /** How many instances in this process hold native memory now (not yet closed or cleaned). */
   public static long liveInstances() {
+    BulkbloomNative.load();
     return liveSets();
   }
 
@@ -414,6 +420,7 @@ public final class NativeWindowShards implements AutoCloseable {
    * process have read, so that a test sees when an operator reads its window.
    */
   public static long shardsReadForStats() {
+    BulkbloomNative.load();
     return statsShardsRead();
   }
 
