@@ -294,10 +294,14 @@ WindowedFilter load_window(StateDirectory& directory, FileState* saved, const Op
   return directory.load_window(saved, options);
 }
 
+// Whether carried_state() tells the user which sizing options the state overrides: not when it is
+// read only for its run record, on the way to a refusal or to "committed earlier".
+enum class SizingNotes { print, skip };
+
 // The state carried in the existing --filter file or state directory, with the run record of the
 // run that last committed it.
 StartingState carried_state(const DedupRequest& request, const ArgParser& parser,
-                            std::optional<RunRecord>& last_run) {
+                            std::optional<RunRecord>& last_run, SizingNotes notes) {
   const std::string& path = *request.filter_path;
   StartingState start;
   std::vector<std::byte> metadata;
@@ -313,13 +317,15 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
         keys && RecordFormat::parse(*keys).integer_keys() != request.scan.format.integer_keys()) {
       refuse_other_key_kind(path, true, *keys, request.scan.format);
     }
-    if (request.sizing.capacity) {
+    if (request.sizing.capacity && notes == SizingNotes::print) {
       std::fprintf(stderr,
                    "bulkbloom dedup: --capacity %llu sizes the generations this run starts in "
                    "%s; its current generations keep their sizes\n",
                    static_cast<unsigned long long>(*request.sizing.capacity), path.c_str());
     }
-    warn_sizing_ignored(parser, request.sizing.fpr != window.config().fpr, true, path);
+    if (notes == SizingNotes::print) {
+      warn_sizing_ignored(parser, request.sizing.fpr != window.config().fpr, true, path);
+    }
     start.keys_before = saved.keys_inserted;
     metadata = std::move(saved.metadata);
     start.state = window_state(std::move(window), std::move(directory));
@@ -330,7 +336,9 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
     if (!filter.hashes_like(request.scan.format)) {
       refuse_other_key_kind(path, false, filter.key_format(), request.scan.format);
     }
-    warn_sizing_ignored(parser, request.sizing.fpr != filter.promised_fpr(), false, path);
+    if (notes == SizingNotes::print) {
+      warn_sizing_ignored(parser, request.sizing.fpr != filter.promised_fpr(), false, path);
+    }
     start.keys_before = filter.keys();
     start.state = filter_state(std::move(filter), std::move(directory));
   }
@@ -569,7 +577,7 @@ int run_dedup(const Arguments& args) {
     // The checkpoint's state was built on a commit of --filter that another has replaced since:
     // committing it would drop that commit's keys. Unless that commit is this run's own.
     std::optional<RunRecord> last_run;
-    if (filter->holds_state()) carried_state(request, parser, last_run);
+    if (filter->holds_state()) carried_state(request, parser, last_run, SizingNotes::skip);
     if (last_run &&
         check_rerun(*last_run, planned_run(), *request.filter_path, false) == Rerun::committed) {
       return report_committed_earlier(*request.filter_path);
@@ -597,7 +605,7 @@ int run_dedup(const Arguments& args) {
     start = std::move(*resumed);
   } else if (filter && filter->holds_state()) {
     std::optional<RunRecord> last_run;
-    start = carried_state(request, parser, last_run);
+    start = carried_state(request, parser, last_run, SizingNotes::print);
     // The same command on inputs of the same content after this run committed (a rerun after a
     // crash between the state's rename and the end of the process): its work is done. Another
     // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").
