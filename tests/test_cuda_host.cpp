@@ -621,6 +621,41 @@ TEST_P(FakeCuda, WholeFilterCallsMatchTheOracle) {
   EXPECT_EQ(gpu.engine->popcount(), cpu.popcount());
 }
 
+// Work the caller queued on the default (null) stream, such as a kernel of its own writing the
+// filter through view(), comes before every later host-span or whole-filter call's work, as it
+// does before the device-pointer calls: a save() right after it holds its bits.
+TEST_P(FakeCuda, HostSpanCallsComeAfterTheCallersDefaultStreamWork) {
+  FakeEngine gpu(layout_, GetParam());
+  FakeRuntime& fake = *gpu.fake;
+  Filter cpu(layout_, on_scalar());
+  const FilterRef ref = gpu.engine->view();
+  for (int round = 0; round < 12; ++round) {
+    const auto batch = random_keys(200, 100 + round);
+    auto* keys = engine_device_memory<std::uint64_t>(fake, batch.size() * 8, "keys");
+    std::memcpy(keys, batch.data(), batch.size() * 8);
+    fake.set_device(1);
+    fake.insert(layout_, ref.data(), keys, static_cast<std::uint32_t>(batch.size()),
+                KeyMode::hash_with_layout, nullptr);
+    fake.set_device(0);
+    cpu.insert(batch);
+    switch (round % 3) {
+      case 0:
+        ASSERT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu)) << "round " << round;
+        break;
+      case 1:
+        ASSERT_EQ(gpu.engine->popcount(), cpu.popcount()) << "round " << round;
+        break;
+      default: {
+        std::vector<std::uint8_t> has(batch.size());
+        gpu.engine->contains(batch, KeyMode::hash_with_layout, has);
+        ASSERT_EQ(std::ranges::count(has, 1), static_cast<long>(batch.size())) << "round " << round;
+      }
+    }
+    fake.run_all();
+    fake.free_device(keys);
+  }
+}
+
 TEST_P(FakeCuda, DeviceCallsRunInIssueOrderWhateverTheirStreams) {
   FakeEngine gpu(layout_, GetParam());
   FakeRuntime& fake = *gpu.fake;

@@ -317,13 +317,23 @@ class DeviceEngine final : public CudaEngine {
     for (const Slot& slot : slots_) rt_->drain(slot.stream);
   }
 
-  // Runs `queue()` (which queues work on stream_) under the lock on the filter's device, and
-  // returns when the work is done.
+  // Orders what is queued on stream_ next after the work already queued on the default (null)
+  // stream, where a caller's own kernel on view() goes when it names no stream: stream_ is
+  // non-blocking, so without this a save() right after such a kernel could copy the bits before
+  // it ran. The device-pointer calls order after their caller's stream instead (on_caller_stream).
+  void after_default_stream() const {
+    rt_->record(caller_, nullptr);
+    rt_->wait(stream_, caller_);
+  }
+
+  // Runs `queue()` (which queues work on stream_) under the lock on the filter's device, after
+  // the default stream's work, and returns when the work is done.
   template <typename Queue>
   void whole_filter_call(Queue&& queue) const {
     const std::lock_guard hold(mutex_);
     DeviceScope scope(*rt_, device_);
     try {
+      after_default_stream();
       queue();
       rt_->synchronize_stream(stream_);
     } catch (...) {
@@ -382,11 +392,11 @@ class DeviceEngine final : public CudaEngine {
     slot_keys_ = want;
   }
 
-  // Runs `launch(slot, n)` (on stream_) over `keys` chunk by chunk, alternating between the two
-  // slots: while one chunk's kernel runs, the next chunk's keys cross the bus on the other slot's
-  // stream and the host stages the one after. Kernels run one after another on stream_, so each
-  // chunk sees every earlier chunk's bits. Flags (if `out` is not empty) come back the same way.
-  // Returns when all work is done.
+  // Runs `launch(slot, n)` (on stream_, after the default stream's work) over `keys` chunk by
+  // chunk, alternating between the two slots: while one chunk's kernel runs, the next chunk's keys
+  // cross the bus on the other slot's stream and the host stages the one after. Kernels run one
+  // after another on stream_, so each chunk sees every earlier chunk's bits. Flags (if `out` is not
+  // empty) come back the same way. Returns when all work is done.
   template <typename Launch>
   void stream_keys(std::span<const std::uint64_t> keys, std::span<std::uint8_t> out,
                    Launch&& launch) const {
@@ -408,6 +418,7 @@ class DeviceEngine final : public CudaEngine {
       pending[s].n = 0;
     };
     try {
+      after_default_stream();
       prepare_slots(keys.size());
       // Pinned input (registered or cudaMallocHost) is copied from directly.
       int owner = -1;
