@@ -33,21 +33,21 @@ def committed(path: Path, shards: list, layout: bulkbloom.Layout, window) -> _st
     """`shards` (after their run) committed as a new sharded filter directory at `path`, with the
     rows their tasks hand in (bulkbloom.spark._plan._decide_shards)."""
     store = _store._store_of(path)
-    with _store._new_generation(store, None) as (number, directory):
-        store.mkdirs(directory)
-        rows = []
-        for index, shard in enumerate(shards):
-            attempt = store.local / directory / f"shard-{index:05d}.attempt"
-            shard.save(attempt)
-            rows.append({
-                "shard": index, "shard_file": str(attempt), "shard_bytes": None,
-                "filter_keys": shard.filter_keys() if window is not None else [],
-                "expected_false_drops": shard.expected_false_drops if window is not None else None,
-            })
-        staged = _store._stage(store, None, None, directory, number, rows, layout, window,
-                               None if window is None else TIME, SHARDS,
-                               {"keys": "integer", "capacity": None, "fpr": 0.001, "dropped": 0})
-        _store._publish(staged)
+    number, directory = _store._new_generation(None)
+    store.mkdirs(directory)
+    rows = []
+    for index, shard in enumerate(shards):
+        attempt = store.local / directory / f"shard-{index:05d}.attempt"
+        shard.save(attempt)
+        rows.append({
+            "shard": index, "shard_file": str(attempt), "shard_bytes": None,
+            "filter_keys": shard.filter_keys() if window is not None else [],
+            "expected_false_drops": shard.expected_false_drops if window is not None else None,
+        })
+    staged = _store._stage(store, None, None, directory, number, rows, layout, window,
+                           None if window is None else TIME, SHARDS,
+                           {"keys": "integer", "capacity": None, "fpr": 0.001, "dropped": 0})
+    _store._publish(staged)
     return _store.open_filter(path)
 
 

@@ -139,6 +139,39 @@ def test_of_two_manifests_of_one_name_exactly_one_is_created(spark, tmp_path, sc
     assert store.read("manifests/000001.json") == b"first\n"
 
 
+def test_a_commit_that_cannot_be_confirmed_is_left_for_the_rerun(spark, tmp_path, days,
+                                                                  monkeypatch):
+    """The manifest's create lands but reports an error (a lost reply), and reading the state
+    back to see whether it committed fails too: the run raises, removing nothing (neither the
+    output nor the generation the manifest names), as after a crash; the rerun finds the run
+    committed and the output in place."""
+    root, expected, _ = days
+    path = tmp_path / "filter"
+    day = [dict(path=tmp_path / f"out{n}", filter=path, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+           for n in (1, 2)]
+    bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), **day[0])
+    write = _store._LocalStore.write
+
+    def create_then_fail(self, name, data, exclusive=False):
+        write(self, name, data, exclusive)
+        if name == _store._manifest_name(2):
+            raise OSError("injected: the manifest's create lost its reply")
+
+    def read_back_fails(*args, **kwargs):
+        raise OSError("injected: reading the state back failed")
+
+    monkeypatch.setattr(_store._LocalStore, "write", create_then_fail)
+    monkeypatch.setattr(_store, "_open", read_back_fails)
+    with pytest.raises(OSError, match="reading the state back failed"):
+        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), **day[1])
+    monkeypatch.undo()
+    assert records(spark, tmp_path / "out2") == expected[1]
+    state = bbspark.open_filter(path)
+    assert state.number == 2 and all(Path(state.shard_path(s)).exists() for s in range(2))
+    rerun = bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), **day[1])
+    assert rerun.number == 2 and records(spark, tmp_path / "out2") == expected[1]
+
+
 def test_a_build_whose_staged_files_another_commit_removed_says_so(spark, tmp_path, days,
                                                                    monkeypatch):
     """Run B commits after run A made its work directory and before A's shard tasks write in it:

@@ -30,7 +30,7 @@ from ._plan import (
 from ._store import (
     _DROPPED, PathLike, ShardedFilter, _check_shards, _clean_up, _crashed_runs, _full_at,
     _input_drops, _input_drops_name, _new_generation, _open, _pending_for, _publish,
-    _raise_if_committed_meanwhile,
+    _undo_failed_run,
     _scratch_store, _stage, _Staged, _Store, _store_of, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
@@ -262,12 +262,16 @@ def _decide_and_publish(df: DataFrame, key: str, store: _Store, **decide: Any) -
     """A job that changes nothing but the filter (``build``, or ``dedup``'s scratch filter):
     decided, staged and committed at once."""
     current = _open(store, committing=True)
-    with _new_generation(store, current) as generation:
-        try:
-            state = _publish(_decide(df, key, store, current, generation, **decide))
-        except BaseException as error:
-            _raise_if_committed_meanwhile(store, current, error)
-            raise
+    generation = _new_generation(current)
+    committing = False
+    try:
+        staged = _decide(df, key, store, current, generation, **decide)
+        committing = True
+        state = _publish(staged)
+    except BaseException as error:
+        _undo_failed_run(store, generation, error, lambda: store.delete(generation[1]),
+                         committing)
+        raise
     _clean_up(store, state)
     return state
 
@@ -625,39 +629,45 @@ def dedup_and_write(
                      store.uri, output.name)
     df = _stable_input(df, unstable_input)
     pending = None
+    committing = False
     pinned = _pin_file_splits(spark)
     try:
-        with _new_generation(store, current) as generation:
-            try:
-                staged = _decide(
-                    df, key, store, current, generation, order=order_terms, capacity=capacity,
-                    fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
-                    on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
-                    nulls=nulls, run=run, on_full=on_full,
-                )
-                pending = _write_pending(store, output.name, staged)
-                for name in stale:  # a crashed run's, which this run's PENDING now stands for
-                    store.delete(name)
-                step("staged")
-                writer = _kept(df, key, nulls, store, staged.manifest, broadcast_drops).write
-                writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
-                if partition_by is not None:
-                    columns = [partition_by] if isinstance(partition_by, str) else partition_by
-                    writer = writer.partitionBy(*columns)
-                writer.options(**(options or {})).save(output.name)
-                step("written")
-                state = _publish(staged)
-            except BaseException as error:
+        generation = _new_generation(current)
+        try:
+            staged = _decide(
+                df, key, store, current, generation, order=order_terms, capacity=capacity,
+                fpr=fpr, num_shards=num_shards, layout=layout, carry=True, write_drops=True,
+                on_task=_on_task, window=request, regroup_drops_above=broadcast_drops,
+                nulls=nulls, run=run, on_full=on_full,
+            )
+            pending = _write_pending(store, output.name, staged)
+            for name in stale:  # a crashed run's, which this run's PENDING now stands for
+                store.delete(name)
+            step("staged")
+            writer = _kept(df, key, nulls, store, staged.manifest, broadcast_drops).write
+            writer = writer.format(format).mode("overwrite" if existed else "errorifexists")
+            if partition_by is not None:
+                columns = [partition_by] if isinstance(partition_by, str) else partition_by
+                writer = writer.partitionBy(*columns)
+            writer.options(**(options or {})).save(output.name)
+            step("written")
+            committing = True
+            state = _publish(staged)
+        except BaseException as error:
+
+            def undo() -> None:
                 # Back as it was: the filter never changed; an output that was not there before
                 # (or was a crashed run's) goes, unless a run that committed meanwhile wrote it;
-                # PENDING, last, since it vouches for the output.
+                # PENDING, then the staged objects, last, since PENDING vouches for the output.
                 if (not existed or ours) and not _written_by_another(store, current, output.name,
                                                                      pending):
                     output.delete()
                 if pending is not None:
                     store.delete(pending)
-                _raise_if_committed_meanwhile(store, current, error)
-                raise
+                store.delete(generation[1])
+
+            _undo_failed_run(store, generation, error, undo, committing)
+            raise
     finally:
         if pinned is not None:
             spark.conf.unset(pinned)

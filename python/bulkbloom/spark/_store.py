@@ -14,9 +14,8 @@ import tempfile
 import time
 import urllib.parse
 import uuid
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -775,19 +774,43 @@ def _conflict(store: _Store, number: int) -> CommitConflictError:
     )
 
 
-def _raise_if_committed_meanwhile(store: _Store, base: Optional[ShardedFilter],
-                                  error: BaseException) -> None:
-    """Raises CommitConflictError, from `error`, when another run committed after `base` while
-    this one ran: its commit removed this run's staged generation (numbered as the one it
-    committed), so what failed here (a read of this run's drops, a write) failed for that."""
-    if not isinstance(error, Exception) or isinstance(error, CommitConflictError):
-        return
+def _committed_by(store: _Store, number: int, directory: str) -> str:
+    """Who committed generation `number`, which a run staged in `directory`: "none", "this run",
+    "another run", or "unknown" when its manifest cannot be read or parsed (a failing store, or
+    one cut short: _open)."""
     try:
-        latest = _open(store)
-    except Exception:  # the failure being handled is the one to raise
+        data = store.read(_manifest_name(number))
+    except FileNotFoundError:
+        return "none"
+    except Exception:
+        return "unknown"
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        return "unknown"
+    if not isinstance(manifest, dict):
+        return "unknown"
+    return "this run" if manifest.get("directory") == directory else "another run"
+
+
+def _undo_failed_run(store: _Store, generation: Tuple[int, str], error: BaseException,
+                     undo: Callable[[], None], committing: bool) -> None:
+    """After `error` failed a run staging `generation` (number, directory): `undo` what it did
+    and raise CommitConflictError from `error` when another run committed that number, which is
+    why this one failed (its commit removed this run's staged objects) or would have. When the
+    run was `committing` (its manifest's write had begun), a commit that may be its own (the
+    write reported an error, and reading the state back failed too) leaves everything as a crash
+    would, for the rerun to tell (module documentation, "Committing a run")."""
+    committed = _committed_by(store, *generation)
+    if committing and committed in ("this run", "unknown"):
+        _log.warning("%s: this run failed, and whether its generation %d is committed cannot be "
+                     "told now; its objects stay, as after a crash: run it again", store.uri,
+                     generation[0])
         return
-    if latest is not None and latest.number > (0 if base is None else base.number):
-        raise _conflict(store, latest.number) from error
+    undo()
+    if committed == "another run" and isinstance(error, Exception) and \
+            not isinstance(error, CommitConflictError):
+        raise _conflict(store, generation[0]) from error
 
 
 def _publish(staged: _Staged) -> ShardedFilter:
@@ -860,18 +883,12 @@ def _remove_unreferenced(store: _Store, current: ShardedFilter) -> None:
                      "bulkbloom before this version cannot read it", store.uri)
 
 
-@contextmanager
-def _new_generation(store: _Store, current: Optional[ShardedFilter]) -> Iterator[Tuple[int, str]]:
+def _new_generation(current: Optional[ShardedFilter]) -> Tuple[int, str]:
     """(number, directory name) of the generation a run starting from `current` makes: the next
     manifest's number, and a directory named for the run alone, so that two runs never write the
-    same object. The directory is removed if the run fails before its commit."""
+    same object. A run that fails removes it (_undo_failed_run)."""
     number = 1 if current is None else current.number + 1
-    directory = f"gen-{number:06d}-{uuid.uuid4().hex[:16]}"
-    try:
-        yield number, directory
-    except BaseException:
-        store.delete(directory)
-        raise
+    return number, f"gen-{number:06d}-{uuid.uuid4().hex[:16]}"
 
 
 def _clean_up(store: _Store, state: ShardedFilter) -> None:
