@@ -102,6 +102,12 @@ TEST(Registry, MapRunsTheNamedCpuImplementation) {
   EXPECT_EQ(bytes_of(mapped), bytes_of(source));
   options.options.implementation = "cuda";
   EXPECT_THROW(map(dir.path() / "f.bbf", nullptr, options), std::invalid_argument);
+  // Asked for the GPU, it says it cannot rather than run on the CPU.
+  options.options.implementation.clear();
+  options.options.backend = Backend::cuda;
+  EXPECT_THROW(map(dir.path() / "f.bbf", nullptr, options), std::invalid_argument);
+  options.options.backend = Backend::automatic;
+  EXPECT_EQ(map(dir.path() / "f.bbf", nullptr, options).implementation().substr(0, 4), "cpu/");
 }
 
 // Host kernels that count their calls and pass them on to the scalar ones.

@@ -86,7 +86,8 @@ struct MapOptions {
   /// Verify the payload checksum (reads every page once). Turn off only for a file whose
   /// checksum was verified before, e.g. a multi-GB filter reopened on the same machine.
   bool verify = true;
-  /// Worker threads and CPU implementation for bulk calls (the backend is always the CPU).
+  /// Worker threads and CPU implementation for bulk calls: the backend is always the CPU
+  /// (Backend::cuda, or a cuda implementation, throws std::invalid_argument).
   Options options = {};
 };
 

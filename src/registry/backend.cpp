@@ -197,6 +197,11 @@ std::unique_ptr<Engine> make_engine_over_file(const Layout& layout, const Option
     throw std::invalid_argument("map() runs on the CPU backend; implementation '" +
                                 options.implementation + "' is not a CPU one");
   }
+  if (options.backend == Backend::cuda) {
+    throw std::invalid_argument(
+        "map() runs on the CPU backend, not the cuda one asked for: load() puts a file's "
+        "filter on the GPU");
+  }
   Options on_cpu = options;
   on_cpu.backend = Backend::cpu;
   return make_cpu(choose(on_cpu), layout, on_cpu,
