@@ -129,8 +129,14 @@ cli_bench() {
   rm -rf "$report_dir"
   return $status
 }
-if starts; then
-  result binaries ok "prebuilt in $prepared"
+# Binaries prepared from another tree would check code that is not this one's.
+built_from=$(sed -n 's/^source: //p' "$prepared/manifest.txt" 2>/dev/null)
+this_tree=$(bench/gpu_source_fingerprint.sh)
+if [[ -d $prepared && $built_from != "$this_tree" ]]; then
+  result binaries FAILED "$prepared was built from sources ${built_from:-not recorded}, this tree's are $this_tree: run bench/prepare_gpu_check.sh again"
+  finish
+elif starts; then
+  result binaries ok "prebuilt in $prepared from this tree's sources ($this_tree)"
 elif [[ $dry_run == yes ]]; then
   result binaries FAILED "$tests_bin does not start here (run bench/prepare_gpu_check.sh)"
   finish
@@ -210,7 +216,7 @@ if time_for gpu-tests 200; then
   passed=$(grep -Eo '\[  PASSED  \] [0-9]+' "$tests_log" | grep -Eo '[0-9]+$')
   no_device=$(grep -c 'no CUDA device' "$tests_xml" 2>/dev/null)
   skipped=$(grep -c 'result="skipped"' "$tests_xml" 2>/dev/null)
-  if ((status == 0)) && [[ -n $passed ]] && ((no_device == 0)); then
+  if ((status == 0)) && ((${passed:-0} > 0)) && ((no_device == 0)); then
     result gpu-tests ok "${passed} passed, ${skipped:-0} skipped for a stated reason (gpu_tests.xml)"
   else
     result gpu-tests FAILED "exit $status, ${passed:-0} passed, ${no_device:-?} without a device; $(grep -m2 '\[  FAILED  \]' "$tests_log" | tr '\n' ' ')"
@@ -258,7 +264,8 @@ if ! command -v compute-sanitizer >/dev/null; then
 elif time_for memcheck 40; then
   echo "== compute-sanitizer memcheck: $sanitized" >>"$tests_log"
   if BULKBLOOM_REQUIRE_GPU=1 bounded 60 40 compute-sanitizer --tool memcheck --error-exitcode 1 \
-    "$tests_bin" --gtest_brief=1 --gtest_filter="$sanitized" >>"$tests_log" 2>&1; then
+    "$tests_bin" --gtest_brief=1 --gtest_filter="$sanitized" >>"$tests_log" 2>&1 &&
+    (($(tail -5 "$tests_log" | grep -Eo '\[  PASSED  \] [0-9]+' | grep -Eo '[0-9]+$' || echo 0) > 0)); then
     result memcheck ok "$(tail -1 "$tests_log")"
   else
     result memcheck FAILED "$(tail -1 "$tests_log")"

@@ -4,7 +4,7 @@
 #   1. a prepared folder from BUILD_DIR's binaries (bench/prepare_gpu_check.sh --from, no mutants)
 #   2. the dry run passes: the prebuilt binaries start, the mutations apply, `bulkbloom bench`
 #      says why its GPU section is absent, and it writes at most the 8 files the device tool
-#      brings back
+#      brings back; with the manifest naming other sources, it fails at once
 #   3. the real run without a device fails, at once (under 60 s) and at the probe: no false green
 #   4. the GPU tests with BULKBLOOM_REQUIRE_GPU=1 fail without a device instead of skipping
 # Steps 3 and 4 are left out where a GPU answers (the real run is the check there).
@@ -36,6 +36,16 @@ grep -qP '^cli-bench\tok\twithout a device: .+' "$work/dry/summary.txt" ||
   fail "the dry run's bulkbloom bench did not say why its GPU section is absent"
 written=$(find "$work/dry" -type f | wc -l)
 ((written <= 8)) || fail "the dry run wrote $written files; the device tool brings back 8"
+
+echo "== 2b. binaries prepared from other sources"
+cp -r "$work/prepared" "$work/stale"
+sed -i 's/^source: .*/source: 0000000000000000/' "$work/stale/manifest.txt"
+if bench/gpu_check.sh --dry-run "$work/stale-dry" "$work/stale" >"$work/stale.out" 2>&1; then
+  fail "the dry run passed with binaries prepared from other sources"
+fi
+grep -qE '^binaries +FAILED .*built from sources 0000000000000000' "$work/stale.out" ||
+  fail "the stale binaries were not named as such: $(grep -m1 '^binaries' "$work/stale.out")"
+rm -rf "$work/stale"
 
 if nvidia-smi -L >/dev/null 2>&1; then
   echo "== 3, 4: a GPU answers here; the real run is the check"

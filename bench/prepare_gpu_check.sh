@@ -79,6 +79,7 @@ strip --strip-unneeded "$prepared"/bin/* "$prepared"/mutants/*.bin 2>/dev/null |
 
 {
   echo "prepared: $(date -u +%FT%TZ) from $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
+  echo "source: $(bench/gpu_source_fingerprint.sh)"
   echo "build: $from"
   nvcc --version | tail -1
   (cd "$prepared" && find . -type f -printf '%s %p\n' | sort -k2)
