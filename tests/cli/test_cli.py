@@ -176,6 +176,12 @@ def case_gen_counts():
     check(len(records) == 10000, "gen wrote the wrong number of records")
     check(len(set(records)) == 7500, f"gen wrote {len(set(records))} distinct keys, not 7500")
     check(b"7500 distinct" in proc.stderr, "gen does not report its distinct count")
+    # Records wider than gen's write buffer: tsv:400000 rows are 5.2 MB each.
+    proc = run(["gen", "--count", "2", "-f", "tsv:400000", "-o", "wide"], expect_rc=None)
+    check(proc.returncode == 0, f"gen -f tsv:400000: exit {proc.returncode}")
+    rows = read("wide").split(b"\n")
+    check(len(rows) == 3 and rows[2] == b"" and all(len(r.split(b"\t")) == 400000 for r in rows[:2]),
+          f"gen -f tsv:400000 wrote {len(rows) - 1} rows of {[len(r) for r in rows]} bytes")
 
 
 def pipe_dedup(fmt, count, options=""):

@@ -54,12 +54,13 @@ class RepeatPicker {
 // Appends one record holding `key` (record number `row`) in `format`.
 class RecordWriter {
  public:
-  RecordWriter(RecordFormat format, OutputFile& out) : format_(format), out_(out) {
-    buffer_.resize(kWriteBuffer);
+  RecordWriter(RecordFormat format, OutputFile& out)
+      : format_(format), out_(out), max_record_(max_record_bytes(format)) {
+    buffer_.resize(std::max(kWriteBuffer, 2 * max_record_));
   }
 
   void write(std::uint64_t key, std::uint64_t row) {
-    if (used_ + kMaxRecord > buffer_.size()) flush();
+    if (used_ + max_record_ > buffer_.size()) flush();
     char* p = buffer_.data() + used_;
     switch (format_.kind) {
       case FormatKind::u64:
@@ -130,9 +131,19 @@ class RecordWriter {
     return p;
   }
 
-  static constexpr std::size_t kMaxRecord = 64 * 1024;  // far above the widest record
+  // The longest record of `format`: a number is at most 20 digits, a UUID 36 characters, and each
+  // csv/tsv column holds a number or the 13-byte note, and a separator; N columns have no bound
+  // but memory.
+  static std::size_t max_record_bytes(const RecordFormat& format) {
+    if (format.kind == FormatKind::csv || format.kind == FormatKind::tsv) {
+      return std::size_t{std::max(format.column, 3u)} * 21 + 1;
+    }
+    return 64;
+  }
+
   RecordFormat format_;
   OutputFile& out_;
+  std::size_t max_record_;
   std::string buffer_;
   std::size_t used_ = 0;
 };
@@ -194,6 +205,7 @@ int run_gen(const Arguments& args) {
     writer.write(mix(id + key_offset), i + 1);
   }
   writer.flush();
+  out.sync();
   out.commit();
   std::fprintf(stderr, "wrote %llu %s records (%llu distinct keys, %llu repeats) to %s\n",
                static_cast<unsigned long long>(count), format.name().c_str(),
