@@ -1282,6 +1282,64 @@ def case_version_and_help():
     check(b"--capacity" in run(["help", "dedup"]).stdout, "help dedup shows no options")
 
 
+def case_filter_files_outputs():
+    """build and merge write their filter where dedup --filter would read it: through symbolic
+    links, under the lock a dedup run holds, refused before reading any input when the place
+    cannot take a file; build keeps an exact --num-blocks layout or stops; query's two outputs
+    cannot both be stdout."""
+    run(["gen", "--count", "1000", "--dup-fraction", "0.1", "-o", "in"])
+    os.symlink("real.bbf", path("link.bbf"))
+    run(["build", "in", "-o", "link.bbf", "--stats", "none"])
+    check(os.path.islink(path("link.bbf")) and os.path.isfile(path("real.bbf")),
+          "build replaced the link instead of writing the file it names")
+    run(["build", "in", "-o", "other.bbf", "--stats", "none"])
+    run(["merge", "other.bbf", "other.bbf", "-o", "link.bbf"])
+    check(os.path.islink(path("link.bbf")), "merge replaced the link")
+    proc = run(["merge", "other.bbf", "real.bbf", "-o", "link.bbf"], expect_rc=2)
+    check(b"real.bbf is both the output filter and the input" in proc.stderr,
+          proc.stderr.decode())
+    # What a save killed mid-write left beside the filter goes with the next save.
+    write("real.bbf.tmp.k1lled", b"x" * 100)
+    run(["build", "in", "-o", "link.bbf", "--stats", "none"])
+    check(not os.path.exists(path("real.bbf.tmp.k1lled")), "a dead save's temporary file stayed")
+
+    # Under the lock of a dedup run that carries the filter: refused, nothing written.
+    with open(path("held.bbf.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for args in (["build", "in", "-o", "held.bbf", "--stats", "none"],
+                     ["merge", "real.bbf", "real.bbf", "-o", "held.bbf"]):
+            proc = run(args, expect_rc=1)
+            check(b"held.bbf is in use by another bulkbloom run" in proc.stderr,
+                  proc.stderr.decode())
+            check(not os.path.exists(path("held.bbf")), f"{args[0]} wrote under the lock")
+
+    # A place that cannot take the file, refused with a usage error before the input is read
+    # (a fifo nobody writes would hang a run that read it).
+    os.mkfifo(path("fifo"))
+    os.mkdir(path("dir.bbf"))
+    for output, message, rc in (("dir.bbf", b"-o dir.bbf is a directory", 2),
+                                ("new/", b"-o new/ is a directory", 2),
+                                ("missing/f.bbf", b"its directory missing does not exist", 1)):
+        proc = run(["build", "fifo", "-o", output, "--capacity", "10", "--stats", "none"],
+                   expect_rc=rc)
+        check(message in proc.stderr, proc.stderr.decode())
+
+    # --num-blocks: exactly that layout, or a refusal; never a filter of another layout.
+    proc = run(["build", "in", "-o", "exact.bbf", "--shape", "sb256", "--num-blocks", "1",
+                "--stats", "none"], expect_rc=1)
+    check(b"--num-blocks fixes its layout" in proc.stderr and
+          not os.path.exists(path("exact.bbf")), proc.stderr.decode())
+    run(["build", "in", "-o", "exact.bbf", "--shape", "sb256", "--num-blocks", "64",
+         "--index", "full64", "--stats", "none"])
+    info = json.loads(run(["info", "--json", "exact.bbf"]).stdout)
+    check(info["layout"].startswith("sb256 x 64 blocks") and "full64" in info["layout"],
+          f"{info['layout']}")
+
+    # Seen and unseen records both on stdout would be mixed.
+    proc = run(["query", "in", "--filter", "real.bbf", "--unseen", "-"], expect_rc=2)
+    check(b"would both go to stdout" in proc.stderr, proc.stderr.decode())
+
+
 def case_build_query_info_merge():
     run(["gen", "--count", "30000", "-f", "dec", "--seed", "1", "-o", "a"])
     run(["gen", "--count", "30000", "-f", "dec", "--seed", "2", "-o", "b"])

@@ -37,24 +37,24 @@ CarriedFilter CarriedFilter::load(StateDirectory& directory, const Options& opti
 }
 
 void CarriedFilter::set_growth(OnFull on_full, std::uint64_t expected_keys, std::uint64_t keys_done,
-                               const std::string& name) {
+                               const std::string& name, const std::string& refused_hint) {
   expect_keys(expected_keys, keys_done);
-  set_growth_check(
-      [on_full, name](const GrownFilter& filter, std::uint64_t new_keys, bool at_limit) {
-        char promise[40];
-        std::snprintf(promise, sizeof promise, "%.17g", filter.promised_fpr());
-        const std::string sized = "sized for " + std::to_string(filter.capacity()) +
-                                  " keys at a false-positive rate of " + promise;
-        if (on_full == OnFull::error) {
-          throw Error(name + " is full: it holds " + std::to_string(filter.keys()) + " keys (" +
-                      sized + "), and the next batch's " + std::to_string(new_keys) +
-                      " new keys would pass that rate; without --on-full error it grows");
-        }
-        if (at_limit) {
-          throw Error(name + " has grown to " + std::to_string(kMaxGenerations) +
-                      " generations, the most it may have; start a new filter " + sized);
-        }
-      });
+  set_growth_check([on_full, name, refused_hint](const GrownFilter& filter, std::uint64_t new_keys,
+                                                 bool at_limit) {
+    char promise[40];
+    std::snprintf(promise, sizeof promise, "%.17g", filter.promised_fpr());
+    const std::string sized = "sized for " + std::to_string(filter.capacity()) +
+                              " keys at a false-positive rate of " + promise;
+    if (on_full == OnFull::error) {
+      throw Error(name + " is full: it holds " + std::to_string(filter.keys()) + " keys (" + sized +
+                  "), and the next batch's " + std::to_string(new_keys) +
+                  " new keys would pass that rate; " + refused_hint);
+    }
+    if (at_limit) {
+      throw Error(name + " has grown to " + std::to_string(kMaxGenerations) +
+                  " generations, the most it may have; start a new filter " + sized);
+    }
+  });
 }
 
 void CarriedFilter::merge(const CarriedFilter& other, const std::string& other_name) {

@@ -37,9 +37,9 @@ class CarriedFilter : public GrownFilter {
   /// What to do when a batch would pass the target. `expected_keys` is the number of keys the
   /// run is expected to bring (0: unknown) and `keys_done` how many of them a resumed run had
   /// already passed: a new generation is sized for the rest of the load. `name` names the
-  /// filter in errors.
+  /// filter in errors; `refused_hint` ends the error of OnFull::error (what to do instead).
   void set_growth(OnFull on_full, std::uint64_t expected_keys, std::uint64_t keys_done,
-                  const std::string& name);
+                  const std::string& name, const std::string& refused_hint);
 
   /// GrownFilter::merge(), refused with an Error naming `other_name` when the key formats hash
   /// differently (integers and byte strings).

@@ -14,9 +14,11 @@
 #include "cli/carried_filter.hpp"
 #include "cli/commands.hpp"
 #include "cli/filter_options.hpp"
+#include "cli/output_file.hpp"
 #include "cli/saved_state.hpp"
 #include "cli/scan_command.hpp"
 #include "cli/state_lock.hpp"
+#include "persist/file_io.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -33,6 +35,7 @@ int run_build(const Arguments& args) {
   ArgParser parser("build [options] -o FILTER [INPUT...]",
                    "Inserts every key of the inputs into a new filter and saves it to FILTER.");
   parser.value("output", "FILTER", "the filter file to write (required)", 'o');
+  parser.flag("wait-lock", "when a dedup run holds FILTER (as its --filter), wait for it");
   add_scan_options(parser);
   add_sizing_options(parser);
   add_backend_options(parser);
@@ -41,23 +44,32 @@ int run_build(const Arguments& args) {
   const ScanOptions scan = scan_options(parser);
   const Options backend = backend_options(parser);
   const SizingRequest sizing = sizing_request(parser);
-  const auto filter_path = parser.get("output");
-  if (!filter_path) throw UsageError("build needs -o FILTER, the file to save the filter to");
-  check_filter_output(*filter_path, "-o");
+  const auto given_path = parser.get("output");
+  if (!given_path) throw UsageError("build needs -o FILTER, the file to save the filter to");
+  const auto filter_path = filter_output_path(*given_path, "-o");
 
-  std::vector<NamedPath> named = {{"output filter", *filter_path, true}};
+  std::vector<NamedPath> named = {{"output filter", filter_path, true}};
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   check_paths_distinct(named);
+  // As dedup --filter locks it; what a killed save left beside it is dead.
+  const StateLock lock(filter_path, false, parser.has("wait-lock"));
+  detail::remove_stale_saves(filter_path);
   ChunkReader reader(parser.positionals(), scan.format, scan.chunk_bytes, {}, scan.skip_bad);
   std::string capacity_note;
   const std::uint64_t capacity = sized_capacity(sizing, reader, scan.format, capacity_note, true);
   CarriedFilter filter(sized_layout(sizing, capacity), capacity, sizing.fpr, scan.format.name(),
                        backend);
-  filter.set_growth(OnFull::grow, reader.total_known() ? estimated_records(reader, scan.format) : 0,
-                    0, "filter " + *filter_path);
+  filter.set_growth(sizing.num_blocks ? OnFull::error : OnFull::grow,
+                    reader.total_known() ? estimated_records(reader, scan.format) : 0, 0,
+                    "filter " + filter_path,
+                    "--num-blocks fixes its layout: give more blocks, or leave out --num-blocks "
+                    "and the filter grows");
   ScanSettings settings = scan_settings(scan);
   const ScanState end = run_scan(filter, reader, settings);
-  filter.save(*filter_path, {});
+  {
+    const SignalsDeferred deferred;  // so that a signal never leaves the temporary file behind
+    filter.save(filter_path, {});
+  }
 
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(end.counters.records));
@@ -67,7 +79,7 @@ int run_build(const Arguments& args) {
   summary.number("new_keys", "keys taken as new", static_cast<double>(end.counters.flagged));
   summary.number("distinct_keys", "distinct keys (estimated)",
                  static_cast<double>(end.counters.flagged) + filter.expected_false_drops());
-  summary.text("saved_to", "saved to", *filter_path);
+  summary.text("saved_to", "saved to", filter_path);
   summary.text("capacity_source", "", capacity_note);
   print_scan_summary(summary, filter.newest(), end.counters, start_time, scan);
   return 0;
@@ -95,7 +107,14 @@ int run_query(const Arguments& args) {
 
   std::vector<NamedPath> named = {{"--filter file", *filter_path, false},
                                   {"output", parser.get_or("output", "-"), true}};
-  if (const auto unseen = parser.get("unseen")) named.push_back({"--unseen file", *unseen, true});
+  if (const auto unseen = parser.get("unseen")) {
+    if (*unseen == "-" && parser.get_or("output", "-") == "-") {
+      throw UsageError(
+          "--unseen - and the seen records (-o) would both go to stdout: name a file "
+          "for one of them");
+    }
+    named.push_back({"--unseen file", *unseen, true});
+  }
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   check_paths_distinct(named);
   CarriedFilter filter = CarriedFilter::load(*filter_path, kDefaultFpr, backend, nullptr);
@@ -291,14 +310,17 @@ int run_merge(const Arguments& args) {
   ArgParser parser("merge [options] A B [MORE...] -o OUT",
                    "Saves the union of saved filters of one layout (a bitwise OR) to OUT.");
   parser.value("output", "OUT", "the merged filter file (required)", 'o');
+  parser.flag("wait-lock", "when a dedup run holds OUT (as its --filter), wait for it");
   if (!parser.parse(args)) return 0;
-  const auto out = parser.get("output");
-  if (!out) throw UsageError("merge needs -o OUT");
+  const auto given_out = parser.get("output");
+  if (!given_out) throw UsageError("merge needs -o OUT");
   if (parser.positionals().size() < 2) throw UsageError("merge needs at least two filter files");
-  check_filter_output(*out, "-o");
-  std::vector<NamedPath> named = {{"output filter", *out, true}};
+  const std::string out = filter_output_path(*given_out, "-o");
+  std::vector<NamedPath> named = {{"output filter", out, true}};
   for (const std::string& input : parser.positionals()) named.push_back({"input", input, false});
   check_paths_distinct(named);
+  const StateLock lock(out, false, parser.has("wait-lock"));
+  detail::remove_stale_saves(out);
   // Loaded as carried filters, so that the union keeps the sizing record (the promise a later
   // dedup --filter run holds it to) and the key format of its parts.
   const auto load_part = [](const std::string& path) {
@@ -319,9 +341,12 @@ int run_merge(const Arguments& args) {
       throw Error(path + ": " + e.what());
     }
   }
-  merged.save(*out, {});
+  {
+    const SignalsDeferred deferred;
+    merged.save(out, {});
+  }
   std::fprintf(stderr, "merged %zu filters into %s: %s, about %llu distinct keys\n",
-               parser.positionals().size(), out->c_str(),
+               parser.positionals().size(), out.c_str(),
                merged.newest().layout().describe().c_str(),
                static_cast<unsigned long long>(merged.keys()));
   return 0;
@@ -372,7 +397,11 @@ int run_convert(const Arguments& args) {
   const StateLock source_lock(source.path, false, parser.has("wait-lock"));
   const StateLock dest_lock(dest.path, false, parser.has("wait-lock"));
   SavedState loaded = load_saved_state(source.path);
-  const std::uint64_t written = save_saved_state(loaded, dest.path, dest.directory);
+  std::uint64_t written = 0;
+  {
+    const SignalsDeferred deferred;
+    written = save_saved_state(loaded, dest.path, dest.directory);
+  }
   std::fprintf(stderr, "converted the %s in %s into %s %s (%llu bytes written)\n",
                loaded.kind_name(), source.path.c_str(),
                dest.directory ? "the state directory" : "the file", dest.path.c_str(),

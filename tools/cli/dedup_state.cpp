@@ -65,7 +65,8 @@ class FilterState final : public DedupState {
                    "whatever it grows (rebuild it from the data it was made from)\n",
                    problem.c_str());
     }
-    filter_.set_growth(plan.on_full, plan.expected_records, plan.records_done, plan.name);
+    filter_.set_growth(plan.on_full, plan.expected_records, plan.records_done, plan.name,
+                       "without --on-full error it grows");
     filter_.set_expected_false_drops(plan.expected_false_drops);
     if (plan.log_changes) enable_change_log(filter_);
   }

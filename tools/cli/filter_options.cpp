@@ -31,15 +31,20 @@ void add_sizing_options(ArgParser& parser) {
       .value("capacity", "N",
              "distinct keys the filter is sized for (default: estimated from the input size)")
       .value("fpr", "P", "false-positive rate at capacity (default 0.001)")
-      .value("shape", "S", "block shape sb256, sb256x4, sb512 or sb512x16 (default: smallest)")
+      .value("shape", "S",
+             "block shape sb256, sb256x4, sb512 or sb512x16 of the first generation (default: "
+             "smallest; a generation added when the keys pass the rate is the smallest for its "
+             "size)")
       .value("seed", "N", "XXH64 seed, any 64-bit integer, decimal or 0x hex (default 0)")
       .value("index", "I",
-             "block index high32 (Parquet's) or full64 (default: high32 unless its uneven block "
-             "loads would raise the FPR by over 0.5%, beyond ~10^8 blocks)")
+             "block index high32 (Parquet's) or full64 of the first generation (default: high32 "
+             "unless its uneven block loads would raise the FPR by over 0.5%, beyond ~10^8 "
+             "blocks)")
       .value("num-blocks", "N",
              "exactly N blocks of --shape instead of the count --capacity and --fpr size (to "
              "reproduce another tool's layout, e.g. a Spark filter directory's; with --seed and "
-             "--index as that layout has them)");
+             "--index as that layout has them): build keeps exactly that layout and stops if the "
+             "keys would pass --fpr; dedup starts with it and grows");
 }
 
 void add_backend_options(ArgParser& parser) {

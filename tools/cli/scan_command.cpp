@@ -1,9 +1,14 @@
 #include "cli/scan_command.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
+
+#include "cli/errors.hpp"
+#include "cli/state_lock.hpp"
 
 namespace bulkbloom::cli {
 namespace {
@@ -42,6 +47,24 @@ void check_filter_output(const std::string& path, const char* option) {
   throw UsageError(std::string(option) +
                    " -: a filter file is committed by renaming it into place, which standard "
                    "output cannot take; name a file");
+}
+
+std::string filter_output_path(const std::string& given, const char* option) {
+  check_filter_output(given, option);
+  const std::string path = real_state_path(given);
+  const std::string named = std::string(option) + " " + given;
+  if (given.ends_with('/') || std::filesystem::is_directory(path)) {
+    throw UsageError(named +
+                     " is a directory: this writes a filter file (a state directory is "
+                     "made by dedup --filter DIR/, or bulkbloom convert)");
+  }
+  std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (parent.empty()) parent = ".";
+  if (access(parent.c_str(), W_OK | X_OK) != 0) {
+    throw IoError(std::string("cannot write ") + named + ": its directory " + parent.string() +
+                  (errno == ENOENT ? " does not exist" : " cannot be written to"));
+  }
+  return path;
 }
 
 void add_scan_options(ArgParser& parser) {

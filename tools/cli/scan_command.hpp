@@ -32,6 +32,12 @@ void check_paths_distinct(const std::vector<NamedPath>& paths);
 /// renaming a finished file into place, which standard output cannot take.
 void check_filter_output(const std::string& path, const char* option);
 
+/// The file a new filter file given as `given` (with `option`) is written to: where its symbolic
+/// links end (real_state_path(), as dedup --filter follows them), checked before any input is
+/// read: not "-", not a directory, in a directory that exists and can be written. Throws
+/// UsageError or Error naming `given`.
+std::string filter_output_path(const std::string& given, const char* option);
+
 /// Declares --format, --skip-bad, --stats and --buffer-size.
 void add_scan_options(ArgParser& parser);
 
