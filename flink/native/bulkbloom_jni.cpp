@@ -425,6 +425,8 @@ jobjectArray log_chunks(JNIEnv* env, std::span<const std::uint64_t> hashes, std:
   if (byte_array == nullptr) return nullptr;
   const std::size_t count = (log.size() + chunk - 1) / chunk;
   const jobjectArray chunks = env->NewObjectArray(static_cast<jsize>(count), byte_array, nullptr);
+  // One call takes a log for each closed part: without this, each left a local reference behind.
+  env->DeleteLocalRef(byte_array);
   if (chunks == nullptr) return nullptr;
   for (std::size_t i = 0; i < count; ++i) {
     const jbyteArray piece =

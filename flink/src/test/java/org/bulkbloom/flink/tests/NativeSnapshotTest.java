@@ -59,6 +59,35 @@ public final class NativeSnapshotTest {
   }
 
   /**
+   * A take after many rotations hands over a log for each part that closed since the last one;
+   * ctest's -Xcheck:jni fails the test if the call leaves more local references than its frame
+   * holds (one was left a closed part, and HotSpot's frame holds 32).
+   */
+  @Test
+  void manyPartsClosedBetweenTakes() {
+    try (NativeWindowShards live = new NativeWindowShards(480, 0, 48, 0.01, 2_000_000, 7, 1, false, 0)) {
+      live.addEmpty(0);
+      live.enableChangeLog(0);
+      live.takeSnapshot(0, Long.MAX_VALUE, CHUNK);
+      final long[] keys = new long[10];
+      final long[] clocks = new long[keys.length];
+      for (long t = 0; t < 480; t += 4) {
+        for (int i = 0; i < keys.length; ++i) {
+          keys[i] = t * 100 + i;
+          clocks[i] = t;
+        }
+        live.dedup(keys, live.shardOf(keys), clocks, keys.length, new byte[keys.length]);
+      }
+      final Snapshot snapshot = live.takeSnapshot(0, Long.MAX_VALUE, CHUNK);
+      int logged = 0;
+      for (int j = 0; j < snapshot.numClosed(); ++j) {
+        logged += snapshot.closedChange(j) != Snapshot.REWRITTEN ? 1 : 0;
+      }
+      assertTrue(logged >= 40, logged + " of " + snapshot.numClosed() + " closed parts have logs");
+    }
+  }
+
+  /**
    * A shard taken apart before its clock started marks its parts so, and its metadata tells it:
    * part 0 of period -1 then is not the part of period -1 with keys after the clock starts there.
    */
