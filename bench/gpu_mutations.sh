@@ -86,22 +86,25 @@ case $mode in
   --run)
     dir=$2 log=$3
     survived=0
+    # Each mutant's own output, outside LOG's folder: a run stopped part-way (gpu_check.sh bounds
+    # this step) must not leave a file there beside the ones the device tool brings back.
+    one=$(mktemp)
+    trap 'rm -f "$one"' EXIT
     while IFS='|' read -r index name tests; do
       echo "== mutant $index: $name; expected to fail: $tests" >>"$log"
       if BULKBLOOM_REQUIRE_GPU=1 timeout -k 5 60 "$dir/$index.bin" --gtest_filter="$tests" \
-        --gtest_brief=1 >"$log.one" 2>&1; then
+        --gtest_brief=1 >"$one" 2>&1; then
         echo "mutation '$name': SURVIVED ($tests passed)"
         survived=$((survived + 1))
-      elif grep -q '\[  FAILED  \]' "$log.one"; then
+      elif grep -q '\[  FAILED  \]' "$one"; then
         echo "mutation '$name': caught by $tests"
       else
         # A mutant that did not run its tests shows nothing about them.
         echo "mutation '$name': DID NOT RUN (exit without a failed test; see the log)"
         survived=$((survived + 1))
       fi
-      cat "$log.one" >>"$log"
+      cat "$one" >>"$log"
     done <"$dir/list.txt"
-    rm -f "$log.one"
     exit $((survived > 0))
     ;;
   *)

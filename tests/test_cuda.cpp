@@ -268,11 +268,16 @@ TEST_P(Cuda, DevicePointersMatchHostSpans) {
 
 TEST_P(Cuda, StreamsBatchesLargerThanOneChunkFromPageableAndPinnedMemory) {
   // More keys than one pipeline chunk (2^23), so both streams and slot reuse are exercised.
-  const std::size_t n = (std::size_t{1} << 23) * 2 + 12345;
-  const auto keys = random_keys(n, 9);
+  const std::size_t chunk = std::size_t{1} << 23;
+  const std::size_t n = chunk * 2 + 12345;
+  auto keys = random_keys(n, 9);
+  // Every third key of the later chunks repeats one a chunk earlier, so the flags tell whether
+  // each chunk's flags came back to its own place.
+  for (std::size_t i = chunk + 1; i < n; i += 3) keys[i] = keys[i - chunk - 1];
   Filter gpu(layout(1 << 20), on_cuda()), cpu(layout(1 << 20), on_scalar());
   std::vector<std::uint8_t> gpu_new(n), cpu_new(n);
   EXPECT_EQ(gpu.insert_if_absent(keys, gpu_new), cpu.insert_if_absent(keys, cpu_new));
+  EXPECT_EQ(gpu_new, cpu_new);
   EXPECT_EQ(bytes_of(gpu), bytes_of(cpu));
 
   std::uint64_t* pinned = nullptr;
