@@ -82,8 +82,9 @@ import org.bulkbloom.jni.NativeWindowShards;
  * the rate is then past its promise while its period brings more keys. Not in the reservation:
  * each held shard's change log (8 bytes a key new to its open part since the last checkpoint,
  * so that a checkpoint stores what changed), which all its logs together never take past the
- * bytes of the shard's open part (a generation, at most a G-th of the shard's bytes): past that
- * the log is dropped and the next checkpoint stores the open part whole. Checkpoints that come
+ * bytes of the largest part open since the last checkpoint (a generation's filter, at most a G-th
+ * of the shard's share): past that the open part's log is dropped and the next checkpoint stores
+ * that part whole. Checkpoints that come
  * keep it far below that; leave room for it in the task's off-heap memory
  * ({@code taskmanager.memory.task.off-heap.size}) for a job whose checkpoints may stall.
  *
