@@ -172,6 +172,57 @@ def test_a_commit_that_cannot_be_confirmed_is_left_for_the_rerun(spark, tmp_path
     assert rerun.number == 2 and records(spark, tmp_path / "out2") == expected[1]
 
 
+def test_a_run_that_three_commits_overtook_says_so(spark, tmp_path, days):
+    """Run B commits three times while run A runs: B's clean-ups remove A's staged objects and,
+    by the third, the manifest numbered as A's generation too. A still says that another job
+    committed, and leaves nothing."""
+    root, _, _ = days
+    path = tmp_path / "filter"
+    options = dict(filter=path, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+    bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
+                            **options)
+
+    def b_commits_three_times(step):
+        if step == "staged":
+            for n in range(3):
+                bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")),
+                                        path=tmp_path / f"b{n}", **options)
+
+    with pytest.raises(bbspark.CommitConflictError, match="another job committed generation 2"):
+        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "a",
+                                _on_step=b_commits_three_times, **options)
+    assert not (tmp_path / "a").exists()
+    assert bbspark.open_filter(path).number == 4
+    assert not list(path.glob("PENDING-*"))
+
+
+def test_a_refused_commit_undoes_the_run_while_the_winners_manifest_is_unreadable(
+        spark, tmp_path, days, monkeypatch):
+    """On HDFS another run's manifest is visible, empty, from its creation: a run whose own create
+    is refused then cannot read who committed, but the refusal says it was another run, so the
+    run's output, staged objects and PENDING go."""
+    root, _, _ = days
+    path = tmp_path / "filter"
+    options = dict(filter=path, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+    bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
+                            **options)
+    before = {p.name for p in path.iterdir()}
+    write = _store._LocalStore.write
+
+    def another_is_creating_it(self, name, data, exclusive=False):
+        if name == _store._manifest_name(2):
+            write(self, name, b"")
+            raise FileExistsError(name)
+        write(self, name, data, exclusive)
+
+    monkeypatch.setattr(_store._LocalStore, "write", another_is_creating_it)
+    with pytest.raises(bbspark.CommitConflictError, match="another job committed generation 2"):
+        bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")), path=tmp_path / "a",
+                                **options)
+    assert not (tmp_path / "a").exists()
+    assert {p.name for p in path.iterdir()} == before
+
+
 def test_a_build_whose_staged_files_another_commit_removed_says_so(spark, tmp_path, days,
                                                                    monkeypatch):
     """Run B commits after run A made its work directory and before A's shard tasks write in it:

@@ -776,12 +776,17 @@ def _conflict(store: _Store, number: int) -> CommitConflictError:
 
 def _committed_by(store: _Store, number: int, directory: str) -> str:
     """Who committed generation `number`, which a run staged in `directory`: "none", "this run",
-    "another run", or "unknown" when its manifest cannot be read or parsed (a failing store, or
-    one cut short: _open)."""
+    "another run", "later runs" (its manifest is gone, removed by the clean-up of commits after
+    it), or "unknown" when its manifest cannot be read or parsed (a failing store, or one cut
+    short: _open)."""
     try:
         data = store.read(_manifest_name(number))
     except FileNotFoundError:
-        return "none"
+        try:
+            later = any(n > number for n in _manifest_numbers(store))
+        except Exception:
+            return "unknown"
+        return "later runs" if later else "none"
     except Exception:
         return "unknown"
     try:
@@ -801,7 +806,12 @@ def _undo_failed_run(store: _Store, generation: Tuple[int, str], error: BaseExce
     run was `committing` (its manifest's write had begun), a commit that may be its own (the
     write reported an error, and reading the state back failed too) leaves everything as a crash
     would, for the rerun to tell (module documentation, "Committing a run")."""
-    committed = _committed_by(store, *generation)
+    # _publish's refused create: the manifest is another run's, whether it reads whole yet or not
+    # (on HDFS it is visible, and empty, from its creation).
+    committed = "another run" if isinstance(error, CommitConflictError) else \
+        _committed_by(store, *generation)
+    if committed == "later runs":  # this run's own only if two more came in its commit's moment
+        committed = "unknown" if committing else "another run"
     if committing and committed in ("this run", "unknown"):
         _log.warning("%s: this run failed, and whether its generation %d is committed cannot be "
                      "told now; its objects stay, as after a crash: run it again", store.uri,
