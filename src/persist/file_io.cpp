@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -241,11 +243,18 @@ std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem:
 }
 
 void remove_stale_saves(const std::filesystem::path& path) {
+  // Exactly the names write_file_atomically() gives: mkstemp's six letters or digits after the
+  // prefix, so that a user's "F.tmp.csv" beside F stays.
   const std::string stale_prefix = path.filename().string() + ".tmp.";
+  const auto is_save_temporary = [&](const std::string& name) {
+    return name.size() == stale_prefix.size() + 6 && name.starts_with(stale_prefix) &&
+           std::all_of(name.begin() + static_cast<std::ptrdiff_t>(stale_prefix.size()), name.end(),
+                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+  };
   const std::filesystem::path dir = path.parent_path().empty() ? "." : path.parent_path();
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    if (entry.path().filename().string().starts_with(stale_prefix)) {
+    if (is_save_temporary(entry.path().filename().string())) {
       std::filesystem::remove(entry.path(), error);
     }
   }

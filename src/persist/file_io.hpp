@@ -95,7 +95,8 @@ void save_checkpoint_file(const std::filesystem::path& dir, const std::string& f
 std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem::path& dir,
                                                           const std::string& file_name);
 
-/// Removes the temporary files "<path>.tmp.*" that saves of `path` killed mid-write left. Only
+/// Removes the temporary files "<path>.tmp.XXXXXX" (six letters or digits, as mkstemp makes them)
+/// that saves of `path` killed mid-write left. Only
 /// for a file with a single writer (held under a lock): the files of a save in progress would
 /// go too.
 void remove_stale_saves(const std::filesystem::path& path);

@@ -1298,10 +1298,13 @@ def case_filter_files_outputs():
     proc = run(["merge", "other.bbf", "real.bbf", "-o", "link.bbf"], expect_rc=2)
     check(b"real.bbf is both the output filter and the input" in proc.stderr,
           proc.stderr.decode())
-    # What a save killed mid-write left beside the filter goes with the next save.
+    # What a save killed mid-write left beside the filter goes with the next save; a user's file
+    # of a like name stays.
     write("real.bbf.tmp.k1lled", b"x" * 100)
+    write("real.bbf.tmp.csv", b"x" * 100)
     run(["build", "in", "-o", "link.bbf", "--stats", "none"])
     check(not os.path.exists(path("real.bbf.tmp.k1lled")), "a dead save's temporary file stayed")
+    check(os.path.exists(path("real.bbf.tmp.csv")), "a user's file beside the filter was removed")
 
     # Under the lock of a dedup run that carries the filter: refused, nothing written.
     with open(path("held.bbf.lock"), "w") as lock:

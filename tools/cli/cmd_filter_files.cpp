@@ -62,13 +62,17 @@ int run_build(const Arguments& args) {
   filter.set_growth(sizing.num_blocks ? OnFull::error : OnFull::grow,
                     reader.total_known() ? estimated_records(reader, scan.format) : 0, 0,
                     "filter " + filter_path,
-                    "--num-blocks fixes its layout: give more blocks, or leave out --num-blocks "
-                    "and the filter grows");
+                    "--num-blocks fixes its layout, which is full at 3/4 of --fpr (the rest is "
+                    "kept for growth, docs/FORMAT.md \"Growth\"): give more blocks or a larger "
+                    "--fpr, or leave out --num-blocks and the filter grows");
   ScanSettings settings = scan_settings(scan);
   const ScanState end = run_scan(filter, reader, settings);
   {
-    const SignalsDeferred deferred;  // so that a signal never leaves the temporary file behind
+    // A signal waits for the save, so that it never leaves the temporary file behind; once the
+    // filter is in place, it ends the process with status 0.
+    const SignalsDeferred deferred;
     filter.save(filter_path, {});
+    mark_run_committed();
   }
 
   Summary summary;
@@ -344,6 +348,7 @@ int run_merge(const Arguments& args) {
   {
     const SignalsDeferred deferred;
     merged.save(out, {});
+    mark_run_committed();
   }
   std::fprintf(stderr, "merged %zu filters into %s: %s, about %llu distinct keys\n",
                parser.positionals().size(), out.c_str(),
@@ -401,6 +406,7 @@ int run_convert(const Arguments& args) {
   {
     const SignalsDeferred deferred;
     written = save_saved_state(loaded, dest.path, dest.directory);
+    mark_run_committed();
   }
   std::fprintf(stderr, "converted the %s in %s into %s %s (%llu bytes written)\n",
                loaded.kind_name(), source.path.c_str(),

@@ -43,8 +43,9 @@ void add_sizing_options(ArgParser& parser) {
       .value("num-blocks", "N",
              "exactly N blocks of --shape instead of the count --capacity and --fpr size (to "
              "reproduce another tool's layout, e.g. a Spark filter directory's; with --seed and "
-             "--index as that layout has them): build keeps exactly that layout and stops if the "
-             "keys would pass --fpr; dedup starts with it and grows");
+             "--index as that layout has them): build keeps exactly that layout and stops when its "
+             "model passes 3/4 of --fpr, where a filter would grow; dedup starts with it and "
+             "grows");
 }
 
 void add_backend_options(ArgParser& parser) {
