@@ -8,7 +8,8 @@
 # usage: bench/prepare_gpu_check.sh [--no-mutants] [--from BUILD_DIR] [PREPARED_DIR]
 #   PREPARED_DIR    default build/gpu-prepared (ignored by git; name it in the device call's carry)
 #   --from BUILD_DIR  take the binaries of an existing build with the CUDA backend instead of
-#                   configuring and building build/gpu-check (the ctest rehearsal does this)
+#                   configuring and building build/gpu-check (the ctest rehearsal does this);
+#                   the manifest names this tree's sources, so build BUILD_DIR from them first
 #   --no-mutants    leave the mutants out (bench/gpu_mutations.sh builds them otherwise)
 #
 # Then, on the GPU machine: bash bench/gpu_check.sh "$OUT" (see that script).
