@@ -334,8 +334,9 @@ long long first_difference(std::span<const T> a, std::span<const T> b) {
   return at.first == a.end() && at.second == b.end() ? -1 : at.first - a.begin();
 }
 
-// One --check case: a GPU filter fed through the device-pointer API against the CPU backend
-// (all its threads). Prints one line; returns whether everything matched.
+// One --check case: a GPU filter fed through the device-pointer API, then through the host-span
+// calls, against the CPU backend (all its threads). Prints one line; returns whether everything
+// matched.
 bool check_case(Shape shape, BlockIndex index, std::uint64_t filter_bytes,
                 const std::string& size_name, std::uint64_t n) {
   const Layout layout{shape, filter_bytes / static_cast<std::uint64_t>(block_bytes(shape)),
@@ -385,6 +386,27 @@ bool check_case(Shape shape, BlockIndex index, std::uint64_t filter_bytes,
   const std::uint64_t gpu_count = to_host(d_count, 1)[0];
   if (gpu_count != cpu_count) {
     fail("new keys " + std::to_string(gpu_count) + " vs " + std::to_string(cpu_count));
+  }
+
+  // The same through the host-span pipeline that Filter's own calls take (pageable memory, chunk
+  // by chunk: at the full size more keys than one chunk): half fresh keys, half the batch's.
+  auto span_batch = host_keys(n / 2, 4000 + filter_bytes);
+  span_batch.insert(span_batch.end(), batch.begin(), batch.begin() + n / 2);
+  std::vector<std::uint8_t> gpu_span_new(span_batch.size()), cpu_span_new(span_batch.size());
+  const std::uint64_t gpu_span_count = gpu.insert_if_absent(span_batch, gpu_span_new);
+  const std::uint64_t cpu_span_count = cpu.insert_if_absent(span_batch, cpu_span_new);
+  if (const long long at = first_difference<std::uint8_t>(gpu_span_new, cpu_span_new); at >= 0) {
+    fail("host-span insert_if_absent flags differ at key " + std::to_string(at));
+  }
+  if (gpu_span_count != cpu_span_count) {
+    fail("host-span new keys " + std::to_string(gpu_span_count) + " vs " +
+         std::to_string(cpu_span_count));
+  }
+  std::vector<std::uint8_t> gpu_span_has(probes.size());
+  gpu.contains(probes, gpu_span_has);
+  cpu.contains(probes, cpu_flags);
+  if (const long long at = first_difference<std::uint8_t>(gpu_span_has, cpu_flags); at >= 0) {
+    fail("host-span contains differs at key " + std::to_string(at));
   }
 
   // The GPU's bytes in uninitialised host memory (zeroing 8 GiB first would double the cost);
