@@ -586,6 +586,41 @@ TEST_P(FakeCuda, HostSpanCallsGiveTheOraclesAnswersAcrossChunks) {
   EXPECT_EQ(gpu.fake->current_device(), 0) << "the caller's device was not restored";
 }
 
+// Batches of every length about the pipeline's chunk (512 keys here) and twice it, from pageable
+// memory and from the fake's pinned memory (copied from directly, no staging): each chunk's flags
+// land in their own place, and each chunk sees the ones before it.
+TEST_P(FakeCuda, BatchesAtChunkBoundariesFromPageableAndPinnedMemory) {
+  FakeEngine gpu(layout_, GetParam());
+  FakeRuntime& fake = *gpu.fake;
+  Filter cpu(layout_, on_scalar());
+  std::uint64_t seed = 40;
+  for (const std::size_t n : {511, 512, 513, 1023, 1024, 1025}) {
+    for (const bool pinned : {false, true}) {
+      // Every fifth key repeats the key 512 before it: in the chunk before.
+      auto keys = random_keys(n, ++seed);
+      for (std::size_t i = 512; i < n; i += 5) keys[i] = keys[i - 512];
+      std::span<const std::uint64_t> batch = keys;
+      std::uint64_t* staged = nullptr;
+      if (pinned) {
+        staged = static_cast<std::uint64_t*>(fake.allocate_pinned(n * 8, "test keys"));
+        std::copy(keys.begin(), keys.end(), staged);
+        batch = {staged, n};
+      }
+      std::vector<std::uint8_t> gpu_new(n, 9), cpu_new(n);
+      ASSERT_EQ(gpu.engine->insert_if_absent(batch, KeyMode::hash_with_layout, gpu_new),
+                cpu.insert_if_absent(keys, cpu_new))
+          << n << (pinned ? " pinned" : " pageable");
+      ASSERT_EQ(gpu_new, cpu_new) << n << (pinned ? " pinned" : " pageable");
+      std::vector<std::uint8_t> gpu_has(n, 9), cpu_has(n);
+      gpu.engine->contains(batch, KeyMode::hash_with_layout, gpu_has);
+      cpu.contains(keys, cpu_has);
+      ASSERT_EQ(gpu_has, cpu_has) << n << (pinned ? " pinned" : " pageable");
+      if (staged != nullptr) fake.free_pinned(staged);
+    }
+  }
+  EXPECT_EQ(engine_bytes(*gpu.engine, layout_), bytes_of(cpu));
+}
+
 TEST_P(FakeCuda, ClearFollowedAtOnceByInsertsKeepsTheInserts) {
   FakeEngine gpu(layout_, GetParam());
   const auto first = random_keys(2000, 3), second = random_keys(300, 4);
