@@ -172,6 +172,32 @@ def test_a_commit_that_cannot_be_confirmed_is_left_for_the_rerun(spark, tmp_path
     assert rerun.number == 2 and records(spark, tmp_path / "out2") == expected[1]
 
 
+def test_a_retried_create_that_had_landed_commits(spark, tmp_path, days, monkeypatch):
+    """The manifest's exclusive create lands, is retried (a lost reply on NFS, an object store's
+    conditional put) and the retry reports that it exists: the manifest is this run's own, so the
+    run is committed, not undone under a conflict it caused itself."""
+    root, expected, _ = days
+    path = tmp_path / "filter"
+    options = dict(filter=path, capacity=4 * ROWS, fpr=0.05, **OPTIONS)
+    bbspark.dedup_and_write(spark.read.parquet(str(root / "in1")), path=tmp_path / "out1",
+                            **options)
+    write = _store._LocalStore.write
+
+    def create_then_retry(self, name, data, exclusive=False):
+        write(self, name, data, exclusive)
+        if name == _store._manifest_name(2):
+            write(self, name, data, exclusive)  # FileExistsError
+
+    monkeypatch.setattr(_store._LocalStore, "write", create_then_retry)
+    state = bbspark.dedup_and_write(spark.read.parquet(str(root / "in2")),
+                                    path=tmp_path / "out2", **options)
+    monkeypatch.undo()
+    assert state.number == 2 and bbspark.open_filter(path).number == 2
+    assert all(Path(state.shard_path(s)).exists() for s in range(2))
+    assert records(spark, tmp_path / "out2") == expected[1]
+    assert not list(path.glob("PENDING-*"))
+
+
 def test_a_run_that_three_commits_overtook_says_so(spark, tmp_path, days):
     """Run B commits three times while run A runs: B's clean-ups remove A's staged objects and,
     by the third, the manifest numbered as A's generation too. A still says that another job

@@ -770,7 +770,8 @@ def _conflict(store: _Store, number: int) -> CommitConflictError:
     return CommitConflictError(
         f"{store.uri}: another job committed generation {number} while this one ran (it "
         f"created {store.path(_manifest_name(number))}); this run's generation is not "
-        "committed and its output is removed: run it again against the new state"
+        "committed and its output is removed (an output it replaced with mode='overwrite' stays "
+        "as written, with keys the filter does not hold): run it again against the new state"
     )
 
 
@@ -806,10 +807,11 @@ def _undo_failed_run(store: _Store, generation: Tuple[int, str], error: BaseExce
     run was `committing` (its manifest's write had begun), a commit that may be its own (the
     write reported an error, and reading the state back failed too) leaves everything as a crash
     would, for the rerun to tell (module documentation, "Committing a run")."""
-    # _publish's refused create: the manifest is another run's, whether it reads whole yet or not
-    # (on HDFS it is visible, and empty, from its creation).
-    committed = "another run" if isinstance(error, CommitConflictError) else \
-        _committed_by(store, *generation)
+    committed = _committed_by(store, *generation)
+    # _publish's refused create, where the manifest is not this run's: another run's, whether it
+    # reads whole yet or not (on HDFS it is visible, and empty, from its creation).
+    if isinstance(error, CommitConflictError) and committed != "this run":
+        committed = "another run"
     if committed == "later runs":  # this run's own only if two more came in its commit's moment
         committed = "unknown" if committing else "another run"
     if committing and committed in ("this run", "unknown"):
@@ -833,7 +835,12 @@ def _publish(staged: _Staged) -> ShardedFilter:
     try:
         store.write(_manifest_name(number), data, exclusive=True)
     except FileExistsError:
-        raise _conflict(store, number) from None
+        # Another run's, unless the create was retried after its first try had landed (NFS, an
+        # object store's conditional put): then the manifest there is this run's own.
+        if _committed_by(store, number, staged.generation) != "this run":
+            raise _conflict(store, number) from None
+        _log.warning("%s: the manifest's create reported that it exists, but it is this run's",
+                     store.path(_manifest_name(number)))
     except BaseException:
         # A failure after the create (a lost reply, a failing close) may still have committed.
         committed = _open(store)
