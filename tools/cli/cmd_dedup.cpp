@@ -493,11 +493,12 @@ class DedupRun {
     const std::vector<std::byte> metadata = record.outputs.size() != output_paths_.size()
                                                 ? std::vector<std::byte>{}
                                                 : encode_run_record(record);
-    const SignalsDeferred deferred;
-    state_bytes_written_ = request_.filter_directory
-                               ? start_.state->save_directory(*request_.filter_path, metadata, keys)
-                               : start_.state->save(*request_.filter_path, metadata, keys);
-    mark_run_committed();  // before `deferred` acts on a signal that came during the save
+    commit_with_signals_deferred([&] {
+      state_bytes_written_ =
+          request_.filter_directory
+              ? start_.state->save_directory(*request_.filter_path, metadata, keys)
+              : start_.state->save(*request_.filter_path, metadata, keys);
+    });
   }
 
   const DedupRequest& request_;

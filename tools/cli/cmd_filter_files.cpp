@@ -67,13 +67,7 @@ int run_build(const Arguments& args) {
                     "--fpr, or leave out --num-blocks and the filter grows");
   ScanSettings settings = scan_settings(scan);
   const ScanState end = run_scan(filter, reader, settings);
-  {
-    // A signal waits for the save, so that it never leaves the temporary file behind; once the
-    // filter is in place, it ends the process with status 0.
-    const SignalsDeferred deferred;
-    filter.save(filter_path, {});
-    mark_run_committed();
-  }
+  commit_with_signals_deferred([&] { filter.save(filter_path, {}); });
 
   Summary summary;
   summary.number("records_read", "records read", static_cast<double>(end.counters.records));
@@ -345,11 +339,7 @@ int run_merge(const Arguments& args) {
       throw Error(path + ": " + e.what());
     }
   }
-  {
-    const SignalsDeferred deferred;
-    merged.save(out, {});
-    mark_run_committed();
-  }
+  commit_with_signals_deferred([&] { merged.save(out, {}); });
   std::fprintf(stderr, "merged %zu filters into %s: %s, about %llu distinct keys\n",
                parser.positionals().size(), out.c_str(),
                merged.newest().layout().describe().c_str(),
@@ -403,11 +393,8 @@ int run_convert(const Arguments& args) {
   const StateLock dest_lock(dest.path, false, parser.has("wait-lock"));
   SavedState loaded = load_saved_state(source.path);
   std::uint64_t written = 0;
-  {
-    const SignalsDeferred deferred;
-    written = save_saved_state(loaded, dest.path, dest.directory);
-    mark_run_committed();
-  }
+  commit_with_signals_deferred(
+      [&] { written = save_saved_state(loaded, dest.path, dest.directory); });
   std::fprintf(stderr, "converted the %s in %s into %s %s (%llu bytes written)\n",
                loaded.kind_name(), source.path.c_str(),
                dest.directory ? "the state directory" : "the file", dest.path.c_str(),

@@ -105,6 +105,12 @@ void mark_run_committed() {
   g_committed = true;
 }
 
+void commit_with_signals_deferred(const std::function<void()>& save) {
+  const SignalsDeferred deferred;
+  save();
+  mark_run_committed();  // before `deferred` acts on a signal that came during the save
+}
+
 std::string with_errno(const std::string& what) {
   return what + ": " + std::strerror(errno);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -75,6 +76,11 @@ class SignalsDeferred {
 /// / SIGHUP, also one that a SignalsDeferred still holds back, ends the process at once with
 /// status 0. The work a signal would stop is done, and dying of it would tell a script otherwise.
 void mark_run_committed();
+
+/// Runs `save`, the write that commits the run, under a SignalsDeferred, and marks the run
+/// committed before the signals are let go: a signal during the save neither leaves its
+/// temporary file behind nor makes a committed run exit as failed.
+void commit_with_signals_deferred(const std::function<void()>& save);
 
 /// Installs SIGINT / SIGTERM / SIGHUP handlers that delete uncommitted temporary outputs before
 /// the process dies of the signal, and makes a closed pipe an EPIPE write error, not a silent
