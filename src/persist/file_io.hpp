@@ -96,9 +96,8 @@ std::optional<std::filesystem::path> find_checkpoint_file(const std::filesystem:
                                                           const std::string& file_name);
 
 /// Removes the temporary files "<path>.tmp.XXXXXX" (six letters or digits, as mkstemp makes them)
-/// that saves of `path` killed mid-write left. Only
-/// for a file with a single writer (held under a lock): the files of a save in progress would
-/// go too.
+/// that saves of `path` killed mid-write left. Only for a file with a single writer (held under a
+/// lock): the files of a save in progress would go too.
 void remove_stale_saves(const std::filesystem::path& path);
 
 /// A filter's bits as host memory: the CPU engine's own, or a copy from a device.

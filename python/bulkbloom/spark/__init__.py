@@ -120,8 +120,9 @@ Committing a run (``dedup_and_write``)
     the staged generation is committed by creating its manifest (below), with the run's record
     in it; (e) ``PENDING-<run>.json`` is removed. A failure the driver sees (a failing task, a
     write that raises, another run that committed first: ``CommitConflictError``, a
-    ``RuntimeError``, also when that commit removed this run's staged files under it) removes the output if it was not there
-    before, the staged generation and its ``PENDING``, and changes nothing else. A driver killed
+    ``RuntimeError``, also when that commit removed this run's staged files under it) removes
+    the output if it was not there before, the staged generation and its ``PENDING``, and
+    changes nothing else. A driver killed
     before (d) leaves the filter as it was: the rerun finds the ``PENDING`` naming its output and
     the current generation, so it replaces what the crashed run left at the output (also with
     ``mode="error"``) and writes exactly what the crashed run would have; a crashed run's

@@ -30,8 +30,7 @@ from ._plan import (
 from ._store import (
     _DROPPED, PathLike, ShardedFilter, _check_shards, _clean_up, _crashed_runs, _full_at,
     _input_drops, _input_drops_name, _new_generation, _open, _pending_for, _publish,
-    _undo_failed_run,
-    _scratch_store, _stage, _Staged, _Store, _store_of, _write_pending,
+    _scratch_store, _stage, _Staged, _Store, _store_of, _undo_failed_run, _write_pending,
 )
 from ._windows import _window_request, _WindowRequest, _WindowSizing
 
