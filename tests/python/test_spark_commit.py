@@ -164,6 +164,47 @@ def test_a_rerun_of_a_committed_run_changes_nothing(spark, tmp_path, two_days):
         bbspark.dedup_and_write(day2, path=tmp_path / "out2", filter=path, **options)
 
 
+
+def test_a_run_is_recognised_after_other_runs_committed(spark, tmp_path):
+    """A driver that dies after its commit and is retried once another job has committed, or a
+    scheduler's backfill of a day done before: the rerun finds its run among those the filter
+    recalls and writes nothing (with mode='overwrite', the run over a filter holding its keys
+    would replace its output with nearly nothing); another run to such an output is refused."""
+    for day in (1, 2, 3):
+        write_dump(tmp_path / f"in{day}", day)
+    days = [spark.read.parquet(str(tmp_path / f"in{day}")) for day in (1, 2, 3)]
+    path = tmp_path / "filter"
+    options = dict(key="event_id", order="seq", num_shards=3, filter=path)
+    bbspark.dedup_and_write(days[0], path=tmp_path / "out1", capacity=4 * ROWS, fpr=0.01,
+                            **options)
+
+    def die_after_the_commit(step):
+        if step == "committed":
+            raise KeyboardInterrupt("the driver stops after the commit")
+
+    with pytest.raises(KeyboardInterrupt):
+        bbspark.dedup_and_write(days[1], path=tmp_path / "out2", _on_step=die_after_the_commit,
+                                **options)
+    bbspark.dedup_and_write(days[2], path=tmp_path / "out3", **options)
+    assert not pending(path)
+    after = listing(path)
+    outputs = [listing(tmp_path / f"out{day}") for day in (1, 2)]
+    for mode in ("error", "overwrite"):
+        for day in (1, 2):
+            state = bbspark.dedup_and_write(days[day - 1], path=tmp_path / f"out{day}",
+                                            mode=mode, **options)
+            assert state.number == 3
+            assert listing(tmp_path / f"out{day}") == outputs[day - 1]
+    assert listing(path) == after
+    with pytest.raises(FileExistsError, match="the run that committed .* generation 2, "):
+        bbspark.dedup_and_write(days[2], path=tmp_path / "out2", mode="overwrite", **options)
+    assert listing(tmp_path / "out2") == outputs[1]
+    shutil.rmtree(tmp_path / "out1")
+    with pytest.raises(RuntimeError, match="generation 1 already holds this run's keys .*"
+                       "generations up to 3 were committed since"):
+        bbspark.dedup_and_write(days[0], path=tmp_path / "out1", **options)
+    assert listing(path) == after
+
 DRIVER = textwrap.dedent("""
     import os, signal, sys, time
     from pyspark.sql import SparkSession, functions as F

@@ -126,20 +126,23 @@ Committing a run (``dedup_and_write``)
     before (d) leaves the filter as it was: the rerun finds the ``PENDING`` naming its output and
     the current generation, so it replaces what the crashed run left at the output (also with
     ``mode="error"``) and writes exactly what the crashed run would have; a crashed run's
-    ``PENDING`` naming another output is logged and its output left alone. After (d) the current
+    ``PENDING`` naming another output is logged and its output left alone. After (d) the
     manifest's ``"run"`` (the output, its format, the key, the order and a SHA-256 of the input's
     sorted file names, each with its size and modification time: a file rewritten under its name
     is another input) matches a rerun of the same job, which changes nothing and returns the
     committed state, or, if the output is gone, raises (the filter already holds the run's
-    keys). An input that reads no files (an in-memory DataFrame) has no such record: its rerun
-    after (d) dedups again. Any other run to the output the current manifest's run wrote (a
-    local output named by its real path, through symbolic links) is refused before anything
-    runs, in any mode, as the CLI refuses it (its keys are in the filter: nearly every record
-    would be dropped), unless ``force=True``, and so is an output inside the filter directory
-    or holding it (Spark's overwrite would remove the filter). A run that fails leaves an
-    output that a run which committed meanwhile wrote, or whose ``PENDING`` names it, is
-    writing (the same job started twice). Nothing is removed until a run commits (d); then
-    what neither the new manifest nor the one before it names is removed.
+    keys). Each manifest also recalls the records of the 99 runs before its own
+    (``"earlier_runs"``), so a run retried after other jobs committed, or a day's job run again
+    later, is recognised the same way. An input that reads no files (an in-memory DataFrame) has
+    no such record: its rerun after (d) dedups again. Any other run to an output that a
+    recalled run wrote (a local output named by its real path, through symbolic links) is
+    refused before anything runs, in any mode, as the CLI refuses it (its keys are in the
+    filter: nearly every record would be dropped), unless ``force=True``, and so is an output
+    inside the filter directory or holding it (Spark's overwrite would remove the filter). A
+    run that fails leaves an output that a run which committed meanwhile wrote, or whose
+    ``PENDING`` names it, is writing (the same job started twice). Nothing is removed until a
+    run commits (d); then what neither the new manifest nor the one before it names is
+    removed.
     Nothing tells a run still writing from one that crashed: a ``PENDING`` from the current
     state naming this run's output is taken for a crashed run's (logged), so run one job a
     filter at a time.

@@ -6,7 +6,7 @@ import hashlib
 import math
 import os
 import urllib.parse
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import pyarrow as pa
@@ -204,6 +204,9 @@ def _decide(
             (row["drops_stride"] for row in rows), default=0)
     if run is not None:
         extra = {**extra, "run": run}
+    earlier = [{"generation": made, "run": record} for made, record in _committed_runs(base)]
+    if earlier:
+        extra = {**extra, "earlier_runs": earlier[:_RUNS_RECALLED - 1]}
     return _stage(
         store, base, current, directory, number, rows, the_layout, config, time, count, extra,
         drops, drops_by, sizing,
@@ -565,10 +568,11 @@ def dedup_and_write(
     output is removed if it did not exist before). A rerun after a crash anywhere writes the
     output the run that crashed would have written: before the commit, the filter is as it was
     and ``PENDING`` lets the rerun replace what the crashed run left at ``path``; after it, the
-    current generation records the run (``path``, ``format``, the key, the order and the input's
-    files), and a rerun of the same run, with file inputs, changes nothing and returns the state.
-    Another run to the output the current generation's run wrote is refused (it would replace
-    that output, the command line's ``--force``), unless ``force``.
+    new generation records the run (``path``, ``format``, the key, the order and the input's
+    files), and a rerun of the same run, with file inputs, changes nothing and returns the state,
+    also after later runs committed (the last 100 runs' records are kept). Another run to an
+    output that one of those runs wrote is refused (it would replace that output, the command
+    line's ``--force``), unless ``force``.
     """
     spark = df.sparkSession
     _classic(spark)
@@ -596,31 +600,38 @@ def dedup_and_write(
     step = _on_step or (lambda name: None)
     current = _open(store, committing=True)
     ours, stale = _crashed_runs(store, current, output.name)
-    if current is not None and _same_run(current.manifest.get("run"), run, df):
+    committed_runs = _committed_runs(current)
+    this_run = next((number for number, record in committed_runs
+                     if _same_run(record, run, df)), None)
+    if this_run is not None:
+        assert current is not None
+        since = "" if this_run == current.number else (
+            f", and generations up to {current.number} were committed since")
         if not output.exists():
+            # Only while no run committed since is the filter before this run still at hand.
+            undo = "" if since else (", or rerun against a copy of the filter without its "
+                                     f"newest manifest ({current.number:06d}.json)")
             raise RuntimeError(
-                f"{store.uri}'s current generation {current.number} already holds this run's "
-                f"keys (the same inputs, written to {output.name}), but {output.name} is gone: it "
-                "cannot be computed again from this filter; restore the output, or rerun against "
-                f"a copy of the filter without its newest manifest ({current.number:06d}.json)"
+                f"{store.uri}'s generation {this_run} already holds this run's keys (the same "
+                f"inputs, written to {output.name}){since}, but {output.name} is gone: it cannot "
+                f"be computed again from this filter; restore the output{undo}"
             )
-        _log.info("%s already committed this run (output %s): nothing to do", store.uri,
-                  output.name)
+        _log.info("%s already committed this run in generation %d (output %s)%s: nothing to do",
+                  store.uri, this_run, output.name, since)
         for name in stale:
             store.delete(name)
         return current
     existed = output.exists()
     if existed and not ours and _WRITE_MODES[mode] != "overwrite":
         raise FileExistsError(f"{output.name} exists; pass mode='overwrite' to replace it")
-    committed = None if current is None else current.manifest.get("run")
-    if existed and not ours and not force and committed is not None and \
-            committed.get("output") == output.name:
+    wrote_it = next((number for number, record in committed_runs
+                     if record.get("output") == output.name), None)
+    if existed and not ours and not force and wrote_it is not None:
         # Written again from a filter that holds that run's keys, they would all be dropped.
         raise FileExistsError(
-            f"{output.name} is the output of the run that committed {store.uri}'s current "
-            f"generation {current.number}, and this run is not that one (other inputs, key, "
-            "order or format): it would replace that output; write to another path, or pass "
-            "force=True to replace it"
+            f"{output.name} is the output of the run that committed {store.uri}'s generation "
+            f"{wrote_it}, and this run is not that one (other inputs, key, order or format): it "
+            "would replace that output; write to another path, or pass force=True to replace it"
         )
     if ours:
         _log.warning("%s: a run that did not commit was writing %s; it is replaced (two runs "
@@ -714,6 +725,27 @@ def _run_record(
     return {"output": output, "format": format, "key": key,
             "order": [list(map(str, term)) for term in order], "inputs": inputs,
             "inputs_by": "name size time"}
+
+
+# How many committed runs a filter recalls (its manifest's "run", then its "earlier_runs"), so
+# that a run retried, or run again, after other runs committed is still recognised.
+_RUNS_RECALLED = 100
+
+
+def _committed_runs(state: Optional[ShardedFilter]) -> List[Tuple[int, dict]]:
+    """(generation, run record) of each dedup_and_write run that `state` recalls committing,
+    newest first: the one that made it, then up to _RUNS_RECALLED - 1 before it."""
+    if state is None:
+        return []
+    runs = [(state.number, state.manifest["run"])] if state.manifest.get("run") else []
+    earlier = state.manifest.get("earlier_runs", [])
+    if not isinstance(earlier, list) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("generation"), int)
+            and isinstance(entry.get("run"), dict) for entry in earlier):
+        raise bulkbloom.FormatError(
+            f"{state.root}'s manifest {state.number:06d}.json is damaged: its earlier_runs is not "
+            "a list of {generation, run}")
+    return runs + [(entry["generation"], entry["run"]) for entry in earlier]
 
 
 def _same_run(committed: Optional[dict], run: dict, df: DataFrame) -> bool:
