@@ -1164,8 +1164,8 @@ def case_resume_after_another_commit():
         check(state_bytes(state) == before and not os.path.exists(path("o1")),
               "a refused resume changed the state or wrote its output")
 
-        # The run completed and committed: resumed again, it is done; after another commit
-        # since, it is refused as above.
+        # The run completed and committed: resumed again, it is done, also after another
+        # commit since (the state recalls the runs before its last).
         subprocess.run(["rm", "-rf", path("ck"), path("o1.partial")], check=True)
         run(a)
         done = read("o1")
@@ -1174,8 +1174,10 @@ def case_resume_after_another_commit():
               proc.stderr.decode())
         run(["dedup", "in3", "-o", "o3", "--filter", state, "--stats", "none"])
         before = state_bytes(state)
-        run(a, expect_rc=1)
-        check(state_bytes(state) == before, "a refused resume changed the state")
+        proc = run(a)
+        check(b"this run was committed earlier" in proc.stderr and read("o1") == done,
+              proc.stderr.decode())
+        check(state_bytes(state) == before, "a recognised resume changed the state")
         proc = run(["dedup", "in3", "-o", "o3b", "--filter", state, "--stats", "json"])
         check(read("o3b") == b"", "the keys of the commit after the checkpoint passed again")
         subprocess.run(["rm", "-rf", path("ck"), path("o1"), path("o2"), path("o3"), path("o3b")],
@@ -1623,6 +1625,78 @@ def case_rerun_recognised():
     proc = run(command, expect_rc=1)
     check(b"already holds this run" in proc.stderr and
           b"not the %d committed" % len(committed) in proc.stderr, proc.stderr.decode())
+
+
+def case_rerun_after_other_commits():
+    """A run retried after other runs committed to its state (a crash after its commit, a
+    scheduler's retry that comes late) or run again later (a backfill) is recognised from the
+    runs the state recalls, through a resumed run's commit too; run over the state, it would
+    replace its output with nearly nothing. Another run to such an output is refused. The state
+    recalls the last 100 runs."""
+    for seed in (1, 2, 3):
+        run(["gen", "--count", "100000", "--seed", str(seed), "-o", f"in{seed}"])
+    for state in ("f.bbf", "fd/"):
+        a = ["dedup", "in1", "-o", "o1", "--filter", state, "--stats", "none",
+             "--capacity", "400000"]
+        run(a)
+        committed = read("o1")
+        run(["dedup", "in2", "-o", "o2", "--filter", state, "--stats", "none"])
+        # A run resumed from its checkpoint commits what the state recalled when it began.
+        c = ["dedup", "in3", "-o", "o3", "--filter", state, "--checkpoint", "ck",
+             "--checkpoint-every", "10000", "--buffer-size", "64K", "--stats", "none", "--resume"]
+        env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")
+        proc = subprocess.run([BIN] + c, cwd=WORK, env=env, stderr=subprocess.PIPE)
+        check(proc.returncode == -signal.SIGKILL, f"the run was not killed: {proc.returncode}")
+        run(c)
+        # A run whose output cannot be recorded is not recognised, but keeps what is recalled.
+        run(["dedup", "in2", "-o", "/dev/null", "--filter", state, "--stats", "none"])
+        before = state_bytes(state)
+        for args, what in ((a, "the same command"),
+                           (["dedup", "./in1", "-o", path("o1"), "--filter", state, "--stats",
+                             "none"], "other paths, --capacity dropped")):
+            proc = run(args)
+            check(b"this run was committed earlier" in proc.stderr, f"{what}: not recognised: "
+                  f"{proc.stderr.decode()}")
+            check(read("o1") == committed and state_bytes(state) == before,
+                  f"{what}: files changed")
+        proc = run(["dedup", "in2", "-o", "o1", "--filter", state, "--stats", "none"],
+                   expect_rc=1)
+        check(b"holds the output of a run committed to " in proc.stderr and
+              b" 3 runs before the last" in proc.stderr, proc.stderr.decode())
+        check(read("o1") == committed and state_bytes(state) == before, "a refused run wrote")
+        # A recalled run whose outputs are gone since is a new run (below: why).
+        os.remove(path("o1"))
+        run(a)
+        check(len(read("o1")) < len(committed) // 100, "the keys of a committed run passed again")
+        # Inputs of the bytes a run read whose outputs later runs replaced (a file delivered
+        # twice) make a new run, not an error; --force lets one through for the last run too.
+        keys = b"".join(k.to_bytes(8, "little") for k in (1, 2, 3))
+        write("e1", keys)
+        write("e2", keys)
+        hourly = ["-o", "h", "--filter", state, "--stats", "none", "--force"]
+        for hour, written in (("e1", keys), ("in2", b""), ("e2", b"")):
+            run(["dedup", hour] + hourly)
+            check(read("h") == written, f"{hour}: wrong h")
+        os.rename(path("h"), path("h.1"))
+        proc = run(["dedup", "e1"] + hourly[:-1], expect_rc=1)
+        check(b"already holds this run" in proc.stderr and b"h is missing" in proc.stderr and
+              b"--force" in proc.stderr, proc.stderr.decode())
+        run(["dedup", "e1"] + hourly)
+        check(read("h") == b"", "an empty input wrote records")
+        subprocess.run(["rm", "-rf", path("ck"), path("o2"), path("o3"), path("h"), path("h.1")],
+                       check=True)
+    # The last 100: a run is recalled until 100 more have committed after it.
+    run(["gen", "--count", "10", "-o", "tiny"])
+    a = ["dedup", "tiny", "-o", "t0", "--filter", "r.bbf", "--stats", "none", "--capacity",
+         "100000"]
+    run(a)
+    for i in range(1, 100):
+        write(f"in{i}", i.to_bytes(8, "little"))
+        run(["dedup", f"in{i}", "-o", f"t{i}", "--filter", "r.bbf", "--stats", "none"])
+    check(b"this run was committed earlier" in run(a).stderr, "the 99th run back was forgotten")
+    check(read("r.bbf").count(b"\nearlier=") == 99, "not 99 earlier runs recalled")
+    run(["dedup", "in1", "-o", "t100", "--filter", "r.bbf", "--stats", "none"])
+    check(read("r.bbf").count(b"\nearlier=") == 99, "more than 99 earlier runs recalled")
 
 
 def case_rerun_refused():

@@ -204,6 +204,15 @@ def test_a_run_is_recognised_after_other_runs_committed(spark, tmp_path):
                        "generations up to 3 were committed since"):
         bbspark.dedup_and_write(days[0], path=tmp_path / "out1", **options)
     assert listing(path) == after
+    # force=True runs it again: its keys are in the filter, so it writes (nearly) nothing.
+    state = bbspark.dedup_and_write(days[0], path=tmp_path / "out1", force=True, **options)
+    assert state.number == 4 and len(records(spark, tmp_path / "out1")) < ROWS // 100
+    # Once a later run replaced a run's output (force=True), a rerun of that run is one that
+    # would replace the later run's output, not one already done.
+    bbspark.dedup_and_write(days[2], path=tmp_path / "out2", mode="overwrite", force=True,
+                            **options)
+    with pytest.raises(FileExistsError, match="the run that committed .* generation 5, "):
+        bbspark.dedup_and_write(days[1], path=tmp_path / "out2", mode="overwrite", **options)
 
 DRIVER = textwrap.dedent("""
     import os, signal, sys, time

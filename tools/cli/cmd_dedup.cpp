@@ -121,8 +121,8 @@ ArgParser dedup_parser() {
       .value("checkpoint-every", "N", "records between checkpoints (default 100M)")
       .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one")
       .flag("force",
-            "run even when it would replace the outputs of the last run committed to --filter "
-            "with those of other inputs")
+            "run even when it would replace the outputs of a run committed to --filter (the "
+            "last 100 are recalled) with those of other inputs")
       .flag("wait-lock",
             "when another run holds the --filter state or the checkpoint directory, wait for it "
             "(default: stop with an error)");
@@ -260,6 +260,9 @@ struct StartingState {
   // The --filter state's fingerprint when the run began (StatePath::fingerprint), which its
   // checkpoints record.
   std::optional<std::string> filter_before;
+  // The run record of the --filter state the run began from (kept by its checkpoints too), which
+  // its commit recalls as the run before it.
+  std::optional<RunRecord> last_run;
 };
 
 // The checkpoint in --checkpoint DIR with its input position and output lengths, or nothing
@@ -281,6 +284,7 @@ std::optional<StartingState> resume_state(const DedupRequest& request,
   }
   start.keys_before = start.resumed->keys_before;
   start.capacity_note = "from the checkpoint";
+  if (start.resumed->filter_run) start.last_run = decode_run_record(*start.resumed->filter_run);
   return start;
 }
 
@@ -301,7 +305,7 @@ enum class SizingNotes { print, skip };
 // The state carried in the existing --filter file or state directory, with the run record of the
 // run that last committed it.
 StartingState carried_state(const DedupRequest& request, const ArgParser& parser,
-                            std::optional<RunRecord>& last_run, SizingNotes notes) {
+                            SizingNotes notes) {
   const std::string& path = *request.filter_path;
   StartingState start;
   std::vector<std::byte> metadata;
@@ -343,7 +347,7 @@ StartingState carried_state(const DedupRequest& request, const ArgParser& parser
     start.state = filter_state(std::move(filter), std::move(directory));
   }
   start.capacity_note = "loaded from " + path;
-  last_run = decode_run_record(metadata);
+  start.last_run = decode_run_record(metadata);
   return start;
 }
 
@@ -466,7 +470,10 @@ class DedupRun {
                                      start_.keys_before,
                                      complete,
                                      start_.state->expected_false_drops(at.counters.flagged),
-                                     start_.filter_before};
+                                     start_.filter_before,
+                                     start_.last_run && !start_.last_run->legacy
+                                         ? encode_run_record(*start_.last_run)
+                                         : std::vector<std::byte>{}};
     const SignalsDeferred deferred;
     start_.state->save_checkpoint(*request_.checkpoint_dir, encode_checkpoint(checkpoint),
                                   start_.keys_before + at.counters.flagged);
@@ -490,9 +497,11 @@ class DedupRun {
     for (const std::string& out : output_paths_) {
       if (const auto committed = record_output(out)) record.outputs.push_back(*committed);
     }
-    const std::vector<std::byte> metadata = record.outputs.size() != output_paths_.size()
-                                                ? std::vector<std::byte>{}
-                                                : encode_run_record(record);
+    // An output that is not a regular file (/dev/null) cannot be checked: the run cannot be
+    // recognised, but the runs recalled before it still can.
+    if (record.outputs.size() != output_paths_.size()) record.inputs.clear();
+    record.earlier = runs_before(start_.last_run);
+    const std::vector<std::byte> metadata = encode_run_record(record);
     commit_with_signals_deferred([&] {
       state_bytes_written_ =
           request_.filter_directory
@@ -578,9 +587,12 @@ int run_dedup(const Arguments& args) {
     // The checkpoint's state was built on a commit of --filter that another has replaced since:
     // committing it would drop that commit's keys. Unless that commit is this run's own.
     std::optional<RunRecord> last_run;
-    if (filter->holds_state()) carried_state(request, parser, last_run, SizingNotes::skip);
-    if (last_run &&
-        check_rerun(*last_run, planned_run(), *request.filter_path, false) == Rerun::committed) {
+    if (filter->holds_state())
+      last_run = carried_state(request, parser, SizingNotes::skip).last_run;
+    // Only whether it is this run's own commit: any other way, the refusal below says why (the
+    // replaced outputs' refusal would advise a --force that cannot help here).
+    if (last_run && check_rerun(*last_run, planned_run(), *request.filter_path, /*force=*/true) ==
+                        Rerun::committed) {
       return report_committed_earlier(*request.filter_path);
     }
     if (*filter_now == "none") {
@@ -604,9 +616,15 @@ int run_dedup(const Arguments& args) {
   StartingState start;
   if (resumed) {
     start = std::move(*resumed);
+    if (!start.resumed->filter_run && filter && filter->holds_state()) {
+      // A checkpoint of an older bulkbloom keeps no record of the --filter state it began from,
+      // which is that state as it is now (checked above): read from there (a second state in
+      // memory, once), the commit still recalls the runs before.
+      start.last_run = carried_state(request, parser, SizingNotes::skip).last_run;
+    }
   } else if (filter && filter->holds_state()) {
-    std::optional<RunRecord> last_run;
-    start = carried_state(request, parser, last_run, SizingNotes::print);
+    start = carried_state(request, parser, SizingNotes::print);
+    const std::optional<RunRecord>& last_run = start.last_run;
     // The same command on inputs of the same content after this run committed (a rerun after a
     // crash between the state's rename and the end of the process): its work is done. Another
     // run must not silently replace its outputs (docs/FORMAT.md, "Reruns").

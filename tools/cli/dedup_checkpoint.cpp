@@ -2,6 +2,7 @@
 
 #include <bulkbloom/format.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +41,18 @@ std::vector<std::byte> encode_checkpoint(const DedupCheckpoint& c) {
   std::snprintf(drops, sizeof drops, "%.17g", c.expected_false_drops);
   text += "expected_false_drops=" + std::string(drops) + "\n";
   if (c.filter_before) text += "filter_before=" + *c.filter_before + "\n";
+  if (c.filter_run) {
+    // Each of its lines as a line of its own (a run record is lines too); one empty line for
+    // none, which tells a checkpoint that knows the state had no record from an older one.
+    const std::string_view run(reinterpret_cast<const char*>(c.filter_run->data()),
+                               c.filter_run->size());
+    std::size_t pos = 0;
+    do {
+      const std::size_t end = std::min(run.find('\n', pos), run.size());
+      text += "filter_run=" + std::string(run.substr(pos, end - pos)) + "\n";
+      pos = end + 1;
+    } while (pos < run.size());
+  }
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   return {p, p + text.size()};
 }
@@ -51,6 +64,7 @@ DedupCheckpoint decode_checkpoint(std::span<const std::byte> bytes, const std::s
   };
   if (!text.starts_with(std::string(kMagic) + "\n")) throw bad("wrong header");
   std::map<std::string, std::string, std::less<>> fields;
+  std::optional<std::string> filter_run;
   std::size_t pos = kMagic.size() + 1;
   while (pos < text.size()) {
     const std::size_t end = text.find('\n', pos);
@@ -58,7 +72,12 @@ DedupCheckpoint decode_checkpoint(std::span<const std::byte> bytes, const std::s
     const std::string_view line = text.substr(pos, end - pos);
     const std::size_t eq = line.find('=');
     if (eq == std::string_view::npos) throw bad("line without '='");
-    fields.emplace(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
+    if (line.substr(0, eq) == "filter_run") {
+      if (!filter_run) filter_run.emplace();
+      if (eq + 1 < line.size()) *filter_run += std::string(line.substr(eq + 1)) + "\n";
+    } else {
+      fields.emplace(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
+    }
     pos = end + 1;
   }
   const auto number = [&](std::string_view key) {
@@ -92,6 +111,10 @@ DedupCheckpoint decode_checkpoint(std::span<const std::byte> bytes, const std::s
   }
   if (const auto before = fields.find("filter_before"); before != fields.end()) {
     c.filter_before = before->second;
+  }
+  if (filter_run) {
+    const auto* record = reinterpret_cast<const std::byte*>(filter_run->data());
+    c.filter_run.emplace(record, record + filter_run->size());
   }
   return c;
 }

@@ -29,6 +29,9 @@ struct DedupCheckpoint {
   /// StatePath::fingerprint() of the --filter state when the run began; a resume after another
   /// commit to it is refused (absent without --filter, and in checkpoints of older versions).
   std::optional<std::string> filter_before;
+  /// The run record (encode_run_record()) of the --filter state when the run began, which its
+  /// commit recalls (empty: the state had none); absent in checkpoints of older versions.
+  std::optional<std::vector<std::byte>> filter_run;
 };
 
 /// Whether `manifest` (a state directory's MANIFEST bytes) holds a dedup checkpoint: its

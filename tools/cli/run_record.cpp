@@ -19,7 +19,8 @@ namespace {
 
 constexpr std::uint64_t kSampleBytes = std::uint64_t{64} << 10;
 constexpr std::string_view kMagicV1 = "bulkbloom-run 1\n";
-constexpr std::string_view kMagic = "bulkbloom-run 2\n";
+constexpr std::string_view kMagicV2 = "bulkbloom-run 2\n";
+constexpr std::string_view kMagic = "bulkbloom-run 3\n";
 
 // Options that change how a run goes, not what it writes.
 bool neutral_flag(std::string_view arg) {
@@ -70,6 +71,80 @@ std::string resolved(const std::string& path) {
   return error ? path : canonical.string();
 }
 
+// The files `run` writes (not stdout), by resolved path.
+std::vector<std::string> resolved_outputs(const PlannedRun& run) {
+  std::vector<std::string> outputs;
+  for (const std::string& out : run.outputs) {
+    if (out != "-") outputs.push_back(resolved(out));
+  }
+  return outputs;
+}
+
+std::vector<std::string> resolved_paths(std::span<const OutputRecord> outputs) {
+  std::vector<std::string> paths;
+  for (const OutputRecord& out : outputs) paths.push_back(resolved(out.path));
+  return paths;
+}
+
+// What `run`'s inputs hold now, as an EarlierRun records its inputs; nothing when one is not a
+// regular file. Their bytes are read (for inputs_hash()) once per check, and only for a run whose
+// command, outputs and input size are an earlier run's.
+class PlannedInputs {
+ public:
+  explicit PlannedInputs(const PlannedRun& run)
+      : inputs_(run.inputs.empty() ? std::vector<std::string>{"-"} : run.inputs) {}
+
+  std::optional<std::uint64_t> bytes() const {
+    std::uint64_t total = 0;
+    for (const std::string& input : inputs_) {
+      struct stat st {};
+      if (input == "-" || stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return std::nullopt;
+      }
+      total += static_cast<std::uint64_t>(st.st_size);
+    }
+    return total;
+  }
+
+  const std::optional<std::uint64_t>& hash() {
+    if (!hashed_) {
+      hashed_ = true;
+      std::vector<InputContent> contents;
+      for (const std::string& input : inputs_) {
+        const auto content = content_of(input);
+        if (!content) return hash_;
+        contents.push_back(*content);
+      }
+      hash_ = inputs_hash(contents);
+    }
+    return hash_;
+  }
+
+ private:
+  std::vector<std::string> inputs_;
+  bool hashed_ = false;
+  std::optional<std::uint64_t> hash_;
+};
+
+// Why `run` is not `earlier`, or nothing if it is that run.
+std::optional<std::string> why_not_the_earlier_run(const EarlierRun& earlier, const PlannedRun& run,
+                                                   PlannedInputs& inputs) {
+  if (run.command != earlier.command) {
+    return "its options differ (now: '" + run.command + "'; committed: '" + earlier.command + "')";
+  }
+  if (!earlier.inputs_hash) {
+    return "the committed run read stdin or wrote to something other than a regular file, and "
+           "cannot be compared";
+  }
+  if (resolved_outputs(run) != resolved_paths(earlier.outputs)) {
+    return std::string("it writes other outputs than the committed run");
+  }
+  if (inputs.bytes() != earlier.input_bytes || inputs.hash() != earlier.inputs_hash) {
+    return std::string("its inputs hold other bytes than the committed run read");
+  }
+  return std::nullopt;
+}
+
 // Why `run` is not `last`, or nothing if it is that run. The cheap comparisons come first; the
 // inputs are hashed only when nothing else differs.
 std::optional<std::string> why_not_the_same_run(const RunRecord& last, const PlannedRun& run) {
@@ -81,7 +156,10 @@ std::optional<std::string> why_not_the_same_run(const RunRecord& last, const Pla
   if (run.command != last.command) {
     return "its options differ (now: '" + run.command + "'; committed: '" + last.command + "')";
   }
-  if (last.inputs.empty()) return "the committed run read an input that cannot be read again";
+  if (last.inputs.empty()) {
+    return "the committed run read stdin or wrote to something other than a regular file, and "
+           "cannot be compared";
+  }
   const std::vector<std::string> inputs =
       run.inputs.empty() ? std::vector<std::string>{"-"} : run.inputs;
   if (inputs.size() != last.inputs.size()) {
@@ -102,13 +180,9 @@ std::optional<std::string> why_not_the_same_run(const RunRecord& last, const Pla
              std::to_string(last.inputs[i].content.bytes);
     }
   }
-  std::vector<std::string> outputs;
-  for (const std::string& out : run.outputs) {
-    if (out != "-") outputs.push_back(resolved(out));
+  if (resolved_outputs(run) != resolved_paths(last.outputs)) {
+    return std::string("it writes other outputs than the committed run");
   }
-  std::vector<std::string> committed;
-  for (const OutputRecord& out : last.outputs) committed.push_back(resolved(out.path));
-  if (outputs != committed) return std::string("it writes other outputs than the committed run");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const auto now = content_of(inputs[i]);
     if (!now || now->bytes != last.inputs[i].content.bytes ||
@@ -195,19 +269,68 @@ std::optional<OutputRecord> record_output(const std::string& path) {
   return OutputRecord{resolved(path), size, sample_hash(file, size)};
 }
 
+std::uint64_t inputs_hash(std::span<const InputContent> inputs) {
+  detail::DataChecksum checksum;
+  for (const InputContent& input : inputs) {
+    std::array<std::byte, 16> pair{};
+    for (int i = 0; i < 8; ++i) {
+      pair[i] = static_cast<std::byte>(input.bytes >> (8 * i));
+      pair[8 + i] = static_cast<std::byte>(input.hash >> (8 * i));
+    }
+    checksum.update(pair);
+  }
+  return checksum.digest();
+}
+
+std::vector<EarlierRun> runs_before(const std::optional<RunRecord>& last) {
+  // A version 1 record holds a fingerprint of file names and times, not of contents.
+  if (!last || last->legacy) return {};
+  std::vector<EarlierRun> runs;
+  EarlierRun previous{last->command, std::nullopt, 0, last->outputs};
+  if (!last->inputs.empty()) {
+    std::vector<InputContent> contents;
+    for (const InputRecord& input : last->inputs) {
+      contents.push_back(input.content);
+      previous.input_bytes += input.content.bytes;
+    }
+    previous.inputs_hash = inputs_hash(contents);
+  }
+  runs.push_back(std::move(previous));
+  for (const EarlierRun& earlier : last->earlier) {
+    if (runs.size() == kRunsRecalled - 1) break;
+    runs.push_back(earlier);
+  }
+  return runs;
+}
+
 std::vector<std::byte> encode_run_record(const RunRecord& record) {
   std::string text(kMagic);
+  const auto put_outputs = [&](std::span<const OutputRecord> outputs) {
+    for (const OutputRecord& out : outputs) {
+      // A path holding a newline cannot be a line: that output is left out (so the run is not
+      // recognised again, and the output is not kept from being replaced).
+      if (out.path.find('\n') != std::string::npos) continue;
+      text +=
+          "output=" + std::to_string(out.size) + " " + hex(out.sample_hash) + " " + out.path + "\n";
+    }
+  };
   text += "command=" + record.command + "\n";
   for (const InputRecord& in : record.inputs) {
-    text += "input=" + std::to_string(in.content.bytes) + " " + hex(in.content.hash) + " " +
-            in.path + "\n";
+    std::string shown = in.path;  // only shown: inputs are compared by content
+    std::ranges::replace(shown, '\n', ' ');
+    text += "input=" + std::to_string(in.content.bytes) + " " + hex(in.content.hash) + " " + shown +
+            "\n";
   }
-  for (const OutputRecord& out : record.outputs) {
+  put_outputs(record.outputs);
+  for (const EarlierRun& earlier : record.earlier) {
     text +=
-        "output=" + std::to_string(out.size) + " " + hex(out.sample_hash) + " " + out.path + "\n";
+        "earlier=" +
+        (earlier.inputs_hash ? std::to_string(earlier.input_bytes) + " " + hex(*earlier.inputs_hash)
+                             : std::string("-")) +
+        "\n";
+    text += "command=" + earlier.command + "\n";
+    put_outputs(earlier.outputs);
   }
-  const auto lines = static_cast<std::size_t>(std::ranges::count(text, '\n'));
-  if (lines != 2 + record.inputs.size() + record.outputs.size()) return {};
   const auto* p = reinterpret_cast<const std::byte*>(text.data());
   return {p, p + text.size()};
 }
@@ -216,7 +339,10 @@ std::optional<RunRecord> decode_run_record(std::span<const std::byte> bytes) {
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   RunRecord record;
   record.legacy = text.starts_with(kMagicV1);
-  if (!record.legacy && !text.starts_with(kMagic)) return std::nullopt;
+  if (!record.legacy && !text.starts_with(kMagicV2) && !text.starts_with(kMagic)) {
+    return std::nullopt;
+  }
+  const bool recalls = text.starts_with(kMagic);
   // "SIZE HASH PATH" after the key of an input or output line.
   const auto sized_path = [](const std::string& line, std::size_t from, std::uint64_t& size,
                              std::uint64_t& hash) {
@@ -225,31 +351,55 @@ std::optional<RunRecord> decode_run_record(std::span<const std::byte> bytes) {
     hash = std::strtoull(rest, &rest, 16);
     return std::string(rest + (*rest == ' ' ? 1 : 0));
   };
+  // Each run (the last, then each earlier= block) has exactly one command= line.
+  bool commanded = false;
   std::size_t pos = kMagic.size();
   while (pos < text.size()) {
     const std::size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) return std::nullopt;
     const std::string line(text.substr(pos, end - pos));
     pos = end + 1;
+    // Lines after an earlier= line are that earlier run's.
+    EarlierRun* earlier = record.earlier.empty() ? nullptr : &record.earlier.back();
     if (line.starts_with(record.legacy ? "run=" : "command=")) {
-      record.command = line.substr(line.find('=') + 1);
-    } else if (!record.legacy && line.starts_with("input=")) {
+      if (commanded) return std::nullopt;
+      commanded = true;
+      (earlier ? earlier->command : record.command) = line.substr(line.find('=') + 1);
+    } else if (!record.legacy && !earlier && line.starts_with("input=")) {
       InputRecord in;
       in.path = sized_path(line, 6, in.content.bytes, in.content.hash);
       record.inputs.push_back(in);
     } else if (line.starts_with("output=")) {
       OutputRecord out;
       out.path = sized_path(line, 7, out.size, out.sample_hash);
-      record.outputs.push_back(out);
+      (earlier ? earlier->outputs : record.outputs).push_back(out);
+    } else if (recalls && commanded && line.starts_with("earlier=")) {
+      EarlierRun next;
+      if (line != "earlier=-") {
+        // "BYTES HASH", the hash 16 hex digits.
+        const char* bytes_at = line.c_str() + 8;
+        char* rest = nullptr;
+        next.input_bytes = std::strtoull(bytes_at, &rest, 10);
+        if (rest == bytes_at || *rest != ' ' ||
+            line.size() != 8 + static_cast<std::size_t>(rest - bytes_at) + 17) {
+          return std::nullopt;
+        }
+        const char* hash_at = rest + 1;
+        next.inputs_hash = std::strtoull(hash_at, &rest, 16);
+        if (rest != hash_at + 16) return std::nullopt;
+      }
+      record.earlier.push_back(std::move(next));
+      commanded = false;
     } else {
       return std::nullopt;
     }
   }
+  if (!commanded) return std::nullopt;
   return record;
 }
 
-std::optional<std::string> outputs_differ(const RunRecord& record) {
-  for (const OutputRecord& expected : record.outputs) {
+std::optional<std::string> outputs_differ(std::span<const OutputRecord> committed) {
+  for (const OutputRecord& expected : committed) {
     const auto now = record_output(expected.path);
     if (!now) return expected.path + " is missing";
     if (now->size != expected.size) {
@@ -265,34 +415,58 @@ std::optional<std::string> outputs_differ(const RunRecord& record) {
 
 Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::string& state_path,
                   bool force) {
-  const std::optional<std::string> why_other = why_not_the_same_run(last, run);
-  if (!why_other) {
-    if (const auto why = outputs_differ(last)) {
+  // The runs to compare, the last first: what each committed and how to name it.
+  struct Committed {
+    std::span<const OutputRecord> outputs;
+    std::string which;
+    std::optional<std::string> why_other;  // why `run` is not that run
+  };
+  std::vector<Committed> committed{
+      {last.outputs, "the last run committed to " + state_path, why_not_the_same_run(last, run)}};
+  PlannedInputs inputs(run);
+  for (std::size_t i = 0; i < last.earlier.size() && committed.front().why_other; ++i) {
+    committed.push_back({last.earlier[i].outputs,
+                         "a run committed to " + state_path + " " + std::to_string(i + 1) +
+                             (i == 0 ? " run" : " runs") + " before the last",
+                         why_not_the_earlier_run(last.earlier[i], run, inputs)});
+  }
+  for (Committed& that : committed) {
+    if (that.why_other) continue;
+    const auto why = outputs_differ(that.outputs);
+    if (!why) return Rerun::committed;
+    if (&that == &committed.front() && !force) {
       throw Error(state_path + " already holds this run (same command, same inputs), " +
-                  "committed earlier, but " + *why + ": the outputs cannot be computed again " +
-                  "from it; restore " + state_path + " as it was before that run");
+                  "committed earlier, but " + *why +
+                  ": the outputs cannot be computed again from it; restore " + state_path +
+                  " as it was before that run, or pass --force to run it again anyway (the "
+                  "outputs will hold only the records whose keys it does not hold yet)");
     }
-    return Rerun::committed;
+    // A recalled run's outputs replaced since: by later runs to the same paths, whose inputs may
+    // hold the same bytes (an hour with no records, a file delivered twice). Not "that run
+    // again", then, but a new run; what of it is still in place is kept below, as any output.
+    that.why_other = "it reads the bytes that run read, but " + *why + " since that run";
   }
   if (force) return Rerun::new_run;
   for (const std::string& out : run.outputs) {
     if (out == "-") continue;
     const std::string target = resolved(out);
-    for (const OutputRecord& committed : last.outputs) {
-      if (resolved(committed.path) != target || committed.size == 0) continue;
-      const auto now = record_output(out);
-      if (!now || now->size != committed.size || now->sample_hash != committed.sample_hash) {
-        continue;  // no longer what that run committed: nothing of it to lose
+    for (const Committed& that : committed) {
+      for (const OutputRecord& written : that.outputs) {
+        if (resolved(written.path) != target || written.size == 0) continue;
+        const auto now = record_output(out);
+        if (!now || now->size != written.size || now->sample_hash != written.sample_hash) {
+          continue;  // no longer what that run committed: nothing of it to lose
+        }
+        throw Error(
+            out + " holds the output of " + that.which +
+            ", and this run is not that run: " + *that.why_other + ". It would replace " + out +
+            " with the records whose keys " + state_path +
+            " does not hold yet; nothing was changed. If that run is the one meant, its "
+            "result is already in " +
+            out +
+            "; to keep it, write this run's output elsewhere (-o, --dups or --refused another "
+            "file); to replace it, pass --force");
       }
-      throw Error(
-          out + " holds the output of the last run committed to " + state_path +
-          ", and this run is not that run: " + *why_other + ". It would replace " + out +
-          " with the records whose keys " + state_path +
-          " does not hold yet; nothing was changed. If that run is the one meant, its "
-          "result is already in " +
-          out +
-          "; to keep it, write this run's output elsewhere (-o, --dups or --refused another "
-          "file); to replace it, pass --force");
     }
   }
   return Rerun::new_run;

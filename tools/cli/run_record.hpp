@@ -51,23 +51,45 @@ struct OutputRecord {
 /// The record of `path` as it is now, or nothing if it is not a regular file.
 std::optional<OutputRecord> record_output(const std::string& path);
 
-/// The run a carried state last took in.
+/// A run committed before the last one, as the state recalls it: what recognises it again and
+/// what keeps its outputs from being replaced, its inputs folded into one hash.
+struct EarlierRun {
+  std::string command;  ///< run_command()
+  /// inputs_hash() of what it read; nothing when an input could not be read again.
+  std::optional<std::uint64_t> inputs_hash;
+  std::uint64_t input_bytes = 0;  ///< What it read, all inputs together.
+  std::vector<OutputRecord> outputs;
+};
+
+/// How many runs a state recalls: the last and this many less one before it.
+inline constexpr std::size_t kRunsRecalled = 100;
+
+/// The run a carried state last took in, and those it recalls before it.
 struct RunRecord {
   std::string command;  ///< run_command(); in a version 1 record, its run_fingerprint().
   bool legacy = false;  ///< A version 1 record: no inputs, only the fingerprint.
   /// Every input, when all were regular files; empty when one was not (it cannot be compared).
   std::vector<InputRecord> inputs;
   std::vector<OutputRecord> outputs;
+  /// The runs committed before it, newest first, at most kRunsRecalled - 1.
+  std::vector<EarlierRun> earlier;
 };
 
-/// "key=value" text lines for the state's metadata (version 2; docs/FORMAT.md, "Committing a
-/// run"). Empty (no record) when a path holds a newline, which the lines cannot carry.
+/// XXH3-64 of each input's byte count and hash, in order: the inputs of an EarlierRun.
+std::uint64_t inputs_hash(std::span<const InputContent> inputs);
+
+/// The runs `record`'s commit recalls after it: `last` (the run the state last took in, if any)
+/// followed by those `last` recalls, kRunsRecalled - 1 at most.
+std::vector<EarlierRun> runs_before(const std::optional<RunRecord>& last);
+
+/// "key=value" text lines for the state's metadata (version 3; docs/FORMAT.md, "Committing a
+/// run"). An output whose path holds a newline, which a line cannot carry, is left out.
 std::vector<std::byte> encode_run_record(const RunRecord& record);
-/// Parses encode_run_record()'s bytes, or a version 1 record; nothing for other bytes.
+/// Parses encode_run_record()'s bytes, or a version 1 or 2 record; nothing for other bytes.
 std::optional<RunRecord> decode_run_record(std::span<const std::byte> bytes);
 
-/// Why the outputs on disk are not those `record` committed, or nothing if they are.
-std::optional<std::string> outputs_differ(const RunRecord& record);
+/// Why the outputs on disk are not those committed (`committed`), or nothing if they are.
+std::optional<std::string> outputs_differ(std::span<const OutputRecord> committed);
 
 /// A run about to start, as a rerun check sees it.
 struct PlannedRun {
@@ -84,13 +106,14 @@ enum class Rerun {
   committed,  ///< That very run, committed already, its outputs in place: nothing to do.
 };
 
-/// Compares `run` with `last`, the run that the state at `state_path` last committed
-/// (docs/FORMAT.md, "Reruns"). It is that run when it has the same command and outputs and its
-/// inputs hold the bytes that run read (compared by size, then by a hash of all their bytes):
+/// Compares `run` with `last`, the run that the state at `state_path` last committed, and with
+/// the runs it recalls before it (docs/FORMAT.md, "Reruns"). It is one of them when it has the
+/// same command and outputs and its inputs hold the bytes that run read (for the last run
+/// compared by size, then by a hash of all their bytes; for an earlier one by inputs_hash()):
 /// then, if the outputs are still those committed, returns Rerun::committed, and otherwise throws
 /// Error (the state already holds the run's keys: the outputs cannot be made again from it).
-/// Another run that would replace a non-empty output of `last` still as committed throws Error
-/// saying how to go on, unless `force`. Nothing is written either way.
+/// Another run that would replace a non-empty output of one of them still as committed throws
+/// Error saying how to go on, unless `force`. Nothing is written either way.
 Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::string& state_path,
                   bool force);
 

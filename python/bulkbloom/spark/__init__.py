@@ -131,14 +131,16 @@ Committing a run (``dedup_and_write``)
     sorted file names, each with its size and modification time: a file rewritten under its name
     is another input) matches a rerun of the same job, which changes nothing and returns the
     committed state, or, if the output is gone, raises (the filter already holds the run's
-    keys). Each manifest also recalls the records of the 99 runs before its own
-    (``"earlier_runs"``), so a run retried after other jobs committed, or a day's job run again
-    later, is recognised the same way. An input that reads no files (an in-memory DataFrame) has
-    no such record: its rerun after (d) dedups again. Any other run to an output that a
-    recalled run wrote (a local output named by its real path, through symbolic links) is
-    refused before anything runs, in any mode, as the CLI refuses it (its keys are in the
-    filter: nearly every record would be dropped), unless ``force=True``, and so is an output
-    inside the filter directory or holding it (Spark's overwrite would remove the filter). A
+    keys; ``force=True`` runs it again anyway). Each manifest also recalls the records of the 99
+    runs before its own (``"earlier_runs"``), so a run retried after other jobs committed, or a
+    day's job run again later, is recognised the same way, unless a later one of them wrote its
+    output again (``force=True``): the output is then that run's. An input that reads no files
+    (an in-memory DataFrame) has no such record: its rerun after (d) dedups again. Any other run
+    to an output that a recalled run wrote (a local output named by its real path, through
+    symbolic links) is refused before anything runs, in any mode, as the CLI refuses it (its
+    keys are in the filter: nearly every record would be dropped), unless ``force=True``, and so
+    is an output inside the filter directory or holding it (Spark's overwrite would remove the
+    filter). A
     run that fails leaves an output that a run which committed meanwhile wrote, or whose
     ``PENDING`` names it, is writing (the same job started twice). Nothing is removed until a
     run commits (d); then what neither the new manifest nor the one before it names is

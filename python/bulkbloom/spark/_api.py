@@ -601,20 +601,21 @@ def dedup_and_write(
     current = _open(store, committing=True)
     ours, stale = _crashed_runs(store, current, output.name)
     committed_runs = _committed_runs(current)
-    this_run = next((number for number, record in committed_runs
-                     if _same_run(record, run, df)), None)
-    if this_run is not None:
+    this_run = _this_run(committed_runs, run, df)
+    if this_run is not None and (output.exists() or not force):
         assert current is not None
         since = "" if this_run == current.number else (
             f", and generations up to {current.number} were committed since")
         if not output.exists():
             # Only while no run committed since is the filter before this run still at hand.
-            undo = "" if since else (", or rerun against a copy of the filter without its "
-                                     f"newest manifest ({current.number:06d}.json)")
+            undo = "" if since else (", rerun against a copy of the filter without its newest "
+                                     f"manifest ({current.number:06d}.json)")
             raise RuntimeError(
                 f"{store.uri}'s generation {this_run} already holds this run's keys (the same "
                 f"inputs, written to {output.name}){since}, but {output.name} is gone: it cannot "
-                f"be computed again from this filter; restore the output{undo}"
+                f"be computed again from this filter; restore the output{undo}, or pass "
+                "force=True to run it again anyway (the output will hold only the records whose "
+                "keys the filter does not hold yet)"
             )
         _log.info("%s already committed this run in generation %d (output %s)%s: nothing to do",
                   store.uri, this_run, output.name, since)
@@ -737,15 +738,31 @@ def _committed_runs(state: Optional[ShardedFilter]) -> List[Tuple[int, dict]]:
     newest first: the one that made it, then up to _RUNS_RECALLED - 1 before it."""
     if state is None:
         return []
-    runs = [(state.number, state.manifest["run"])] if state.manifest.get("run") else []
+    damaged = f"{state.root}'s manifest {state.number:06d}.json is damaged"
+    run = state.manifest.get("run")
+    if run is not None and not isinstance(run, dict):
+        raise bulkbloom.FormatError(f"{damaged}: its run is not an object")
     earlier = state.manifest.get("earlier_runs", [])
     if not isinstance(earlier, list) or not all(
             isinstance(entry, dict) and isinstance(entry.get("generation"), int)
             and isinstance(entry.get("run"), dict) for entry in earlier):
-        raise bulkbloom.FormatError(
-            f"{state.root}'s manifest {state.number:06d}.json is damaged: its earlier_runs is not "
-            "a list of {generation, run}")
+        raise bulkbloom.FormatError(f"{damaged}: its earlier_runs is not a list of "
+                                    "{generation, run}")
+    runs = [(state.number, run)] if run else []
     return runs + [(entry["generation"], entry["run"]) for entry in earlier]
+
+
+def _this_run(committed_runs: List[Tuple[int, dict]], run: dict, df: DataFrame) -> Optional[int]:
+    """The generation that committed `run`, of `committed_runs` (newest first), or None. A run
+    whose output a later run of them wrote again (``force=True``) is not found: what is there is
+    that run's, and replacing it is that run's question (the caller refuses it)."""
+    for index, (number, record) in enumerate(committed_runs):
+        if _same_run(record, run, df):
+            later = committed_runs[:index]
+            if any(other.get("output") == record.get("output") for _, other in later):
+                return None
+            return number
+    return None
 
 
 def _same_run(committed: Optional[dict], run: dict, df: DataFrame) -> bool:
