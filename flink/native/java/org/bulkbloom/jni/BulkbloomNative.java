@@ -2,10 +2,16 @@ package org.bulkbloom.jni;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
+import java.nio.channels.OverlappingFileLockException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
 import java.util.List;
@@ -25,7 +31,9 @@ import java.util.Locale;
  *       libraries} file. They are copied into a new private folder under {@code
  *       bulkbloom.jni.tmpdir} (default {@code java.io.tmpdir}; name an exec-mounted one where /tmp
  *       is noexec), loaded by absolute path, dependencies first, and deleted at once: a loaded
- *       library stays mapped, and nothing is left behind even when the JVM is killed;
+ *       library stays mapped. The folder's {@code .lock} is locked from its creation to its
+ *       removal, so a JVM killed in between leaves a folder no one holds; the next extraction
+ *       under the same folder removes such folders once they are a minute old;
  *   <li>{@code libbulkbloom_jni.so} on {@code java.library.path}.
  * </ol>
  *
@@ -44,6 +52,12 @@ public final class BulkbloomNative {
   public static final String TMPDIR_PROPERTY = "bulkbloom.jni.tmpdir";
 
   private static boolean loaded;
+
+  // What the extraction folders are named, and their lock file.
+  private static final String EXTRACTED_PREFIX = "bulkbloom-jni-";
+  private static final String LOCK = ".lock";
+  // A folder younger than this may be one whose lock is not taken yet.
+  private static final long ABANDONED_AFTER_MS = 60_000;
 
   private BulkbloomNative() {}
 
@@ -104,6 +118,7 @@ public final class BulkbloomNative {
     final List<String> names = new ArrayList<>();
     final String tmp = System.getProperty(TMPDIR_PROPERTY, System.getProperty("java.io.tmpdir"));
     Path dir = null;
+    FileChannel lock = null;
     try {
       try (InputStream in = BulkbloomNative.class.getResourceAsStream(folder + "libraries")) {
         for (String line : new String(in.readAllBytes(), StandardCharsets.UTF_8).split("\n")) {
@@ -112,11 +127,15 @@ public final class BulkbloomNative {
           }
         }
       }
+      removeAbandoned(Path.of(tmp));
       dir =
           Files.createTempDirectory(
               Path.of(tmp),
-              "bulkbloom-jni-",
+              EXTRACTED_PREFIX,
               PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+      lock = FileChannel.open(dir.resolve(LOCK), StandardOpenOption.CREATE_NEW,
+          StandardOpenOption.WRITE);
+      lock.lock();
       final List<Path> files = new ArrayList<>();
       for (String name : names) {
         final Path file = dir.resolve(name);
@@ -140,6 +159,60 @@ public final class BulkbloomNative {
       if (dir != null) {
         deleteQuietly(dir, names);
       }
+      if (lock != null) {
+        try {
+          lock.close(); // releases the lock, after the folder is gone
+        } catch (IOException e) {
+          System.err.println("bulkbloom: could not close " + dir.resolve(LOCK) + ": " + e);
+        }
+      }
+    }
+  }
+
+  /**
+   * Removes the extraction folders under {@code tmp} that a JVM killed between their creation and
+   * their removal left: a minute old (a folder is locked within moments of its creation) and
+   * their {@code .lock} held by no one (or never made). Anything it cannot remove stays.
+   */
+  private static void removeAbandoned(Path tmp) {
+    final long oldest = System.currentTimeMillis() - ABANDONED_AFTER_MS;
+    try (DirectoryStream<Path> folders = Files.newDirectoryStream(tmp, EXTRACTED_PREFIX + "*")) {
+      for (Path folder : folders) {
+        try {
+          if (!Files.isDirectory(folder, LinkOption.NOFOLLOW_LINKS)
+              || Files.getLastModifiedTime(folder, LinkOption.NOFOLLOW_LINKS).toMillis() > oldest
+              || held(folder.resolve(LOCK))) {
+            continue;
+          }
+          try (DirectoryStream<Path> files = Files.newDirectoryStream(folder)) {
+            for (Path file : files) {
+              Files.delete(file); // a link is removed, not followed; a folder in it stays
+            }
+          }
+          Files.delete(folder);
+        } catch (IOException e) {
+          // Another user's, or removed by another JVM meanwhile: not this one's to clean.
+        }
+      }
+    } catch (IOException e) {
+      // tmp unreadable: the extraction reports it.
+    }
+  }
+
+  /** Whether a process (this JVM included) holds the lock on {@code lockFile}. */
+  private static boolean held(Path lockFile) throws IOException {
+    if (!Files.exists(lockFile, LinkOption.NOFOLLOW_LINKS)) {
+      return false;
+    }
+    try (FileChannel channel = FileChannel.open(lockFile, StandardOpenOption.WRITE)) {
+      final FileLock lock = channel.tryLock();
+      if (lock == null) {
+        return true;
+      }
+      lock.release();
+      return false;
+    } catch (OverlappingFileLockException e) {
+      return true; // held by another class loader's extraction in this JVM
     }
   }
 
@@ -148,6 +221,7 @@ public final class BulkbloomNative {
       for (String name : names) {
         Files.deleteIfExists(dir.resolve(name));
       }
+      Files.deleteIfExists(dir.resolve(LOCK)); // still locked: no one takes the folder for left
       Files.deleteIfExists(dir);
     } catch (IOException e) {
       System.err.println("bulkbloom: could not delete " + dir + ": " + e);
