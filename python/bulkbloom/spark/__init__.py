@@ -197,7 +197,7 @@ is full, and ``key_count``, its distinct keys: docs/FORMAT.md, "Sharded filter d
     how the drops are grouped (``"drops_by"``: ``"shard"`` or ``"input partition"``), how many
     rows were dropped (``"dropped"``) and the words of their bitmap (``"drops_words"``, "How it
     runs", 3), and, written by ``dedup_and_write``, the ``"run"`` that made
-    it ("Committing a run"); a sliding window's (``window=``) also its ``window`` (clock, window,
+    it ("Committing a run"), with the ``"earlier_runs"`` it recalls; a sliding window's (``window=``) also its ``window`` (clock, window,
     generations, lateness), the event ``time`` of the last run, the whole window's keys in each
     filter (``window_keys``) and the run's ``expected_false_drops`` (the sum of its window
     shards' own, ``ShardedFilter.expected_false_drops``), and its shards are window
