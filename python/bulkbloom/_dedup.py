@@ -33,6 +33,7 @@ def dedup(
     time: Optional[str] = None,
     dropped: bool = False,
     output: Optional[PathLike] = None,
+    force: bool = False,
 ) -> Any:
     """The rows of ``source`` whose ``key`` no earlier row had, in stream order, as a
     ``pyarrow.RecordBatchReader`` that reads ``source`` as it is read (pass it to polars,
@@ -49,13 +50,17 @@ def dedup(
     the command line's ``-f csv:N`` hashes a field: read such keys as strings, not integers, to
     keep the CLI's rows). A null key is a ``ValueError`` naming its row.
 
-    ``filter`` is what remembers the keys: a ``Filter``, a ``WindowedFilter`` (its sliding
-    window; ``time`` names the column of each row's event time for an event-time window), or
-    the path of a filter file carried across runs, as the command line's ``--filter`` is: loaded
-    if it exists, else made as ``Filter(capacity, fpr)``, and saved (atomically) only once the
-    whole stream was read, so that a run stopped early leaves the file as it was. Without
-    ``filter``, a new ``Filter(capacity, fpr)``; ``capacity`` is then needed, since a stream
-    does not say its length.
+    ``filter`` is what remembers the keys: a ``Filter`` (``keys_inserted`` counts the keys it
+    took as new), a ``GrownFilter``, a ``WindowedFilter`` (its sliding window; ``time`` names the
+    column of each row's event time for an event-time window), or the path of the state carried
+    across runs, as the command line's ``--filter`` is (then ``output=`` is needed, below): a
+    filter or window file, or a state directory (an existing directory, or a name ending in
+    ``/``), loaded if it exists (a filter as the ``GrownFilter`` it grows into, as the command
+    line carries it), else made as ``GrownFilter(capacity, fpr)``, held under the command line's
+    lock (``NAME.lock`` beside the real path: a run holding it, or another such call, makes
+    this one raise ``BlockingIOError`` before anything is read), and saved once the output is
+    committed. Without ``filter``, a new ``Filter(capacity, fpr)``; ``capacity`` is then
+    needed, since a stream does not say its length.
 
     ``dropped=True`` gives the other rows instead: each key's repeats (and, at the filter's
     false-positive rate, a first sighting taken for one).
@@ -66,10 +71,19 @@ def dedup(
     (``.NAME.bulkbloom-PID-XXXXXX``), flushed, then renamed over ``output`` (an ``output`` that
     exists stays as it was until then; a run that fails removes its temporary file, and one
     killed leaves it for the next run to that output, or the CLI's, to remove), and only then
-    is a ``filter`` file saved. Before reading anything it refuses (``ValueError`` naming
-    the paths) an ``output`` or ``filter`` file that is one of the input files under any name (a
-    symbolic or hard link too), and an ``output`` ending in ``.parquet`` in a directory it reads,
-    where the next run over that directory would read it as input.
+    is a ``filter`` path saved: a run that fails or is killed anywhere leaves the state as it
+    was. A carried state needs ``output=``: rows returned are written by the caller after the
+    stream was read, so the state would be saved before them, and a failed write would lose
+    them for good; to write them yourself, ``bulkbloom.load()`` the state and ``save()`` it
+    once they are written. It keeps no record of the runs it committed, as the command line
+    does, so it cannot tell a rerun of a committed run (whose keys the state holds: its rows
+    would all be dropped) from a rerun after a crash between the output and the state: with a
+    ``filter`` path, an ``output`` that exists is refused unless ``force=True``. Before
+    reading anything it refuses (``ValueError`` naming the paths) an ``output`` or ``filter``
+    file that is one of the input files under any name (a symbolic or hard link too), a
+    ``filter`` state file with another hard link (the command line refuses it too), and an
+    ``output`` ending in ``.parquet`` in a directory it reads, where the next run over that
+    directory would read it as input.
     """
     pa = _keys._import_pyarrow("bulkbloom.dedup")
     files: List[Any] = []
@@ -84,12 +98,45 @@ def dedup(
             )
         files, directories = listed
     _check_written_paths(files, directories, output, filter)  # before any file is opened
+    if not isinstance(filter, (str, os.PathLike)):
+        return _dedup(pa, source, is_stream, files, key, filter, capacity, fpr, time, dropped,
+                      output)
+    if output is None:
+        raise ValueError(
+            f"filter={os.fspath(filter)!r} carries a state across runs, which is saved after the "
+            "rows are committed: pass output= (a Parquet file), or bulkbloom.load() the state, "
+            "pass that, and save() it once the rows are written"
+        )
+    if os.path.lexists(output) and not force:
+        raise FileExistsError(
+            f"{os.fspath(output)!r} exists: it may be the output of a run committed to "
+            f"{os.fspath(filter)!r}, whose keys it holds (run again, nearly every row would be "
+            "dropped), or of a run that failed before saving it; pass force=True to replace it"
+        )
+    with _Carried(filter) as carried:
+        target = carried.load(capacity, fpr)
+        _dedup(pa, source, is_stream, files, key, target, capacity, fpr, time, dropped, output)
+        carried.save(target)
+    return None
+
+
+def _dedup(pa: Any, source: Any, is_stream: bool, files: List[Any], key: str, target: Any,
+           capacity: Optional[int], fpr: float, time: Optional[str], dropped: bool,
+           output: Optional[PathLike]) -> Any:
+    """dedup() into `target` (None: a new Filter), which it does not save."""
+    from . import Filter  # the package imports this module
+
     reader = pa.RecordBatchReader.from_stream(source) if is_stream else _parquet_reader(pa, files)
     schema = reader.schema
     key_column = _column_index(schema, key, "key")
     time_column = None if time is None else _column_index(schema, time, "time")
-    target, save_to = _target(filter, capacity, fpr)
+    if target is None:
+        if capacity is None:
+            raise ValueError(
+                "dedup needs capacity= (or filter=): a stream does not say its length")
+        target = Filter(capacity, fpr)
     windowed = hasattr(target, "config")  # a WindowedFilter
+    counted = isinstance(target, Filter)  # its keys_inserted is the caller's counter
     if time is not None and not windowed:
         raise ValueError("time= needs filter= to be an event-time WindowedFilter")
 
@@ -105,6 +152,8 @@ def dedup(
                 new = target.insert_if_absent(keys, times)
             else:
                 new = target.insert_if_absent(keys)
+            if counted:
+                target.keys_inserted += int(np.count_nonzero(new))
             rows_before += batch.num_rows
             chosen = ~new if dropped else new
             kept = batch.filter(pa.array(chosen)) if chosen.any() else None
@@ -112,16 +161,11 @@ def dedup(
             del batch, keys
             if kept is not None:
                 yield kept
-        # Written to output, the rows are committed first and the filter after them.
-        if save_to is not None and output is None:
-            target.save(save_to)
 
     result = pa.RecordBatchReader.from_batches(schema, batches())
     if output is None:
         return result
     _write_parquet(result, output)
-    if save_to is not None:
-        target.save(save_to)
     return None
 
 
@@ -295,14 +339,70 @@ def _column_index(schema: Any, name: str, what: str) -> int:
     return int(index)
 
 
-def _target(filter: Any, capacity: Optional[int], fpr: float) -> tuple:
-    """The filter or window that remembers the keys, and the path to save it to at the end."""
-    from . import Filter  # the package imports this module
+class _Carried:
+    """The state at a ``filter=`` path, held under the command line's lock (docs/FORMAT.md,
+    "Locks and debris"): ``NAME.lock`` beside the real path, an exclusive ``flock`` from before
+    the state is read until it is saved."""
 
-    if filter is not None and not isinstance(filter, (str, os.PathLike)):
-        return filter, None
-    if filter is not None and os.path.exists(filter):
-        return Filter.load(filter), filter
-    if capacity is None:
-        raise ValueError("dedup needs capacity= (or filter=): a stream does not say its length")
-    return Filter(capacity, fpr), filter
+    def __init__(self, path: PathLike) -> None:
+        text = os.fspath(path)
+        # A state directory: one that exists, or a new one named with a trailing "/".
+        self.directory = text.endswith("/") or os.path.isdir(text)
+        self.path = os.path.realpath(text)
+        if self.directory and os.path.lexists(self.path) and not os.path.isdir(self.path):
+            raise ValueError(f"filter={text!r} names a state directory, but {self.path!r} is a "
+                             "file")
+        self.lock_path = self.path + ".lock"
+        self.lock_fd = -1
+
+    def __enter__(self) -> "_Carried":
+        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.lock_fd)
+            raise BlockingIOError(
+                f"{self.path} is held by another run ({self.lock_path} is locked: the command "
+                "line's dedup --filter, or another bulkbloom.dedup): run one at a time"
+            ) from None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.lock_fd)  # releases the lock; the lock file stays, as the CLI's does
+
+    def load(self, capacity: Optional[int], fpr: float) -> Any:
+        """The state as the command line carries it (a filter file as the GrownFilter it grows
+        into), or a new GrownFilter(capacity, fpr)."""
+        from . import GrownFilter, WindowedFilter
+
+        if self.directory and os.path.isdir(self.path) and os.listdir(self.path):
+            kind = _core.state_kind(self.path)
+            if kind == "window":
+                return WindowedFilter.load_dir(self.path)
+            if kind == "window shard":
+                raise ValueError(f"{self.path} holds a window shard, not a state dedup carries")
+            return GrownFilter.load_dir(self.path)
+        if not self.directory and os.path.lexists(self.path):
+            if os.stat(self.path).st_nlink > 1:
+                raise ValueError(
+                    f"{self.path} has other hard links: saved by a rename, the other names would "
+                    "keep the old state (the command line refuses it too); remove them or make "
+                    "them symbolic links")
+            kind = _core.file_kind(self.path)
+            if kind == "window":
+                return WindowedFilter.load(self.path)
+            if kind not in ("filter", "grown filter"):
+                raise ValueError(f"{self.path} holds a {kind}, not a state dedup carries (a "
+                                 "filter, grown filter or window)")
+            return GrownFilter.load(self.path)
+        if capacity is None:
+            raise ValueError(f"{self.path} does not exist yet: pass capacity= (the keys it will "
+                             "hold over the runs it is carried through)")
+        return GrownFilter(capacity, fpr)
+
+    def save(self, state: Any) -> None:
+        if self.directory:
+            state.save_dir(self.path)
+        else:
+            state.save(self.path)
+

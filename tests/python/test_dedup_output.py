@@ -122,27 +122,85 @@ def test_a_failed_run_leaves_the_output_and_the_filter_as_they_were(tmp_path, in
     pq.write_table(bad, tmp_path / "bad.parquet")
     with pytest.raises(ValueError, match="row 2500: the key column 'key' is null"):
         bulkbloom.dedup([inputs / "b.parquet", tmp_path / "bad.parquet"], "key", filter=carried,
-                        output=out)
+                        output=out, force=True)
     assert (out.read_bytes(), carried.read_bytes()) == (out_before, filter_before)
-    assert listing(tmp_path) == ["bad.parquet", "in", "out.parquet", "seen.bbf"]
+    assert listing(tmp_path) == ["bad.parquet", "in", "out.parquet", "seen.bbf", "seen.bbf.lock"]
 
 
-def test_an_existing_output_is_replaced_and_the_filter_saved_after_it(tmp_path, inputs,
-                                                                      monkeypatch):
+def test_an_existing_output_is_replaced_with_force_and_the_filter_saved_after_it(
+        tmp_path, inputs, monkeypatch):
     out, carried = tmp_path / "out.parquet", tmp_path / "seen.bbf"
     out.write_bytes(b"an older output")
+    # It may be a committed run's output, whose keys the state holds: replaced only when told.
+    with pytest.raises(FileExistsError, match="out.parquet' exists: .* force=True"):
+        bulkbloom.dedup(inputs, "key", capacity=10_000, filter=carried, output=out)
+    assert out.read_bytes() == b"an older output" and not carried.exists()
     saved_after = []
-    real_save = bulkbloom.Filter.save
+    real_save = bulkbloom.GrownFilter.save
 
     def save(self, path):
         saved_after.append(out.read_bytes()[:4])  # the output is in place when the filter saves
         real_save(self, path)
 
-    monkeypatch.setattr(bulkbloom.Filter, "save", save)
-    bulkbloom.dedup(inputs, "key", capacity=10_000, filter=carried, output=out)
+    monkeypatch.setattr(bulkbloom.GrownFilter, "save", save)
+    bulkbloom.dedup(inputs, "key", capacity=10_000, filter=carried, output=out, force=True)
     assert saved_after == [b"PAR1"]
     assert pq.read_table(out).column("row").to_pylist() == list(range(700))
-    assert bulkbloom.Filter.load(carried).contains(pa.array(["k0", "k699"])).all()
+    assert bulkbloom.load(carried).contains(pa.array(["k0", "k699"])).all()
+
+
+def test_a_carried_state_needs_the_output_and_is_held_under_the_clis_lock(tmp_path, inputs):
+    """Rows returned are written by the caller after the stream is read: a state saved before
+    them would lose them when that write fails, so a carried path needs output=. The state is
+    the CLI's to share: its lock keeps two runs from saving over each other's keys."""
+    import fcntl
+
+    out, carried = tmp_path / "out.parquet", tmp_path / "seen.bbf"
+    with pytest.raises(ValueError, match="pass output="):
+        bulkbloom.dedup(inputs, "key", capacity=10_000, filter=carried)
+    with open(tmp_path / "seen.bbf.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with pytest.raises(BlockingIOError, match="seen.bbf is held by another run"):
+            bulkbloom.dedup(inputs, "key", capacity=10_000, filter=carried, output=out)
+    assert listing(tmp_path) == ["in", "seen.bbf.lock"]
+    # Through a symbolic link: the state and its lock are the real file's.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link.bbf").symlink_to(tmp_path / "real" / "seen.bbf")
+    bulkbloom.dedup(inputs / "a.parquet", "key", capacity=10_000, filter=tmp_path / "link.bbf",
+                    output=out)
+    assert listing(tmp_path / "real") == ["seen.bbf", "seen.bbf.lock"]
+    assert (tmp_path / "link.bbf").is_symlink()
+    os.link(tmp_path / "real" / "seen.bbf", tmp_path / "other-name.bbf")
+    with pytest.raises(ValueError, match="other hard links"):
+        bulkbloom.dedup(inputs, "key", filter=tmp_path / "link.bbf", output=out, force=True)
+
+
+def test_a_carried_state_is_the_clis_both_ways_and_grows_as_it_does(cli, tmp_path):
+    """The CLI's --filter and dedup(filter=path) take turns on one state, file or directory:
+    each run drops what any run before took; a run past the capacity grows the filter, as the
+    CLI grows it, instead of passing its rate; a plain Filter passed counts its keys."""
+    keys = [f"key{i}" for i in range(6000)]
+    for name in ("seen.bbf", "seen.d/"):
+        state = f"{tmp_path}/{name}"  # a state directory's trailing "/" kept
+        (tmp_path / "day1.csv").write_text("".join(f"{k}\n" for k in keys[:2000]))
+        run_cli(cli, "dedup", "-f", "csv:1", str(tmp_path / "day1.csv"), "-o",
+                str(tmp_path / "o1.csv"), "--filter", state, "--capacity", "2500", "--fpr",
+                "0.001", "--stats", "none")
+        day2 = pa.table({"key": keys[1000:4000]})  # 1000 repeats of day 1, 2000 new
+        out2 = tmp_path / f"o2-{name.strip('/')}.parquet"
+        bulkbloom.dedup(day2, "key", filter=state, output=out2)
+        assert pq.read_table(out2).column("key").to_pylist() == keys[2000:4000]
+        grown = bulkbloom.load(state)
+        assert isinstance(grown, bulkbloom.GrownFilter) and len(grown.generations) == 2
+        assert grown.keys_inserted == 4000 and grown.current_fpr() <= 0.001
+        (tmp_path / "day3.csv").write_text("".join(f"{k}\n" for k in keys[3000:6000]))
+        run_cli(cli, "dedup", "-f", "csv:1", str(tmp_path / "day3.csv"), "-o",
+                str(tmp_path / "o3.csv"), "--filter", state, "--stats", "none")
+        assert (tmp_path / "o3.csv").read_text() == "".join(f"{k}\n" for k in keys[4000:6000])
+    assert "MANIFEST" in os.listdir(tmp_path / "seen.d")
+    counted = bulkbloom.Filter(10_000, 0.001)
+    bulkbloom.dedup(pa.table({"key": keys[:10] * 3}), "key", filter=counted).read_all()
+    assert counted.keys_inserted == 10
 
 
 def test_the_cli_refuses_and_keeps_the_same(cli, tmp_path):
