@@ -50,17 +50,22 @@ def dedup(
     the command line's ``-f csv:N`` hashes a field: read such keys as strings, not integers, to
     keep the CLI's rows). A null key is a ``ValueError`` naming its row.
 
-    ``filter`` is what remembers the keys: a ``Filter`` (``keys_inserted`` counts the keys it
-    took as new), a ``GrownFilter``, a ``WindowedFilter`` (its sliding window; ``time`` names the
-    column of each row's event time for an event-time window), or the path of the state carried
-    across runs, as the command line's ``--filter`` is (then ``output=`` is needed, below): a
-    filter or window file, or a state directory (an existing directory, or a name ending in
-    ``/``), loaded if it exists (a filter as the ``GrownFilter`` it grows into, as the command
-    line carries it), else made as ``GrownFilter(capacity, fpr)``, held under the command line's
-    lock (``NAME.lock`` beside the real path: a run holding it, or another such call, makes
-    this one raise ``BlockingIOError`` before anything is read), and saved once the output is
-    committed. Without ``filter``, a new ``Filter(capacity, fpr)``; ``capacity`` is then
-    needed, since a stream does not say its length.
+    ``filter`` is what remembers the keys: a ``Filter`` or ``WindowedFilter`` (its
+    ``keys_inserted`` counts the keys it took as new; a window's ``time`` names the column of
+    each row's event time for an event-time window), a ``GrownFilter``, or the path of the state
+    carried across runs, as the command line's ``--filter`` is (then ``output=`` is needed,
+    below): a filter or window file, or a state directory (an existing directory, or a new one
+    named by a ``str`` ending in ``/``: a ``pathlib.Path`` drops it), loaded if it exists (a
+    filter as the ``GrownFilter`` it grows into, one without a sizing record taken as promising
+    ``fpr``, as the command line carries it), else made as ``GrownFilter(capacity, fpr)``
+    recording its keys' kind as the command line's ``u64`` (an integer column) or ``lines``
+    (strings, bytes), which hash as they do; a state whose keys hash the other way is refused.
+    It is held under the command line's lock (``NAME.lock`` beside the real path: a run
+    holding it, or another such call, makes this one raise ``BlockingIOError`` before anything
+    is read), and saved once the output is committed, keeping the command line's record of its
+    runs (so that their reruns stay recognised) and adding none of its own. Without
+    ``filter``, a new ``Filter(capacity, fpr)``; ``capacity`` is then needed, since a stream
+    does not say its length.
 
     ``dropped=True`` gives the other rows instead: each key's repeats (and, at the filter's
     false-positive rate, a first sighting taken for one).
@@ -74,16 +79,17 @@ def dedup(
     is a ``filter`` path saved: a run that fails or is killed anywhere leaves the state as it
     was. A carried state needs ``output=``: rows returned are written by the caller after the
     stream was read, so the state would be saved before them, and a failed write would lose
-    them for good; to write them yourself, ``bulkbloom.load()`` the state and ``save()`` it
-    once they are written. It keeps no record of the runs it committed, as the command line
-    does, so it cannot tell a rerun of a committed run (whose keys the state holds: its rows
-    would all be dropped) from a rerun after a crash between the output and the state: with a
-    ``filter`` path, an ``output`` that exists is refused unless ``force=True``. Before
-    reading anything it refuses (``ValueError`` naming the paths) an ``output`` or ``filter``
-    file that is one of the input files under any name (a symbolic or hard link too), a
-    ``filter`` state file with another hard link (the command line refuses it too), and an
-    ``output`` ending in ``.parquet`` in a directory it reads, where the next run over that
-    directory would read it as input.
+    them for good; to write them yourself, pass ``GrownFilter.load(PATH)`` (or
+    ``WindowedFilter.load``; ``load_dir`` for a directory) and ``save()`` it once they are
+    written, one run at a time (that takes no lock). It keeps no record of the runs it
+    committed, as the command line does, so it cannot tell a rerun of a committed run (whose
+    keys the state holds: its rows would all be dropped) from a rerun after a crash between the
+    output and the state: with a ``filter`` path, an ``output`` that exists is refused unless
+    ``force=True`` (which nothing else reads). Before reading anything it refuses
+    (``ValueError`` naming the paths) an ``output`` or ``filter`` file that is one of the input
+    files under any name (a symbolic or hard link too), a ``filter`` state file with another
+    hard link (the command line refuses it too), and an ``output`` ending in ``.parquet`` in a
+    directory it reads, where the next run over that directory would read it as input.
     """
     pa = _keys._import_pyarrow("bulkbloom.dedup")
     files: List[Any] = []
@@ -99,34 +105,41 @@ def dedup(
         files, directories = listed
     _check_written_paths(files, directories, output, filter)  # before any file is opened
     if not isinstance(filter, (str, os.PathLike)):
-        return _dedup(pa, source, is_stream, files, key, filter, capacity, fpr, time, dropped,
-                      output)
+        reader = _reader(pa, source, is_stream, files)
+        return _dedup(pa, reader, key, filter, capacity, fpr, time, dropped, output)
     if output is None:
         raise ValueError(
             f"filter={os.fspath(filter)!r} carries a state across runs, which is saved after the "
             "rows are committed: pass output= (a Parquet file), or bulkbloom.load() the state, "
             "pass that, and save() it once the rows are written"
         )
-    if os.path.lexists(output) and not force:
-        raise FileExistsError(
-            f"{os.fspath(output)!r} exists: it may be the output of a run committed to "
-            f"{os.fspath(filter)!r}, whose keys it holds (run again, nearly every row would be "
-            "dropped), or of a run that failed before saving it; pass force=True to replace it"
-        )
     with _Carried(filter) as carried:
-        target = carried.load(capacity, fpr)
-        _dedup(pa, source, is_stream, files, key, target, capacity, fpr, time, dropped, output)
+        if os.path.lexists(output) and not force:
+            raise FileExistsError(
+                f"{os.fspath(output)!r} exists: it may be the output of a run committed to "
+                f"{os.fspath(filter)!r}, whose keys it holds (run again, nearly every row would "
+                "be dropped), or of a run that failed before saving it; pass force=True to "
+                "replace it (or write each run to a name of its own)"
+            )
+        reader = _reader(pa, source, is_stream, files)
+        key_type = reader.schema.field(_column_index(reader.schema, key, "key")).type
+        # Integers hash as 64-bit values (the command line's u64, dec and hex keys), strings and
+        # bytes as their bytes (its lines, csv:N and tsv:N).
+        target = carried.load(capacity, fpr, integer_keys=pa.types.is_integer(key_type))
+        _dedup(pa, reader, key, target, capacity, fpr, time, dropped, output)
         carried.save(target)
     return None
 
 
-def _dedup(pa: Any, source: Any, is_stream: bool, files: List[Any], key: str, target: Any,
-           capacity: Optional[int], fpr: float, time: Optional[str], dropped: bool,
-           output: Optional[PathLike]) -> Any:
-    """dedup() into `target` (None: a new Filter), which it does not save."""
+def _reader(pa: Any, source: Any, is_stream: bool, files: List[Any]) -> Any:
+    return pa.RecordBatchReader.from_stream(source) if is_stream else _parquet_reader(pa, files)
+
+
+def _dedup(pa: Any, reader: Any, key: str, target: Any, capacity: Optional[int], fpr: float,
+           time: Optional[str], dropped: bool, output: Optional[PathLike]) -> Any:
+    """dedup() of `reader` into `target` (None: a new Filter), which it does not save."""
     from . import Filter  # the package imports this module
 
-    reader = pa.RecordBatchReader.from_stream(source) if is_stream else _parquet_reader(pa, files)
     schema = reader.schema
     key_column = _column_index(schema, key, "key")
     time_column = None if time is None else _column_index(schema, time, "time")
@@ -136,7 +149,9 @@ def _dedup(pa: Any, source: Any, is_stream: bool, files: List[Any], key: str, ta
                 "dedup needs capacity= (or filter=): a stream does not say its length")
         target = Filter(capacity, fpr)
     windowed = hasattr(target, "config")  # a WindowedFilter
-    counted = isinstance(target, Filter)  # its keys_inserted is the caller's counter
+    # Their keys_inserted is the caller's counter, which a saved state keeps (a GrownFilter
+    # counts its own).
+    counted = isinstance(target, Filter) or windowed
     if time is not None and not windowed:
         raise ValueError("time= needs filter= to be an event-time WindowedFilter")
 
@@ -339,6 +354,20 @@ def _column_index(schema: Any, name: str, what: str) -> int:
     return int(index)
 
 
+# The command line's formats whose keys are integers (RecordFormat::integer_keys).
+_INTEGER_FORMATS = ("u64", "dec", "hex")
+
+
+def _held_key_format(state: Any) -> str:
+    """The command line's format name a carried state's keys were read with ("": unknown): a
+    grown filter's sizing record, or a window's metadata line "bulkbloom-window-keys FORMAT"."""
+    if hasattr(state, "key_format"):
+        return str(state.key_format)
+    first = bytes(state.metadata).split(b"\n", 1)[0]
+    prefix = b"bulkbloom-window-keys "
+    return first[len(prefix):].decode(errors="replace") if first.startswith(prefix) else ""
+
+
 class _Carried:
     """The state at a ``filter=`` path, held under the command line's lock (docs/FORMAT.md,
     "Locks and debris"): ``NAME.lock`` beside the real path, an exclusive ``flock`` from before
@@ -356,7 +385,8 @@ class _Carried:
         self.lock_fd = -1
 
     def __enter__(self) -> "_Carried":
-        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # 0666 less the umask, as the command line creates it: a group's runs share the lock.
+        self.lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
             fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -365,40 +395,57 @@ class _Carried:
                 f"{self.path} is held by another run ({self.lock_path} is locked: the command "
                 "line's dedup --filter, or another bulkbloom.dedup): run one at a time"
             ) from None
+        except BaseException:
+            os.close(self.lock_fd)
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
         os.close(self.lock_fd)  # releases the lock; the lock file stays, as the CLI's does
 
-    def load(self, capacity: Optional[int], fpr: float) -> Any:
+    def load(self, capacity: Optional[int], fpr: float, integer_keys: bool) -> Any:
         """The state as the command line carries it (a filter file as the GrownFilter it grows
-        into), or a new GrownFilter(capacity, fpr)."""
+        into; one without a sizing record taken as promising `fpr`, as the command line takes
+        it), or a new GrownFilter(capacity, fpr) recording its keys' kind. A state whose keys
+        hash the other way (integers against strings) is refused."""
         from . import GrownFilter, WindowedFilter
 
+        state = None
         if self.directory and os.path.isdir(self.path) and os.listdir(self.path):
+            if not os.path.exists(os.path.join(self.path, "MANIFEST")):
+                raise ValueError(
+                    f"{self.path} holds no committed state (no MANIFEST: a killed first commit's "
+                    "files, or other files); a bulkbloom dedup --filter run removes the former")
             kind = _core.state_kind(self.path)
-            if kind == "window":
-                return WindowedFilter.load_dir(self.path)
             if kind == "window shard":
                 raise ValueError(f"{self.path} holds a window shard, not a state dedup carries")
-            return GrownFilter.load_dir(self.path)
-        if not self.directory and os.path.lexists(self.path):
+            state = (WindowedFilter.load_dir(self.path) if kind == "window" else
+                     GrownFilter.load_dir(self.path))
+        elif not self.directory and os.path.lexists(self.path):
             if os.stat(self.path).st_nlink > 1:
                 raise ValueError(
                     f"{self.path} has other hard links: saved by a rename, the other names would "
                     "keep the old state (the command line refuses it too); remove them or make "
                     "them symbolic links")
             kind = _core.file_kind(self.path)
-            if kind == "window":
-                return WindowedFilter.load(self.path)
-            if kind not in ("filter", "grown filter"):
+            if kind not in ("filter", "grown filter", "window"):
                 raise ValueError(f"{self.path} holds a {kind}, not a state dedup carries (a "
                                  "filter, grown filter or window)")
-            return GrownFilter.load(self.path)
-        if capacity is None:
-            raise ValueError(f"{self.path} does not exist yet: pass capacity= (the keys it will "
-                             "hold over the runs it is carried through)")
-        return GrownFilter(capacity, fpr)
+            state = (WindowedFilter.load(self.path) if kind == "window" else
+                     GrownFilter.load(self.path, default_fpr=fpr))
+        if state is None:
+            if capacity is None:
+                raise ValueError(f"{self.path} does not exist yet: pass capacity= (the keys it "
+                                 "will hold over the runs it is carried through)")
+            return GrownFilter(capacity, fpr, key_format="u64" if integer_keys else "lines")
+        held = _held_key_format(state)
+        if held and (held in _INTEGER_FORMATS) != integer_keys:
+            kinds = {True: "integers", False: "strings or bytes"}
+            raise ValueError(
+                f"{self.path} holds keys read as {held} ({kinds[held in _INTEGER_FORMATS]}), the "
+                f"key column {kinds[integer_keys]}: they hash differently, so every repeat would "
+                "look new")
+        return state
 
     def save(self, state: Any) -> None:
         if self.directory:

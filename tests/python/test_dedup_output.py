@@ -198,6 +198,28 @@ def test_a_carried_state_is_the_clis_both_ways_and_grows_as_it_does(cli, tmp_pat
                 str(tmp_path / "o3.csv"), "--filter", state, "--stats", "none")
         assert (tmp_path / "o3.csv").read_text() == "".join(f"{k}\n" for k in keys[4000:6000])
     assert "MANIFEST" in os.listdir(tmp_path / "seen.d")
+    # Keys hashed the other way (integers against strings) are refused, in both directions.
+    ints = tmp_path / "ints.bbf"
+    (tmp_path / "ints.txt").write_text("1\n2\n")
+    run_cli(cli, "dedup", "-f", "dec", str(tmp_path / "ints.txt"), "-o", str(tmp_path / "oi"),
+            "--filter", str(ints), "--capacity", "100", "--stats", "none")
+    with pytest.raises(ValueError, match="keys read as dec .* the key column strings or bytes"):
+        bulkbloom.dedup(pa.table({"key": ["1"]}), "key", filter=ints,
+                        output=tmp_path / "o4.parquet")
+    bulkbloom.dedup(pa.table({"key": [1, 3]}), "key", filter=ints, output=tmp_path / "o4.parquet")
+    assert pq.read_table(tmp_path / "o4.parquet").column("key").to_pylist() == [3]
+    made = tmp_path / "made.bbf"  # a new state records its keys' kind for the CLI
+    bulkbloom.dedup(pa.table({"key": ["1"]}), "key", filter=made, capacity=100,
+                    output=tmp_path / "o5.parquet")
+    result = subprocess.run([str(cli), "dedup", "-f", "dec", str(tmp_path / "ints.txt"), "-o",
+                             str(tmp_path / "o5"), "--filter", str(made), "--stats", "none"],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "holds lines keys" in result.stderr, result.stderr
+    (tmp_path / "stray.d").mkdir()
+    (tmp_path / "stray.d" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="holds no committed state"):
+        bulkbloom.dedup(day2, "key", capacity=10, filter=tmp_path / "stray.d",
+                        output=tmp_path / "o6.parquet")
     counted = bulkbloom.Filter(10_000, 0.001)
     bulkbloom.dedup(pa.table({"key": keys[:10] * 3}), "key", filter=counted).read_all()
     assert counted.keys_inserted == 10
