@@ -1664,12 +1664,16 @@ def case_rerun_after_other_commits():
         check(b"holds the output of a run committed to " in proc.stderr and
               b" 3 runs before the last" in proc.stderr, proc.stderr.decode())
         check(read("o1") == committed and state_bytes(state) == before, "a refused run wrote")
-        # A recalled run whose outputs are gone since is a new run (below: why).
+        # A recalled run whose outputs are gone cannot be made again; --force runs it anyway.
         os.remove(path("o1"))
-        run(a)
+        proc = run(a, expect_rc=1)
+        check(b"already holds this run" in proc.stderr and b"3 runs before the last" in
+              proc.stderr and b"o1 is missing" in proc.stderr, proc.stderr.decode())
+        check(state_bytes(state) == before, "a refused run changed the state")
+        run(a + ["--force"])
         check(len(read("o1")) < len(committed) // 100, "the keys of a committed run passed again")
-        # Inputs of the bytes a run read whose outputs later runs replaced (a file delivered
-        # twice) make a new run, not an error; --force lets one through for the last run too.
+        # Inputs of the bytes a run read whose outputs a later run wrote again (a file
+        # delivered twice) make a new run, not an error.
         keys = b"".join(k.to_bytes(8, "little") for k in (1, 2, 3))
         write("e1", keys)
         write("e2", keys)

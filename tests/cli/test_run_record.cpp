@@ -93,6 +93,8 @@ TEST(RunRecord, RefusesWhatIsNotARecord) {
            head + "earlier=8 ff\ncommand=\n",                              // short hash
            head + "earlier= 00000000000000ff\ncommand=\n",                 // no size
            head + "earlier=8 00000000000000ffz\ncommand=\n",               // trailing text
+           head + "earlier=-8 00000000000000ff\ncommand=\n",               // a sign
+           head + "earlier= 8 00000000000000ff\ncommand=\n",               // a space
            head + "surprise=1\n",                                          // unknown key
            head + "output=1 0 /out",                                       // no last newline
        }) {

@@ -122,7 +122,8 @@ ArgParser dedup_parser() {
       .flag("resume", "continue from the checkpoint in --checkpoint DIR, if there is one")
       .flag("force",
             "run even when it would replace the outputs of a run committed to --filter (the "
-            "last 100 are recalled) with those of other inputs")
+            "last 100 are recalled) with those of other inputs, or is such a run whose outputs "
+            "are gone (they will hold only the records whose keys the state does not hold yet)")
       .flag("wait-lock",
             "when another run holds the --filter state or the checkpoint directory, wait for it "
             "(default: stop with an error)");

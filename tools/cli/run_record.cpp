@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -380,11 +381,13 @@ std::optional<RunRecord> decode_run_record(std::span<const std::byte> bytes) {
         const char* bytes_at = line.c_str() + 8;
         char* rest = nullptr;
         next.input_bytes = std::strtoull(bytes_at, &rest, 10);
-        if (rest == bytes_at || *rest != ' ' ||
-            line.size() != 8 + static_cast<std::size_t>(rest - bytes_at) + 17) {
+        // strtoull takes leading spaces and signs, which the record never writes.
+        if (!std::isdigit(static_cast<unsigned char>(*bytes_at)) || rest == bytes_at ||
+            *rest != ' ' || line.size() != 8 + static_cast<std::size_t>(rest - bytes_at) + 17) {
           return std::nullopt;
         }
         const char* hash_at = rest + 1;
+        if (!std::isxdigit(static_cast<unsigned char>(*hash_at))) return std::nullopt;
         next.inputs_hash = std::strtoull(hash_at, &rest, 16);
         if (rest != hash_at + 16) return std::nullopt;
       }
@@ -430,20 +433,31 @@ Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::strin
                              (i == 0 ? " run" : " runs") + " before the last",
                          why_not_the_earlier_run(last.earlier[i], run, inputs)});
   }
-  for (Committed& that : committed) {
+  for (std::size_t k = 0; k < committed.size(); ++k) {
+    Committed& that = committed[k];
     if (that.why_other) continue;
     const auto why = outputs_differ(that.outputs);
     if (!why) return Rerun::committed;
-    if (&that == &committed.front() && !force) {
+    // Outputs a later run wrote again (a job writing one path, whose inputs may hold the same
+    // bytes again: a file delivered twice) are that run's: this is not "that run again" but a
+    // new run, and what of it is still in place is kept below, as any output.
+    const auto rewritten = [&] {
+      for (std::size_t later = 0; later < k; ++later) {
+        for (const OutputRecord& out : committed[later].outputs) {
+          for (const OutputRecord& own : that.outputs) {
+            if (resolved(out.path) == resolved(own.path)) return true;
+          }
+        }
+      }
+      return false;
+    };
+    if (!force && !rewritten()) {
       throw Error(state_path + " already holds this run (same command, same inputs), " +
-                  "committed earlier, but " + *why +
-                  ": the outputs cannot be computed again from it; restore " + state_path +
-                  " as it was before that run, or pass --force to run it again anyway (the "
-                  "outputs will hold only the records whose keys it does not hold yet)");
+                  "committed earlier as " + that.which + ", but " + *why +
+                  ": the outputs cannot be computed again from it; restore the outputs, or pass "
+                  "--force to run it again anyway (they will hold only the records whose keys " +
+                  state_path + " does not hold yet)");
     }
-    // A recalled run's outputs replaced since: by later runs to the same paths, whose inputs may
-    // hold the same bytes (an hour with no records, a file delivered twice). Not "that run
-    // again", then, but a new run; what of it is still in place is kept below, as any output.
     that.why_other = "it reads the bytes that run read, but " + *why + " since that run";
   }
   if (force) return Rerun::new_run;

@@ -110,10 +110,11 @@ enum class Rerun {
 /// the runs it recalls before it (docs/FORMAT.md, "Reruns"). It is one of them when it has the
 /// same command and outputs and its inputs hold the bytes that run read (for the last run
 /// compared by size, then by a hash of all their bytes; for an earlier one by inputs_hash()):
-/// then, if the outputs are still those committed, returns Rerun::committed, and otherwise throws
-/// Error (the state already holds the run's keys: the outputs cannot be made again from it).
-/// Another run that would replace a non-empty output of one of them still as committed throws
-/// Error saying how to go on, unless `force`. Nothing is written either way.
+/// then, if the outputs are still those committed, returns Rerun::committed; if a later run
+/// wrote one of them again, it is a new run; otherwise it throws Error (the state already holds
+/// the run's keys: the outputs cannot be made again from it) unless `force`. Another run that
+/// would replace a non-empty output of one of them still as committed throws Error saying how
+/// to go on, unless `force`. Nothing is written either way.
 Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::string& state_path,
                   bool force);
 
