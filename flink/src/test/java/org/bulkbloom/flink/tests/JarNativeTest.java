@@ -1,7 +1,10 @@
 package org.bulkbloom.flink.tests;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.file.Files;
@@ -50,6 +53,8 @@ public final class JarNativeTest {
     final Path abandoned = planted(extractedUnder.resolve("bulkbloom-jni-abandoned"), true, true);
     final Path unlocked = planted(extractedUnder.resolve("bulkbloom-jni-unlocked"), false, true);
     final Path held = planted(extractedUnder.resolve("bulkbloom-jni-held"), true, true);
+    final Path heldElsewhere =
+        planted(extractedUnder.resolve("bulkbloom-jni-held-elsewhere"), true, true);
     final Path young = planted(extractedUnder.resolve("bulkbloom-jni-young"), true, false);
     final Path elsewhere =
         planted(Path.of(Records.property("bulkbloom.test.scratch")).resolve("elsewhere"), true,
@@ -59,25 +64,43 @@ public final class JarNativeTest {
     final FileTime hourAgo = FileTime.fromMillis(System.currentTimeMillis() - HOUR_MS);
     Files.getFileAttributeView(link, BasicFileAttributeView.class, LinkOption.NOFOLLOW_LINKS)
         .setTimes(hourAgo, null, null);
-    final List<Path> kept = List.of(held, young, link);
+    final List<Path> kept = List.of(held, heldElsewhere, young, link);
+    // Another process's lock on a folder: a POSIX record lock, as a FileChannel's is on Linux.
+    final Process locker =
+        new ProcessBuilder(
+                "python3",
+                "-c",
+                "import fcntl, sys, time\nf = open(sys.argv[1], 'r+')\n"
+                    + "fcntl.lockf(f, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(600)",
+                heldElsewhere.resolve(".lock").toString())
+            .redirectErrorStream(true)
+            .start();
 
     final StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
     env.setParallelism(2);
     final TreeSet<Long> keptIds = new TreeSet<>();
-    try (FileChannel lock = FileChannel.open(held.resolve(".lock"), StandardOpenOption.WRITE);
-        FileLock holding = lock.lock();
-        CloseableIterator<Long> ids =
-        // Fixed-size shards have the command line's layout, so its output is the expectation.
-        Records.dedup()
-            .fixedSizeShards()
-            .apply(Records.source(env, 0))
-            .map(r -> r.f2)
-            .executeAndCollect("jar")) {
-      ids.forEachRemaining(keptIds::add);
+    try {
+      final String said =
+          new BufferedReader(new InputStreamReader(locker.getInputStream(), UTF_8)).readLine();
+      assertTrue("locked".equals(said), "the locking process said " + said);
+      try (FileChannel lock = FileChannel.open(held.resolve(".lock"), StandardOpenOption.WRITE);
+          FileLock holding = lock.lock();
+          CloseableIterator<Long> ids =
+              // Fixed-size shards have the command line's layout, so its output is the
+              // expectation.
+              Records.dedup()
+                  .fixedSizeShards()
+                  .apply(Records.source(env, 0))
+                  .map(r -> r.f2)
+                  .executeAndCollect("jar")) {
+        ids.forEachRemaining(keptIds::add);
+      }
+    } finally {
+      locker.destroyForcibly();
     }
     Records.checkSame(expected, keptIds, "the library from the operator jar");
     assertTrue(!Files.exists(abandoned) && !Files.exists(unlocked), "abandoned folders left");
-    for (Path folder : List.of(held, young, elsewhere)) {
+    for (Path folder : List.of(held, heldElsewhere, young, elsewhere)) {
       assertTrue(Files.exists(folder.resolve("libbulkbloom_jni.so")), folder + " was emptied");
     }
 
