@@ -87,17 +87,20 @@ std::vector<std::string> resolved_paths(std::span<const OutputRecord> outputs) {
   return paths;
 }
 
-// What `run`'s inputs hold now, as an EarlierRun records its inputs; nothing when one is not a
-// regular file. Their bytes are read (for inputs_hash()) once per check, and only for a run whose
-// command, outputs and input size are an earlier run's.
+// What `run`'s inputs hold now: their total size (from stat) and, read once for the whole
+// check, each one's bytes and hash, which both the last run and the recalled ones compare.
 class PlannedInputs {
  public:
   explicit PlannedInputs(const PlannedRun& run)
-      : inputs_(run.inputs.empty() ? std::vector<std::string>{"-"} : run.inputs) {}
+      : names_(run.inputs.empty() ? std::vector<std::string>{"-"} : run.inputs) {}
 
+  /// As given; "-" for stdin.
+  const std::vector<std::string>& names() const { return names_; }
+
+  /// All their bytes; nothing when one is not a regular file.
   std::optional<std::uint64_t> bytes() const {
     std::uint64_t total = 0;
-    for (const std::string& input : inputs_) {
+    for (const std::string& input : names_) {
       struct stat st {};
       if (input == "-" || stat(input.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
         return std::nullopt;
@@ -107,25 +110,38 @@ class PlannedInputs {
     return total;
   }
 
-  const std::optional<std::uint64_t>& hash() {
-    if (!hashed_) {
-      hashed_ = true;
-      std::vector<InputContent> contents;
-      for (const std::string& input : inputs_) {
+  /// Each input's content (every byte read, the first time only); nothing when one is not a
+  /// regular file.
+  const std::optional<std::vector<InputContent>>& contents() {
+    if (!read_) {
+      read_ = true;
+      std::vector<InputContent> all;
+      for (const std::string& input : names_) {
         const auto content = content_of(input);
-        if (!content) return hash_;
-        contents.push_back(*content);
+        if (!content) return contents_;
+        all.push_back(*content);
       }
-      hash_ = inputs_hash(contents);
+      contents_ = std::move(all);
     }
-    return hash_;
+    return contents_;
+  }
+
+  /// inputs_hash() of contents().
+  std::optional<std::uint64_t> hash() {
+    if (!contents()) return std::nullopt;
+    return inputs_hash(*contents());
   }
 
  private:
-  std::vector<std::string> inputs_;
-  bool hashed_ = false;
-  std::optional<std::uint64_t> hash_;
+  std::vector<std::string> names_;
+  bool read_ = false;
+  std::optional<std::vector<InputContent>> contents_;
 };
+
+// A committed run recorded without inputs cannot be told from another.
+constexpr std::string_view kNotComparable =
+    "the committed run read stdin or wrote to something other than a regular file, and cannot be "
+    "compared";
 
 // Why `run` is not `earlier`, or nothing if it is that run.
 std::optional<std::string> why_not_the_earlier_run(const EarlierRun& earlier, const PlannedRun& run,
@@ -133,10 +149,7 @@ std::optional<std::string> why_not_the_earlier_run(const EarlierRun& earlier, co
   if (run.command != earlier.command) {
     return "its options differ (now: '" + run.command + "'; committed: '" + earlier.command + "')";
   }
-  if (!earlier.inputs_hash) {
-    return "the committed run read stdin or wrote to something other than a regular file, and "
-           "cannot be compared";
-  }
+  if (!earlier.inputs_hash) return std::string(kNotComparable);
   if (resolved_outputs(run) != resolved_paths(earlier.outputs)) {
     return std::string("it writes other outputs than the committed run");
   }
@@ -148,7 +161,8 @@ std::optional<std::string> why_not_the_earlier_run(const EarlierRun& earlier, co
 
 // Why `run` is not `last`, or nothing if it is that run. The cheap comparisons come first; the
 // inputs are hashed only when nothing else differs.
-std::optional<std::string> why_not_the_same_run(const RunRecord& last, const PlannedRun& run) {
+std::optional<std::string> why_not_the_same_run(const RunRecord& last, const PlannedRun& run,
+                                                PlannedInputs& planned) {
   if (last.legacy) {
     if (!run.fingerprint.empty() && run.fingerprint == last.command) return std::nullopt;
     return "the committed run was recorded by an older bulkbloom, without the content of its "
@@ -157,12 +171,8 @@ std::optional<std::string> why_not_the_same_run(const RunRecord& last, const Pla
   if (run.command != last.command) {
     return "its options differ (now: '" + run.command + "'; committed: '" + last.command + "')";
   }
-  if (last.inputs.empty()) {
-    return "the committed run read stdin or wrote to something other than a regular file, and "
-           "cannot be compared";
-  }
-  const std::vector<std::string> inputs =
-      run.inputs.empty() ? std::vector<std::string>{"-"} : run.inputs;
+  if (last.inputs.empty()) return std::string(kNotComparable);
+  const std::vector<std::string>& inputs = planned.names();
   if (inputs.size() != last.inputs.size()) {
     return "it reads " + std::to_string(inputs.size()) + " inputs; the committed run read " +
            std::to_string(last.inputs.size());
@@ -184,10 +194,10 @@ std::optional<std::string> why_not_the_same_run(const RunRecord& last, const Pla
   if (resolved_outputs(run) != resolved_paths(last.outputs)) {
     return std::string("it writes other outputs than the committed run");
   }
+  const auto& now = planned.contents();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const auto now = content_of(inputs[i]);
-    if (!now || now->bytes != last.inputs[i].content.bytes ||
-        now->hash != last.inputs[i].content.hash) {
+    if (!now || (*now)[i].bytes != last.inputs[i].content.bytes ||
+        (*now)[i].hash != last.inputs[i].content.hash) {
       return inputs[i] + " holds other bytes than the committed run read";
     }
   }
@@ -424,9 +434,9 @@ Rerun check_rerun(const RunRecord& last, const PlannedRun& run, const std::strin
     std::string which;
     std::optional<std::string> why_other;  // why `run` is not that run
   };
-  std::vector<Committed> committed{
-      {last.outputs, "the last run committed to " + state_path, why_not_the_same_run(last, run)}};
   PlannedInputs inputs(run);
+  std::vector<Committed> committed{{last.outputs, "the last run committed to " + state_path,
+                                    why_not_the_same_run(last, run, inputs)}};
   for (std::size_t i = 0; i < last.earlier.size() && committed.front().why_other; ++i) {
     committed.push_back({last.earlier[i].outputs,
                          "a run committed to " + state_path + " " + std::to_string(i + 1) +
