@@ -132,7 +132,9 @@ int main(int argc, char** argv) {
         ->Arg(2)
         ->Arg(4)
         ->Arg(8)
-        ->Arg(16);
+        ->Arg(16)
+        ->Arg(32)
+        ->Arg(64);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

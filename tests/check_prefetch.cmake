@@ -18,7 +18,7 @@ endif()
 # Per function: does its body hold a prefetch? Functions start at lines "ADDRESS <NAME>:".
 string(REGEX REPLACE "\n[0-9a-f]+ <" "\n@@FUNCTION@@<" disassembly "${disassembly}")
 string(REPLACE "@@FUNCTION@@" ";" functions "${disassembly}")
-foreach(target AVX3 AVX2 SSE4)
+foreach(target AVX3_DL AVX3 AVX2 SSE4)
   foreach(operation Insert Contains InsertIfAbsent)
     set(found FALSE)
     foreach(function IN LISTS functions)

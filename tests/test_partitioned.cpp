@@ -424,16 +424,17 @@ TEST(RoutedKeySlices, RouteKernelsListEachKeyUnderItsBlocksOwnerInInputOrder) {
 
 // Routed insert_if_absent's flags back in input order: every target gives each key the next flag
 // of its owner's list and no other byte, for runs around the vectors' 16-key steps and their
-// 8-key halves, task counts up to the vector loop's bound of 8, past it and 256 (every owner
-// byte), owner bytes all of the first task, all of the last, alternating and random; the lists
-// lie a stride apart with their read slack (CpuKernels::kMergeReadSlack) after the longest,
-// holding a sentinel that no key may take, and the bytes past n of is_new stay untouched.
+// 8-key halves and VBMI2's 64-key steps, task counts up to the vector loops' bounds of 8 and 16,
+// past them and 256 (every owner byte), owner bytes all of the first task, all of the last,
+// alternating and random; the lists lie a stride apart with their read slack
+// (CpuKernels::kMergeReadSlack) after the longest, holding a sentinel that no key may take, and the
+// bytes past n of is_new stay untouched.
 TEST(RoutedKeySlices, MergeFlagsGivesEachKeyTheNextFlagOfItsOwnersList) {
   std::mt19937_64 random(37);
   constexpr std::uint8_t kSentinel = 0xEE;
-  for (std::size_t n :
-       {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, 64u, 65u, 127u, 129u, 1000u, 4099u}) {
-    for (unsigned tasks : {1u, 2u, 3u, 7u, 8u, 9u, 16u, 256u}) {
+  for (std::size_t n : {0u, 1u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 33u, 63u, 64u, 65u, 127u, 128u,
+                        129u, 1000u, 4099u}) {
+    for (unsigned tasks : {1u, 2u, 3u, 7u, 8u, 9u, 16u, 17u, 256u}) {
       std::vector<std::vector<std::uint8_t>> maps;
       maps.emplace_back(n, 0);
       maps.emplace_back(n, static_cast<std::uint8_t>(tasks - 1));

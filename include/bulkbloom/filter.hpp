@@ -95,7 +95,7 @@ class Filter {
 
   /// The filter's layout.
   const Layout& layout() const { return layout_; }
-  /// The running implementation, e.g. "cpu/AVX3_ZEN4" or "cpu/scalar".
+  /// The running implementation, e.g. "cpu/AVX3_DL" or "cpu/scalar".
   std::string implementation() const;
   /// Worker threads used by bulk calls.
   unsigned threads() const;

@@ -186,7 +186,7 @@ class _Saved:
 
     @property
     def implementation(self) -> str:
-        """The running implementation, e.g. ``"cpu/AVX3_ZEN4"``, ``"cpu/scalar"``, ``"cuda/sm_90"``."""
+        """The running implementation, e.g. ``"cpu/AVX3_DL"``, ``"cpu/scalar"``, ``"cuda/sm_90"``."""
         return self._core.implementation
 
     def _file_state(self) -> tuple[Any, ...]:

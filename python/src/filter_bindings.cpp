@@ -140,7 +140,7 @@ void bind_filter(nb::module_& m) {
           "The layout as a dict.")
       .def_prop_ro(
           "implementation", [](PyFilter& self) { return self.filter.implementation(); },
-          "The running implementation, e.g. \"cpu/AVX3_ZEN4\".")
+          "The running implementation, e.g. \"cpu/AVX3_DL\".")
       .def_prop_ro(
           "threads", [](PyFilter& self) { return self.filter.threads(); },
           "Worker threads used by bulk calls.")

@@ -745,6 +745,7 @@ void Route(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMo
 // count beyond kMaxMergeTasksInVectors costs more compares and shuffles a step than the loop a key
 // below, which takes every key's flag from its task's list at its own count.
 constexpr unsigned kMaxMergeTasksInVectors = 8;
+constexpr unsigned kMaxMergeTasksInExpands = 16;
 
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 // Row `mask` spreads consecutive bytes over the lanes of an 8-lane mask: lane j takes byte
@@ -770,6 +771,24 @@ void MergeFlags(const std::uint8_t* HWY_RESTRICT owner_of, std::size_t n,
   std::array<const std::uint8_t*, RouteLists::kMaxTasks> next;
   for (unsigned t = 0; t < tasks; ++t) next[t] = flags + t * list_stride;
   std::size_t i = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3_DL
+  // VBMI2 expands a task's next flags over the lanes it owns straight from its list: 64 keys a
+  // step, one compare and one expanding load a task, no table. Its cost grows with the tasks
+  // and meets the loop a key's at twice kMaxMergeTasksInExpands (measured, bench/cpu_kernels).
+  if (tasks <= kMaxMergeTasksInExpands) {
+    for (; i + 64 <= n; i += 64) {
+      const __m512i owners = _mm512_loadu_si512(owner_of + i);
+      __m512i merged = _mm512_setzero_si512();
+      for (unsigned t = 0; t < tasks; ++t) {
+        const __mmask64 mine =
+            _mm512_cmpeq_epi8_mask(owners, _mm512_set1_epi8(static_cast<char>(t)));
+        merged = _mm512_mask_expandloadu_epi8(merged, mine, next[t]);
+        next[t] += std::popcount(static_cast<std::uint64_t>(mine));
+      }
+      _mm512_storeu_si512(is_new + i, merged);
+    }
+  }
+#endif
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
   if (tasks <= kMaxMergeTasksInVectors) {
     const hn::FixedTag<std::uint8_t, 16> d16;

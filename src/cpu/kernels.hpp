@@ -79,7 +79,7 @@ struct RouteLists {
 };
 
 struct CpuKernels {
-  /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_ZEN4", ...
+  /// Target name as shown after "cpu/": "scalar", "AVX2", "AVX3_DL", ...
   const char* target;
   /// Writes each key's 64-bit hash (the layout's H, or the key itself when prehashed) to `out`.
   void (*hash)(const Layout& layout, const std::uint64_t* keys, std::size_t n, KeyMode mode,
