@@ -527,24 +527,20 @@ void RouteCompressed(const Layout& layout, const std::uint64_t* keys, std::size_
   StartRoute(d, owners, lists, first_hash, has_first_hash, count, list);
   const auto append = [&](hn::Vec<decltype(d)> key, __mmask8 valid, std::size_t i) {
     const auto hash = hashing ? Xxh64(d, key, seed) : key;
-    __mmask8 from_here = valid;  // valid lanes at or past task t's first hash
-    __m512i owner = _mm512_setzero_si512();
+    __mmask8 from_here = valid;           // valid lanes at or past task t's first hash
+    __m128i owner = _mm_setzero_si128();  // a byte a lane
     for (unsigned t = 0; t < kTasks; ++t) {
       __mmask8 from_next = 0;
       if (t + 1 < kTasks && has_first_hash[t + 1]) {
         from_next = _mm512_mask_cmpge_epu64_mask(from_here, hash.raw, first_hash[t + 1].raw);
+        owner = _mm_add_epi8(owner, _mm_maskz_set1_epi8(from_next, 1));
       }
       const __mmask8 keep = static_cast<__mmask8>(from_here & ~from_next);
       _mm512_storeu_si512(list[t] + count[t], _mm512_maskz_compress_epi64(keep, hash.raw));
       count[t] += static_cast<std::size_t>(__builtin_popcount(keep));
-      if (lists.owner_of != nullptr && t > 0) {
-        owner = _mm512_mask_add_epi64(owner, from_here, owner, _mm512_set1_epi64(1));
-      }
       from_here = from_next;
     }
-    if (lists.owner_of != nullptr) {
-      _mm512_mask_cvtepi64_storeu_epi8(lists.owner_of + i, valid, owner);
-    }
+    if (lists.owner_of != nullptr) _mm_mask_storeu_epi8(lists.owner_of + i, valid, owner);
   };
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) append(hn::LoadU(d, keys + i), 0xFF, i);
