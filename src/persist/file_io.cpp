@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -158,6 +159,43 @@ void sync_directory(const std::filesystem::path& dir) {
   directory.sync();
 }
 
+namespace {
+std::filesystem::path named_directory(const std::filesystem::path& dir) {
+  std::filesystem::path named = dir.lexically_normal();
+  return named.has_filename() ? named : named.parent_path();  // "state/" names "state"
+}
+}  // namespace
+
+void sync_parent_directory(const std::filesystem::path& dir) {
+  sync_directory(named_directory(dir).parent_path());
+}
+
+void create_directories_synced(const std::filesystem::path& dir, const std::string& what) {
+  const std::filesystem::path target = named_directory(dir);
+  std::vector<std::filesystem::path> missing;  // deepest first
+  for (auto at = target; !at.empty(); at = at.parent_path()) {
+    std::error_code error;
+    if (std::filesystem::exists(std::filesystem::symlink_status(at, error))) break;
+    missing.push_back(at);
+    if (at == at.parent_path()) break;
+  }
+  for (auto at = missing.rbegin(); at != missing.rend(); ++at) {
+    if (::mkdir(at->c_str(), 0777) != 0 && errno != EEXIST) {
+      const int number = errno;
+      const std::string where = *at == target ? "" : " (making " + at->string() + ")";
+      throw IoError(
+          "cannot create " + what + " " + dir.string() + where + ": " + std::strerror(number),
+          number, *at);
+    }
+    sync_directory(at->parent_path());
+  }
+  std::error_code error;
+  if (!std::filesystem::is_directory(target.empty() ? "." : target, error)) {
+    throw IoError("cannot create " + what + " " + dir.string() + ": " + std::strerror(ENOTDIR),
+                  ENOTDIR, dir);
+  }
+}
+
 mode_t process_umask() {
   std::ifstream status("/proc/self/status");
   std::string line;
@@ -212,11 +250,7 @@ void write_file_atomically(const std::filesystem::path& path,
 
 void save_checkpoint_file(const std::filesystem::path& dir, const std::string& file_name,
                           const std::function<void(const std::filesystem::path&)>& save) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error)
-    throw IoError("cannot create checkpoint directory " + dir.string() + ": " + error.message(),
-                  error.value(), dir);
+  create_directories_synced(dir, "checkpoint directory");
   // A save killed mid-write leaves its temporary file behind; the directory has one writer, so
   // any such file is stale.
   remove_stale_saves(dir / file_name);

@@ -93,9 +93,7 @@ StatePath state_path(const std::string& given, const char* option) {
 StateLock::StateLock(const std::filesystem::path& path, bool is_directory, bool wait) {
   std::filesystem::path target = path;
   if (is_directory) {
-    std::error_code error;
-    std::filesystem::create_directories(path, error);
-    if (error) throw IoError("cannot create directory " + path.string() + ": " + error.message());
+    detail::create_directories_synced(path, "directory");
     fd_ = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   } else {
     target += ".lock";
