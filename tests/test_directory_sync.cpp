@@ -1,7 +1,8 @@
 // Which directories a commit flushes, seen from inside the process: this program defines fsync,
 // so the library's calls come here (the library is linked in statically), are recorded by the
-// path of the descriptor, and then made. A directory created and never flushed into its parent
-// can vanish in a crash with every file committed in it; nothing outside a crash would show it.
+// device and inode of the descriptor, and then made. A directory created and never flushed into
+// its parent can vanish in a crash with every file committed in it; nothing outside a crash
+// would show it.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -16,6 +17,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "persist/file_io.hpp"
@@ -23,28 +25,28 @@
 
 namespace {
 
+using FileId = std::pair<dev_t, ino_t>;
 std::mutex synced_mutex;
-std::vector<std::filesystem::path> synced;  // every descriptor flushed, by its path
+std::vector<FileId> synced;  // every descriptor flushed
 
-std::vector<std::filesystem::path> take_synced() {
+std::vector<FileId> take_synced() {
   const std::lock_guard lock(synced_mutex);
   return std::exchange(synced, {});
 }
 
-bool flushed(const std::vector<std::filesystem::path>& paths, const std::filesystem::path& dir) {
-  const auto want = std::filesystem::weakly_canonical(dir);
-  return std::find(paths.begin(), paths.end(), want) != paths.end();
+bool flushed(const std::vector<FileId>& files, const std::filesystem::path& dir) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) return false;
+  return std::find(files.begin(), files.end(), FileId{info.st_dev, info.st_ino}) != files.end();
 }
 
 }  // namespace
 
 extern "C" int fsync(int fd) {
-  std::array<char, 4096> target{};
-  const std::string link = "/proc/self/fd/" + std::to_string(fd);
-  const ssize_t n = ::readlink(link.c_str(), target.data(), target.size() - 1);
-  if (n > 0) {
+  struct stat info {};
+  if (::fstat(fd, &info) == 0) {
     const std::lock_guard lock(synced_mutex);
-    synced.emplace_back(std::string(target.data(), static_cast<std::size_t>(n)));
+    synced.emplace_back(info.st_dev, info.st_ino);
   }
   return static_cast<int>(::syscall(SYS_fsync, fd));
 }
