@@ -160,40 +160,56 @@ void sync_directory(const std::filesystem::path& dir) {
 }
 
 namespace {
-std::filesystem::path named_directory(const std::filesystem::path& dir) {
-  std::filesystem::path named = dir.lexically_normal();
-  return named.has_filename() ? named : named.parent_path();  // "state/" names "state"
+
+// Flushes the directory that holds `dir`'s entry: "dir/..", as the kernel resolves it (through
+// links and "..", as it resolved `dir`). A parent this process may write but not read (a drop
+// directory, mode 1733) cannot be opened to be flushed; nothing could flush it from here, so the
+// commit goes on without.
+void flush_entry_of(const std::filesystem::path& dir) {
+  try {
+    sync_directory(dir / "..");
+  } catch (const IoError& e) {
+    if (e.error_number() != EACCES) throw;
+  }
 }
+
 }  // namespace
 
-void sync_parent_directory(const std::filesystem::path& dir) {
-  sync_directory(named_directory(dir).parent_path());
-}
-
 void create_directories_synced(const std::filesystem::path& dir, const std::string& what) {
-  const std::filesystem::path target = named_directory(dir);
-  std::vector<std::filesystem::path> missing;  // deepest first
-  for (auto at = target; !at.empty(); at = at.parent_path()) {
-    std::error_code error;
-    if (std::filesystem::exists(std::filesystem::symlink_status(at, error))) break;
-    missing.push_back(at);
-    if (at == at.parent_path()) break;
-  }
-  for (auto at = missing.rbegin(); at != missing.rend(); ++at) {
-    if (::mkdir(at->c_str(), 0777) != 0 && errno != EEXIST) {
+  if (dir.empty()) throw IoError("cannot create " + what + ": the path is empty", ENOENT, dir);
+  // Level by level as given, so that "..", links and a relative path mean what they mean to the
+  // kernel; each level made is flushed into its parent before the next is made below it.
+  std::filesystem::path level;
+  bool made_last = false;
+  for (const auto& part : dir) {
+    if (part.empty()) continue;  // a trailing separator
+    level /= part;
+    struct stat info {};
+    made_last = false;
+    if (::lstat(level.c_str(), &info) == 0) continue;  // there already (a link to one included)
+    if (::mkdir(level.c_str(), 0777) != 0 && errno != EEXIST) {
       const int number = errno;
-      const std::string where = *at == target ? "" : " (making " + at->string() + ")";
+      const std::string where = level == dir ? "" : " (making " + level.string() + ")";
       throw IoError(
           "cannot create " + what + " " + dir.string() + where + ": " + std::strerror(number),
-          number, *at);
+          number, level);
     }
-    sync_directory(at->parent_path());
+    flush_entry_of(level);
+    made_last = true;
   }
-  std::error_code error;
-  if (!std::filesystem::is_directory(target.empty() ? "." : target, error)) {
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) {
+    const int number = errno;  // a link to nothing, a level that vanished, a loop
+    throw IoError("cannot create " + what + " " + dir.string() + ": " + std::strerror(number),
+                  number, dir);
+  }
+  if (!S_ISDIR(info.st_mode)) {
     throw IoError("cannot create " + what + " " + dir.string() + ": " + std::strerror(ENOTDIR),
                   ENOTDIR, dir);
   }
+  // A directory found in place may be one whose maker died before flushing it (or one a user
+  // made): its entry is flushed once more, so that what is committed in it next is durable.
+  if (!made_last) flush_entry_of(dir);
 }
 
 mode_t process_umask() {

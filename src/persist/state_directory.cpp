@@ -392,6 +392,8 @@ std::uint64_t StateDirectory::commit(
     StateSnapshot snapshot, std::uint32_t kind,
     const std::function<void(std::size_t, const PartSink&)>& bits_of) {
   bool synced = std::exchange(synced_, false);  // until this commit is through
+  // Each commit, before anything is written: the directory's entry is flushed too when it was
+  // there already (made by a user, by the lock, or by a run killed before flushing it).
   detail::create_directories_synced(dir_, "state directory");
   // The manifest this object last committed or loaded may no longer be the directory's: the
   // directory was removed or replaced since, or a relative path now names another one (the
@@ -506,9 +508,6 @@ std::uint64_t StateDirectory::commit(
   const std::vector<std::byte> manifest = encode_manifest(next);
   next.stored_checksum = get<std::uint64_t>(manifest.data(), manifest.size() - 8);
   detail::write_file_atomically(dir_ / kManifestFile, [&](File& out) { out.write_all(manifest); });
-  // The first state in a directory that someone else made (a user's mkdir, a lock taken first)
-  // is durable only once the directory's own entry is.
-  if (before == nullptr) detail::sync_parent_directory(dir_);
   written += manifest.size();
   committed_ = std::make_unique<Manifest>(std::move(next));
   synced_ = true;

@@ -48,6 +48,21 @@ def check(condition, message):
         raise AssertionError(message)
 
 
+def kill_after_a_checkpoint(command, checkpoint="ck"):
+    """Runs `command` (with --checkpoint) killed at the first fault point (BULKBLOOM_FAULT_INJECT)
+    by which an incomplete checkpoint is in place: a run that died mid-way, however many points
+    its loading and saves take. Returns that point."""
+    for point in range(1, 400):
+        env = dict(os.environ, BULKBLOOM_FAULT_INJECT=f"{point}:kill")
+        proc = subprocess.run([BIN] + command, cwd=WORK, env=env, stderr=subprocess.PIPE)
+        check(proc.returncode == -signal.SIGKILL,
+              f"the run was not killed at fault point {point}: {proc.returncode}")
+        manifest = os.path.join(checkpoint, "MANIFEST")
+        if os.path.exists(path(manifest)) and b"complete=0" in read(manifest):
+            return point
+    check(False, "no fault point left an incomplete checkpoint")
+
+
 def split_records(data, fmt):
     if fmt == "u64":
         return [data[i:i + 8] for i in range(0, len(data), 8)]
@@ -564,10 +579,7 @@ def case_resume_identity():
     run(["gen", "--count", "100000", "--seed", "1", "-o", "in"])
     command = ["dedup", "in", "-o", "out", "--checkpoint", "ck", "--checkpoint-every", "10000",
                "--buffer-size", "64K", "--stats", "none", "--resume"]
-    env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")  # dies after a few checkpoints
-    proc = subprocess.run([BIN] + command, cwd=WORK, env=env, stderr=subprocess.PIPE)
-    check(proc.returncode == -signal.SIGKILL and b"complete=0" in read("ck/MANIFEST"),
-          f"the run was not killed mid-way: {proc.returncode}")
+    kill_after_a_checkpoint(command)
     stat = os.stat(path("in"))
     run(["gen", "--count", "100000", "--seed", "2", "-o", "in"])  # same size, other keys
     os.utime(path("in"), ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -1151,9 +1163,7 @@ def case_resume_after_another_commit():
         a = ["dedup", "in1", "-o", "o1", "--filter", state, "--checkpoint", "ck",
              "--checkpoint-every", "10000", "--buffer-size", "64K", "--stats", "none", "--resume",
              "--capacity", "200000"]
-        env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")
-        proc = subprocess.run([BIN] + a, cwd=WORK, env=env, stderr=subprocess.PIPE)
-        check(proc.returncode == -signal.SIGKILL, f"the run was not killed: {proc.returncode}")
+        kill_after_a_checkpoint(a)
         run(["dedup", "in2", "-o", "o2", "--filter", state, "--stats", "none"])
         before = state_bytes(state)
         # --capacity, which the state made by that other run overrides, is not noted on the way to
@@ -1186,10 +1196,7 @@ def case_resume_after_another_commit():
     run(["dedup", "in2", "-o", "o2", "--filter", "r.bbf", "--stats", "none"])
     a = ["dedup", "in1", "-o", "o1", "--filter", "r.bbf", "--checkpoint", "ck",
          "--checkpoint-every", "10000", "--buffer-size", "64K", "--stats", "none", "--resume"]
-    env = dict(os.environ, BULKBLOOM_FAULT_INJECT="30:kill")  # loading r.bbf takes some
-    proc = subprocess.run([BIN] + a, cwd=WORK, env=env, stderr=subprocess.PIPE)
-    check(proc.returncode == -signal.SIGKILL and b"complete=0" in read("ck/MANIFEST"),
-          f"the run was not killed after a checkpoint: {proc.returncode}")
+    kill_after_a_checkpoint(a)
     os.remove(path("r.bbf"))
     proc = run(a, expect_rc=1)
     check(b"was removed after the checkpoint" in proc.stderr, proc.stderr.decode())
@@ -1644,9 +1651,7 @@ def case_rerun_after_other_commits():
         # A run resumed from its checkpoint commits what the state recalled when it began.
         c = ["dedup", "in3", "-o", "o3", "--filter", state, "--checkpoint", "ck",
              "--checkpoint-every", "10000", "--buffer-size", "64K", "--stats", "none", "--resume"]
-        env = dict(os.environ, BULKBLOOM_FAULT_INJECT="12:kill")
-        proc = subprocess.run([BIN] + c, cwd=WORK, env=env, stderr=subprocess.PIPE)
-        check(proc.returncode == -signal.SIGKILL, f"the run was not killed: {proc.returncode}")
+        kill_after_a_checkpoint(c)
         run(c)
         # A run whose output cannot be recorded is not recognised, but keeps what is recalled.
         run(["dedup", "in2", "-o", "/dev/null", "--filter", state, "--stats", "none"])
