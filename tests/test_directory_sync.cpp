@@ -116,6 +116,28 @@ TEST(DirectorySync, EachDirectoryMadeIsFlushedIntoItsParentBeforeTheNextIsMadeIn
   EXPECT_EQ(flushes_of(again, tmp.path() / "a" / "b").size(), 1u);
 }
 
+// A run killed between making a level and flushing it leaves that level unflushed, the deepest
+// it made; the next run finds it in place.
+TEST(DirectorySync, TheDeepestLevelFoundInPlaceIsFlushedBeforeAnythingIsMadeInIt) {
+  TempDir tmp;
+  ASSERT_EQ(::mkdir((tmp.path() / "a").c_str(), 0777), 0);  // never flushed
+  take_events();
+  detail::create_directories_synced(tmp.path() / "a" / "b", "checkpoint directory");
+  const auto seen = take_events();
+  const auto b_made = std::find_if(seen.begin(), seen.end(), [&](const Event& e) {
+    return e.made && e.file == id_of(tmp.path() / "a" / "b");
+  });
+  ASSERT_NE(b_made, seen.end());
+  const auto a_entry = flushes_of(seen, tmp.path());
+  ASSERT_EQ(a_entry.size(), 1u);
+  EXPECT_LT(a_entry.front(), static_cast<std::size_t>(b_made - seen.begin()));
+  EXPECT_TRUE(made_then_flushed(seen, tmp.path() / "a" / "b", tmp.path() / "a"));
+  // A new level named with "." after it: flushed once, not again for the ".".
+  take_events();
+  detail::create_directories_synced(tmp.path() / "c" / ".", "state directory");
+  EXPECT_EQ(flushes_of(take_events(), tmp.path()).size(), 1u);
+}
+
 TEST(DirectorySync, DotDotAndLinksMeanWhatTheyMeanToTheKernel) {
   TempDir tmp;
   // "x/../y" with x missing makes x, then y beside it, as the kernel reads the path.

@@ -178,38 +178,49 @@ void flush_entry_of(const std::filesystem::path& dir) {
 void create_directories_synced(const std::filesystem::path& dir, const std::string& what) {
   if (dir.empty()) throw IoError("cannot create " + what + ": the path is empty", ENOENT, dir);
   // Level by level as given, so that "..", links and a relative path mean what they mean to the
-  // kernel; each level made is flushed into its parent before the next is made below it.
-  std::filesystem::path level;
-  bool made_last = false;
+  // kernel.
+  std::vector<std::filesystem::path> levels;
   for (const auto& part : dir) {
     if (part.empty()) continue;  // a trailing separator
-    level /= part;
+    levels.push_back(levels.empty() ? part : levels.back() / part);
+  }
+  const auto fail = [&](const std::filesystem::path& level, int number) {
+    const std::string where = level == levels.back() ? "" : " (making " + level.string() + ")";
+    throw IoError(
+        "cannot create " + what + " " + dir.string() + where + ": " + std::strerror(number), number,
+        level);
+  };
+  // Each level made here is flushed into its parent before anything is made in it, so a run
+  // killed in between leaves at most one level unflushed, the deepest it made: the deepest level
+  // found in place has its entry flushed before anything is made below it, and the directory's
+  // own when every level is in place (also one a user made).
+  const std::filesystem::path* deepest_found = nullptr;
+  bool made = false;
+  for (const auto& level : levels) {
     struct stat info {};
-    made_last = false;
-    if (::lstat(level.c_str(), &info) == 0) continue;  // there already (a link to one included)
-    if (::mkdir(level.c_str(), 0777) != 0 && errno != EEXIST) {
-      const int number = errno;
-      const std::string where = level == dir ? "" : " (making " + level.string() + ")";
-      throw IoError(
-          "cannot create " + what + " " + dir.string() + where + ": " + std::strerror(number),
-          number, level);
+    if (!made && ::lstat(level.c_str(), &info) == 0) {
+      if (::stat(level.c_str(), &info) != 0) fail(level, errno);  // a link to nothing, a loop
+      if (!S_ISDIR(info.st_mode)) fail(level, ENOTDIR);
+      deepest_found = &level;
+      continue;
     }
-    flush_entry_of(level);
-    made_last = true;
+    if (!made && deepest_found != nullptr) flush_entry_of(*deepest_found);
+    made = true;
+    if (::mkdir(level.c_str(), 0777) == 0) {
+      flush_entry_of(level);
+      continue;
+    }
+    const int number = errno;
+    if (number != EEXIST) fail(level, number);
+    // There after all ("." or ".." below a level made here, or made by another process, which
+    // flushes it): a directory, or in the way.
+    if (::stat(level.c_str(), &info) != 0) fail(level, errno);
+    if (!S_ISDIR(info.st_mode)) fail(level, ENOTDIR);
   }
   struct stat info {};
-  if (::stat(dir.c_str(), &info) != 0) {
-    const int number = errno;  // a link to nothing, a level that vanished, a loop
-    throw IoError("cannot create " + what + " " + dir.string() + ": " + std::strerror(number),
-                  number, dir);
-  }
-  if (!S_ISDIR(info.st_mode)) {
-    throw IoError("cannot create " + what + " " + dir.string() + ": " + std::strerror(ENOTDIR),
-                  ENOTDIR, dir);
-  }
-  // A directory found in place may be one whose maker died before flushing it (or one a user
-  // made): its entry is flushed once more, so that what is committed in it next is durable.
-  if (!made_last) flush_entry_of(dir);
+  if (::stat(dir.c_str(), &info) != 0) fail(levels.back(), errno);  // a link to nothing, a loop
+  if (!S_ISDIR(info.st_mode)) fail(levels.back(), ENOTDIR);
+  if (!made) flush_entry_of(dir);
 }
 
 mode_t process_umask() {

@@ -77,11 +77,12 @@ class File {
 /// Flushes directory `dir` (its entries: a rename in it becomes durable). Throws IoError.
 void sync_directory(const std::filesystem::path& dir);
 
-/// Creates directory `dir` and its missing parents, flushing each new one into its parent, and
-/// flushes `dir`'s entry in its parent when it was there already: a directory whose entry was
-/// never flushed can vanish in a crash with everything committed in it. A parent that may be
-/// written but not read is not flushed. Throws IoError ("cannot create `what` DIR: ...") naming
-/// the level that could not be made; an empty path is refused.
+/// Creates directory `dir` and its missing parents, each flushed into its parent before anything
+/// is made in it; the deepest level found in place has its entry flushed too (`dir`'s own when
+/// all are), as a run killed between a mkdir and its flush leaves that one: a directory whose
+/// entry was never flushed can vanish in a crash with everything committed in it. A parent that
+/// may be written but not read is not flushed. Throws IoError ("cannot create `what` DIR: ...")
+/// naming the level that could not be made; an empty path is refused.
 void create_directories_synced(const std::filesystem::path& dir, const std::string& what);
 
 /// Replaces `path` atomically with what `write` writes into a new file: a temporary file in the

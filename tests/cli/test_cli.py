@@ -56,7 +56,8 @@ def kill_after_a_checkpoint(command, checkpoint="ck"):
         env = dict(os.environ, BULKBLOOM_FAULT_INJECT=f"{point}:kill")
         proc = subprocess.run([BIN] + command, cwd=WORK, env=env, stderr=subprocess.PIPE)
         check(proc.returncode == -signal.SIGKILL,
-              f"the run was not killed at fault point {point}: {proc.returncode}")
+              f"the run was not killed at fault point {point}: {proc.returncode}, "
+              f"{proc.stderr.decode(errors='replace')}")
         manifest = os.path.join(checkpoint, "MANIFEST")
         if os.path.exists(path(manifest)) and b"complete=0" in read(manifest):
             return point
