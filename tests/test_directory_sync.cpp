@@ -61,17 +61,22 @@ std::vector<std::size_t> flushes_of(const std::vector<Event>& seen,
   return at;
 }
 
+// Where `dir` was made, in event order (never: seen.size()).
+std::size_t made_at(const std::vector<Event>& seen, const std::filesystem::path& dir) {
+  const FileId id = id_of(dir);
+  return static_cast<std::size_t>(
+      std::find_if(seen.begin(), seen.end(),
+                   [&](const Event& e) { return e.made && e.file == id; }) -
+      seen.begin());
+}
+
 // Whether `dir` was made, and `parent` flushed after it.
 bool made_then_flushed(const std::vector<Event>& seen, const std::filesystem::path& dir,
                        const std::filesystem::path& parent) {
-  const FileId id = id_of(dir);
-  const auto made = std::find_if(seen.begin(), seen.end(),
-                                 [&](const Event& e) { return e.made && e.file == id; });
-  if (made == seen.end()) return false;
+  const std::size_t made = made_at(seen, dir);
+  if (made == seen.size()) return false;
   const auto flushed = flushes_of(seen, parent);
-  return std::any_of(flushed.begin(), flushed.end(), [&](std::size_t i) {
-    return i > static_cast<std::size_t>(made - seen.begin());
-  });
+  return std::any_of(flushed.begin(), flushed.end(), [&](std::size_t i) { return i > made; });
 }
 
 }  // namespace
@@ -104,11 +109,8 @@ TEST(DirectorySync, EachDirectoryMadeIsFlushedIntoItsParentBeforeTheNextIsMadeIn
   EXPECT_TRUE(made_then_flushed(seen, tmp.path() / "a" / "b", tmp.path() / "a"));
   EXPECT_TRUE(made_then_flushed(seen, tmp.path() / "a" / "b" / "c", tmp.path() / "a" / "b"));
   // a's entry flushed before b was made in it.
-  const auto b_made = std::find_if(seen.begin(), seen.end(), [&](const Event& e) {
-    return e.made && e.file == id_of(tmp.path() / "a" / "b");
-  });
   ASSERT_FALSE(flushes_of(seen, tmp.path()).empty());
-  EXPECT_LT(flushes_of(seen, tmp.path()).front(), static_cast<std::size_t>(b_made - seen.begin()));
+  EXPECT_LT(flushes_of(seen, tmp.path()).front(), made_at(seen, tmp.path() / "a" / "b"));
   // There already (its maker may have died before flushing it): its entry alone is flushed.
   detail::create_directories_synced(tmp.path() / "a" / "b" / "c", "state directory");
   const auto again = take_events();
@@ -124,13 +126,11 @@ TEST(DirectorySync, TheDeepestLevelFoundInPlaceIsFlushedBeforeAnythingIsMadeInIt
   take_events();
   detail::create_directories_synced(tmp.path() / "a" / "b", "checkpoint directory");
   const auto seen = take_events();
-  const auto b_made = std::find_if(seen.begin(), seen.end(), [&](const Event& e) {
-    return e.made && e.file == id_of(tmp.path() / "a" / "b");
-  });
-  ASSERT_NE(b_made, seen.end());
+  const std::size_t b_made = made_at(seen, tmp.path() / "a" / "b");
+  ASSERT_NE(b_made, seen.size());
   const auto a_entry = flushes_of(seen, tmp.path());
   ASSERT_EQ(a_entry.size(), 1u);
-  EXPECT_LT(a_entry.front(), static_cast<std::size_t>(b_made - seen.begin()));
+  EXPECT_LT(a_entry.front(), b_made);
   EXPECT_TRUE(made_then_flushed(seen, tmp.path() / "a" / "b", tmp.path() / "a"));
   // A new level named with "." after it: flushed once, not again for the ".".
   take_events();

@@ -194,12 +194,12 @@ void create_directories_synced(const std::filesystem::path& dir, const std::stri
   // killed in between leaves at most one level unflushed, the deepest it made: the deepest level
   // found in place has its entry flushed before anything is made below it, and the directory's
   // own when every level is in place (also one a user made).
+  // Every level ends the loop checked to be a directory (a link to one included).
   const std::filesystem::path* deepest_found = nullptr;
   bool made = false;
   for (const auto& level : levels) {
     struct stat info {};
-    if (!made && ::lstat(level.c_str(), &info) == 0) {
-      if (::stat(level.c_str(), &info) != 0) fail(level, errno);  // a link to nothing, a loop
+    if (!made && ::stat(level.c_str(), &info) == 0) {
       if (!S_ISDIR(info.st_mode)) fail(level, ENOTDIR);
       deepest_found = &level;
       continue;
@@ -212,14 +212,11 @@ void create_directories_synced(const std::filesystem::path& dir, const std::stri
     }
     const int number = errno;
     if (number != EEXIST) fail(level, number);
-    // There after all ("." or ".." below a level made here, or made by another process, which
-    // flushes it): a directory, or in the way.
+    // There after all: "." or ".." below a level made here, one another process made (and
+    // flushes), a link to nothing or a loop (stat fails), or something in the way.
     if (::stat(level.c_str(), &info) != 0) fail(level, errno);
     if (!S_ISDIR(info.st_mode)) fail(level, ENOTDIR);
   }
-  struct stat info {};
-  if (::stat(dir.c_str(), &info) != 0) fail(levels.back(), errno);  // a link to nothing, a loop
-  if (!S_ISDIR(info.st_mode)) fail(levels.back(), ENOTDIR);
   if (!made) flush_entry_of(dir);
 }
 
